@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     times = {}
     t = time.perf_counter()
     if (AINORMS / "llama31_data.zip").exists():
-        from normlab.llm_runs.ainorms import load_ainorms
+        from normlab.llm_runs.published.ainorms import load_ainorms
 
         log = load_ainorms(AINORMS, kinds="baseline", files=["*_Q_M_*"])
         log = select_runs(log, names=("Q", "M"), memory=H, n_agents=n_fit, model=llm)

@@ -30,7 +30,8 @@ import numba
 import numpy as np
 
 from normlab.theory import minimal_naming_game, strategy_game
-from normlab.theory.naming_game import N_SCALARS, _ng_run
+from normlab.theory._batch import N_SCALARS
+from normlab.theory.naming_game import _ng_run
 from normlab._rng import run_seeds
 
 HERE = Path(__file__).resolve().parent

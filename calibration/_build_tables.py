@@ -39,7 +39,7 @@ KEEP_DRAWS = 500
 
 def build(ainorms, out, *, settings=SETTINGS, cv: bool = True, seed: int = 20250521, chains: int = 4,
           log=None) -> list[dict]:
-    from normlab.llm_runs.ainorms import load_ainorms
+    from normlab.llm_runs.published.ainorms import load_ainorms
 
     from . import compare_models, counts_from_log, fit_hierarchical, select_decay, select_runs
     from .pipeline import ainorms_file_patterns

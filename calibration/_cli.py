@@ -111,7 +111,7 @@ def _calibrate(args) -> int:
     names = _check_names(args.names)
     if args.ainorms:
         from normlab.calibration.pipeline import ainorms_file_patterns
-        from normlab.llm_runs.ainorms import load_ainorms
+        from normlab.llm_runs.published.ainorms import load_ainorms
 
         path = Path(args.ainorms)
         if not path.exists():

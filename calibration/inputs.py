@@ -8,7 +8,7 @@ so that model selection can hold out whole runs. :class:`StateCounts` holds it; 
   theory simulation with ``record_decisions=True``) by :func:`counts_from_log`, which keeps the
   valid decisions of uncommitted agents, or
 - a strategy-probe frame (fixed memory -> answers) by :func:`counts_from_probes`: the answers of
-  :func:`normlab.llm_runs.ainorms.load_ainorms_probes` (one row per answer), or the table of
+  :func:`normlab.llm_runs.published.ainorms.load_ainorms_probes` (one row per answer), or the table of
   :func:`normlab.llm_runs.strategy_table` (sampled counts, or exact probabilities turned into
   weighted pseudo-counts).
 
@@ -425,7 +425,7 @@ def counts_from_probes(frame: pd.DataFrame, *, names, memory: int, exact_weight:
     ----------
     frame : pandas.DataFrame
         Either one row per answer (``memory_state``, ``name``, optional ``valid``; e.g.
-        :func:`normlab.llm_runs.ainorms.load_ainorms_probes`), or one row per (state, name) with
+        :func:`normlab.llm_runs.published.ainorms.load_ainorms_probes`), or one row per (state, name) with
         ``memory_state``, ``name`` and ``count`` (sampled probes) or ``p`` (exact probabilities,
         e.g. :meth:`normlab.llm_runs.StrategyTable.to_frame` in exact mode).
     names : sequence of str

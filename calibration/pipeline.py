@@ -57,7 +57,7 @@ def find_ainorms():
 
 def ainorms_file_patterns(names) -> list[str]:
     """File-name patterns of the AI-norms runs of a two-name pool (both orders), for
-    :func:`normlab.llm_runs.ainorms.load_ainorms` ``files=``."""
+    :func:`normlab.llm_runs.published.ainorms.load_ainorms` ``files=``."""
     names = _check_names(names)
     if len(names) != 2:
         return ["*" + "_".join(names) + "_*"]
@@ -109,7 +109,7 @@ def observed_summary(log: GameLog, *, names, memory: int, n_agents: int, within_
         the most common N) and ``critical_mass`` (``overturn_<X>`` -> ``first_count``,
         ``first_all``, ``c50``, ``c50_low``, ``c50_high``, ``counts``, ``n_runs``).
     """
-    from normlab.llm_runs.ainorms import first_round_reaching, mean_success_by_round
+    from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 
     from .empirical_critical_mass import empirical_critical_mass
 
@@ -231,7 +231,7 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     Parameters
     ----------
     log : normlab.schema.GameLog
-        E.g. :func:`normlab.llm_runs.ainorms.load_ainorms` output or normlab LLM runs.
+        E.g. :func:`normlab.llm_runs.published.ainorms.load_ainorms` output or normlab LLM runs.
     names : sequence of str
         The name pool (runs with the same names in any order).
     memory : int, optional

@@ -46,12 +46,14 @@ _EXPORTS = {
     # ITCMA-S matrix played by an LLM
     "LLMRanker": "rankers",
     "parse_ranking": "rankers",
+    "render_matrix_prompt": "rankers",
+    "matrix_template": "rankers",
     # testing
     "StubServer": "testing",
-    # AI-norms data loader (another module's owner)
-    "load_ainorms": "ainorms",
-    "load_ainorms_probes": "ainorms",
-    "load_ainorms_meta": "ainorms",
+    # published data (llm_runs/published/)
+    "load_ainorms": "published.ainorms",
+    "load_ainorms_probes": "published.ainorms",
+    "load_ainorms_meta": "published.ainorms",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -2,7 +2,8 @@
 
 :class:`LLMRanker` satisfies :class:`normlab.theory.itcmas.Ranker`, so it swaps in for the
 closed-form rankers of :func:`normlab.theory.itcmas.simulate_ltrha`. The prompt is data
-(:data:`normlab.theory.itcmas.MATRIX_PROMPT`, or a JSON file with the same keys); the endpoint is
+(``templates/itcmas_matrix.json``, or a JSON file with the same keys, rendered by
+:func:`render_matrix_prompt`); the endpoint is
 any OpenAI-compatible server, or the embedded SmolLM2 server by default.
 
 References
@@ -18,8 +19,76 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from normlab.theory.itcmas import MatrixInput
+
+
+#: Keys a matrix prompt template must have (``templates/itcmas_matrix.json``).
+MATRIX_KEYS = ("system", "user", "place_line", "agent_line", "acted", "idle", "empty_topic")
+
+
+def matrix_template() -> dict:
+    """The matrix prompt as data (a fresh dict read from ``templates/itcmas_matrix.json``).
+
+    References
+    ----------
+    Zhang et al., ITCMA-S, arXiv:2409.06750, Sect. 4.2.2 (the paper does not publish its prompt;
+    this one is normlab's).
+    """
+    from importlib.resources import files
+
+    return json.loads(files("normlab.llm_runs.templates").joinpath("itcmas_matrix.json").read_text(encoding="utf-8"))
+
+
+def render_matrix_prompt(obs: MatrixInput, template: dict | None = None) -> tuple[str, str]:
+    """Fill the matrix prompt with one step's observation.
+
+    Parameters
+    ----------
+    obs : normlab.theory.itcmas.MatrixInput
+        The step to describe.
+    template : dict, optional
+        A prompt with the keys :data:`MATRIX_KEYS` (default: :func:`matrix_template`).
+
+    Returns
+    -------
+    tuple of str
+        ``(system, user)`` messages.
+
+    References
+    ----------
+    Prompt for the LLM matrix of Sect. 4.2.2 of Zhang et al., ITCMA-S, arXiv:2409.06750, whose
+    ranking feeds Eq. 19.
+    """
+    t = matrix_template() if template is None else template
+    missing = set(MATRIX_KEYS) - set(t)
+    if missing:
+        raise ValueError(f"template lacks keys {sorted(missing)}; it needs the keys {sorted(MATRIX_KEYS)}")
+    counts = np.bincount(obs.env, minlength=len(obs.env_names))
+    places = "\n".join(
+        t["place_line"].format(
+            place=name,
+            topic=t["empty_topic"] if np.isnan(obs.topic[e]) else f"{obs.topic[e]:+.2f}",
+            n_present=int(counts[e]),
+        )
+        for e, name in enumerate(obs.env_names)
+    )
+    lines = "\n".join(
+        t["agent_line"].format(
+            agent=a,
+            place=obs.env_names[obs.env[i]],
+            action=t["acted"].format(valence=obs.valence[i]) if obs.acted[i] else t["idle"],
+            resources=obs.resources[i],
+        )
+        for i, a in enumerate(obs.agents)
+    )
+    example = t.get("example", matrix_template()["example"])
+    user = t["user"].format(step=obs.step, places=places, agent_lines=lines, n_agents=obs.n_agents, example=example)
+    return t["system"], user
 
 
 @dataclass(frozen=True)
@@ -92,8 +161,8 @@ class LLMRanker:
     endpoint : normlab.llm_runs.EndpointConfig, optional
         Default :meth:`EndpointConfig.from_env` (embedded server when no base URL is set).
     template : dict or str or pathlib.Path, optional
-        Prompt with the keys of :data:`normlab.theory.itcmas.MATRIX_PROMPT` (a dict or a JSON
-        file); default that constant.
+        Prompt with the keys :data:`MATRIX_KEYS` (a dict or a JSON file); default
+        ``templates/itcmas_matrix.json``.
     temperature : float, optional
     max_tokens : int, optional
         Room for the list of names.
@@ -108,19 +177,17 @@ class LLMRanker:
 
     def __init__(self, endpoint=None, *, template=None, temperature: float = 0.5, max_tokens: int = 96,
                  prefill: bool | None = None):
-        from normlab.theory.itcmas import MATRIX_PROMPT
-
         from .backend import EndpointConfig
 
         self.endpoint = endpoint if endpoint is not None else EndpointConfig.from_env()
         if not isinstance(self.endpoint, EndpointConfig):
             raise TypeError(f"endpoint must be an EndpointConfig; got {type(self.endpoint).__name__}")
         if template is None:
-            template = MATRIX_PROMPT
+            template = matrix_template()
         elif isinstance(template, (str, Path)):
             template = json.loads(Path(template).read_text())
-        if not isinstance(template, dict) or set(MATRIX_PROMPT) - set(template):
-            raise ValueError(f"template must be a dict with the keys {sorted(MATRIX_PROMPT)}")
+        if not isinstance(template, dict) or set(MATRIX_KEYS) - set(template):
+            raise ValueError(f"template must be a dict with the keys {sorted(MATRIX_KEYS)}")
         if not 0 <= float(temperature) <= 2:
             raise ValueError(f"temperature must be in [0, 2]; got {temperature}")
         if int(max_tokens) < 8:
@@ -166,7 +233,7 @@ class LLMRanker:
 
     def __call__(self, obs, *, rng) -> np.ndarray:
         """Rank the agents of one step (lower = better); the Ranker protocol of ``itcmas``."""
-        from normlab.theory.itcmas import ranks_from_order, render_matrix_prompt
+        from normlab.theory.itcmas import ranks_from_order
 
         from ._sync import run_sync
 

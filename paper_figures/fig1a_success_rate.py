@@ -35,7 +35,7 @@ def theory_curve(runs: int, rounds: int, seed: int) -> pd.DataFrame:
 
 def llm_curves(data: Path, rounds: int) -> pd.DataFrame:
     from normlab.llm_runs import load_ainorms
-    from normlab.llm_runs.ainorms import mean_success_by_round
+    from normlab.llm_runs.published.ainorms import mean_success_by_round
 
     frames = []
     log = load_ainorms(data, kinds="baseline")

@@ -1,4 +1,4 @@
-"""Tests of the safe AI-norms loader (normlab.llm_runs.ainorms).
+"""Tests of the safe AI-norms loader (normlab.llm_runs.published.ainorms).
 
 Malicious pickles and a small synthetic archive in the published structure are built inside the
 tests; the published facts are checked on the real archives when ``<repo>/../shared/data/ai-norms``
@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from normlab.llm_runs import ainorms
-from normlab.llm_runs._unpickle import UnsafePickleError, restricted_loads
-from normlab.llm_runs.ainorms import (
+from normlab.llm_runs.published import ainorms
+from normlab.llm_runs.published._unpickle import UnsafePickleError, restricted_loads
+from normlab.llm_runs.published.ainorms import (
     AINormsLog,
     first_round_reaching,
     load_ainorms,

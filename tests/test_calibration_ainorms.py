@@ -38,7 +38,7 @@ L3 = "Llama-3-70B-Instruct"
 
 @pytest.fixture(scope="session")
 def qm_log(ainorms_dir):
-    from normlab.llm_runs.ainorms import load_ainorms
+    from normlab.llm_runs.published.ainorms import load_ainorms
 
     return load_ainorms(ainorms_dir, kinds=["baseline", "swap", "evolved"], files=["*_Q_M_*", "*_M_Q_*"])
 
@@ -48,7 +48,7 @@ def _overlap(a_lo, a_hi, b_lo, b_hi):
 
 
 def test_table1_asymmetry_from_the_probes(ainorms_dir):
-    from normlab.llm_runs.ainorms import load_ainorms_probes
+    from normlab.llm_runs.published.ainorms import load_ainorms_probes
 
     pr = load_ainorms_probes(ainorms_dir, models="llama31")
     r = strategy_asymmetry(counts_from_probes(pr, names=QM, memory=2))
@@ -90,7 +90,7 @@ def llama31_fit(qm_log):
 
 @pytest.mark.slow
 def test_llama31_fit_on_baselines_predicts_the_committed_runs(qm_log, llama31_fit):
-    from normlab.llm_runs.ainorms import first_round_reaching, mean_success_by_round
+    from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 
     fit = llama31_fit
     assert fit.diagnostics["r_hat_max"] < 1.05 and fit.diagnostics["divergences"] == 0

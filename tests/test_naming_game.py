@@ -121,7 +121,7 @@ def test_beta_model_threshold():
 
 # ---------------------------------------------------------------- tier 3: reproducibility
 def test_same_seed_same_result_and_thread_independent(monkeypatch):
-    import normlab.theory.naming_game as ng
+    import normlab.theory._batch as ng
 
     monkeypatch.setattr(ng, "PARALLEL_MIN_WORK", 0)  # the parallel kernel whenever threads > 1
     a = minimal_naming_game(40, n_words=5, n_runs=64, rng=11)

@@ -208,7 +208,7 @@ def test_absorbing_and_flip_bookkeeping():
 
 
 def test_reproducible_thread_and_kernel_independent(monkeypatch):
-    import normlab.theory.naming_game as ng
+    import normlab.theory._batch as ng
 
     kw = dict(n_agents=30, memory=4, n_runs=40, committed=4, initial="consensus", stop="max", max_interactions=1500)
     monkeypatch.setattr(ng, "PARALLEL_MIN_WORK", 0)  # force the parallel kernel

@@ -30,12 +30,11 @@ from ._common import (
     warn_unfinished,
 )
 from ._prng import _randbelow, _uniform
-from .naming_game import (
-    choose_kernel,
+from ._batch import (
     N_SCALARS, S_CONS, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN,
-    _run_batches, _scalar_times,
+    choose_kernel, game_result, run_batches,
 )
-from .results import GameResult, stop_reason_labels
+from .results import GameResult
 from .strategies import KIND_USER, Strategy, _strategy_probs, n_states, resolve_strategy, state_offsets
 
 S_ERR = N_SCALARS  # extra scalar slot: first interaction with an invalid probability vector
@@ -544,7 +543,7 @@ def strategy_game(
     ss, seeds = run_seeds(rng, R)
     args = (N, W, H, indptr, nbrs, mask, cword, strat.kind, params, init_own, init_len, T, stop_code,
             float(flip_threshold))
-    out = _run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
+    out = run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
                        n_scalars=SG_SCALARS)
     scal = out["scal"]
     bad = scal[:, S_ERR] >= 0
@@ -568,37 +567,11 @@ def strategy_game(
     if init_idx is not None:
         initial_memory = {a: [(names[init_idx[a]], names[init_idx[a]])] * H
                           for a in range(N) if not mask[a] and init_idx[a] >= 0}
-    return GameResult(
-        model="strategy",
-        n_agents=N,
-        n_names=W,
-        names=tuple(names),
-        memory=H,
-        committed=mask,
-        committed_name=cword,
-        stop=stop,
-        max_interactions=T,
-        n_interactions=scal[:, S_NINT].copy(),
-        consensus_time=_scalar_times(scal, S_CONS),
-        winner=winner,
-        t_max=scal[:, S_TMAX].copy(),
-        n_words_max=scal[:, S_NWMAX].copy(),
-        n_distinct_max=scal[:, S_NDMAX].copy(),
-        success95_time=_scalar_times(scal, S_S95),
-        streak_time=_scalar_times(scal, S_STREAK),
-        flip_time=_scalar_times(scal, S_FLIP),
-        stop_reason=stop_reason_labels(scal[:, S_STOP]),
-        absorbing=absorbing,
-        round_offsets=out["offsets"],
-        round_count=out["count"],
-        round_success=out["succ"],
-        round_n_words=out["nw"],
-        round_n_distinct=out["nd"],
-        round_production=out["prod"],
-        round_production_uncommitted=out["produ"],
-        seed=ss,
+    return game_result(
+        out, model="strategy", n_agents=N, n_names=W, names=tuple(names), memory=H, committed=mask,
+        committed_name=cword, stop=stop, max_interactions=T, seed=ss, absorbing=absorbing,
+        interactions=interactions,
         params=dict(strategy=type(strat).__name__, initial_label=init_label, initial_memory=initial_memory,
                     flip_threshold=float(flip_threshold),
                     graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes)"),
-        interactions=interactions,
     )

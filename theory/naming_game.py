@@ -24,9 +24,12 @@ from numba import njit, prange
 
 from normlab._rng import run_seeds
 
+from ._batch import (
+    N_SCALARS, S_CONS, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN,
+    choose_kernel, game_result, run_batches,
+)
 from ._common import (
     PUBLISHED_FLIP_THRESHOLD,
-    batch_size,
     check_int,
     check_stop,
     committed_mask,
@@ -35,11 +38,8 @@ from ._common import (
     warn_unfinished,
 )
 from ._prng import _randbelow, _uniform
-from .results import GameResult, stop_reason_labels
+from .results import GameResult
 
-# Layout of the per-run scalar output row written by the kernels.
-S_NINT, S_CONS, S_WIN, S_TMAX, S_NWMAX, S_NDMAX, S_S95, S_STREAK, S_FLIP, S_STOP = range(10)
-N_SCALARS = 10
 
 
 @njit
@@ -306,84 +306,6 @@ def _ng_batch_serial(seeds, n_agents, n_words, indptr, nbrs, committed, cword, b
                 r_produ[b], scal[b])
 
 
-#: Below this many interactions (runs x cap) a batch runs on one thread: opening a parallel
-#: region costs milliseconds on a busy machine. Results are identical either way.
-PARALLEL_MIN_WORK = 2_000_000
-
-
-def choose_kernel(parallel, serial, n_runs: int, max_interactions: int):
-    """The parallel batch kernel for big batches, the serial one otherwise."""
-    import numba
-
-    if n_runs >= 2 and numba.get_num_threads() > 1 and n_runs * max_interactions >= PARALLEL_MIN_WORK:
-        return parallel
-    return serial
-
-
-# ---------------------------------------------------------------------------- batching helpers
-def _run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, *, record=None,
-                 n_scalars=N_SCALARS):
-    """Call a batch kernel on chunks of runs and assemble ragged per-round outputs.
-
-    ``args`` are the kernel's arguments between ``seeds`` and the per-round buffers. Buffers
-    are allocated once and reused by every chunk (kernels zero each round row they start), so
-    memory is touched in proportion to the rounds actually simulated. With ``record`` (an int,
-    possibly 0) the kernel also takes ``(pairs, names)`` buffers of ``record`` interactions per
-    run, returned as ``out["pairs"]`` / ``out["names"]`` of shape ``(n_runs, T_used, 2)``.
-    """
-    from tqdm.auto import tqdm
-
-    n_runs = len(seeds)
-    max_rounds = -(-max_int // n_agents)
-    rec_len = 0 if record is None else int(record)
-    per_run = max_rounds * (8 * 4 + 8 * max(n_cols, 0)) + 8 * n_scalars + 16 * rec_len
-    bs = batch_size(n_runs, per_run, budget=32 * 2**20)
-    bufs = dict(
-        count=np.empty((bs, max_rounds), np.int32),
-        succ=np.empty((bs, max_rounds), np.int32),
-        nw=np.empty((bs, max_rounds), np.int64),
-        nd=np.empty((bs, max_rounds), np.int32),
-        prod=np.empty((bs, max_rounds, n_cols), np.int32),
-        produ=np.empty((bs, max_rounds, n_cols), np.int32),
-    )
-    parts = {k: [] for k in bufs}
-    scal_all = np.empty((n_runs, n_scalars), np.int64)
-    if record is not None:
-        pairs_all = np.zeros((n_runs, rec_len, 2), np.int32)
-        names_all = np.zeros((n_runs, rec_len, 2), np.int32)
-    cols = np.arange(max_rounds)
-    with tqdm(total=n_runs, desc=desc, unit="run", disable=not progress, leave=False) as bar:
-        for start in range(0, n_runs, bs):
-            stop = min(n_runs, start + bs)
-            B = stop - start
-            view = {k: v[:B] for k, v in bufs.items()}
-            scal = scal_all[start:stop]
-            tail = (scal,) if record is None else (pairs_all[start:stop], names_all[start:stop], scal)
-            kernel(seeds[start:stop], *args, view["count"], view["succ"], view["nw"], view["nd"],
-                   view["prod"], view["produ"], *tail)
-            n_used = -(-scal[:, S_NINT] // n_agents)
-            mu = int(n_used.max()) if B else 0  # only scan the rounds some run reached
-            used = cols[None, :mu] < n_used[:, None]
-            for k, arr in view.items():
-                parts[k].append(arr[:, :mu][used])  # boolean indexing copies, row-major = ragged order
-            bar.update(B)
-    lengths = -(-scal_all[:, S_NINT] // n_agents)
-    out = {k: np.concatenate(v) for k, v in parts.items()}  # kernel dtypes (int32 counts, int64 N_w)
-    out["offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    out["scal"] = scal_all
-    if record is not None:
-        T = int(scal_all[:, S_NINT].max()) if n_runs else 0
-        out["pairs"] = pairs_all[:, :T]
-        out["names"] = names_all[:, :T]
-    return out
-
-
-def _scalar_times(scal, col):
-    v = scal[:, col].astype(float)
-    v[v < 0] = np.nan
-    return v
-
-
 def _parse_initial(initial, n_agents, n_words, names):
     """Initial names per agent (-1 = empty) from None / "consensus" / "consensus:<name>" / int / array."""
     init = np.full(n_agents, -1, np.int64)
@@ -545,40 +467,11 @@ def minimal_naming_game(
     ss, seeds = run_seeds(rng, R)
     args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold))
     kernel = choose_kernel(_ng_batch, _ng_batch_serial, R, T)
-    out = _run_batches(kernel, seeds, N, W, T, args, progress, "naming game")
-    scal = out["scal"]
-    reasons = stop_reason_labels(scal[:, S_STOP])
-    warn_unfinished(stop, scal[:, S_STOP], T)
-    winner = scal[:, S_WIN].copy()
-    return GameResult(
-        model="minimal",
-        n_agents=N,
-        n_names=W,
-        names=names,
-        memory=0,
-        committed=mask,
-        committed_name=cword,
-        stop=stop,
-        max_interactions=T,
-        n_interactions=scal[:, S_NINT].copy(),
-        consensus_time=_scalar_times(scal, S_CONS),
-        winner=winner,
-        t_max=scal[:, S_TMAX].copy(),
-        n_words_max=scal[:, S_NWMAX].copy(),
-        n_distinct_max=scal[:, S_NDMAX].copy(),
-        success95_time=_scalar_times(scal, S_S95),
-        streak_time=_scalar_times(scal, S_STREAK),
-        flip_time=_scalar_times(scal, S_FLIP),
-        stop_reason=reasons,
-        absorbing=scal[:, S_STOP] == 1,
-        round_offsets=out["offsets"],
-        round_count=out["count"],
-        round_success=out["succ"],
-        round_n_words=out["nw"],
-        round_n_distinct=out["nd"],
-        round_production=out["prod"],
-        round_production_uncommitted=out["produ"],
-        seed=ss,
+    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game")
+    warn_unfinished(stop, out["scal"][:, S_STOP], T)
+    return game_result(
+        out, model="minimal", n_agents=N, n_names=W, names=names, memory=0, committed=mask,
+        committed_name=cword, stop=stop, max_interactions=T, seed=ss,
         params=dict(beta=float(beta), production_bias=bias.tolist() or None, initial_label=init_label,
                     graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)",
                     flip_threshold=float(flip_threshold)),

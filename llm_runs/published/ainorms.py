@@ -2,7 +2,7 @@
 
 The AI-norms repository [1]_ publishes the raw game histories of seed 003 [2]_ as Python pickles
 (``llama3_data.zip``, ``llama31_data.zip``...). This module reads them **without ever running a bare
-``pickle.load``**: every pickle goes through :func:`normlab.llm_runs._unpickle.restricted_loads`,
+``pickle.load``**: every pickle goes through :func:`normlab.llm_runs.published._unpickle.restricted_loads`,
 which refuses every global (so a crafted pickle cannot execute anything) and admits only plain
 builtins.
 
@@ -197,7 +197,7 @@ class AINormsLog(GameLog):
     Attributes
     ----------
     decisions, runs : pandas.DataFrame
-        As in :class:`normlab.schema.GameLog` (see :mod:`normlab.llm_runs.ainorms` for the
+        As in :class:`normlab.schema.GameLog` (see :mod:`normlab.llm_runs.published.ainorms` for the
         extra run columns).
     issues : pandas.DataFrame
         Columns :data:`ISSUE_COLUMNS`: ``severity`` is ``"error"`` (the file contradicts itself:
@@ -830,7 +830,7 @@ def load_ainorms(path, *, models=None, kinds=None, files: str | Sequence[str] | 
     AINormsLog
         ``.decisions`` (:data:`normlab.schema.DECISION_COLUMNS`), ``.runs``
         (:data:`normlab.schema.RUN_COLUMNS` plus the extra columns documented in
-        :mod:`normlab.llm_runs.ainorms`) with ``run`` = 0..R-1 in file-name then run-key order,
+        :mod:`normlab.llm_runs.published.ainorms`) with ``run`` = 0..R-1 in file-name then run-key order,
         and ``.issues``.
 
     Raises

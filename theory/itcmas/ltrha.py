@@ -1,0 +1,696 @@
+"""The LTRHA resource loop around the ITCMA-S equations: the matrix (ranker) protocol, closed-form
+rankers, the simulation and its result.
+
+:func:`simulate_ltrha` is normlab's own minimal closed-form world around Eqs. 10-19 (the
+paper's world is an LLM sandbox); its extra rules are stated in its docstring. The matrix is
+pluggable through the :class:`Ranker` protocol; the LLM matrix (prompt and ranker) lives in
+:mod:`normlab.llm_runs.rankers`.
+
+References
+----------
+X. Zhang, X. Yin, N. Jiang, S. Su (Zhang et al.), "Can Agents Spontaneously Form a Society?
+Introducing a Novel Architecture for Generative Multi-Agents to Elicit Social Emergence"
+(ITCMA-S), arXiv:2409.06750 (2024): Sect. 4 (LTRHA, Eqs. 17-19), Figs. 6-7.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, runtime_checkable
+
+import numpy as np
+import pandas as pd
+
+from normlab._rng import as_generator, as_seed_sequence, spawn
+
+from ._checks import _int, _real, _scalar, _sigmoid
+from .allocation import _allocation_table, _changes, _check_range, _check_ranks, _min_ranks, gini
+from .equations import _recency_weights, _topic_by_env, _weights
+
+
+# ================================================================== LTRHA: the matrix (ranker) protocol
+def _frozen(a):
+    """A read-only view (the simulation never writes to these arrays after creating them)."""
+    v = np.asarray(a).view()
+    v.setflags(write=False)
+    return v
+
+
+@dataclass(frozen=True)
+class MatrixInput:
+    """What the LTRHA matrix sees after one step: ``matrix(a_i, S, tpc_env)``.
+
+    Arrays are read-only copies (a ranker cannot change the simulation). The paper's matrix sees
+    the agents' actions, the resource structure and the topics; the emotions are included for
+    closed-form rankers that want them.
+
+    Attributes
+    ----------
+    step : int
+        Time step (from 1).
+    agents : tuple of str
+        Agent names, index ``i`` = agent ``i``.
+    env_names : tuple of str
+        Sub-environment (locale) names.
+    env : numpy.ndarray of int64
+        Locale of each agent this step, shape ``(n,)``.
+    acted : numpy.ndarray of bool
+        Whether each agent acted this step (probability by Eq. 18).
+    valence : numpy.ndarray of float64
+        Effect of each agent's action on the atmosphere of its locale (NaN if it did not act).
+    resources : numpy.ndarray of float64
+        ``S_i`` before this step's reallocation.
+    topic : numpy.ndarray of float64
+        ``tpc_env`` of each locale this step (Eq. 17), shape ``(n_envs,)``; NaN if empty.
+    pleasure, arousal, dominance, driver : numpy.ndarray of float64
+        ``P, A, D`` (Eqs. 10-12) and ``d`` (Eq. 15) of each agent this step.
+
+    References
+    ----------
+    Input of the matrix in Sect. 4.2.2 of Zhang et al., ITCMA-S, arXiv:2409.06750.
+    """
+
+    step: int
+    agents: tuple
+    env_names: tuple
+    env: np.ndarray
+    acted: np.ndarray
+    valence: np.ndarray
+    resources: np.ndarray
+    topic: np.ndarray
+    pleasure: np.ndarray
+    arousal: np.ndarray
+    dominance: np.ndarray
+    driver: np.ndarray
+
+    @property
+    def n_agents(self) -> int:
+        return len(self.agents)
+
+    @property
+    def contribution(self) -> np.ndarray:
+        """Each agent's push on its locale's topic this step: its action's valence, 0 if idle."""
+        return np.where(self.acted, self.valence, 0.0)
+
+
+@runtime_checkable
+class Ranker(Protocol):
+    """The LTRHA matrix: rank all agents after a step.
+
+    Any callable ``ranker(obs, *, rng)`` qualifies. It receives a :class:`MatrixInput` and the
+    run's :class:`numpy.random.Generator` (its only source of randomness, so that a seeded run is
+    reproducible) and returns one number per agent, **lower = better** (rank 1 is the best).
+    Only the order and ties matter: tied agents share the Eq. 19 amounts of the positions they
+    occupy (:func:`resource_changes`), so ties are resolved deterministically. Convert an ordered
+    list of names (e.g. from an LLM) with :func:`ranks_from_order`.
+
+    References
+    ----------
+    The matrix of Sect. 4.2.2 of Zhang et al., ITCMA-S, arXiv:2409.06750 ("We use an LLM as the
+    matrix model and have it rank each agent").
+    """
+
+    def __call__(self, obs: MatrixInput, *, rng: np.random.Generator) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class ContributionRanker:
+    """Closed-form matrix: rank by contribution to the locale's topic, plus Gaussian noise.
+
+    Score ``c_i + noise * eps_i``, where ``c_i`` is the valence of agent ``i``'s action (0 if it
+    did not act) and ``eps_i ~ N(0, 1)``; the highest score gets rank 1. The noise is drawn even
+    when ``noise = 0`` so runs with different noise share their random streams. With
+    ``noise = 0``, idle agents tie (and share their positions' amounts).
+
+    Parameters
+    ----------
+    noise : float, optional
+        Standard deviation of the ranking noise (>= 0), standing in for the LLM matrix's
+        judgement noise.
+
+    References
+    ----------
+    Closed-form stand-in for the LLM matrix of Sect. 4.2.2 of Zhang et al., ITCMA-S,
+    arXiv:2409.06750, which ranks agents by their goals and the topic ``tpc_env`` (Eq. 17); the
+    ranking feeds Eq. 19.
+    """
+
+    noise: float = 0.1
+
+    def __post_init__(self):
+        _scalar(self.noise, "noise", low=0.0)
+
+    def __call__(self, obs: MatrixInput, *, rng: np.random.Generator) -> np.ndarray:
+        eps = rng.standard_normal(obs.n_agents)
+        return _min_ranks(-(obs.contribution + self.noise * eps))
+
+
+@dataclass(frozen=True)
+class ResourceRanker:
+    """Closed-form matrix: rank by current resources plus Gaussian noise (rich get richer).
+
+    A null model of pure cumulative advantage: ranking ignores what agents did.
+
+    Parameters
+    ----------
+    noise : float, optional
+        Standard deviation of the ranking noise (>= 0).
+
+    References
+    ----------
+    Baseline for the matrix of Sect. 4.2.2 of Zhang et al., ITCMA-S, arXiv:2409.06750 (ranking
+    fed to Eq. 19).
+    """
+
+    noise: float = 0.1
+
+    def __post_init__(self):
+        _scalar(self.noise, "noise", low=0.0)
+
+    def __call__(self, obs: MatrixInput, *, rng: np.random.Generator) -> np.ndarray:
+        eps = rng.standard_normal(obs.n_agents)
+        return _min_ranks(-(obs.resources + self.noise * eps))
+
+
+@dataclass(frozen=True)
+class RandomRanker:
+    """Closed-form matrix: a uniformly random ranking (null model: resources random-walk).
+
+    References
+    ----------
+    Baseline for the matrix of Sect. 4.2.2 of Zhang et al., ITCMA-S, arXiv:2409.06750 (ranking
+    fed to Eq. 19).
+    """
+
+    def __call__(self, obs: MatrixInput, *, rng: np.random.Generator) -> np.ndarray:
+        return rng.permutation(obs.n_agents).astype(np.float64) + 1.0
+
+
+# ================================================================== LTRHA: result
+_AGENT_FIELDS = ("env", "acted", "valence", "desire", "pain", "perception", "pleasure", "arousal",
+                 "dominance", "d_bias", "demand", "driver", "rate", "rank", "delta", "resources")
+
+
+@dataclass(frozen=True)
+class LTRHAResult:
+    """Replicate runs of the LTRHA resource loop (:func:`simulate_ltrha`).
+
+    Per-agent arrays have shape ``(n_runs, n_steps, n_agents)``; step ``s`` (from 1) is index
+    ``s - 1``. Emotions and resources are recorded after the step, resources after the matrix.
+
+    Attributes
+    ----------
+    agents : tuple of str
+    env_names : tuple of str
+    habitus : numpy.ndarray of float64
+        Mean action valence of each agent, shape ``(n_runs, n_agents)``.
+    initial_resources : numpy.ndarray of float64
+        ``S_i`` at step 0, shape ``(n_runs, n_agents)``.
+    env : numpy.ndarray of int64
+        Locale of each agent.
+    acted : numpy.ndarray of bool
+        Whether the agent acted (probability ``rate``).
+    valence : numpy.ndarray of float64
+        Valence of the agent's action (NaN if it did not act).
+    desire, pain : numpy.ndarray of float64
+        Inputs of Eq. 10: sums of the positive / negative valences of the actions in the
+        agent's locale this step.
+    perception : numpy.ndarray of float64
+        The primal impression ``PI_t = desire - pain`` (net valence perceived).
+    pleasure, arousal, dominance : numpy.ndarray of float64
+        ``P, A, D`` (Eqs. 10-12).
+    d_bias, demand, driver : numpy.ndarray of float64
+        ``d^bias`` (Eq. 13), ``Ne`` (Eq. 14), ``d`` (Eq. 15).
+    rate : numpy.ndarray of float64
+        Action probability (Eq. 18) used this step.
+    rank : numpy.ndarray of float64
+        The matrix's rank (lower = better; ties share a value).
+    delta : numpy.ndarray of float64
+        Resources received (Eq. 19, after the ``floor`` rule if any).
+    resources : numpy.ndarray of float64
+        ``S_i`` after the step.
+    topic : numpy.ndarray of float64
+        ``tpc_env`` per locale (Eq. 17), shape ``(n_runs, n_steps, n_envs)``; NaN if empty.
+    seed : numpy.random.SeedSequence
+        Parent seed; run ``k`` used child ``k``.
+    params : dict
+        Settings, for provenance.
+
+    References
+    ----------
+    LTRHA of Sect. 4 of Zhang et al., ITCMA-S, arXiv:2409.06750 (Eqs. 10-19, Figs. 6-7).
+    """
+
+    agents: tuple
+    env_names: tuple
+    habitus: np.ndarray
+    initial_resources: np.ndarray
+    env: np.ndarray
+    acted: np.ndarray
+    valence: np.ndarray
+    desire: np.ndarray
+    pain: np.ndarray
+    perception: np.ndarray
+    pleasure: np.ndarray
+    arousal: np.ndarray
+    dominance: np.ndarray
+    d_bias: np.ndarray
+    demand: np.ndarray
+    driver: np.ndarray
+    rate: np.ndarray
+    rank: np.ndarray
+    delta: np.ndarray
+    resources: np.ndarray
+    topic: np.ndarray
+    seed: np.random.SeedSequence
+    params: dict = field(default_factory=dict)
+
+    @property
+    def n_runs(self) -> int:
+        return self.resources.shape[0]
+
+    @property
+    def n_steps(self) -> int:
+        return self.resources.shape[1]
+
+    @property
+    def n_agents(self) -> int:
+        return self.resources.shape[2]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per run, step and agent.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``run``, ``step`` (from 1), ``agent``, ``env`` (locale name), ``habitus``,
+            ``acted``, ``valence``, ``desire``, ``pain``, ``PI`` (perception), ``P``, ``A``,
+            ``D``, ``d_bias``, ``Ne``, ``d``, ``rate``, ``rank``, ``dS``, ``S`` (after the step).
+        """
+        R, T, N = self.resources.shape
+        run, step, agent = (a.ravel() for a in np.meshgrid(np.arange(R), np.arange(1, T + 1), np.arange(N), indexing="ij"))
+        names = np.asarray(self.agents, dtype=object)
+        envs = np.asarray(self.env_names, dtype=object)
+        return pd.DataFrame(
+            {
+                "run": run,
+                "step": step,
+                "agent": pd.Categorical(names[agent], categories=list(self.agents)),
+                "env": pd.Categorical(envs[self.env.ravel()], categories=list(self.env_names)),
+                "habitus": np.broadcast_to(self.habitus[:, None, :], (R, T, N)).ravel(),
+                "acted": self.acted.ravel(),
+                "valence": self.valence.ravel(),
+                "desire": self.desire.ravel(),
+                "pain": self.pain.ravel(),
+                "PI": self.perception.ravel(),
+                "P": self.pleasure.ravel(),
+                "A": self.arousal.ravel(),
+                "D": self.dominance.ravel(),
+                "d_bias": self.d_bias.ravel(),
+                "Ne": self.demand.ravel(),
+                "d": self.driver.ravel(),
+                "rate": self.rate.ravel(),
+                "rank": self.rank.ravel(),
+                "dS": self.delta.ravel(),
+                "S": self.resources.ravel(),
+            }
+        )
+
+    def topic_frame(self) -> pd.DataFrame:
+        """Topic of each locale, one row per run, step and locale.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``run``, ``step`` (from 1), ``env``, ``topic`` (Eq. 17; NaN if empty),
+            ``n_present`` (agents in the locale).
+        """
+        R, T, E = self.topic.shape
+        run, step, env = (a.ravel() for a in np.meshgrid(np.arange(R), np.arange(1, T + 1), np.arange(E), indexing="ij"))
+        present = np.zeros((R, T, E), np.int64)
+        for e in range(E):
+            present[..., e] = (self.env == e).sum(axis=-1)
+        return pd.DataFrame(
+            {
+                "run": run,
+                "step": step,
+                "env": pd.Categorical(np.asarray(self.env_names, dtype=object)[env], categories=list(self.env_names)),
+                "topic": self.topic.ravel(),
+                "n_present": present.ravel(),
+            }
+        )
+
+    def inequality(self) -> pd.DataFrame:
+        """Resource inequality over time, one row per run and step (step 0 = initial).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``run``, ``step``, ``gini`` (:func:`gini` of ``S``; may exceed 1 once some
+            holdings are negative), ``top_share`` (largest ``S_i / sum S``; above 1 when others
+            hold negative amounts), ``min_S``,
+            ``max_S``, ``n_negative`` (agents with ``S_i < 0``).
+        """
+        S = np.concatenate([self.initial_resources[:, None, :], self.resources], axis=1)
+        R, T1, _ = S.shape
+        total = S.sum(axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            top = np.where(total > 0, S.max(axis=-1) / total, np.nan)
+        run, step = (a.ravel() for a in np.meshgrid(np.arange(R), np.arange(T1), indexing="ij"))
+        return pd.DataFrame(
+            {
+                "run": run,
+                "step": step,
+                "gini": np.asarray(gini(S)).ravel(),
+                "top_share": top.ravel(),
+                "min_S": S.min(axis=-1).ravel(),
+                "max_S": S.max(axis=-1).ravel(),
+                "n_negative": (S < 0).sum(axis=-1).ravel(),
+            }
+        )
+
+
+# ================================================================== LTRHA: simulation
+_RATE_INPUTS = ("resources", "share")
+
+
+def _names(names, n, default_prefix, what):
+    if names is None:
+        return tuple(f"{default_prefix}{k}" for k in range(n))
+    if isinstance(names, str) or not hasattr(names, "__len__"):
+        raise TypeError(f"{what} must be a sequence of {n} strings")
+    out = tuple(str(x) for x in names)
+    if len(out) != n:
+        raise ValueError(f"{what} must have {n} entries; got {len(out)}")
+    if len(set(out)) != n or any(not x for x in out):
+        raise ValueError(f"{what} must be unique non-empty strings; got {out}")
+    return out
+
+
+def _per_agent(x, n, name):
+    a = _real(x, name)
+    if a.ndim == 0:
+        return np.full(n, float(a))
+    if a.shape != (n,):
+        raise ValueError(f"{name} must be a scalar or have one value per agent, shape ({n},); got {a.shape}")
+    return a.copy()
+
+
+def _apply_floor(S, dS, floor):
+    """Limit losses so that no ``S_i`` falls below ``floor``; scale gains to keep the sum zero."""
+    loss = np.minimum(np.maximum(-dS, 0.0), np.maximum(S - floor, 0.0))
+    gain = np.maximum(dS, 0.0)
+    g = gain.sum()
+    removed = loss.sum()
+    scaled = gain * (removed / g) if g > 0 else np.zeros_like(gain)
+    return scaled - loss
+
+
+def _run_ltrha(gen, *, N, T, E, ranker, lo, hi, S0, floor, share, habitus, habitus_mean, habitus_sd,
+               action_noise, p_move, attraction, retention, weights, env0, agents, env_names, out, k):
+    """One LTRHA run; writes step rows into ``out[name][k]``.
+
+    Draws: first ``N`` normals for the habitus (only when it is not given); then per step, in
+    order: (steps > 1, ``p_move > 0``) ``N`` uniforms for moving and ``N`` locale choices; ``N``
+    uniforms for acting; ``N`` normals for the valences; then whatever the ranker draws.
+    """
+    h = gen.normal(habitus_mean, habitus_sd, N) if habitus is None else habitus.copy()
+    env = env0.copy()
+    S = S0.copy()
+    wp, wa, wd = weights
+    hist = np.empty((T, N))
+    A_prev = np.zeros(N)
+    db_prev = np.zeros(N)
+    d = np.zeros(N)
+    topic_prev = np.zeros(E)
+    table = _allocation_table(N, lo, hi)
+    for t in range(T):
+        if t > 0 and p_move > 0:
+            move = gen.random(N) < p_move
+            logits = attraction * np.where(np.isnan(topic_prev), 0.0, topic_prev)
+            p = np.exp(logits - logits.max())
+            target = gen.choice(E, size=N, p=p / p.sum())
+            env = np.where(move, target, env)
+        rate = 0.5 * (0.5 + _sigmoid(S / S.sum() if share else S))
+        acted = gen.random(N) < rate
+        v = h + action_noise * gen.standard_normal(N)
+        pos = np.where(acted, np.maximum(v, 0.0), 0.0)
+        neg = np.where(acted, np.maximum(-v, 0.0), 0.0)
+        desire = np.bincount(env, weights=pos, minlength=E)[env]
+        pain = np.bincount(env, weights=neg, minlength=E)[env]
+        u = desire - pain
+        P = np.tanh(desire) - np.tanh(pain)  # Eq. 10
+        lo_t = 0 if retention is None else max(0, t - retention)
+        window = hist[lo_t:t]  # retained frames, oldest first
+        if t > lo_t:
+            A = np.tanh(np.abs(u[None, :] - window).T @ _recency_weights(t - lo_t))  # Eq. 11
+            prot = window.mean(axis=0)
+        else:
+            A = np.zeros(N)
+            prot = np.zeros(N)
+        D = np.tanh(u - prot)  # Eq. 12
+        db = wp * P + wd * D + wa * (1.0 - np.abs(A - A_prev))  # Eq. 13
+        ne = 0.5 * np.abs(db - db_prev)  # Eq. 14
+        d = d + ne * db  # Eq. 15
+        tpc, _ = _topic_by_env(P, A, env, E)  # Eq. 17
+        obs = MatrixInput(
+            step=t + 1, agents=agents, env_names=env_names, env=_frozen(env), acted=_frozen(acted),
+            valence=_frozen(np.where(acted, v, np.nan)), resources=_frozen(S), topic=_frozen(tpc),
+            pleasure=_frozen(P), arousal=_frozen(A), dominance=_frozen(D), driver=_frozen(d),
+        )
+        ranks = ranker(obs, rng=gen)
+        try:
+            ranks = _check_ranks(ranks, N)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the ranker {ranker!r} returned invalid ranks at step {t + 1}: {exc}") from None
+        dS = _changes(ranks, lo, hi, table)  # Eq. 19
+        if floor is not None:
+            dS = _apply_floor(S, dS, floor)
+        S = S + dS
+        row = dict(env=env, acted=acted, valence=np.where(acted, v, np.nan), desire=desire, pain=pain,
+                   perception=u, pleasure=P, arousal=A, dominance=D, d_bias=db, demand=ne, driver=d,
+                   rate=rate, rank=ranks, delta=dS, resources=S)
+        for name, value in row.items():
+            out[name][k, t] = value
+        out["topic"][k, t] = tpc
+        hist[t] = u
+        A_prev, db_prev, topic_prev = A, db, tpc
+    out["habitus"][k] = h
+
+
+def _parent_seed(rng) -> np.random.SeedSequence:
+    """Parent seed of a batch of runs; a Generator contributes a fresh child, so calls differ."""
+    if isinstance(rng, np.random.Generator):
+        ss = getattr(rng.bit_generator, "seed_seq", None)
+        if isinstance(ss, np.random.SeedSequence):
+            return ss.spawn(1)[0]
+    return as_seed_sequence(rng)
+
+
+def simulate_ltrha(
+    n_agents: int = 6,
+    n_steps: int = 75,
+    *,
+    n_envs: int = 8,
+    ranker: Callable | None = None,
+    s_min: float = 0.1,
+    s_max: float = 0.5,
+    initial_resources=1.0,
+    floor: float | None = None,
+    rate_input: str = "resources",
+    habitus=None,
+    habitus_mean: float = 0.25,
+    habitus_sd: float = 0.5,
+    action_noise: float = 0.5,
+    p_move: float = 0.2,
+    attraction: float = 2.0,
+    retention: int | None = None,
+    weights=(1 / 3, 1 / 3, 1 / 3),
+    env0=None,
+    agent_names=None,
+    env_names=None,
+    n_runs: int = 1,
+    progress: bool | None = None,
+    rng=None,
+) -> LTRHAResult:
+    """Simulate the LTRHA loop: PAD emotions, Eq. 18 actions, Eq. 17 topics, Eq. 19 matrix.
+
+    The paper's world is an LLM sandbox (IrollanValley: six agents, eight areas, 75 steps).
+    This is normlab's minimal closed-form world around the paper's equations; its rules and the
+    defaults of its parameters (habitus, noise, movement, ``s_min``, ``s_max``) are normlab's
+    choices, as the paper gives none. Each step:
+
+    1. *Locale.* (From step 2.) With probability ``p_move`` an agent moves to a locale drawn
+       with probability proportional to ``exp(attraction * tpc_env)`` of the previous step
+       (empty locales count as topic 0; ``attraction = 0`` is uniform).
+    2. *Action* (Eq. 18). Agent ``i`` acts with probability ``rate_i = (0.5 + sigmoid(x_i))/2``,
+       ``x_i = S_i`` (``rate_input="resources"``) or ``S_i / sum_j S_j`` (``"share"``). An action
+       has valence ``v_i = h_i + action_noise * eps`` (``h_i``: the agent's habitus).
+    3. *Emotions* (Eqs. 10-12). Every agent in a locale perceives all actions taken there:
+       ``desire`` and ``pain`` are the sums of their positive and negative valences, and the
+       primal impression is ``PI_t = desire - pain``. ``P`` by Eq. 10; ``A`` by Eq. 11 with
+       ``diff = |PI_t - PI_n|`` over the retained frames (the last ``retention`` steps, all if
+       ``None``); ``D`` by Eq. 12 with the signed ``diff = PI_t - Prot_{t-1}``, the protention
+       being the mean of the retained frames (a better-than-expected step raises dominance).
+       With no retained frame (step 1) ``A = 0`` and ``Prot = 0``.
+    4. *Driver* (Eqs. 13-15), from ``A_0 = d^bias_0 = d_0 = 0``. The driver is an output: it
+       does not feed back into actions (the paper gives no closed form for that feedback).
+    5. *Topic* (Eq. 17) of every locale over the agents in it.
+    6. *Matrix* (Eq. 19). ``ranker`` ranks all ``n`` agents (globally, as the paper's matrix
+       receives the global resource structure); each agent's ``S_i`` grows by its Eq. 19 amount
+       (ties share), so the total is conserved. With ``floor``, a loser pays at most down to
+       ``floor`` and the gains are scaled down to match (still zero-sum).
+
+    Parameters
+    ----------
+    n_agents : int, optional
+        Number of agents ``n >= 3`` (Eq. 19 needs ``n > 2``). Default 6, as in the paper.
+    n_steps : int, optional
+        Steps per run (default 75, as in Figs. 6-7).
+    n_envs : int, optional
+        Number of locales (sub-environments); default 8, as in IrollanValley.
+    ranker : Ranker, optional
+        The matrix (see :class:`Ranker`); default ``ContributionRanker(noise=0.1)``.
+    s_min, s_max : float, optional
+        Eq. 19 range, ``0 <= s_min <= s_max``. The paper gives no values.
+    initial_resources : float or array_like of float, optional
+        ``S_i`` at step 0 (paper: 1).
+    floor : float, optional
+        Lowest allowed ``S_i`` (e.g. 0). Default ``None``: Eq. 19 as written, resources may go
+        negative ("its existing resources will also be removed").
+    rate_input : {"resources", "share"}, optional
+        Argument of the sigmoid in Eq. 18 (see step 2).
+    habitus : array_like of float, optional
+        Mean valence ``h_i`` of each agent's actions (how social / pleasant its habitus is).
+        Default: drawn per run from ``N(habitus_mean, habitus_sd^2)``.
+    habitus_mean, habitus_sd : float, optional
+        Distribution of the habitus when ``habitus`` is not given.
+    action_noise : float, optional
+        Standard deviation of an action's valence around the habitus.
+    p_move : float, optional
+        Probability per step of moving to a (possibly the same) locale.
+    attraction : float, optional
+        Preference for locales with a positive topic when moving.
+    retention : int, optional
+        Number of retained frames for Eqs. 11-12 (default ``None``: all past steps, as Eq. 11's
+        sum over ``n = 1 .. t - 1`` is written). With a window of ``m`` frames the Eq. 11
+        weights are those of ``t - 1 = m`` frames, ``2 n / (m (m + 1))``.
+    weights : sequence of three float, optional
+        ``(w_P, w_A, w_D)`` of Eq. 13.
+    env0 : array_like of int, optional
+        Initial locale of each agent (default: agent ``i`` in locale ``i mod n_envs``, like the
+        agents' houses in IrollanValley).
+    agent_names, env_names : sequence of str, optional
+        Labels (default ``"a0", ...`` and ``"loc0", ...``).
+    n_runs : int, optional
+        Independent replicates; run ``k`` uses child ``k`` of the seed.
+    progress : bool, optional
+        Show a tqdm bar over runs (default: when more than 200 runs).
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, optional
+        Seed.
+
+    Returns
+    -------
+    LTRHAResult
+        Agent x step arrays; ``to_frame()`` (tidy, one row per run, step and agent),
+        ``topic_frame()`` and ``inequality()`` (Gini of ``S`` over time).
+
+    Raises
+    ------
+    ValueError
+        On invalid settings (e.g. ``n_agents <= 2``, ``s_min > s_max``, weights not summing to
+        1, ``floor`` above the initial resources, a ranker returning invalid ranks).
+    TypeError
+        On arguments of the wrong type (e.g. a ranker that is not callable).
+
+    References
+    ----------
+    Implements the LTRHA loop of Sect. 4 of Zhang et al., ITCMA-S, arXiv:2409.06750, with
+    Eqs. 10-15 (emotions, driver), 17 (topic), 18 (action rate) and 19 (matrix allocation);
+    the outputs correspond to its Figs. 6 (driver, PAD) and 7 (resources, topics).
+
+    Examples
+    --------
+    >>> res = simulate_ltrha(rng=1)
+    >>> res.inequality().tail(1)  # doctest: +SKIP
+    """
+    N = _int(n_agents, "n_agents")
+    if N <= 2:
+        raise ValueError(f"n_agents must be >= 3: the matrix allocation (Eq. 19) is defined for n > 2; got {N}")
+    T = _int(n_steps, "n_steps", low=1)
+    E = _int(n_envs, "n_envs", low=1)
+    R = _int(n_runs, "n_runs", low=1)
+    if ranker is None:
+        ranker = ContributionRanker()
+    if not callable(ranker):
+        raise TypeError(f"ranker must be callable as ranker(obs, rng=...); got {type(ranker).__name__}")
+    lo, hi = _check_range(s_min, s_max)
+    S0 = _per_agent(initial_resources, N, "initial_resources")
+    if floor is not None:
+        floor = _scalar(floor, "floor")
+        if S0.min() < floor:
+            raise ValueError(f"initial_resources must be >= floor={floor}; got min {S0.min():.6g}")
+    if rate_input not in _RATE_INPUTS:
+        raise ValueError(f"rate_input must be one of {_RATE_INPUTS}; got {rate_input!r}")
+    share = rate_input == "share"
+    if share and S0.sum() <= 0:
+        raise ValueError("rate_input='share' needs a positive total of initial_resources")
+    if habitus is not None:
+        habitus = _per_agent(habitus, N, "habitus")
+    hm = _scalar(habitus_mean, "habitus_mean")
+    hs = _scalar(habitus_sd, "habitus_sd", low=0.0)
+    noise = _scalar(action_noise, "action_noise", low=0.0)
+    pm = _scalar(p_move, "p_move", low=0.0, high=1.0)
+    att = _scalar(attraction, "attraction")
+    if retention is not None:
+        retention = _int(retention, "retention", low=1)
+    w = _weights(weights)
+    if any(x.ndim != 0 for x in w):
+        raise ValueError("simulate_ltrha takes three scalar weights (w_P, w_A, w_D)")
+    w = tuple(float(x) for x in w)
+    if env0 is None:
+        e0 = np.arange(N, dtype=np.int64) % E
+    else:
+        e0 = np.asarray(env0)
+        if e0.dtype == np.bool_ or not np.issubdtype(e0.dtype, np.integer):
+            raise TypeError(f"env0 must be integer locale indices; got dtype {e0.dtype}")
+        if e0.shape != (N,):
+            raise ValueError(f"env0 must have one locale per agent, shape ({N},); got {e0.shape}")
+        if e0.min() < 0 or e0.max() >= E:
+            raise ValueError(f"env0 values must be in [0, n_envs) = [0, {E}); got [{e0.min()}, {e0.max()}]")
+        e0 = e0.astype(np.int64)
+    agents = _names(agent_names, N, "a", "agent_names")
+    envs = _names(env_names, E, "loc", "env_names")
+
+    seed = _parent_seed(rng)
+    # spawn from a pristine copy: a user's SeedSequence is not advanced, so run k is always child k
+    children = spawn(np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size), R)
+    shapes = {name: (R, T, N) for name in _AGENT_FIELDS}
+    dtypes = {"env": np.int64, "acted": np.bool_}
+    out = {name: np.empty(shape, dtypes.get(name, np.float64)) for name, shape in shapes.items()}
+    out["topic"] = np.empty((R, T, E))
+    out["habitus"] = np.empty((R, N))
+    show = (R > 200) if progress is None else bool(progress)
+    it = range(R)
+    if show:
+        from tqdm.auto import tqdm
+
+        it = tqdm(it, desc="LTRHA runs", unit="run")
+    for k in it:
+        gen = as_generator(children[k])
+        _run_ltrha(gen, N=N, T=T, E=E, ranker=ranker, lo=lo, hi=hi, S0=S0, floor=floor, share=share,
+                   habitus=habitus, habitus_mean=hm, habitus_sd=hs, action_noise=noise, p_move=pm,
+                   attraction=att, retention=retention, weights=w, env0=e0, agents=agents,
+                   env_names=envs, out=out, k=k)
+    params = dict(n_agents=N, n_steps=T, n_envs=E, ranker=repr(ranker), s_min=lo, s_max=hi, floor=floor,
+                  rate_input=rate_input, habitus_mean=hm, habitus_sd=hs, action_noise=noise, p_move=pm,
+                  attraction=att, retention=retention, weights=w, n_runs=R)
+    return LTRHAResult(
+        agents=agents,
+        env_names=envs,
+        habitus=out.pop("habitus"),
+        initial_resources=np.broadcast_to(S0, (R, N)).copy(),
+        seed=seed,
+        params=params,
+        **out,
+    )
