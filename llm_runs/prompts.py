@@ -258,6 +258,28 @@ class ParsedAnswer:
 _DELIM = "'\";,}>\n"
 
 
+def _answer_field(text: str, answer_key: str):
+    keys = "|".join(sorted({re.escape(answer_key), "value", "action"}))
+    pattern = re.compile(r"['\"]?(?:" + keys + r")['\"]?\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
+    return pattern.search(text)
+
+
+# The answer field ends at the next field separator, closing brace, line end or "reason" key.
+_FIELD_END = re.compile(r"[;}\n]|['\"]?reason['\"]?\s*:", re.IGNORECASE)
+
+
+def _names_in_field(text: str, names: Sequence[str], answer_key: str) -> list[str]:
+    """Pool names written as separate tokens inside the answer field (to catch hedges such as
+    ``'Q' or 'M'``, ``'Q, M'``, ``'Q' (or maybe 'M')``)."""
+    m = _answer_field(text, answer_key)
+    if m is None:
+        return []
+    rest = m.group(1)
+    end = _FIELD_END.search(rest)
+    field = rest[: end.start()] if end else rest
+    return [n for n in names if re.search(r"(?<![0-9A-Za-z_])" + re.escape(n) + r"(?![0-9A-Za-z_])", field)]
+
+
 def answer_value(text: str, answer_key: str = "value") -> str | None:
     """The raw text of the first answer field (``None`` when there is none).
 
@@ -265,9 +287,7 @@ def answer_value(text: str, answer_key: str = "value") -> str | None:
     """
     if text is None:
         return None
-    keys = "|".join(sorted({re.escape(answer_key), "value", "action"}))
-    pattern = re.compile(r"['\"]?(?:" + keys + r")['\"]?\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
-    m = pattern.search(text)
+    m = _answer_field(text, answer_key)
     if m is None:
         return None
     rest = m.group(1).lstrip()
@@ -293,8 +313,10 @@ def parse_answer(
 
     The answer field (``'value': X``) must hold exactly one pool name; a bare answer consisting
     only of a pool name (up to quotes and braces) is also accepted. Matching is exact, then
-    case-insensitive if that identifies a unique name (unless ``case_sensitive``). Anything else
-    is invalid -- no name is ever guessed.
+    case-insensitive if that identifies a unique name (unless ``case_sensitive``). A hedge that
+    names another pool name inside the answer field (``'Q' or 'M'``, ``'Q, M'``,
+    ``'Q' (or maybe 'M')``) is invalid, not the first name. Anything else is invalid -- no name
+    is ever guessed.
 
     Parameters
     ----------
@@ -333,10 +355,16 @@ def parse_answer(
         if bare in names:
             return ParsedAnswer(bare, bare, None)
         return ParsedAnswer(None, None, f"no '{answer_key}' field in the answer")
+    chosen = None
     if value in names:
-        return ParsedAnswer(value, value, None)
-    if not case_sensitive:
+        chosen = value
+    elif not case_sensitive:
         hits = [n for n in names if n.lower() == value.lower()]
         if len(hits) == 1:
-            return ParsedAnswer(hits[0], value, None)
-    return ParsedAnswer(None, value, f"value {value[:40]!r} is not a pool name")
+            chosen = hits[0]
+    if chosen is None:
+        return ParsedAnswer(None, value, f"value {value[:40]!r} is not a pool name")
+    others = [n for n in _names_in_field(text, names, answer_key) if n != chosen]
+    if others:
+        return ParsedAnswer(None, value, f"hedged answer: the answer field also names {', '.join(others)}")
+    return ParsedAnswer(chosen, value, None)
