@@ -13,6 +13,7 @@ Jacniacki & Bilski, "SCENE", arXiv:2605.07823 (2026), Sect. 4.3, 5.1-5.4; Append
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import dataclass, field
@@ -144,7 +145,7 @@ class Episode:
     def to_dict(self) -> dict:
         return {"episode_id": self.episode_id, "model": self.model, "tuple": dict(self.tuple._asdict()),
                 "subject": self.subject, "transcript": [x.to_dict() for x in self.transcript],
-                "judge": self.judge, "audit": self.audit, "meta": self.meta}
+                "judge": copy.deepcopy(self.judge), "audit": self.audit, "meta": copy.deepcopy(self.meta)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Episode":

@@ -424,7 +424,7 @@ def _plot(res: SceneScore, pub: PublishedResults | None, axes):
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("repair rate after sanctioning (Wilson 95% CI)")
+    ax.set_xlabel("repair rate after sanctioning\n(Wilson 95% CI)")
     ax.set_title("(a) Repair after sanctioning (Sect. 5.2)")
 
     # (b) Spearman rho per model
@@ -432,9 +432,9 @@ def _plot(res: SceneScore, pub: PublishedResults | None, axes):
     labels, y = [], 0
     if pub is not None:
         for r in pub.raw["spearman_rho"]:
-            note = "reported: CI excludes 0 (rho < 0)" if r["ci_excludes_zero"] else "reported: CI crosses 0"
+            note = "published: rho < 0, CI excludes 0" if r["ci_excludes_zero"] else "published: CI crosses 0"
             if r["value"] is None:
-                ax.text(-0.95, y, note + "; value not in text", va="center", color=grey, fontsize=8)
+                ax.text(-0.97, y, note + " (value n/a)", va="center", color=grey, fontsize=7)
             else:
                 ax.errorbar(r["value"], y, xerr=err(r["value"], r["ci_low"] or math.nan, r["ci_high"] or math.nan),
                             fmt="o", color=grey, capsize=3)
@@ -445,14 +445,14 @@ def _plot(res: SceneScore, pub: PublishedResults | None, axes):
         if math.isfinite(row.value):
             ax.errorbar(row.value, y, xerr=err(row.value, row.ci_low, row.ci_high), fmt="D", color=colors[m], capsize=3)
         else:
-            ax.text(-0.95, y, "undefined (too few breached episodes)", va="center", color=colors[m], fontsize=8)
+            ax.text(-0.97, y, "undefined (too few breached episodes)", va="center", color=colors[m], fontsize=7)
         labels.append(f"{m} (n={int(row.n)})")
         y += 1
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xlim(-1, 1)
-    ax.set_xlabel("Spearman rho: prior demonstrations vs breach rate after first breach (bootstrap 95% CI)")
+    ax.set_xlabel("Spearman rho (bootstrap 95% CI)")
     ax.set_title("(b) Adapting to the norm (Sect. 5.3)")
 
     # (c) repair per sanction type
@@ -464,7 +464,7 @@ def _plot(res: SceneScore, pub: PublishedResults | None, axes):
         vals = {r["sanction"]: r["value"] for r in pub.raw["repair_rate_by_sanction"]}
         xs = [i for i, s in enumerate(sanctions) if s in vals]
         ax.bar([x + off * width for x in xs], [vals[sanctions[x]] for x in xs], width, color=grey,
-               label="published (all models)")
+               label="published (all models; 2 of 6 given)")
         off += 1
     for m in mine:
         g = f[(f.model == m) & (f.metric == "repair_rate")].set_index("group")
@@ -477,10 +477,10 @@ def _plot(res: SceneScore, pub: PublishedResults | None, axes):
         ax.bar(xs, np.nan_to_num(v), width, color=colors[m], yerr=yerr, capsize=2, label=m)
         off += 1
     ax.set_xticks(np.arange(len(sanctions)) + width * (off - 1) / 2, [s.replace("_", "\n") for s in sanctions], fontsize=8)
-    ax.set_ylim(0, 1)
     ax.set_ylabel("repair rate")
     ax.set_title("(c) Repair by sanction modality")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.set_ylim(0, 1.25)
+    ax.legend(fontsize=7, loc="upper left", ncol=2, framealpha=0.9)
 
     # (d) compliance under opposing pairs
     ax = axes[3]
@@ -503,7 +503,10 @@ def _plot(res: SceneScore, pub: PublishedResults | None, axes):
                 ax.plot(vb, yy, "D", color=colors[m])
     ax.set_yticks(range(len(pairs)), [f"{a}\nvs {b}" for a, b in pairs], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlim(0, 1.02)
-    ax.set_xlabel("compliance (share of episodes without a subject breach); open = first pole, filled = second")
-    ax.set_title("(d) Compliance under opposing norm pairs" + (" (grey: published, all models)" if pub else ""))
+    ax.set_xlim(-0.02, 1.05)
+    ax.set_xlabel("share of episodes without a subject breach\n(open marker: first pole; filled: second)", fontsize=8)
+    ax.set_title("(d) Compliance under opposing norm pairs")
+    if pub is not None:
+        fig.suptitle("SCENE: scored model(s) in colour; published models (Jacniacki & Bilski 2026, Sect. 6) in grey",
+                     fontsize=10)
     return fig

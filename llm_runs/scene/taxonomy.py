@@ -325,10 +325,10 @@ def sample_tuples(n: int, *, method: str = "greedy", rng=None, taxonomy: Taxonom
     """Draw ``n`` distinct valid tuples.
 
     ``method="greedy"`` (coverage-greedy): each draw takes, among the tuples not drawn yet, one
-    whose axis values have been used least so far -- the smallest sum over the five axes of
-    how often its value was already drawn -- with ties broken uniformly at random. Every
-    value of every axis that occurs in a valid tuple is thus covered as early as possible and
-    usage stays balanced. ``method="uniform"``: a uniform sample without replacement (the
+    with the most axis values never drawn before; among those, one whose values have been
+    used least (smallest sum over the five axes of how often its value was already drawn);
+    remaining ties are broken uniformly at random. Every draw thus covers a new value while
+    one is left, and usage stays balanced afterwards. ``method="uniform"``: a uniform sample without replacement (the
     paper's main sweep, Sect. 6).
 
     Parameters
@@ -362,9 +362,11 @@ def sample_tuples(n: int, *, method: str = "greedy", rng=None, taxonomy: Taxonom
     usage = [np.zeros(len(tax.ids(a)), dtype=np.int64) for a in AXES]
     free = np.ones(len(tuples), dtype=bool)
     out = []
+    big = np.int64(len(tuples) * len(AXES) + 1)
     for _ in range(n):
-        score = sum(usage[k][codes[:, k]] for k in range(len(AXES)))
-        score = np.where(free, score, np.iinfo(np.int64).max)
+        new = sum((usage[k][codes[:, k]] == 0).astype(np.int64) for k in range(len(AXES)))
+        used = sum(usage[k][codes[:, k]] for k in range(len(AXES)))
+        score = np.where(free, used - big * new, np.iinfo(np.int64).max)
         best = np.flatnonzero(score == score.min())
         pick = int(best[g.integers(len(best))])
         free[pick] = False
