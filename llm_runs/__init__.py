@@ -55,4 +55,7 @@ _EXPORTS = {
     "load_ainorms_meta": "ainorms",
 }
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, submodules=("scene",))
+# sub-package of the SCENE benchmark (seed 002), imported on first access
+_SUBMODULES = {"scene"}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
