@@ -6,6 +6,15 @@ evidence-dependent adaptation (Spearman's rho with bootstrap intervals), complia
 opposing norm pairs, and fidelity. The taxonomy IDs are the paper's; the ``applies_to``
 lists are normlab's (``data/taxonomy.json``). Heavy modules load on first use.
 
+Examples
+--------
+>>> from normlab.llm_runs import EndpointConfig, scene                      # doctest: +SKIP
+>>> tuples = scene.sample_tuples(20, rng=0)                                 # coverage-greedy
+>>> eps = scene.run_scene(tuples, endpoint=EndpointConfig(base_url=JUDGE_URL, model="..."),
+...                       subject=EndpointConfig(base_url=MY_URL, model="my-model"), rng=0,
+...                       out="scene_episodes.jsonl")
+>>> res = scene.score(eps, rng=0)       # res.to_frame(): tidy metrics; res.plot(): beside the paper
+
 References
 ----------
 M. Jacniacki, M. Bilski, "SCENE: Recognizing Social Norms and Sanctioning in Group Chats",

@@ -505,7 +505,7 @@ def _plot(res: SceneScore, pub: PublishedResults | None, axes):
     ax.invert_yaxis()
     ax.set_xlim(-0.02, 1.05)
     ax.set_xlabel("share of episodes without a subject breach\n(open marker: first pole; filled: second)", fontsize=8)
-    ax.set_title("(d) Compliance under opposing norm pairs")
+    ax.set_title("(d) Opposing-pair compliance")
     if pub is not None:
         fig.suptitle("SCENE: scored model(s) in colour; published models (Jacniacki & Bilski 2026, Sect. 6) in grey",
                      fontsize=10)
