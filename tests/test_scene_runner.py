@@ -254,7 +254,7 @@ def test_embedded_smollm2_episode():
     sc = scene.load_example_scenario()
     sc["tuple"]["precedent"] = 0
     sc["hidden"]["personas"] = [p for p in sc["hidden"]["personas"] if p["name"] == "Marisol"]
-    cfg = EndpointConfig(embedded_threads=2, embedded_parallel=1, embedded_ctx=2048)
+    cfg = EndpointConfig(embedded_threads=1, embedded_parallel=1, embedded_ctx=2048)
     settings = SceneSettings(max_turns=1, max_tokens=32, orchestrator_max_tokens=12, judge_max_tokens=64)
     ep = scene.run_episode(sc, endpoint=cfg, settings=settings, rng=0)
     ev = ep.meta["events"]
