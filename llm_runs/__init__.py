@@ -3,7 +3,8 @@
 Runs the naming game of seed 003 with LLM agents through any OpenAI-compatible endpoint (or an
 embedded llama.cpp server with SmolLM2-135M-Instruct), in the paper's ``sample`` mode or the
 logprob-based ``exact`` mode, and measures individual bias, strategy tables and prompt
-comprehension. Heavy modules (openai, xllamacpp, the runner) are imported on first use.
+comprehension; ``normlab.llm_runs.scene`` holds the SCENE implicit-norm benchmark (seed 002).
+Heavy modules (openai, xllamacpp, the runner) are imported on first use.
 """
 
 from __future__ import annotations
@@ -56,4 +57,7 @@ _EXPORTS = {
     "load_ainorms_meta": "published.ainorms",
 }
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
+# sub-package of the SCENE benchmark (seed 002), imported on first access
+_SUBMODULES = {"scene"}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
