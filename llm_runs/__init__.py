@@ -52,6 +52,11 @@ _EXPORTS = {
     "load_ainorms": "ainorms",
     "load_ainorms_probes": "ainorms",
     "load_ainorms_meta": "ainorms",
+    # published CRSEC norm databases and run folders (seed 000)
+    "load_crsec_norms": "published.crsec",
+    "save_crsec_norms": "published.crsec",
+    "load_crsec_run": "published.crsec",
 }
+_SUBMODULES = {"crsec", "published"}
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

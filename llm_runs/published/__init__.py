@@ -1,0 +1,1 @@
+"""Readers of published data sets."""
