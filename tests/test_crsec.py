@@ -280,15 +280,30 @@ def test_llm_operations_against_stub_server():
 
 
 @pytest.mark.llm
-def test_embedded_population_short():
-    from normlab.llm_runs import EndpointConfig, embedded_available
+def test_embedded_model_sanity_check():
+    """The whole LLM path (prompt files, embedded server, parsing, pipeline) on one candidate."""
+    from normlab.llm_runs import EndpointConfig, embedded_available, open_endpoint
+    from normlab.llm_runs._sync import run_sync
+    from normlab.llm_runs.crsec import arun_check
 
     if not embedded_available():
         pytest.skip("embedded model not installed")
-    run = run_population(["Bob Johnson", "Carlos Gomez"], ops="llm", minutes=10, rng=0, p_thought=1.0,
-                         endpoint=EndpointConfig(embedded_threads=1, concurrency=1, embedded_parallel=1,
-                                                 embedded_ctx=2048))
-    assert run.settings["ops"] == "LLMOperations" and len(run.states) == 2 * 2 * 3
+    db = NormDatabase("Carlos")
+    db.add_created("Be quiet in public places.", 85, "injunctive")
+    cand = db.add_candidate("No smoking indoors.", 90, "injunctive",
+                            source_text="Abigail: Carlos, smoking inside the cafe is not allowed.")
+
+    async def main():
+        cfg = EndpointConfig(embedded_threads=1, concurrency=1, embedded_parallel=1, embedded_ctx=1024)
+        async with open_endpoint(cfg) as client:
+            ops = LLMOperations(client, rng=0, max_tokens={"check_conflict": 8})
+            out = await arun_check(cand, db.qualified(), ops)
+            return out, ops
+
+    out, ops = run_sync(main)
+    assert 1 <= ops.n_calls <= 4 and len(out.steps_run) == ops.n_calls
+    assert all(isinstance(text, str) for _, _, text in ops.transcript)
+    assert out.passed or out.failed_step in CHECK_STEPS
 
 
 # ------------------------------------------------------------------ theory and fit

@@ -29,6 +29,7 @@ from normlab._rng import as_generator
 
 from .operations import NormOperations
 from .records import NormRecord
+from .topics import classify_type
 
 PROMPTS = ("create_norms", "detect_conflict", "decide_to_talk", "converse", "generate_thought", "identify",
            "check_consistency", "check_duplication", "check_type", "check_conflict", "classify", "abstract",
@@ -90,7 +91,9 @@ def _norm_from_obj(obj) -> tuple | None:
     ntype = str(obj.get("type", "")).strip().lower()
     ntype = {"des": "descriptive", "inj": "injunctive"}.get(ntype, ntype)
     if ntype not in ("descriptive", "injunctive"):
-        return None
+        ntype = classify_type(content)  # small models echo "descriptive or injunctive": infer it
+        if ntype is None:
+            return None
     try:
         u = float(obj.get("utility"))
     except (TypeError, ValueError):
@@ -102,7 +105,9 @@ def _norm_from_obj(obj) -> tuple | None:
 
 def parse_norms(text: str | None) -> list[tuple]:
     """Every well-formed ``{"content", "type", "utility"}`` object in an answer, in order; invalid
-    ones (unknown type, utility outside 1-100) are dropped."""
+    ones (utility missing or outside 1-100) are dropped; a type that is neither descriptive nor
+    injunctive is inferred from the content's cue words
+    (:func:`~normlab.llm_runs.crsec.topics.classify_type`), or the object dropped."""
     out = []
     for m in _OBJ.finditer(text or ""):
         try:
@@ -173,6 +178,8 @@ class LLMOperations(NormOperations):
     names : sequence of str
         Agent names for the ``names_agent`` step.
     temperature : float
+    max_tokens : dict, optional
+        Per-prompt overrides of the files' ``max_tokens`` (e.g. shorter answers on a slow CPU).
     rng : None, int, SeedSequence or Generator
         Source of the per-call seeds.
 
@@ -186,7 +193,7 @@ class LLMOperations(NormOperations):
     Ren et al., IJCAI 2024, §2 and Appendix B.
     """
 
-    def __init__(self, client, *, names=(), temperature: float = 0.2, rng=None):
+    def __init__(self, client, *, names=(), temperature: float = 0.2, max_tokens: dict | None = None, rng=None):
         if not hasattr(client, "chat"):
             raise TypeError("client must be an LLMClient (from normlab.llm_runs.backend.open_endpoint)")
         if not (isinstance(temperature, (int, float)) and temperature >= 0):
@@ -194,6 +201,10 @@ class LLMOperations(NormOperations):
         self.client = client
         self.names = tuple(names)
         self.temperature = float(temperature)
+        self.max_tokens = dict(max_tokens or {})
+        unknown = set(self.max_tokens) - set(PROMPTS)
+        if unknown:
+            raise ValueError(f"max_tokens names unknown prompts {sorted(unknown)}; allowed: {PROMPTS}")
         self.rng = as_generator(rng)
         self.n_calls = 0
         self.transcript: list = []
@@ -203,7 +214,7 @@ class LLMOperations(NormOperations):
         p = load_prompt(name)
         msgs = render(name, **fields)
         seed = int(self.rng.integers(0, 2**31 - 1))
-        res = await self.client.chat(msgs, max_tokens=int(p["max_tokens"]), temperature=self.temperature, seed=seed)
+        res = await self.client.chat(msgs, max_tokens=int(self.max_tokens.get(name, p["max_tokens"])), temperature=self.temperature, seed=seed)
         self.n_calls += 1
         text = res.text or ""
         self.transcript.append((name, msgs[-1]["content"], text))
