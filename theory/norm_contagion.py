@@ -41,9 +41,10 @@ from ._prng import PyXoshiro, _randbelow, _uniform
 
 
 @njit(cache=True)
-def _contagion_run(seed, n_agents, n_seeds, p_b, p_c, n_steps, out_b, out_c):
-    """One run; seeds are agents ``0 .. n_seeds-1``. Stream order per step and agent ``i``:
-    S -> ``randbelow(N-1)`` (partner) then ``uniform``; B (non-seed) -> ``uniform``."""
+def _contagion_run(seed, n_agents, n_seeds, n_immune, p_b, p_c, n_steps, out_b, out_c):
+    """One run; seeds are agents ``0 .. n_seeds-1``, immune ones the last ``n_immune`` (never
+    updated, no draws). Stream order per step and agent ``i``: S -> ``randbelow(N-1)`` (partner)
+    then ``uniform``; B (non-seed) -> ``uniform``."""
     s = seed.copy()
     state = np.zeros(n_agents, np.int8)
     for i in range(n_seeds):
@@ -54,7 +55,7 @@ def _contagion_run(seed, n_agents, n_seeds, p_b, p_c, n_steps, out_b, out_c):
     for k in range(n_steps):
         for i in range(n_agents):
             old[i] = state[i]
-        for i in range(n_seeds, n_agents):
+        for i in range(n_seeds, n_agents - n_immune):
             if old[i] == 0:
                 j = _randbelow(s, n_agents - 1)
                 if j >= i:
@@ -76,14 +77,14 @@ def _contagion_run(seed, n_agents, n_seeds, p_b, p_c, n_steps, out_b, out_c):
         out_c[k + 1] = nc
 
 
-def contagion_run_reference(seed_words, n_agents, n_seeds, p_b, p_c, n_steps):
+def contagion_run_reference(seed_words, n_agents, n_seeds, p_b, p_c, n_steps, n_immune=0):
     """Pure-Python twin of the Numba kernel (same stream, same counts); small problems only."""
     rng = PyXoshiro(seed_words)
     state = [2] * n_seeds + [0] * (n_agents - n_seeds)
     bel, com = [n_seeds], [n_seeds]
     for _ in range(n_steps):
         old = list(state)
-        for i in range(n_seeds, n_agents):
+        for i in range(n_seeds, n_agents - n_immune):
             if old[i] == 0:
                 j = rng.randbelow(n_agents - 1)
                 j = j + 1 if j >= i else j
@@ -114,7 +115,7 @@ class ContagionResult:
         Times (``0, dt, 2 dt, ...``).
     belief, compliance : numpy.ndarray
         Shape ``(n_runs, len(t))``: fractions of agents believing / complying (seeds included).
-    n_agents, n_seeds : int
+    n_agents, n_seeds, n_immune : int
     beta, gamma, dt : float
     """
 
@@ -123,6 +124,7 @@ class ContagionResult:
     compliance: np.ndarray = field(repr=False)
     n_agents: int = 0
     n_seeds: int = 0
+    n_immune: int = 0
     beta: float = 0.0
     gamma: float = 0.0
     dt: float = 0.0
@@ -142,7 +144,8 @@ class ContagionResult:
         """The mean-field solution for the same parameters and initial state."""
         y0 = self.n_seeds / self.n_agents
         return norm_contagion_ode(self.beta, self.gamma, y0=y0, c0=y0, t_max=float(self.t[-1]),
-                                  n_agents=self.n_agents, n_points=n_points)
+                                  n_agents=self.n_agents, ceiling=1.0 - self.n_immune / self.n_agents,
+                                  n_points=n_points)
 
     def plot(self, ax=None, *, ode: bool = True):
         """Mean belief and compliance (bands: 10-90 % of runs) with the mean field."""
@@ -170,8 +173,8 @@ class ContagionResult:
         return f"<p><b>{self!r}</b></p>"
 
 
-def norm_contagion(n_agents: int, n_seeds: int, beta: float, gamma: float, *, t_max: float = 10.0,
-                   dt: float = 0.05, n_runs: int = 1, rng=None) -> ContagionResult:
+def norm_contagion(n_agents: int, n_seeds: int, beta: float, gamma: float, *, n_immune: int = 0,
+                   t_max: float = 10.0, dt: float = 0.05, n_runs: int = 1, rng=None) -> ContagionResult:
     """Agent-based two-stage contagion (belief by contact, compliance after a lag).
 
     Parameters
@@ -184,6 +187,8 @@ def norm_contagion(n_agents: int, n_seeds: int, beta: float, gamma: float, *, t_
         Belief adoption rate per contact with a believer.
     gamma : float
         Rate at which a believer starts complying (mean lag ``1/gamma``).
+    n_immune : int
+        Agents who never adopt the norm (belief ceiling ``1 - n_immune / n_agents``).
     t_max, dt : float
         Duration and step.
     n_runs : int
@@ -200,6 +205,7 @@ def norm_contagion(n_agents: int, n_seeds: int, beta: float, gamma: float, *, t_
     """
     N = check_int(n_agents, "n_agents", low=2)
     S = check_int(n_seeds, "n_seeds", low=1, high=N)
+    M = check_int(n_immune, "n_immune", low=0, high=N - S)
     beta, gamma = _check_rate(beta, "beta"), _check_rate(gamma, "gamma")
     R = check_int(n_runs, "n_runs", low=1)
     if not (isinstance(dt, (int, float)) and dt > 0 and isinstance(t_max, (int, float)) and t_max >= dt):
@@ -210,9 +216,9 @@ def norm_contagion(n_agents: int, n_seeds: int, beta: float, gamma: float, *, t_
     bel = np.empty((R, n_steps + 1), np.int64)
     com = np.empty((R, n_steps + 1), np.int64)
     for r in range(R):
-        _contagion_run(seeds[r], N, S, p_b, p_c, n_steps, bel[r], com[r])
+        _contagion_run(seeds[r], N, S, M, p_b, p_c, n_steps, bel[r], com[r])
     return ContagionResult(t=np.arange(n_steps + 1) * float(dt), belief=bel / N, compliance=com / N,
-                           n_agents=N, n_seeds=S, beta=beta, gamma=gamma, dt=float(dt))
+                           n_agents=N, n_seeds=S, n_immune=M, beta=beta, gamma=gamma, dt=float(dt))
 
 
 @dataclass(frozen=True)
@@ -243,14 +249,15 @@ class ContagionODE:
                           for m, v in (("belief", self.belief), ("compliance", self.compliance))], ignore_index=True)
 
 
-def contagion_rhs(t, z, beta, gamma, factor=1.0):
-    """Right-hand side ``(dy/dt, dc/dt) = (beta f y (1 - y), gamma (y - c))``."""
+def contagion_rhs(t, z, beta, gamma, factor=1.0, ceiling=1.0):
+    """Right-hand side ``(dy/dt, dc/dt) = (beta f y (K - y), gamma (y - c))``."""
     y, c = z
-    return [beta * factor * y * (1.0 - y), gamma * (y - c)]
+    return [beta * factor * y * (ceiling - y), gamma * (y - c)]
 
 
 def norm_contagion_ode(beta: float, gamma: float, *, y0: float, c0: float | None = None, t_max: float = 10.0,
-                       n_agents: int | None = None, t_eval=None, n_points: int = 401) -> ContagionODE:
+                       n_agents: int | None = None, ceiling: float = 1.0, t_eval=None,
+                       n_points: int = 401) -> ContagionODE:
     """Integrate the mean-field equations of the two-stage contagion.
 
     Parameters
@@ -263,6 +270,8 @@ def norm_contagion_ode(beta: float, gamma: float, *, y0: float, c0: float | None
     t_max : float
     n_agents : int, optional
         Finite population: multiplies the contact rate by ``N/(N-1)`` (partners among others).
+    ceiling : float
+        Largest believing fraction ``K`` (``1 - n_immune / N``), ``y0 <= K <= 1``.
     t_eval : array_like, optional
         Output times (default ``n_points`` from 0 to ``t_max``).
 
@@ -279,19 +288,21 @@ def norm_contagion_ode(beta: float, gamma: float, *, y0: float, c0: float | None
     beta, gamma = _check_rate(beta, "beta"), _check_rate(gamma, "gamma")
     y0 = float(y0)
     c0 = y0 if c0 is None else float(c0)
-    if not (0.0 < y0 <= 1.0 and 0.0 <= c0 <= y0 + 1e-12):
-        raise ValueError(f"need 0 < y0 <= 1 and 0 <= c0 <= y0; got y0={y0}, c0={c0}")
+    K = float(ceiling)
+    if not (0.0 < y0 <= K <= 1.0 and 0.0 <= c0 <= y0 + 1e-12):
+        raise ValueError(f"need 0 < y0 <= ceiling <= 1 and 0 <= c0 <= y0; got y0={y0}, c0={c0}, ceiling={K}")
     factor = 1.0 if n_agents is None else check_int(n_agents, "n_agents", low=2) / (n_agents - 1.0)
     t_eval = np.linspace(0.0, float(t_max), int(n_points)) if t_eval is None else np.asarray(t_eval, float)
     if t_eval.ndim != 1 or len(t_eval) < 1 or np.any(np.diff(t_eval) < 0) or t_eval[0] < 0:
         raise ValueError("t_eval must be a non-decreasing 1-d array of times >= 0")
     t_end = max(float(t_eval[-1]), 1e-12)
-    sol = solve_ivp(contagion_rhs, (0.0, t_end), [y0, c0], args=(beta, gamma, factor), t_eval=t_eval,
+    sol = solve_ivp(contagion_rhs, (0.0, t_end), [y0, c0], args=(beta, gamma, factor, K), t_eval=t_eval,
                     method="LSODA", rtol=1e-9, atol=1e-12)
     return ContagionODE(t=t_eval, belief=sol.y[0], compliance=sol.y[1], beta=beta, gamma=gamma)
 
 
-def logistic_belief(t, beta: float, y0: float, factor: float = 1.0) -> np.ndarray:
-    """Closed form of the belief equation: ``1 / (1 + (1/y0 - 1) exp(-beta f t))``."""
+def logistic_belief(t, beta: float, y0: float, factor: float = 1.0, ceiling: float = 1.0) -> np.ndarray:
+    """Closed form of the belief equation: ``K / (1 + (K/y0 - 1) exp(-beta f K t))``."""
     t = np.asarray(t, float)
-    return 1.0 / (1.0 + (1.0 / y0 - 1.0) * np.exp(-beta * factor * t))
+    K = float(ceiling)
+    return K / (1.0 + (K / y0 - 1.0) * np.exp(-beta * factor * K * t))
