@@ -209,7 +209,7 @@ def fit_adoption(adoption: pd.DataFrame, *, n_agents: int, topic: str | None = N
     ----------
     Ren et al., IJCAI 2024, Appendix D; Efron & Tibshirani 1993, ch. 6 and 13.
     """
-    from normlab.theory.norm_contagion import norm_contagion
+    from normlab.theory.norm_contagion import norm_contagion_agents
 
     N = check_int(n_agents, "n_agents", low=2)
     B = check_int(n_boot, "n_boot", low=0)
@@ -238,7 +238,7 @@ def fit_adoption(adoption: pd.DataFrame, *, n_agents: int, topic: str | None = N
         n_immune = min(N - n_seeds, int(round((1.0 - K) * N)))
         step = float(np.min(np.diff(t)))
         dt = step / max(1, int(math.ceil(step * max(beta * K, gamma) / 0.05)))
-        sim = norm_contagion(N, n_seeds, beta, gamma, n_immune=n_immune, t_max=float(t[-1]), dt=dt, n_runs=B,
+        sim = norm_contagion_agents(N, n_seeds, beta, gamma, n_immune=n_immune, t_max=float(t[-1]), dt=dt, n_runs=B,
                              rng=spawn(rng, 1)[0])
         for b in range(B):
             yb = np.interp(t, sim.t, sim.belief[b])

@@ -309,51 +309,51 @@ def test_embedded_model_sanity_check():
 # ------------------------------------------------------------------ theory and fit
 def test_contagion_kernel_equals_python_twin():
     from normlab._rng import run_seeds
-    from normlab.theory import norm_contagion
+    from normlab.theory import norm_contagion_agents
     from normlab.theory.norm_contagion import contagion_run_reference
 
     _, seeds = run_seeds(5, 1)
-    r = norm_contagion(30, 2, 1.0, 0.5, t_max=5, dt=0.1, rng=5)
+    r = norm_contagion_agents(30, 2, 1.0, 0.5, t_max=5, dt=0.1, rng=5)
     b, c = contagion_run_reference(seeds[0], 30, 2, 1 - math.exp(-0.1), 1 - math.exp(-0.05), 50)
     assert np.array_equal(np.array(b) / 30, r.belief[0]) and np.array_equal(np.array(c) / 30, r.compliance[0])
     assert np.all(r.compliance <= r.belief)
-    r = norm_contagion(30, 2, 1.0, 0.5, n_immune=5, t_max=5, dt=0.1, rng=5)
+    r = norm_contagion_agents(30, 2, 1.0, 0.5, n_immune=5, t_max=5, dt=0.1, rng=5)
     b, c = contagion_run_reference(seeds[0], 30, 2, 1 - math.exp(-0.1), 1 - math.exp(-0.05), 50, n_immune=5)
     assert np.array_equal(np.array(b) / 30, r.belief[0]) and r.belief.max() <= 25 / 30
 
 
 def test_contagion_ode_agrees_with_simulation_and_logistic():
-    from normlab.theory import norm_contagion, norm_contagion_ode
+    from normlab.theory import norm_contagion_agents, norm_contagion_ode
     from normlab.theory.norm_contagion import logistic_belief
 
-    r = norm_contagion(1000, 50, 1.5, 0.5, t_max=8, dt=0.01, n_runs=8, rng=11)
+    r = norm_contagion_agents(1000, 50, 1.5, 0.5, t_max=8, dt=0.01, n_runs=8, rng=11)
     m = r.ode(n_points=len(r.t))
     assert np.abs(r.belief.mean(0) - m.belief).max() < 0.03
     assert np.abs(r.compliance.mean(0) - m.compliance).max() < 0.03
     ode = norm_contagion_ode(2.0, 0.5, y0=0.1, t_max=5, n_agents=11)
     assert np.allclose(ode.belief, logistic_belief(ode.t, 2.0, 0.1, 1.1), atol=1e-7)
-    r = norm_contagion(1000, 50, 1.5, 0.5, n_immune=300, t_max=8, dt=0.01, n_runs=8, rng=12)
+    r = norm_contagion_agents(1000, 50, 1.5, 0.5, n_immune=300, t_max=8, dt=0.01, n_runs=8, rng=12)
     m = r.ode(n_points=len(r.t))
     assert np.abs(r.belief.mean(0) - m.belief).max() < 0.03 and 0.69 < m.belief[-1] <= 0.7
     ode = norm_contagion_ode(2.0, 0.5, y0=0.1, ceiling=0.6, t_max=5)
     assert np.allclose(ode.belief, logistic_belief(ode.t, 2.0, 0.1, 1.0, 0.6), atol=1e-7)
     assert ode.time_to(0.4, "compliance") > ode.time_to(0.4, "belief") > 0
     with pytest.raises(ValueError, match="n_seeds"):
-        norm_contagion(10, 11, 1.0, 1.0)
+        norm_contagion_agents(10, 11, 1.0, 1.0)
 
 
 def test_fit_adoption_recovers_rates():
     from normlab.calibration import fit_adoption
-    from normlab.theory import norm_contagion
+    from normlab.theory import norm_contagion_agents
 
-    r = norm_contagion(400, 20, 2.0, 0.5, t_max=8, dt=0.02, n_runs=1, rng=1)
+    r = norm_contagion_agents(400, 20, 2.0, 0.5, t_max=8, dt=0.02, n_runs=1, rng=1)
     f = r.to_frame()
     f = f[np.isclose((f.t * 2) % 1, 0) | np.isclose((f.t * 2) % 1, 1)]
     fit = fit_adoption(f, n_agents=400, behaviour="compliance", ceiling=1.0, n_boot=10, rng=2)
     assert fit.beta == pytest.approx(2.0, rel=0.15) and fit.gamma == pytest.approx(0.5, rel=0.15)
     lo, hi = fit.ci["ratio"]
     assert lo < fit.ratio < hi and lo > 1
-    r = norm_contagion(400, 20, 2.0, 0.5, n_immune=80, t_max=8, dt=0.02, n_runs=1, rng=1)
+    r = norm_contagion_agents(400, 20, 2.0, 0.5, n_immune=80, t_max=8, dt=0.02, n_runs=1, rng=1)
     g = r.to_frame()
     g = g[np.isclose((g.t * 2) % 1, 0) | np.isclose((g.t * 2) % 1, 1)]
     fit = fit_adoption(g, n_agents=400, behaviour="compliance", n_boot=0)

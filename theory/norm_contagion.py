@@ -107,7 +107,7 @@ def _check_rate(v, name):
 
 @dataclass(frozen=True)
 class ContagionResult:
-    """Replicated runs of :func:`norm_contagion`.
+    """Replicated runs of :func:`norm_contagion_agents`.
 
     Attributes
     ----------
@@ -173,7 +173,7 @@ class ContagionResult:
         return f"<p><b>{self!r}</b></p>"
 
 
-def norm_contagion(n_agents: int, n_seeds: int, beta: float, gamma: float, *, n_immune: int = 0,
+def norm_contagion_agents(n_agents: int, n_seeds: int, beta: float, gamma: float, *, n_immune: int = 0,
                    t_max: float = 10.0, dt: float = 0.05, n_runs: int = 1, rng=None) -> ContagionResult:
     """Agent-based two-stage contagion (belief by contact, compliance after a lag).
 
