@@ -279,6 +279,56 @@ def test_llm_operations_against_stub_server():
     assert n_calls == 8
 
 
+def _line(user, key):
+    return user.split(key)[-1].splitlines()[0] if key in user else ""
+
+
+def _population_responder(body):
+    user = body["messages"][-1]["content"]
+    norm = '{"content": "No smoking indoors.", "type": "injunctive", "utility": 90}'
+    if user.startswith("TASK: generate"):
+        return '{"norm_1": ' + norm + "}"
+    if "generate a plan today" in user:
+        holds = "smoking" in _line(user, "QUALIFIED PERSONAL NORMS:")
+        return "1) keep the cafe smoke-free, smoking only outside" if holds else "1) smoke a cigarette inside Hobbs Cafe"
+    if "describe actions in 5 min increments" in user:
+        return "1. " + _line(user, "CURRENT PLAN:").strip()
+    if "detect whether there is a conflict" in user:
+        return "yes" if "inside" in _line(user, "OBSERVATION:") else "no"
+    if "decide whether to have a conversation" in user or "Decide whether" in user:
+        return "yes"
+    if "Write a short conversation" in user:
+        return "Bob Johnson: Please, no smoking indoors.\nCarlos Gomez: Sorry, I will smoke outside."
+    if "Write one sentence" in user:
+        return "People should not smoke indoors."
+    if "Step 1: Based on the INPUT" in user:
+        return norm
+    if "[Duplicate Check]" in user:
+        return "YES" if _line(user, "NORMATIVE INFO:").strip() in _line(user, "QUALIFIED PERSONAL NORMS:") else "NO"
+    return _responder(body)
+
+
+def test_llm_population_against_stub_is_reproducible():
+    from normlab.llm_runs import EndpointConfig, StubServer
+
+    runs = []
+    for _ in range(2):
+        with StubServer(["x"], responder=_population_responder) as stub:
+            cfg = EndpointConfig(base_url=stub.base_url, max_retries=0)
+            runs.append(run_population(["Bob Johnson", "Carlos Gomez"], ops="llm", endpoint=cfg, minutes=60,
+                                       plan_every=30, p_present=1.0, p_thought=0.0, rng=5))
+    a, b = runs
+    pd.testing.assert_frame_equal(a.states, b.states)
+    carlos = a.databases["Carlos Gomez"]
+    assert [n.content for n in carlos.qualified()] == ["No smoking indoors."]
+    assert any(n.rejection == "duplicate" for n in carlos) or len(carlos) == 1
+    last = a.states[(a.states.t == 60) & (a.states.topic == "smoking")].set_index("agent")
+    assert last.loc["Carlos Gomez", "belief"] and last.loc["Carlos Gomez", "action"]
+    first = a.states[(a.states.t == 0) & (a.states.topic == "smoking")].set_index("agent")
+    assert not first.loc["Carlos Gomez", "belief"] and not first.loc["Carlos Gomez", "action"]
+    assert (a.events["kind"] == "conflict").sum() >= 1 and (a.events["kind"] == "chat").sum() >= 1
+
+
 @pytest.mark.llm
 def test_embedded_model_sanity_check():
     """The whole LLM path (prompt files, embedded server, parsing, pipeline) on one candidate."""
