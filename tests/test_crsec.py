@@ -107,6 +107,28 @@ def test_load_run(tmp_path):
     assert fun.loc["Carlos Gomez", "qualified"] == 1 and fun.loc["Carlos Gomez", "rejected_duplicate"] == 1
 
 
+def test_published_behaviour_and_snapshot_beliefs(tmp_path):
+    from normlab.llm_runs.crsec import behaviour_from_nodes, beliefs_from_snapshots
+
+    nodes = {"node_1": {"type": "event", "created": "2023-02-13 08:00:00", "subject": "Carlos Gomez",
+                        "description": "Carlos Gomez is smoking a cigarette inside Hobbs Cafe"},
+             "node_2": {"type": "event", "created": "2023-02-13 09:00:00", "subject": "Carlos Gomez",
+                        "description": "Carlos Gomez is smoking outside in the designated area"},
+             "node_3": {"type": "event", "created": "2023-02-13 08:30:00", "subject": "Sam Moore",
+                        "description": "Carlos Gomez is smoking inside"}}  # Sam's observation, not his action
+    root = tmp_path / "run"
+    for name in ("Carlos Gomez", "Sam Moore"):
+        _write(root / name / "norms" / "personal_norm_database.json", DB if name == "Carlos Gomez" else {})
+        _write(root / name / "bootstrap_memory" / "associative_memory" / "nodes.json", nodes if name == "Carlos Gomez" else
+               {"node_1": nodes["node_3"]})
+    run = load_crsec_run(root)
+    beh = behaviour_from_nodes(run.nodes, [0, 30, 60, 90])
+    smoke = beh[beh.topic == "smoking"]["proportion"].tolist()
+    assert smoke == [0.0, 0.0, 0.5, 0.5]
+    bel = beliefs_from_snapshots({0: run, 60: root})
+    assert bel[(bel.topic == "smoking")]["proportion"].tolist() == [0.5, 0.5]
+
+
 def test_run_missing_persona_file(tmp_path):
     folder = _run_folder(tmp_path, drop_norms_of="Abigail Chen")
     with pytest.raises(FileNotFoundError, match="Abigail Chen"):

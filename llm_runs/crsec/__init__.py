@@ -38,6 +38,8 @@ _EXPORTS = {
     "adoption_curves": "analysis",
     "beliefs_from_norms": "analysis",
     "snapshot_beliefs": "analysis",
+    "beliefs_from_snapshots": "analysis",
+    "behaviour_from_nodes": "analysis",
     "events_from_nodes": "analysis",
     "event_counts": "analysis",
     "norm_funnel": "analysis",

@@ -7,6 +7,9 @@ published CRSEC runs (:func:`normlab.llm_runs.load_crsec_run`):
   (belief) and complying in plans and actions (behaviour), per topic and time (Fig. 2b);
 - :func:`beliefs_from_norms` -- belief curves from any norm frame with qualification and
   deactivation times, or the snapshot shares of a published run (:func:`snapshot_beliefs`);
+- :func:`behaviour_from_nodes` -- behavioural compliance over time from the agents' own action
+  events in Smallville memory (published runs); :func:`beliefs_from_snapshots` -- belief curves
+  from storage folders saved at several times;
 - :func:`event_counts` -- conflicts and norm-related chats and thoughts per time bin (Fig. 2a);
   :func:`events_from_nodes` turns Smallville memory nodes into such events;
 - :func:`norm_funnel` -- per agent, identified -> candidate / qualified / synthesised, and the
@@ -136,6 +139,85 @@ def events_from_nodes(nodes: pd.DataFrame, *, start=None, topics=None) -> pd.Dat
                         "agent": sub["agent"].to_numpy(), "topic": [x[0] for x in lab],
                         "stance": [x[1] for x in lab], "text": sub["text"].to_numpy()})
     return out[out["topic"].notna()].reset_index(drop=True)
+
+
+def behaviour_from_nodes(nodes: pd.DataFrame, times, *, start=None, agents=None, topics=None) -> pd.DataFrame:
+    """Behavioural compliance over time from Smallville memory: each agent's own action events.
+
+    An event node is the agent's own action when its ``subject`` (or, failing that, the start of
+    its description) names the agent, e.g. ``"Carlos Gomez is smoking outside"``. At time ``t``
+    an agent complies with a topic's standard when its latest own action on that topic (by
+    :func:`~normlab.llm_runs.crsec.topics.classify_text`) has stance +1.
+
+    Parameters
+    ----------
+    nodes : pandas.DataFrame
+        :func:`normlab.llm_runs.published.crsec.load_crsec_nodes` columns.
+    times : array_like
+        Minutes since ``start`` (default: the earliest timed node).
+    agents : sequence of str, optional
+    topics : dict or path, optional
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``t, topic, measure ("action"), proportion, n_agents``.
+
+    References
+    ----------
+    Ren et al., IJCAI 2024, Fig. 2b ("adhered to a standard of behavior in their plans and actions").
+    """
+    need = {"agent", "kind", "created", "subject", "description"}
+    if not need <= set(nodes.columns):
+        raise ValueError(f"nodes needs columns {sorted(need)} (see load_crsec_nodes)")
+    times = np.asarray(times, float)
+    agents = list(agents) if agents is not None else sorted(nodes["agent"].dropna().unique())
+    ev = nodes[(nodes["kind"] == "event") & nodes["created"].notna()]
+    t0 = (nodes["created"].min() if start is None else pd.Timestamp(start))
+    own = []
+    for _, r in ev.iterrows():
+        who = r["subject"] if isinstance(r["subject"], str) and r["subject"] else None
+        desc = str(r["description"] or "")
+        if who != r["agent"] and not (who is None and desc.startswith(str(r["agent"]))):
+            continue
+        topic, stance = classify_text(desc, topics)
+        if topic is not None and stance != 0:
+            own.append(((r["created"] - t0).total_seconds() / 60.0, r["agent"], topic, stance))
+    own = pd.DataFrame(own, columns=["t", "agent", "topic", "stance"]).sort_values("t", kind="stable")
+    table = _topic_names(topics)
+    rows = []
+    for topic in table:
+        sub = own[own["topic"] == topic]
+        for t in times:
+            last = sub[sub["t"] <= t].groupby("agent")["stance"].last()
+            n = int((last.reindex(agents) == 1).sum())
+            rows.append((t, topic, "action", n / len(agents), len(agents)))
+    return pd.DataFrame(rows, columns=["t", "topic", "measure", "proportion", "n_agents"])
+
+
+def _topic_names(topics=None) -> list:
+    from .topics import load_topics
+
+    return list(load_topics(topics)["topics"])
+
+
+def beliefs_from_snapshots(snapshots, *, topics=None) -> pd.DataFrame:
+    """Belief curves from several snapshots of one run (published storage folders saved at
+    different times): ``{t: CRSECRun or folder}`` -> ``t, topic, measure, proportion, n_agents``."""
+    from normlab.llm_runs.published.crsec import CRSECRun, load_crsec_run
+
+    if not isinstance(snapshots, dict) or not snapshots:
+        raise ValueError("snapshots must be a non-empty dict {time: CRSECRun or run folder}")
+    rows = []
+    for t in sorted(snapshots):
+        run = snapshots[t]
+        run = run if isinstance(run, CRSECRun) else load_crsec_run(run)
+        snap = snapshot_beliefs(run.norms, agents=run.agents, topics=topics)
+        for name in _topic_names(topics):
+            hit = snap[snap["topic"] == name]
+            rows.append((float(t), name, "belief", float(hit["proportion"].iloc[0]) if len(hit) else 0.0,
+                         len(run.agents)))
+    return pd.DataFrame(rows, columns=["t", "topic", "measure", "proportion", "n_agents"])
 
 
 def event_counts(events: pd.DataFrame, *, bin_minutes: float = 60.0, t_max: float | None = None) -> pd.DataFrame:
