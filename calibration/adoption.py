@@ -109,9 +109,8 @@ def _mean_field(t, beta, gamma, y0, c0, n, ceiling=1.0):
     """Belief (closed-form logistic) and compliance (the linear equation ``c' = gamma (y - c)``
     integrated exactly for piecewise-constant ``y`` on a fine grid, as a stable IIR filter) at
     times ``t`` -- fast enough for bootstrap refits."""
-    from scipy.signal import lfilter
-
     from normlab.theory.norm_contagion import logistic_belief
+    from scipy.signal import lfilter
 
     f = n / (n - 1.0)
     grid = np.linspace(0.0, float(t[-1]), 1601)

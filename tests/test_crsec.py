@@ -8,12 +8,23 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from normlab.llm_runs import load_crsec_norms, load_crsec_run, save_crsec_norms
-from normlab.llm_runs.crsec import (CHECK_STEPS, NormDatabase, RuleOperations, run_population, sanity_check,
-                                    synthesise, weighted_utility)
-from normlab.llm_runs.crsec.llm_operations import (LLMOperations, parse_abstract, parse_categories, parse_norms,
-                                                   parse_yesno)
+from normlab.llm_runs.crsec import (
+    CHECK_STEPS,
+    NormDatabase,
+    RuleOperations,
+    run_population,
+    sanity_check,
+    synthesise,
+    weighted_utility,
+)
+from normlab.llm_runs.crsec.llm_operations import (
+    LLMOperations,
+    parse_abstract,
+    parse_categories,
+    parse_norms,
+    parse_yesno,
+)
 
 DB = {
     "norm_1": {"ID": 1, "type": "injunctive", "content": "No smoking indoors.", "subject": "everyone",
@@ -380,9 +391,10 @@ def test_embedded_model_sanity_check():
 
 # ------------------------------------------------------------------ theory and fit
 def test_contagion_kernel_equals_python_twin():
-    from normlab._rng import run_seeds
     from normlab.theory import norm_contagion_agents
     from normlab.theory.norm_contagion import contagion_run_reference
+
+    from normlab._rng import run_seeds
 
     _, seeds = run_seeds(5, 1)
     r = norm_contagion_agents(30, 2, 1.0, 0.5, t_max=5, dt=0.1, rng=5)

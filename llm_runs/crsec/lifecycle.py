@@ -30,7 +30,6 @@ import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from normlab.llm_runs._sync import run_sync
 
 from .records import REJECTIONS, NormDatabase, NormRecord

@@ -30,9 +30,14 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
-
-from normlab.llm_runs.published.crsec import (NORM_TYPES, REJECTION_CODES, check_utility, norm_state,
-                                              norm_type, norms_to_dict)
+from normlab.llm_runs.published.crsec import (
+    NORM_TYPES,
+    REJECTION_CODES,
+    check_utility,
+    norm_state,
+    norm_type,
+    norms_to_dict,
+)
 
 SOURCES = ("creation", "chat", "thought", "synthesis", "published")
 #: Reasons a candidate can carry (the sanity-check steps, plus the published "not evaluated").

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from normlab.llm_runs._sync import run_sync
 
 from normlab._rng import as_generator, spawn
-from normlab.llm_runs._sync import run_sync
 
 from .lifecycle import SYNTHESIS_THRESHOLD, _resolve_steps, aevaluate, asynthesise, maybe_await
 from .records import NormDatabase
