@@ -18,6 +18,8 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
 - prediction: :func:`predict` -> :class:`Prediction`; :func:`calibrate` (the whole pipeline,
   also ``normlab calibrate``)
 - observed: :func:`empirical_critical_mass`, :func:`run_flips`
+- norm adoption: :func:`fit_adoption` (belief / compliance rates of the two-stage contagion and
+  their ratio, CRSEC seed 000) -> :class:`AdoptionFit`
 - LLM vs theory: :func:`llm_trajectories`, :func:`theory_trajectories`,
   :func:`compare_trajectories` and the ``plot_*`` figures.
 
@@ -74,6 +76,8 @@ _EXPORTS = {
     "Calibration": "pipeline",
     "observed_summary": "pipeline",
     "find_ainorms": "pipeline",
+    "fit_adoption": "adoption",
+    "AdoptionFit": "adoption",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -55,9 +55,12 @@ _EXPORTS = {
     "load_ainorms": "published.ainorms",
     "load_ainorms_probes": "published.ainorms",
     "load_ainorms_meta": "published.ainorms",
+    # published CRSEC norm databases and run folders (seed 000)
+    "load_crsec_norms": "published.crsec",
+    "save_crsec_norms": "published.crsec",
+    "load_crsec_run": "published.crsec",
 }
-
-# sub-package of the SCENE benchmark (seed 002), imported on first access
-_SUBMODULES = {"scene"}
+# sub-packages: CRSEC (seed 000), SCENE (seed 002), published-data readers
+_SUBMODULES = {"crsec", "scene", "published"}
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

@@ -9,6 +9,8 @@
 - :func:`centola_critical_mass` -- mean-field critical mass of memory-M best response.
 - :func:`critical_mass` -- sweep committed sizes for any model and locate the tipping point.
 - :func:`sweep` -- any simulator over a parameter grid, on any ``concurrent.futures`` executor.
+- :func:`norm_contagion_agents`, :func:`norm_contagion_ode` -- two-stage norm contagion (belief by
+  contact, compliance after a lag; entrepreneurs as seeds), agents and mean field (CRSEC, seed 000).
 - :mod:`~normlab.theory.itcmas` -- ITCMA-S closed forms (PAD emotion, driver, topic, action rate,
   Eq. 19 rank-based resources) and the LTRHA resource simulation.
 
@@ -43,6 +45,10 @@ _EXPORTS = {
     "WinStayLoseShift": "strategies",
     "LogitStrategy": "strategies",
     "FunctionStrategy": "strategies",
+    "norm_contagion_agents": "norm_contagion",
+    "norm_contagion_ode": "norm_contagion",
+    "ContagionResult": "norm_contagion",
+    "ContagionODE": "norm_contagion",
 }
 _SUBMODULES = {"strategies", "itcmas"}
 
