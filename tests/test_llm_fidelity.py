@@ -1,0 +1,199 @@
+"""Protocol fidelity of the LLM runner to the AI-norms authors' code (issue 9), against the real local
+HTTP stub server: raw wraps on /completions, re-ask policies, neutral sampler, name orders, committed
+placement and injection, random initial memories."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from normlab.llm_runs import EndpointConfig, StubServer, run_game
+from normlab.llm_runs import runner as runner_mod
+from normlab.llm_runs.backend import open_endpoint
+from normlab.llm_runs.prompts import load_template
+from normlab.llm_runs.runner import ReaskLimitError
+from normlab.schema import parse_memory_state
+
+
+def _ep(stub, **kw):
+    kw.setdefault("backoff", 0.01)
+    kw.setdefault("backoff_max", 0.05)
+    return EndpointConfig(base_url=stub.base_url, **kw)
+
+
+def _run(stub, **kw):
+    args = dict(max_interactions=12, stop="max", rng=3, progress=False)
+    args.update(kw)
+    n = args.pop("n", 4)
+    return run_game(n, 2, "Q,M", endpoint=_ep(stub), **args)
+
+
+# ----------------------------------------------------------------------------- raw wraps
+def test_complete_posts_the_exact_text_and_reads_legacy_logprobs():
+    import asyncio
+
+    prompt = load_template("main").render([("Q", "M")], ("M", "Q"))
+    text = prompt.text("raw-llama3")
+
+    async def go(stub):
+        async with open_endpoint(_ep(stub)) as client:
+            r = await client.complete(text, max_tokens=6, temperature=0.5, top_k=10, top_p=1.0, min_p=0.0,
+                                      seed=1, logprobs=True, top_logprobs=5)
+            return r, client.n_requests
+
+    with StubServer(["Q", "M"]) as stub:
+        res, n = asyncio.run(go(stub))
+        body = stub.requests[-1]
+    assert body["prompt"] == text and "messages" not in body
+    assert body["top_p"] == 1.0 and body["min_p"] == 0.0 and body["top_k"] == 10 and body["logprobs"] == 5
+    assert n == 1 and res.text.startswith("{'value': '") and res.top and len(res.top) <= 5
+    assert res.top == sorted(res.top, key=lambda kv: -kv[1])
+
+
+@pytest.mark.parametrize("wrap", ["raw-llama3", "raw-llama2"])
+def test_raw_wrap_sample_run_sends_prompt_text_to_completions(wrap, tmp_path):
+    with StubServer(["Q", "M"], junk_mass=0.0) as stub:
+        res = _run(stub, wrap=wrap, mode="sample", out=tmp_path / "r")
+        bodies = list(stub.requests)
+    assert all("prompt" in b and "messages" not in b for b in bodies)
+    d = res.log.decisions
+    assert d["valid"].all() and len(d) == 24
+    tpl = load_template("main")
+    # each request is the exact text of the decision's memory and name order
+    first = d.iloc[0]
+    want = tpl.render(parse_memory_state(first["memory_state"]), tuple(first["names_shown"].split(","))).text(wrap)
+    assert bodies[0]["prompt"] == want or any(b["prompt"] == want for b in bodies[:2])
+    s = json.loads((tmp_path / "r" / "settings.json").read_text())["settings"]
+    assert s["wrap"] == wrap and s["top_p"] == 1.0 and s["min_p"] == 0.0
+    assert res.log.runs.iloc[0]["wrap"] == wrap
+
+
+def test_raw_wrap_exact_mode_reads_completion_logprobs():
+    with StubServer(["Q", "M"]) as stub:
+        raw = _run(stub, wrap="raw-llama3", mode="exact")
+        bodies = list(stub.requests)
+        chat = _run(stub, wrap="chat", mode="exact")
+    assert all(b.get("prompt", "").endswith("<|end_header_id|>{'value': '") for b in bodies)
+    d = raw.log.decisions
+    assert d["valid"].all()
+    # the stub's distribution depends on the history only: both wraps give the same game on the same seed
+    for c in ("name", "memory_state", "p_name", "covered_mass"):
+        assert list(d[c]) == list(chat.log.decisions[c])
+
+
+# ----------------------------------------------------------------------------- sampler
+def test_sample_mode_sends_neutral_top_p_min_p_unless_overridden():
+    with StubServer(["Q", "M"]) as stub:
+        res = _run(stub, mode="sample", max_interactions=2)
+        assert all(b["top_p"] == 1.0 and b["min_p"] == 0.0 for b in stub.requests)
+        stub.requests.clear()
+        over = _run(stub, mode="sample", max_interactions=2, top_p=0.9, min_p=None)
+        assert all(b["top_p"] == 0.9 and "min_p" not in b for b in stub.requests)
+    sampler = json.loads(res.log.runs.iloc[0]["sampler"])
+    assert sampler == {"temperature": 0.5, "top_k": 10, "top_p": 1.0, "min_p": 0.0, "max_tokens": 6}
+    assert json.loads(over.log.runs.iloc[0]["sampler"])["min_p"] is None
+    assert res.summary()["sampler"]["top_p"] == 1.0
+
+
+# ----------------------------------------------------------------------------- re-asks
+def test_integer_reask_cap_counts_reasks_and_records_invalid():
+    # every answer is junk: 1 + 2 requests per decision, then invalid
+    with StubServer(["Q", "M"], faults=["malformed"] * 200) as stub:
+        res = _run(stub, mode="sample", max_interactions=3, max_reasks=2)
+    d = res.log.decisions
+    assert (~d["valid"]).all() and (d["llm_calls"] == 3).all() and (d["reasks"] == 2).all()
+    assert d["invalid_reason"].str.endswith("(after 3 attempts)").all()
+    assert res.log.runs.iloc[0]["reasks"] == 12 and res.summary()["reasks"] == 12
+
+
+def test_unbounded_reasks_until_a_pool_name_and_stops_at_the_safety_limit(monkeypatch):
+    # the first 5 answers are junk, then valid: unbounded re-asks give every decision a name
+    with StubServer(["Q", "M"], junk_mass=0.0, faults=["malformed"] * 5) as stub:
+        res = _run(stub, mode="sample", max_interactions=4, max_reasks="unbounded")
+    d = res.log.decisions
+    assert d["valid"].all() and int(d["reasks"].sum()) == 5 and res.summary()["max_reasks"] == "unbounded"
+    monkeypatch.setattr(runner_mod, "REASK_SAFETY_LIMIT", 4)
+    with StubServer(["Q", "M"], faults=["malformed"] * 50) as stub:
+        with pytest.raises(ReaskLimitError, match="no pool name in 4 answers.*safety limit"):
+            _run(stub, mode="sample", max_interactions=2, max_reasks="unbounded")
+
+
+# ----------------------------------------------------------------------------- orders, placement, initial states
+def _sides(res):
+    """(order of the first player, order of the second) per interaction; committed players see no prompt."""
+    d = res.log.decisions
+    return [(a, b if b is not None else a) if a is not None else (b, b)
+            for a, b in d.groupby("t")["names_shown"].agg(list)]
+
+
+def test_name_order_shared_in_prepared_runs_per_agent_from_empty():
+    with StubServer(["Q", "M", "X", "Y"]) as stub:
+        kw = dict(mode="exact", max_interactions=30)
+        shared = run_game(6, 2, "Q,M,X,Y", initial="consensus:Q", committed=1, endpoint=_ep(stub), stop="max",
+                          rng=5, progress=False, **kw)
+        empty = run_game(6, 2, "Q,M,X,Y", endpoint=_ep(stub), stop="max", rng=5, progress=False, **kw)
+        forced = run_game(6, 2, "Q,M,X,Y", name_order="shared", endpoint=_ep(stub), stop="max", rng=5,
+                          progress=False, **kw)
+    assert shared.settings["name_order"] == "shared" and empty.settings["name_order"] == "per_agent"
+    assert all(a == b for a, b in _sides(shared))
+    assert any(a != b for a, b in _sides(empty))
+    assert all(a == b for a, b in _sides(forced))
+    # one shuffle per interaction: the shared order is the first player's order of the per-agent run
+    assert [a for a, _ in _sides(forced)] == [a for a, _ in _sides(empty)][: len(_sides(forced))]
+
+
+def test_random_committed_placement_is_seeded_and_inject_adds_agents():
+    with StubServer(["Q", "M"]) as stub:
+        kw = dict(mode="exact", committed=3, initial="consensus:Q", max_interactions=40, runs=3)
+        a = run_game(10, 2, "Q,M", committed_placement="random", endpoint=_ep(stub), stop="max", rng=9,
+                     progress=False, **kw)
+        b = run_game(10, 2, "Q,M", committed_placement="random", endpoint=_ep(stub), stop="max", rng=9,
+                     progress=False, **kw)
+        inj = run_game(10, 2, "Q,M", committed_mode="inject", endpoint=_ep(stub), stop="max", rng=9,
+                       progress=False, **kw)
+    ids = list(a.log.runs["committed_ids"])
+    assert ids == list(b.log.runs["committed_ids"]) and len(set(ids)) > 1
+    for k, row in a.log.runs.iterrows():
+        cids = {int(x) for x in row["committed_ids"].split(",")}
+        d = a.log.decisions[a.log.decisions["run"] == row["run"]]
+        assert len(cids) == 3 and set(d.loc[d["committed"], "agent"]) <= cids
+        assert (d.loc[d["committed"], "name"] == "M").all()
+        assert not (set(d.loc[~d["committed"], "agent"]) & cids)
+    assert inj.settings["n_agents"] == 13 and (inj.log.runs["committed_ids"] == "10,11,12").all()
+    assert (inj.log.runs["committed_mode"] == "inject").all()
+
+
+def test_random_initial_memories_use_the_first_two_names_and_are_reproducible():
+    with StubServer(["Q", "M", "X"]) as stub:
+        kw = dict(mode="exact", initial="random", max_interactions=30, stop="max", progress=False)
+        a = run_game(8, 3, "Q,M,X", endpoint=_ep(stub), rng=2, **kw)
+        b = run_game(8, 3, "Q,M,X", endpoint=_ep(stub), rng=2, **kw)
+    d = a.log.decisions
+    first = d.groupby("agent").head(1)
+    states = [parse_memory_state(s) for s in first["memory_state"]]
+    assert all(len(m) == 3 for m in states)
+    assert {x for m in states for pair in m for x in pair} <= {"Q", "M"}
+    assert len(set(first["memory_state"])) > 1
+    assert list(a.log.decisions["memory_state"]) == list(b.log.decisions["memory_state"])
+    assert a.settings["name_order"] == "shared" and a.log.runs.iloc[0]["kind"] == "evolved"
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kw, msg", [
+    (dict(wrap="llama3"), "wrap must be one of"),
+    (dict(max_reasks="forever"), "must be 'unbounded' or an int"),
+    (dict(max_reasks=-1), "must be 'unbounded' or an int"),
+    (dict(top_p=1.5), "top_p must be in"),
+    (dict(min_p=-0.1), "min_p must be >= 0"),
+    (dict(mode="exact", top_p=0.9), "needs neutral top_p"),
+    (dict(name_order="mixed"), "name_order must be one of"),
+    (dict(committed_placement="first"), "committed_placement must be one of"),
+    (dict(committed_mode="add"), "committed_mode must be one of"),
+    (dict(initial="uniform"), "'empty', 'random' or 'consensus:<name>'"),
+])
+def test_bad_protocol_options_get_one_line_errors(kw, msg):
+    with pytest.raises((ValueError, TypeError), match=msg) as e:
+        run_game(4, 2, "Q,M", max_interactions=2, endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"),
+                 progress=False, **kw)
+    assert "\n" not in str(e.value)
