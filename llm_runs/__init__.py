@@ -18,6 +18,8 @@ _EXPORTS = {
     "GameSettings": "runner",
     "MODES": "runner",
     "STOP_RULES": "runner",
+    "ReaskLimitError": "runner",
+    "REASK_SAFETY_LIMIT": "runner",
     # endpoints
     "EndpointConfig": "backend",
     "EndpointError": "backend",
@@ -30,6 +32,7 @@ _EXPORTS = {
     "Prompt": "prompts",
     "load_template": "prompts",
     "parse_answer": "prompts",
+    "WRAPS": "prompts",
     # exact mode
     "name_distribution": "exact",
     "NameDistribution": "exact",
@@ -43,6 +46,7 @@ _EXPORTS = {
     "enumerate_states": "probes",
     "meta_prompting": "probes",
     "MetaResult": "probes",
+    "bootstrap_p": "probes",
     # ITCMA-S matrix played by an LLM
     "LLMRanker": "rankers",
     "parse_ranking": "rankers",

@@ -100,7 +100,8 @@ class StubServer:
         Name listed by ``/v1/models``.
     responder : callable, optional
         ``responder(body) -> str or None``: when it returns a string, that is the answer text
-        (no logprobs) -- e.g. an oracle answering meta-prompting questions.
+        (no logprobs) -- e.g. an oracle answering meta-prompting questions. It gets the request
+        body as sent (``messages`` for chat, ``prompt`` for ``/v1/completions``).
 
     Examples
     --------
@@ -321,6 +322,12 @@ class StubServer:
             prompt = prompt[0] if prompt else ""
         if not isinstance(prompt, str):
             raise ValueError("completions body needs a 'prompt' string")
+        if self.responder is not None:
+            text = self.responder(body)
+            if text is not None:
+                return {"id": "cmpl-stub", "object": "text_completion", "created": int(time.time()),
+                        "model": self.model, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
         tail = prompt
         for marker in ("<|start_header_id|>assistant<|end_header_id|>", "[/INST]"):
             if marker in tail:
@@ -346,11 +353,7 @@ class StubServer:
         """The chat-completion response to a request body."""
         msgs = body.get("messages") or []
         if self.responder is not None:
-            text = self.responder(body)
-            if text is not None and _text:
-                return {"id": "cmpl-stub", "object": "text_completion", "created": int(time.time()),
-                        "model": self.model, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
+            text = None if _text else self.responder(body)  # raw prompts: asked in complete_text
             if text is not None:
                 return {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
                         "model": self.model, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},

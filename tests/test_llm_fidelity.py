@@ -197,3 +197,156 @@ def test_bad_protocol_options_get_one_line_errors(kw, msg):
         run_game(4, 2, "Q,M", max_interactions=2, endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"),
                  progress=False, **kw)
     assert "\n" not in str(e.value)
+
+
+# ----------------------------------------------------------------------------- Table S5 bootstrap p
+def test_bootstrap_p_matches_the_exact_tail_of_a_70_percent_subsample():
+    from scipy.stats import binom
+
+    from normlab.llm_runs import bootstrap_p
+
+    # 40 Q, 60 M: observed share of the second name 0.6 >= 0.5 -> right tail of Binomial(70, 0.6) / 70
+    want = binom.sf(41, 70, 0.6)  # P(X >= 42) = P(mean >= 0.6)
+    got = bootstrap_p((40, 60), rng=1)
+    assert abs(got - want) < 0.02  # Monte-Carlo error of 10 000 samples is ~0.005
+    # 70 Q, 30 M: left tail, P(X <= 21)
+    assert abs(bootstrap_p((70, 30), rng=2) - binom.cdf(21, 70, 0.3)) < 0.02
+    # labels do not matter (both tails are the same event up to relabelling)
+    assert abs(bootstrap_p((60, 40), rng=3) - want) < 0.02
+    # degenerate: every subsample mean equals the observed share
+    assert bootstrap_p((0, 50), rng=4) == 1.0 and bootstrap_p((50, 0), rng=4) == 1.0
+    assert bootstrap_p((40, 60), rng=7) == bootstrap_p((40, 60), rng=7)
+    for bad in [(1, 2, 3), (-1, 3), (0, 0), (1.5, 2)]:
+        with pytest.raises(ValueError, match="counts"):
+            bootstrap_p(bad)
+    with pytest.raises(ValueError, match="fraction"):
+        bootstrap_p((3, 4), fraction=0)
+
+
+def test_individual_bias_reports_the_bootstrap_p():
+    from normlab.llm_runs import individual_bias
+
+    with StubServer(["Q", "M"]) as stub:
+        r = individual_bias("Q,M", trials=40, mode="exact", endpoint=_ep(stub), rng=1, progress=False)
+        r2 = individual_bias("Q,M", trials=40, mode="exact", endpoint=_ep(stub), rng=1, progress=False)
+    assert 0 <= r.bootstrap_p <= 1 and r.bootstrap_p == r2.bootstrap_p
+    assert (r.to_frame()["bootstrap_p"] == r.bootstrap_p).all()
+
+
+# ----------------------------------------------------------------------------- meta-prompting, authors' protocol
+def _authors_meta_rules(rewards, options):  # prompting.py get_rules (AI-norms code, MIT), used by their meta code
+    incorrect, correct = rewards
+    return f"""<|begin_of_text|><|start_header_id|>system<|end_header_id|>
+  Context: Player 1 is playing a multi-round partnership game with Player 2 for 100 rounds.
+  At each round, Player 1 and Player 2 simultaneously pick an action from the following values: {options}.
+  The payoff that both players get is determined by the following rule:
+  1. If Players play the SAME action as each other, they will both be REWARDED with payoff +{correct} points.
+  2. If Players play DIFFERENT actions to each other, they will both be PUNISHED with payoff {incorrect} points.
+  The objective of each Player is to maximize their own accumulated point tally, conditional on the behavior of the other player.
+  """  # noqa: E501
+
+
+def _authors_get_meta_prompt(player, rules, question):  # prompting.py get_meta_prompt (AI-norms code, MIT)
+    new_query = "It is now round 1." + " The current score of Player 1 is 0. You are an observer who answers questions about the game using a single value. Please think step by step before making a decision. Remember, examining history explicitly is important. You write your response using the following format: {'value': <YOUR_ANSWER>; 'reason': <YOUR_REASON>}. <|eot_id|><|start_header_id|>user<|end_header_id|>" + f" {question} <|eot_id|><|start_header_id|>assistant<|end_header_id|>"  # noqa: E501
+    n = len(player['my_history'])
+    if n == 0:
+        return """\n """.join([rules, new_query])
+    current_score = 0
+    histories = []
+    for idx in range(n):
+        outcome = player['outcome'][idx]
+        current_score += outcome
+        histories.append({'round': idx + 1, 'Player 1': player['my_history'][idx],
+                          'Player 2': player['partner_history'][idx], 'payoff': outcome})
+    new_query = f"It is now round {idx+2}. The current score of Player 1 is {current_score}." + " You are an observer who answers questions about the game using a single value. Please think step by step before making a decision. Remember, examining history explicitly is important. You write your response using the following format: {'value': <YOUR_ANSWER>; 'reason': <YOUR_REASON>}. <|eot_id|><|start_header_id|>user<|end_header_id|>" + f" {question} <|eot_id|><|start_header_id|>assistant<|end_header_id|>"  # noqa: E501
+    histories = "\n ".join([f"{hist}" for hist in histories])
+    return """\n """.join([rules, "This is the history of choices in past rounds:", histories, new_query])
+
+
+@pytest.mark.parametrize("memory", [[], [("Q", "M")], [("M", "M"), ("Q", "M"), ("Q", "Q")]])
+def test_authors_meta_prompt_text_byte_for_byte(memory):
+    from normlab.llm_runs.prompts import load_meta_template
+
+    spec = load_meta_template()["authors"]
+    q = "Answer saying what is the lowest payoff Player 1 can get in a single round."
+    assert spec["questions"]["min"] == q
+    player = {"my_history": [a for a, _ in memory], "partner_history": [b for _, b in memory],
+              "outcome": [100 if a == b else -50 for a, b in memory]}
+    want = _authors_get_meta_prompt(player, _authors_meta_rules([-50, 100], ["M", "Q"]), q)
+    got = load_template("main").render(memory, ("M", "Q"), query=spec["query"], user=q,
+                                       rules=spec["rules_main"]).text("raw-llama3")
+    assert got == want
+
+
+def test_authors_substring_scoring_versus_strict():
+    from normlab.llm_runs.probes import _meta_correct, authors_meta_correct, authors_meta_value
+
+    text = "{'value': '10'; 'reason': 'I count'"
+    assert authors_meta_value(text) == "'10'"
+    assert authors_meta_value("Sure, value") is None and authors_meta_value(None) is None
+    assert authors_meta_correct("round", "1", "'10'", ["Q", "M"])  # the authors' substring test accepts it
+    assert not _meta_correct("round", "1", text, "10", ["Q", "M"])  # normlab's strict reading does not
+    assert authors_meta_correct("action_i", "Q", "'Q'", ["Q", "M"]) and not authors_meta_correct("action_i", "Q", "Q", ["Q", "M"])
+    assert authors_meta_correct("actions", "Q,M", "['M', 'Q']", ["Q", "M"])
+
+
+_ENTRY = __import__("re").compile(r"\{'round': (\d+), 'Player 1': '([^']+)', 'Player 2': '([^']+)', 'payoff': (-?\d+)\}")
+
+
+def _authors_oracle(body, state={"n": 0}):  # noqa: B006 - a counter shared across calls
+    """Answers the authors' questions from the raw prompt text; every 4th request first answers without a
+    'value' field (the authors re-ask)."""
+    import re
+
+    state["n"] += 1
+    if state["n"] % 4 == 0:
+        return "I think the answer"
+    text = body["prompt"]
+    q = text.split("user<|end_header_id|> ", 1)[1].split(" <|eot_id|>", 1)[0]
+    hist = [(int(r), a, b, int(p)) for r, a, b, p in _ENTRY.findall(text)]
+    names = re.search(r"values: \[([^\]]*)\]", text).group(1).replace("'", "").split(", ")
+    if "lowest payoff" in q:
+        ans = "-50"
+    elif "highest payoff" in q:
+        ans = "100"
+    elif "all the action values" in q:
+        ans = str(names)
+    elif "payoff in a single round if" in q:
+        m = re.search(r"Player 1 plays (\S+) and Player 2 plays (\S+)\.", q)
+        ans = "100" if m.group(1) == m.group(2) else "-50"
+    elif "current round" in q:
+        ans = str(len(hist) + 1)
+    elif "which action Player" in q:
+        who, i = map(int, re.search(r"Player (\d) played in round (\d+)", q).groups())
+        ans = hist[i - 1][who]
+    elif "how many points" in q:
+        ans = str(hist[int(re.search(r"round (\d+)", q).group(1)) - 1][3])
+    elif "how many times" in q:
+        who, act = re.search(r"Player (\d) played action (\S+) overall", q).groups()
+        ans = str(sum(1 for h in hist if h[int(who)] == act))
+    elif "current total payoff" in q:
+        ans = str(sum(h[3] for h in hist))
+    else:
+        raise AssertionError(q)
+    return "{'value': '" + ans + "'; 'reason': 'oracle'}"
+
+
+def test_meta_prompting_in_the_authors_protocol_end_to_end():
+    from normlab.llm_runs import meta_prompting
+
+    with StubServer(["Q", "M"], responder=_authors_oracle) as stub:
+        m = meta_prompting("Q,M", 3, n_states=6, endpoint=_ep(stub), rng=4, progress=False, wrap="raw-llama3")
+        bodies = list(stub.requests)
+    a = m.to_frame()
+    assert m.protocol == "authors" and m.scoring == "substring"
+    assert all(b["max_tokens"] == 15 and b["prompt"].endswith("assistant<|end_header_id|>") for b in bodies)
+    assert all("You are an observer who answers questions about the game using a single value." in b["prompt"]
+               for b in bodies)
+    assert a["text"].str.startswith("Answer saying").all()
+    assert a["correct"].all(), a[~a["correct"]]
+    assert int(a["reasks"].sum()) == len(bodies) - len(a) > 0 and m.llm_calls == len(bodies)
+    assert (a.loc[a["question"] == "action_i", "gold"].str.startswith("'")).all()
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        meta_prompting("Q,M", 3, protocol="paper", endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"))
+    with pytest.raises(ValueError, match="scoring must be one of"):
+        meta_prompting("Q,M", 3, scoring="fuzzy", endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"))
