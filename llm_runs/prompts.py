@@ -246,7 +246,7 @@ class PromptTemplate:
         names_shown : sequence of str
             The name pool in the (shuffled) order shown to the agent.
         payoffs : (float, float), optional
-            Payoff of a success and of a failure (+100 / -50 in seed 003).
+            Payoff of a success and of a failure (100 / -50 in seed 003).
         query, user, rules : str, optional
             Replace the template's final instruction, user message or rules (meta-prompting).
 

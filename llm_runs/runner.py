@@ -1025,7 +1025,7 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
     template : str, path, dict or PromptTemplate, optional
         ``"main"`` (default), ``"bullet"``, ``"narrative"`` or a custom JSON template.
     payoffs : (float, float), optional
-        Success / failure payoffs shown in the prompt (+100 / -50).
+        Success / failure payoffs shown in the prompt (100 / -50).
     temperature, top_k, max_tokens : optional
         Sampling settings (Table S4: 0.5, 10, 6). ``top_k=None`` omits it (OpenAI's own API).
     top_logprobs : int, optional
