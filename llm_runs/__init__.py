@@ -33,6 +33,7 @@ _EXPORTS = {
     "load_template": "prompts",
     "parse_answer": "prompts",
     "WRAPS": "prompts",
+    "parse_answer_authors": "prompts",
     # exact mode
     "name_distribution": "exact",
     "NameDistribution": "exact",

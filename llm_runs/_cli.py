@@ -29,6 +29,9 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
                    help="chat: system/user messages to /chat/completions (the server's chat template adds its own "
                         "tokens); raw-llama3 | raw-llama2: the exact text with the AI-norms authors' hand-written "
                         "header tokens to /completions (their protocol). Default %(default)s")
+    s.add_argument("--parse", default="normlab",
+                   help="sample mode: normlab (the answer field must hold one pool name; default) | authors (any pool "
+                        "name between single quotes, the authors' get_response)")
     s.add_argument("--temperature", type=float, default=0.5)
     s.add_argument("--top-k", type=int, default=10, help="0 omits it (OpenAI's own API); default %(default)s")
     s.add_argument("--top-p", default="1",
@@ -100,6 +103,7 @@ def _sampling(args, *, meta: bool = False) -> dict:
         max_reasks=args.reask if (meta or args.reask is not None) else 2,
         prefill={"auto": None, "on": True, "off": False}[args.prefill], multi_token=args.multi_token,
         wrap=args.wrap, top_p=_unit_or_none(args.top_p, "--top-p"), min_p=_unit_or_none(args.min_p, "--min-p"),
+        **({} if meta else {"parse": args.parse}),
     )
 
 

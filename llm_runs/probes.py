@@ -196,6 +196,7 @@ def _settings(names, memory, mode, template, kw, embedded):
         max_reasks=kw.pop("max_reasks", 2), prefill=kw.pop("prefill", None),
         multi_token=kw.pop("multi_token", "expand"), case_sensitive=kw.pop("case_sensitive", False),
         embedded=embedded, wrap=kw.pop("wrap", "chat"), top_p=kw.pop("top_p", 1.0), min_p=kw.pop("min_p", 0.0),
+        parse=kw.pop("parse", "normlab"),
     )
 
 
@@ -561,7 +562,7 @@ def find_neutral_names(*, n_names: int = 2, length: int = 6, threshold: float = 
 
     _unknown({k: v for k, v in kw.items() if k not in (
         "payoffs", "temperature", "top_k", "max_tokens", "top_logprobs", "max_reasks", "prefill",
-        "multi_token", "case_sensitive", "wrap", "top_p", "min_p")})
+        "multi_token", "case_sensitive", "wrap", "top_p", "min_p", "parse")})
     return run_sync(main)
 
 

@@ -27,6 +27,9 @@ BUILTIN_TEMPLATES = ("main", "bullet", "narrative")
 #: How a prompt is sent: chat messages, or one raw text with the authors' Llama-3 / Llama-2 header
 #: tokens (``templates/wraps.json``) to the completions endpoint.
 WRAPS = ("chat", "raw-llama3", "raw-llama2")
+#: Answer readings: normlab's (the answer field must hold exactly one pool name) or the authors'
+#: (a pool name between single quotes anywhere in the generation: :func:`parse_answer_authors`).
+PARSERS = ("normlab", "authors")
 
 
 def _fmt_signed(v: float) -> str:
@@ -400,3 +403,38 @@ def parse_answer(
         if len(hits) == 1:
             return ParsedAnswer(hits[0], value, None)
     return ParsedAnswer(None, value, f"value {value[:40]!r} is not a pool name")
+
+
+def parse_answer_authors(text: str | None, names_shown: Sequence[str]) -> ParsedAnswer:
+    """Read the chosen name as the authors' ``get_response`` does.
+
+    The generation is split on single quotes; it is valid when a piece equals a pool name, and the
+    answer is the piece of the *last* name, in the order shown in the prompt, that occurs (their
+    loop over ``options`` keeps the last index found). Matching is exact (case-sensitive).
+
+    Parameters
+    ----------
+    text : str or None
+        Generated text (with the prefill in front when one was continued).
+    names_shown : sequence of str
+        The pool in the order shown in the prompt.
+
+    Returns
+    -------
+    ParsedAnswer
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` / ``run_local.py`` / ``data-era/simulation_module.ipynb``
+    (``get_response``).
+    """
+    if text is None or not text.strip():
+        return ParsedAnswer(None, None, "empty answer")
+    pieces = text.split("'")
+    found = None
+    for opt in names_shown:
+        if opt in pieces:
+            found = opt
+    if found is None:
+        return ParsedAnswer(None, None, "no pool name between single quotes")
+    return ParsedAnswer(found, found, None)

@@ -29,7 +29,8 @@ from normlab.schema import GameLog, rebuild_decisions, validate_names
 from .backend import EndpointConfig, EndpointError, open_endpoint
 from .exact import MULTI_TOKEN_MODES, choose, name_distribution
 from .journal import JOURNAL_FILE, SETTINGS_FILE, Journal, read_settings, write_settings
-from .prompts import WRAPS, PromptTemplate, check_wrap, load_template, parse_answer, sha256_hex
+from .prompts import (PARSERS, WRAPS, PromptTemplate, check_wrap, load_template, parse_answer, parse_answer_authors,
+                      sha256_hex)
 
 MODES = ("exact", "sample")
 STOP_RULES = ("max", "streak", "success95", "consensus", "flip")
@@ -96,6 +97,7 @@ class GameSettings:
     multi_token: str = "expand"
     case_sensitive: bool = False
     wrap: str = "chat"
+    parse: str = "normlab"
     top_p: float | None = 1.0
     min_p: float | None = 0.0
     name_order: str = "per_agent"
@@ -192,7 +194,7 @@ def make_settings(
     initial="empty", stop="streak", graph=None, template="main", payoffs=(100, -50), temperature=0.5,
     top_k=10, max_tokens=6, top_logprobs=20, max_reasks=2, prefill=None, multi_token="expand",
     case_sensitive=False, embedded=True, wrap="chat", top_p=1.0, min_p=0.0, name_order="auto",
-    committed_placement="last", committed_mode="swap",
+    committed_placement="last", committed_mode="swap", parse="normlab",
 ) -> tuple[GameSettings, PromptTemplate, list | None]:
     """Validate run arguments (before any work) and return settings, template and neighbours."""
     n_agents = check_int(n_agents, "n_agents", 2)
@@ -203,6 +205,8 @@ def make_settings(
     if name_order not in NAME_ORDERS:
         raise ValueError(f"name_order must be one of {NAME_ORDERS}; got {name_order!r}")
     wrap = check_wrap(wrap)
+    if parse not in PARSERS:
+        raise ValueError(f"parse must be one of {PARSERS}; got {parse!r}")
     if committed_mode == "inject":
         k = check_int(committed, "committed", 0)
         if committed_placement != "last":
@@ -276,7 +280,7 @@ def make_settings(
         template=tpl.name, template_digest=tpl.digest, payoffs=payoffs, temperature=temperature,
         top_k=top_k, max_tokens=max_tokens, top_logprobs=top_logprobs, max_reasks=max_reasks,
         prefill=bool(prefill), multi_token=multi_token, case_sensitive=bool(case_sensitive), wrap=wrap,
-        top_p=top_p, min_p=min_p, name_order=name_order, committed_placement=committed_placement,
+        parse=parse, top_p=top_p, min_p=min_p, name_order=name_order, committed_placement=committed_placement,
         committed_mode=committed_mode, graph=gdigest,
     )
     return s, tpl, nbrs
@@ -406,6 +410,7 @@ class LLMRunResult:
             "invalid": int(r["invalid"].sum()),
             "reasks": int(r["reasks"].sum()),
             "wrap": self.settings.get("wrap"),
+            "parse": self.settings.get("parse"),
             "max_reasks": self.settings.get("max_reasks"),
             "sampler": {k: self.settings.get(k) for k in ("temperature", "top_k", "top_p", "min_p", "max_tokens")},
             "consensus": [None if c is None else str(c) for c in r["consensus"]],
@@ -672,9 +677,15 @@ class _Game:
                 ctx["ctok"] += res.completion_tokens
                 self._log_call(run, t, agent, "sample", prompt, "", None, res)
                 text = res.text
-                parsed = parse_answer(text, self.names, answer_key=self.tpl.answer_key,
-                                      prefill=prompt.prefill if s.prefill else None,
-                                      case_sensitive=s.case_sensitive)
+                if s.parse == "authors":
+                    full = text
+                    if s.prefill and text is not None and not text.lstrip().startswith(prompt.prefill.strip()):
+                        full = prompt.prefill + text
+                    parsed = parse_answer_authors(full, shown)
+                else:
+                    parsed = parse_answer(text, self.names, answer_key=self.tpl.answer_key,
+                                          prefill=prompt.prefill if s.prefill else None,
+                                          case_sensitive=s.case_sensitive)
                 name, reason = parsed.name, parsed.reason
                 if name is not None:
                     break
@@ -807,7 +818,7 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
             "stop_reason": end["reason"] if end else None, "finished": end is not None,
             "decisions": int(len(unc)), "llm_calls": len(rc),
             "cache_hits": int(unc["cache_hit"].fillna(False).sum()), "reasks": int(unc["reasks"].sum()),
-            "wrap": s.wrap, "max_reasks": str(s.max_reasks), "sampler": json.dumps(s.sampler()),
+            "wrap": s.wrap, "parse": s.parse, "max_reasks": str(s.max_reasks), "sampler": json.dumps(s.sampler()),
             "name_order": s.name_order, "committed_placement": s.committed_placement,
             "committed_mode": s.committed_mode, "committed_ids": ",".join(str(a) for a in committed_ids),
             "invalid": int((~unc["valid"]).sum()), "prompt_tokens": ptok, "completion_tokens": ctok,
@@ -860,6 +871,7 @@ async def arun_game(
     multi_token: str = "expand",
     case_sensitive: bool = False,
     wrap: str = "chat",
+    parse: str = "normlab",
     top_p: float | None = 1.0,
     min_p: float | None = 0.0,
     name_order: str = "auto",
@@ -885,7 +897,7 @@ async def arun_game(
         committed_name=committed_name, initial=initial, stop=stop, graph=graph, template=template,
         payoffs=payoffs, temperature=temperature, top_k=top_k, max_tokens=max_tokens, top_logprobs=top_logprobs,
         max_reasks=max_reasks, prefill=prefill, multi_token=multi_token, case_sensitive=case_sensitive,
-        embedded=endpoint.embedded, wrap=wrap, top_p=top_p, min_p=min_p, name_order=name_order,
+        embedded=endpoint.embedded, wrap=wrap, parse=parse, top_p=top_p, min_p=min_p, name_order=name_order,
         committed_placement=committed_placement, committed_mode=committed_mode,
     )
     requested_seed = None if rng is None else _seed_list(as_seed_sequence(rng))
@@ -1051,6 +1063,13 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
         ``"raw-llama3"`` / ``"raw-llama2"``: the exact text of
         :meth:`~normlab.llm_runs.prompts.Prompt.text` -- the authors' hand-written header
         tokens and whitespace -- to ``/completions`` (the authors' protocol).
+    parse : {"normlab", "authors"}, optional
+        Sample mode: how a name is read from an answer. ``"normlab"`` (default):
+        :func:`~normlab.llm_runs.prompts.parse_answer` (the answer field must hold exactly one
+        pool name). ``"authors"``: their ``get_response`` -- any pool name between single
+        quotes anywhere in the generation (:func:`~normlab.llm_runs.prompts.parse_answer_authors`).
+        The paper's full sample protocol is ``wrap="raw-llama3", max_reasks="unbounded",
+        parse="authors"``.
     top_p, min_p : float or None, optional
         Sent in sample mode (default neutral: 1 and 0, so servers such as llama.cpp do not
         apply their own top-p 0.95 / min-p 0.05, which can remove names of small probability);

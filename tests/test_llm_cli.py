@@ -78,6 +78,7 @@ def test_llm_run_committed_and_initial(tmp_path, capsys):
     (["--committed-placement", "first"], "committed_placement must be one of"),
     (["--committed-mode", "add"], "committed_mode must be one of"),
     (["--initial", "uniform"], "initial must be"),
+    (["--parse", "loose"], "parse must be one of"),
 ])
 def test_llm_run_bad_arguments_exit_2(tmp_path, capsys, bad, msg):
     assert main(_args("http://127.0.0.1:9/v1", tmp_path / "b", *bad)) == 2
@@ -88,11 +89,13 @@ def test_llm_run_protocol_flags(tmp_path, capsys):
     with StubServer(["Q", "M"], faults=["malformed"] * 3) as stub:
         args = _args(stub.base_url, tmp_path / "p", "--wrap", "raw-llama3", "--reask", "unbounded", "--min-p", "none",
                      "--committed", "2", "--initial", "random", "--committed-placement", "random", "--stop", "max",
+                     "--parse", "authors",
                      "--json", t="16")
         assert main(args) == 0
         s = _json(capsys)
         assert all("prompt" in b for b in stub.requests) and all("min_p" not in b for b in stub.requests)
     assert s["wrap"] == "raw-llama3" and s["max_reasks"] == "unbounded" and s["reasks"] == 3 and s["invalid"] == 0
+    assert s["parse"] == "authors"
     assert s["sampler"] == {"temperature": 0.5, "top_k": 10, "top_p": 1.0, "min_p": None, "max_tokens": 6}
     runs = pd.read_parquet(tmp_path / "p" / "runs.parquet")
     assert runs["name_order"].iloc[0] == "shared" and runs["committed_placement"].iloc[0] == "random"

@@ -350,3 +350,33 @@ def test_meta_prompting_in_the_authors_protocol_end_to_end():
         meta_prompting("Q,M", 3, protocol="paper", endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"))
     with pytest.raises(ValueError, match="scoring must be one of"):
         meta_prompting("Q,M", 3, scoring="fuzzy", endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"))
+
+
+# ----------------------------------------------------------------------------- the authors' answer reading
+def test_parse_answer_authors_reads_quoted_names_like_get_response():
+    from normlab.llm_runs.prompts import parse_answer, parse_answer_authors
+
+    # a quoted pool name anywhere counts; the last name *in the order shown* that occurs wins
+    assert parse_answer_authors("I pick 'M' because", ("Q", "M")).name == "M"
+    assert parse_answer_authors("{'value': 'Q'; 'reason': 'M'}", ("Q", "M")).name == "M"
+    assert parse_answer_authors("{'value': 'Q'; 'reason': 'M'}", ("M", "Q")).name == "Q"
+    assert parse_answer_authors("{'value': 'Q'; 'reason': 'M is bad'}", ("Q", "M")).name == "Q"  # whole pieces only
+    assert parse_answer_authors("{'value': 'q'}", ("Q", "M")).name is None  # exact match only
+    assert parse_answer_authors("{'value': Q}", ("Q", "M")).name is None  # unquoted
+    assert parse_answer("I pick 'M' because", ["Q", "M"]).name is None  # normlab's reading is stricter
+
+
+def test_authors_parse_in_a_run():
+    # answers with a quoted name outside the value field are valid for the authors' reading only
+    def resp(body):
+        return "Player 1 should pick 'M'"
+
+    with StubServer(["Q", "M"], responder=resp) as stub:
+        a = _run(stub, mode="sample", parse="authors", max_interactions=3)
+        n = _run(stub, mode="sample", max_interactions=3, max_reasks=0)
+    assert a.log.decisions["valid"].all() and (a.log.decisions["name"] == "M").all()
+    assert (~n.log.decisions["valid"]).all()
+    assert a.summary()["parse"] == "authors" and a.log.runs.iloc[0]["parse"] == "authors"
+    with pytest.raises(ValueError, match="parse must be one of"):
+        run_game(4, 2, "Q,M", max_interactions=2, parse="loose", progress=False,
+                 endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"))
