@@ -126,8 +126,15 @@ def _guard(command: str, fn, out=None):
 
     saved = out is not None and (Path(out) / "journal.jsonl").exists()
     hint = f"completed work is kept in {out}; rerun the same command to resume"
+    from normlab.llm_runs.runner import ReaskLimitError
+
     try:
         return fn()
+    except ReaskLimitError as exc:
+        print(f"normlab {command}: error: {exc}", file=sys.stderr)
+        if out is not None and (Path(out) / "journal.jsonl").exists():
+            print(f"normlab {command}: completed interactions are kept in {out}", file=sys.stderr)
+        return 3
     except EndpointError as exc:
         print(f"normlab {command}: endpoint error: {exc}", file=sys.stderr)
         if saved or (out is not None and (Path(out) / "journal.jsonl").exists()):

@@ -380,3 +380,16 @@ def test_authors_parse_in_a_run():
     with pytest.raises(ValueError, match="parse must be one of"):
         run_game(4, 2, "Q,M", max_interactions=2, parse="loose", progress=False,
                  endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"))
+
+
+def test_cli_reask_safety_limit_is_one_clear_message(tmp_path, capsys, monkeypatch):
+    from normlab.cli import main
+
+    monkeypatch.setattr(runner_mod, "REASK_SAFETY_LIMIT", 3)
+    with StubServer(["Q", "M"], faults=["malformed"] * 50) as stub:
+        rc = main(["llm-run", "--n-agents", "4", "--memory", "2", "--names", "Q,M", "--max-interactions", "4",
+                   "--base-url", stub.base_url, "--out", str(tmp_path / "u"), "--reask", "unbounded", "--no-progress",
+                   "--mode", "sample", "--seed", "1"])
+    err = capsys.readouterr().err
+    assert rc == 3 and "Traceback" not in err
+    assert "no pool name in 3 answers" in err and "safety limit" in err and "endpoint error" not in err
