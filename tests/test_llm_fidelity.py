@@ -390,6 +390,8 @@ def test_cli_reask_safety_limit_is_one_clear_message(tmp_path, capsys, monkeypat
         rc = main(["llm-run", "--n-agents", "4", "--memory", "2", "--names", "Q,M", "--max-interactions", "4",
                    "--base-url", stub.base_url, "--out", str(tmp_path / "u"), "--reask", "unbounded", "--no-progress",
                    "--mode", "sample", "--seed", "1"])
-    err = capsys.readouterr().err
-    assert rc == 3 and "Traceback" not in err
-    assert "no pool name in 3 answers" in err and "safety limit" in err and "endpoint error" not in err
+    # (the stub's own threads may log a connection reset of the abandoned in-flight request to stderr)
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("normlab llm-run:")]
+    assert rc == 3 and len(lines) == 2
+    assert "no pool name in 3 answers" in lines[0] and "safety limit" in lines[0] and "endpoint error" not in lines[0]
+    assert "completed interactions are kept in" in lines[1]
