@@ -117,6 +117,27 @@ def test_raw_text_starts_with_a_published_rules_string(ainorms_dir):
     assert text[len(rules):].startswith("\n It is now round 1. The current score of Player 1 is 0.")
 
 
+def test_every_published_rules_string_starts_the_raw_text(ainorms_dir):
+    import zipfile
+
+    from normlab.llm_runs.published._unpickle import restricted_loads
+
+    tpl, n = load_template("main"), 0
+    for zpath in sorted(ainorms_dir.glob("*.zip")):
+        with zipfile.ZipFile(zpath) as zf:
+            for member in zf.namelist():
+                if not member.endswith(".pkl") or "/._" in member:
+                    continue
+                obj = restricted_loads(zf.read(member), source=member)
+                if not (isinstance(obj, dict) and "rules" in obj):
+                    continue
+                rules = obj["rules"]
+                names = tuple(x.strip().strip("'") for x in rules.split("values: [")[1].split("]")[0].split(","))
+                assert tpl.render([], names).text("raw-llama3").startswith(rules), member
+                n += 1
+    assert n >= 32  # the run files with a stored rules string: 9 in llama31_data.zip, 23 in llama3_data.zip
+
+
 def test_empty_memory_has_no_history_and_round_one():
     p = load_template("main").render([], ("M", "Q"))
     assert "history" not in p.system.split("Remember")[0]
