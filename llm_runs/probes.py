@@ -857,7 +857,13 @@ def _meta_correct(qtype: str, gold: str, text: str | None, value: str | None, na
 def authors_meta_value(text: str | None) -> str | None:
     """The answer as the authors' ``get_meta_response`` reads it: the generation must contain
     ``value``; its text up to the first ``;`` is split on ``": "`` and the second piece is the
-    answer (``None``: no answer, the authors re-ask)."""
+    answer (``None``: no answer, the authors re-ask).
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` (``get_meta_response``), ``meta_prompting.py`` (``gold_sim``),
+    ``data-era/meta_prompting.ipynb`` (``run``).
+    """
     if text is None or "value" not in text:
         return None
     parts = text.split(";")[0].split(": ")
@@ -865,13 +871,25 @@ def authors_meta_value(text: str | None) -> str | None:
 
 
 def authors_meta_gold(qtype: str, gold: str) -> str:
-    """The authors' gold string (``gold_sim``) from normlab's gold: names of ``action_i`` in quotes."""
+    """The authors' gold string (``gold_sim``) from normlab's gold: names of ``action_i`` in quotes.
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` (``get_meta_response``), ``meta_prompting.py`` (``gold_sim``),
+    ``data-era/meta_prompting.ipynb`` (``run``).
+    """
     return f"'{gold}'" if qtype == "action_i" else gold
 
 
 def authors_meta_correct(qtype: str, gold: str, value: str | None, names) -> bool:
     """The authors' substring scoring: ``actions`` is right when every pool name occurs in the
-    answer, any other question when the gold string (:func:`authors_meta_gold`) occurs in it."""
+    answer, any other question when the gold string (:func:`authors_meta_gold`) occurs in it.
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` (``get_meta_response``), ``meta_prompting.py`` (``gold_sim``),
+    ``data-era/meta_prompting.ipynb`` (``run``).
+    """
     if value is None:
         return False
     if qtype == "actions":

@@ -174,7 +174,13 @@ def _check_unit(v, name) -> float | None:
 
 
 def check_reasks(max_reasks) -> int | str:
-    """``"unbounded"`` (the paper: re-ask until a pool name appears) or an int cap in 0..100."""
+    """``"unbounded"`` (the paper: re-ask until a pool name appears) or an int cap in 0..100.
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` / ``data-era/simulation_module.ipynb`` (``get_response``
+    loops until a pool name appears).
+    """
     if isinstance(max_reasks, str):
         if max_reasks.strip().lower() == UNBOUNDED:
             return UNBOUNDED
@@ -299,6 +305,11 @@ def run_setup(s: GameSettings, run: int) -> tuple[set, dict | None]:
     -------
     (set of int, dict or None)
         Committed ids, and ``{agent: [(own, partner), ...]}`` (``None`` for empty memories).
+
+    References
+    ----------
+    AI-norms code (MIT): ``data-era/simulation_module.ipynb`` (``set_initial_state``,
+    ``swap_committed``, ``add_committed``).
     """
     N, K, H = s.n_agents, s.committed, s.memory
     g = None
