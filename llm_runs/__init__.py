@@ -19,6 +19,8 @@ _EXPORTS = {
     "GameSettings": "runner",
     "MODES": "runner",
     "STOP_RULES": "runner",
+    "ReaskLimitError": "runner",
+    "REASK_SAFETY_LIMIT": "runner",
     # endpoints
     "EndpointConfig": "backend",
     "EndpointError": "backend",
@@ -31,6 +33,8 @@ _EXPORTS = {
     "Prompt": "prompts",
     "load_template": "prompts",
     "parse_answer": "prompts",
+    "WRAPS": "prompts",
+    "parse_answer_authors": "prompts",
     # exact mode
     "name_distribution": "exact",
     "NameDistribution": "exact",
@@ -44,6 +48,7 @@ _EXPORTS = {
     "enumerate_states": "probes",
     "meta_prompting": "probes",
     "MetaResult": "probes",
+    "bootstrap_p": "probes",
     # ITCMA-S matrix played by an LLM
     "LLMRanker": "rankers",
     "parse_ranking": "rankers",

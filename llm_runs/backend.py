@@ -425,6 +425,8 @@ class LLMClient:
         max_tokens: int,
         temperature: float,
         top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
         seed: int | None = None,
         logprobs: bool = False,
         top_logprobs: int | None = None,
@@ -439,6 +441,9 @@ class LLMClient:
         temperature : float
         top_k : int, optional
             Sent as an extra body field (OpenAI's own API does not accept it: use ``None``).
+        top_p, min_p : float, optional
+            Nucleus and min-p filters; ``None`` omits the field (the server's default applies --
+            llama.cpp's are top_p = 0.95, min_p = 0.05). ``min_p`` is an extra body field.
         seed : int, optional
             Sent when the endpoint config allows it.
         logprobs : bool
@@ -453,24 +458,89 @@ class LLMClient:
         EndpointError
             After ``max_retries`` failed retries, or at once for a non-retryable HTTP error.
         """
-        import openai
-
-        if self._client is None:
-            raise RuntimeError("LLMClient used outside `async with`")
         # the body is plain JSON already: post it through the client (same transport, auth and
         # error types) without the request transformation and response models of
         # `chat.completions.create` (1.5 ms less per request; tolerant of non-standard servers)
         body = dict(model=self.model or "default", messages=messages, max_tokens=int(max_tokens),
                     temperature=float(temperature))
-        if seed is not None and self.config.send_seed:
-            body["seed"] = int(seed)
         if logprobs:
             body["logprobs"] = True
             if top_logprobs:
                 body["top_logprobs"] = int(top_logprobs)
+        self._sampler_fields(body, top_k, top_p, min_p, seed)
+        return await self._post("/chat/completions", body, self._result)
+
+    async def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int,
+        temperature: float,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        seed: int | None = None,
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
+    ) -> CallResult:
+        """One text completion (``/completions``) of a raw prompt, with the retries and accounting
+        of :meth:`chat`.
+
+        Used for the raw wraps (``raw-llama3``, ``raw-llama2``): the prompt already holds the
+        chat header tokens, so no server chat template is applied (the AI-norms authors sent
+        such strings to a text-generation endpoint).
+
+        Parameters
+        ----------
+        prompt : str
+            The exact text to continue (:meth:`normlab.llm_runs.prompts.Prompt.text`).
+        max_tokens, temperature, top_k, top_p, min_p, seed
+            As for :meth:`chat`.
+        logprobs : bool
+            Ask for logprobs of the generated tokens (``logprobs = top_logprobs or 1``, the
+            completions API's integer form).
+        top_logprobs : int, optional
+            Alternatives per position.
+
+        Returns
+        -------
+        CallResult
+            ``text`` is the continuation only (the prompt is not echoed).
+
+        Raises
+        ------
+        EndpointError
+            As for :meth:`chat`.
+
+        References
+        ----------
+        AI-norms code (MIT): ``run_API.py`` / ``run_local.py`` (``query`` of a raw string).
+        """
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
+        body = dict(model=self.model or "default", prompt=prompt, max_tokens=int(max_tokens),
+                    temperature=float(temperature))
+        if logprobs:
+            body["logprobs"] = int(top_logprobs or 1)
+        self._sampler_fields(body, top_k, top_p, min_p, seed)
+        return await self._post("/completions", body, self._completion_result)
+
+    def _sampler_fields(self, body: dict, top_k, top_p, min_p, seed) -> None:
+        if seed is not None and self.config.send_seed:
+            body["seed"] = int(seed)
         if top_k is not None:
             body["top_k"] = int(top_k)
+        if top_p is not None:
+            body["top_p"] = float(top_p)
+        if min_p is not None:
+            body["min_p"] = float(min_p)
         body.update(self.config.extra_body or {})
+
+    async def _post(self, route: str, body: dict, parse) -> CallResult:
+        import openai
+
+        if self._client is None:
+            raise RuntimeError("LLMClient used outside `async with`")
         errors: list[str] = []
         self.n_requests += 1
         t_start = time.perf_counter()
@@ -480,7 +550,7 @@ class LLMClient:
                 self.n_attempts += 1
                 t0 = time.perf_counter()
                 try:
-                    resp = await self._client.post("/chat/completions", body=body, cast_to=dict)
+                    resp = await self._client.post(route, body=body, cast_to=dict)
                 except openai.RateLimitError as exc:
                     wait = _retry_after(exc.response.headers)
                     errors.append(f"HTTP 429 (rate limit){'; retry after %.3gs' % wait if wait is not None else ''}")
@@ -491,7 +561,7 @@ class LLMClient:
                     else:
                         self.n_errors += 1
                         raise EndpointError(
-                            f"HTTP {exc.status_code} from {self.base_url}/chat/completions: {str(exc)[:300]}"
+                            f"HTTP {exc.status_code} from {self.base_url}{route}: {str(exc)[:300]}"
                         ) from None
                 except openai.APITimeoutError:
                     errors.append(f"timeout after {self.config.timeout:g}s")
@@ -505,8 +575,8 @@ class LLMClient:
                 else:
                     latency = time.perf_counter() - t0
                     try:
-                        return self._result(resp, latency=time.perf_counter() - t_start, attempts=attempt + 1,
-                                            errors=errors, call_latency=latency)
+                        return parse(resp, latency=time.perf_counter() - t_start, attempts=attempt + 1,
+                                     errors=errors, call_latency=latency)
                     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
                         errors.append(f"malformed response: {type(exc).__name__}: {str(exc)[:100]}")
             self.n_errors += 1
@@ -533,6 +603,36 @@ class LLMClient:
             first = content[0].get("top_logprobs")
             if first:
                 top = [(str(t["token"]), float(t["logprob"])) for t in first]
+        return self._account(resp, choice, text, top, tokens, latency, attempts, errors)
+
+    def _completion_result(self, resp, *, latency, attempts, errors, call_latency) -> CallResult:
+        """Parse a ``/completions`` response: the legacy logprobs layout (``tokens``,
+        ``token_logprobs``, ``top_logprobs`` as ``[{token: logprob}]``) or the chat-style
+        ``content`` list that llama.cpp also returns."""
+        if not isinstance(resp, dict):
+            raise TypeError(f"response body is a {type(resp).__name__}, not a JSON object")
+        choice = resp["choices"][0]
+        text = choice.get("text")
+        if text is not None and not isinstance(text, str):
+            raise TypeError("completion text is not a string")
+        top = tokens = None
+        lp = choice.get("logprobs") or {}
+        if lp.get("content"):
+            content = lp["content"]
+            tokens = [(str(c["token"]), float(c["logprob"])) for c in content]
+            first = content[0].get("top_logprobs")
+            if first:
+                top = [(str(t["token"]), float(t["logprob"])) for t in first]
+        elif lp.get("tokens"):
+            tokens = [(str(t), float(v)) for t, v in zip(lp["tokens"], lp.get("token_logprobs") or [])]
+            tops = lp.get("top_logprobs") or []
+            if tops and tops[0]:
+                first = tops[0]
+                items = first.items() if isinstance(first, dict) else ((t["token"], t["logprob"]) for t in first)
+                top = sorted(((str(t), float(v)) for t, v in items), key=lambda kv: -kv[1])
+        return self._account(resp, choice, text, top, tokens, latency, attempts, errors)
+
+    def _account(self, resp, choice, text, top, tokens, latency, attempts, errors) -> CallResult:
         usage = resp.get("usage") or {}
         pt = int(usage.get("prompt_tokens") or 0)
         ct = int(usage.get("completion_tokens") or 0)

@@ -1,7 +1,7 @@
 """A real OpenAI-compatible HTTP stub server (127.0.0.1) with fault injection, for tests and benchmarks.
 
-:class:`StubServer` answers ``/v1/chat/completions`` (text, logprobs, top_logprobs, usage) and
-``/v1/models`` from a simple memory-following policy parsed from the naming-game prompt, honours
+:class:`StubServer` answers ``/v1/chat/completions`` (text, logprobs, top_logprobs, usage),
+``/v1/completions`` (raw prompts such as the raw-llama3 / raw-llama2 wraps) and ``/v1/models`` from a simple memory-following policy parsed from the naming-game prompt, honours
 prefilled assistant messages and per-request seeds, and injects 429 (with ``Retry-After``), 5xx,
 slow responses, malformed answers, invalid JSON and dropped connections on demand.
 """
@@ -100,7 +100,8 @@ class StubServer:
         Name listed by ``/v1/models``.
     responder : callable, optional
         ``responder(body) -> str or None``: when it returns a string, that is the answer text
-        (no logprobs) -- e.g. an oracle answering meta-prompting questions.
+        (no logprobs) -- e.g. an oracle answering meta-prompting questions. It gets the request
+        body as sent (``messages`` for chat, ``prompt`` for ``/v1/completions``).
 
     Examples
     --------
@@ -163,9 +164,11 @@ class StubServer:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
-                if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                route = self.path.rstrip("/")
+                if route not in ("/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions"):
                     self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
+                text_route = route.endswith("/completions") and not route.endswith("chat/completions")
                 try:
                     body = json.loads(raw)
                 except json.JSONDecodeError:
@@ -209,7 +212,8 @@ class StubServer:
                     self.wfile.write(data)
                     return
                 try:
-                    resp = stub.complete(body, malformed=fault == "malformed", logprobs=fault != "nologprobs")
+                    fn = stub.complete_text if text_route else stub.complete
+                    resp = fn(body, malformed=fault == "malformed", logprobs=fault != "nologprobs")
                 except Exception as exc:  # a bug in a user policy must not hang the client
                     self._json(500, {"error": {"message": f"stub error: {exc}", "type": "server_error"}})
                     return
@@ -305,11 +309,51 @@ class StubServer:
             return {tok: 1.0 / len(JUNK_TOKENS) for tok in JUNK_TOKENS}
         return {k: v / z for k, v in cons.items()}
 
-    def complete(self, body: dict, *, malformed: bool = False, logprobs: bool = True) -> dict:
+    def complete_text(self, body: dict, *, malformed: bool = False, logprobs: bool = True) -> dict:
+        """The ``/v1/completions`` response to a raw prompt (e.g. a raw-llama3 text).
+
+        The whole prompt plays the system text; an answer opening after the last assistant
+        marker (``<|end_header_id|>`` of the assistant header, or ``[/INST]``) is continued like a
+        prefilled chat message. Logprobs come in the legacy completions layout (``tokens``,
+        ``token_logprobs``, ``top_logprobs`` as ``[{token: logprob}]``); the prompt is not echoed.
+        """
+        prompt = body.get("prompt")
+        if isinstance(prompt, list):
+            prompt = prompt[0] if prompt else ""
+        if not isinstance(prompt, str):
+            raise ValueError("completions body needs a 'prompt' string")
+        if self.responder is not None:
+            text = self.responder(body)
+            if text is not None:
+                return {"id": "cmpl-stub", "object": "text_completion", "created": int(time.time()),
+                        "model": self.model, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
+        tail = prompt
+        for marker in ("<|start_header_id|>assistant<|end_header_id|>", "[/INST]"):
+            if marker in tail:
+                tail = tail.rsplit(marker, 1)[1]
+        head = prompt[: len(prompt) - len(tail)]
+        msgs = [{"role": "system", "content": head or prompt}]
+        if tail.strip():
+            msgs.append({"role": "assistant", "content": tail.lstrip()})
+        chat_body = {k: v for k, v in body.items() if k not in ("prompt", "logprobs")}
+        chat_body["messages"] = msgs
+        n_top = body.get("logprobs")
+        if n_top:
+            chat_body["logprobs"] = True
+            chat_body["top_logprobs"] = int(n_top)
+        was, self.echo_prefill = self.echo_prefill, False
+        try:
+            resp = self.complete(chat_body, malformed=malformed, logprobs=logprobs, _text=True)
+        finally:
+            self.echo_prefill = was
+        return resp
+
+    def complete(self, body: dict, *, malformed: bool = False, logprobs: bool = True, _text: bool = False) -> dict:
         """The chat-completion response to a request body."""
         msgs = body.get("messages") or []
         if self.responder is not None:
-            text = self.responder(body)
+            text = None if _text else self.responder(body)  # raw prompts: asked in complete_text
             if text is not None:
                 return {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
                         "model": self.model, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
@@ -381,6 +425,18 @@ class StubServer:
         else:
             choice["logprobs"] = None
         ptok = (len(system) + len(user_prompt) + len(prefill or "")) // 4
+        if _text:
+            out = {"index": 0, "text": text, "finish_reason": choice["finish_reason"], "logprobs": None}
+            if choice["logprobs"] is not None:
+                content = choice["logprobs"]["content"]
+                out["logprobs"] = {
+                    "tokens": [c["token"] for c in content],
+                    "token_logprobs": [c["logprob"] for c in content],
+                    "top_logprobs": [{t["token"]: t["logprob"] for t in c["top_logprobs"]} or None for c in content],
+                }
+            return {"id": "cmpl-stub-" + h[:6].hex(), "object": "text_completion", "created": int(time.time()),
+                    "model": self.model, "choices": [out],
+                    "usage": {"prompt_tokens": ptok, "completion_tokens": len(gen), "total_tokens": ptok + len(gen)}}
         return {
             "id": "chatcmpl-stub-" + h[:6].hex(), "object": "chat.completion", "created": int(time.time()),
             "model": self.model, "choices": [choice],

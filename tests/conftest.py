@@ -3,12 +3,15 @@ repository (never copied into it); tests that need them skip cleanly when the fo
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-AINORMS = REPO.parent / "shared" / "data" / "ai-norms"
+# $NORMLAB_AINORMS (a folder) wins, as for the loaders; e.g. for a git worktree outside the repository's parent
+AINORMS = Path(os.environ["NORMLAB_AINORMS"]) if os.environ.get("NORMLAB_AINORMS") else (
+    REPO.parent / "shared" / "data" / "ai-norms")
 
 
 @pytest.fixture(scope="session")

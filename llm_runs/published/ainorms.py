@@ -188,7 +188,7 @@ _RUN_RE = re.compile(
 )
 _BIAS_RE = re.compile(_MODEL + r"_bias_test_(?P<mine>[^_]+)_(?P<partner>[^_]+)\.pkl")
 _NOMEM_RE = re.compile(_MODEL + r"_no_memory_bias_test_(?P<pool>[^_]+)_(?P<memory>\d+)mem\.pkl")
-_META_RE = re.compile(_MODEL + r"_meta_(?P<which>prompting|test[A-Za-z0-9_]*)\.pkl")
+_META_RE = re.compile(_MODEL + r"_meta_(?P<which>(?:prompting|test)[A-Za-z0-9_]*)\.pkl")
 _RULES_NAMES_RE = re.compile(r"values:\s*\[(.*?)\]")
 _RULES_PAYOFF_RE = re.compile(r"payoff\s*([+-]?\d+)\s*points")
 
@@ -1050,6 +1050,21 @@ def load_ainorms_probes(path, *, models=None, probes=None, on_inconsistency: str
     return _probe_frame(rows)
 
 
+def _meta_items(val) -> list | None:
+    """The 0/1 items of one question: a list, or a dict ``{'outcome': list}``; ``None`` otherwise."""
+    if isinstance(val, list):
+        return val
+    if isinstance(val, dict) and set(val) == {"outcome"} and isinstance(val["outcome"], list):
+        return val["outcome"]
+    return None
+
+
+def _meta_score(c, where: str, question) -> int:
+    if isinstance(c, (bool, int, np.integer)) and int(c) in (0, 1):
+        return int(c)
+    raise _structure_error(where, f"question {question!r} holds {c!r}; scores must be 0 or 1")
+
+
 def load_ainorms_meta(path, *, models=None, max_file_bytes: int = MAX_FILE_BYTES) -> pd.DataFrame:
     """Load the meta-prompting (game comprehension) tests as a long frame.
 
@@ -1062,6 +1077,15 @@ def load_ainorms_meta(path, *, models=None, max_file_bytes: int = MAX_FILE_BYTES
       an empty memory).
     - ``llama3_meta_prompting.pkl``: a summary ``{question: {'mean': float, 'std': float}}``
       (``#_actions``/``#_points`` are renamed ``no_actions``/``no_points``).
+    - ``claude_meta_prompting_final.pkl`` (AI-norms ``plotter.ipynb``): the per-player layout above
+      under a ``..._meta_prompting_<suffix>`` name.
+    - ``{player: {question: {'outcome': [0/1, ...]}}}`` (``llama2_meta_test.pkl`` as read by
+      ``plotter.ipynb``) and ``{question: {'outcome': [0/1, ...]}}`` (no player level): the
+      outcomes are the per-item scores.
+    - ``{question: [0/1, ...]}`` (the authors' ``simulate_meta_prompting``: random players, no
+      player level).
+
+    Rows without a player level have ``player`` NA and ``step`` the item's position.
 
     Parameters
     ----------
@@ -1106,15 +1130,26 @@ def load_ainorms_meta(path, *, models=None, max_file_bytes: int = MAX_FILE_BYTES
                 rows.append({"model": info["model"], "source_file": mem.name, "player": None,
                              "question": _META_QUESTION_ALIASES.get(key, key), "step": None, "correct": None,
                              "mean": float(val["mean"]), "std": float(val["std"])})
-            elif isinstance(val, dict):  # per player: question -> list of 0/1
+            elif _meta_items(val) is not None:  # no player level: question -> list or {'outcome': list}
+                q = _META_QUESTION_ALIASES.get(key, key)
+                for k, c in enumerate(_meta_items(val)):
+                    rows.append({"model": info["model"], "source_file": mem.name, "player": None, "question": q,
+                                 "step": k, "correct": _meta_score(c, mem.where, key), "mean": float("nan"),
+                                 "std": float("nan")})
+            elif isinstance(val, dict):  # per player: question -> list of 0/1 (or {'outcome': list})
+                if isinstance(key, str) and not key.lstrip("-").isdigit():
+                    raise _structure_error(mem.where, f"entry {key!r} is neither a player nor a question's items")
                 for q, seq in val.items():
-                    if not isinstance(seq, list):
-                        raise _structure_error(mem.where, f"player {key} question {q!r} is not a list")
+                    items = _meta_items(seq)
+                    if items is None:
+                        raise _structure_error(mem.where, f"player {key} question {q!r} is not a list "
+                                                          "(or a dict with an 'outcome' list)")
                     q = _META_QUESTION_ALIASES.get(q, q)
                     offset = 1 if q in _META_HISTORY_QUESTIONS else 0
-                    for k, c in enumerate(seq):
-                        rows.append({"model": info["model"], "source_file": mem.name, "player": key, "question": q,
-                                     "step": k + offset, "correct": c, "mean": float("nan"), "std": float("nan")})
+                    for k, c in enumerate(items):
+                        rows.append({"model": info["model"], "source_file": mem.name, "player": int(key),
+                                     "question": q, "step": k + offset, "correct": _meta_score(c, mem.where, q),
+                                     "mean": float("nan"), "std": float("nan")})
             else:
                 raise _structure_error(mem.where, f"entry {key!r} is neither a per-player dict nor a summary")
     if matched == 0:
