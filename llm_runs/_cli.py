@@ -13,13 +13,17 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--api-key-env", default="NORMLAB_LLM_API_KEY",
                    help="environment variable holding the API key (never logged; default %(default)s, then OPENAI_API_KEY)")
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default %(default)s)")
-    g.add_argument("--timeout", type=float, default=120.0, help="seconds per request attempt (default %(default)s)")
+    g.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds for a whole request attempt, however slowly the server sends (default %(default)s)")
     g.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts (default %(default)s)")
     g.add_argument("--extra-body", default=None,
                    help='JSON object added to every request, e.g. \'{"continue_final_message": true, '
                         '"add_generation_prompt": false}\' for prefill continuation on vLLM')
     g.add_argument("--price-input", type=float, default=0.0, help="USD per million prompt tokens (cost accounting)")
     g.add_argument("--price-output", type=float, default=0.0, help="USD per million completion tokens")
+    g.add_argument("--embedded-threads", type=int, default=None, metavar="N",
+                   help="CPU threads of the embedded server (default: 1 on up to 2 cores, else all but one, at most 8; "
+                        "more threads than free cores spin and slow every call down)")
     s = p.add_argument_group("sampling (seed 003 Table S4 defaults)")
     s.add_argument("--mode", default=None, choices=("exact", "sample"),
                    help="sample: generate and parse (the paper's protocol; default of llm-run); exact: next-token "
@@ -79,7 +83,7 @@ def _endpoint(args):
         base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, concurrency=args.concurrency,
         extra_body=extra,
         timeout=args.timeout, max_retries=args.max_retries, price_input=args.price_input,
-        price_output=args.price_output,
+        price_output=args.price_output, embedded_threads=args.embedded_threads,
     )
 
 

@@ -98,10 +98,18 @@ class EndpointConfig:
             raise ValueError(f"max_retries must be an int >= 0; got {self.max_retries!r}")
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError(f"concurrency must be an int >= 1; got {self.concurrency!r}")
+        if self.embedded_threads is not None and (not isinstance(self.embedded_threads, int) or self.embedded_threads < 1):
+            raise ValueError(f"embedded_threads must be an int >= 1 (or None for the default); got {self.embedded_threads!r}")
         if self.embedded_parallel < 1 or self.embedded_ctx < 256:
             raise ValueError("embedded_parallel must be >= 1 and embedded_ctx >= 256")
         if self.extra_body is not None and not isinstance(self.extra_body, dict):
             raise TypeError("extra_body must be a dict or None")
+        clash = sorted(PROTOCOL_FIELDS & set(self.extra_body or {}))
+        if clash:
+            raise ValueError(
+                f"extra_body may not set {', '.join(clash)}: these belong to the run's protocol and are recorded in its "
+                "settings; use the run's own arguments (--temperature, --top-k, --top-p, --min-p, --max-tokens, ...)"
+            )
 
     @classmethod
     def from_env(cls, base_url: str | None = None, model: str | None = None, **kwargs) -> "EndpointConfig":
@@ -312,7 +320,17 @@ def _refused(exc) -> bool:
     return False
 
 
+#: Longest wait a ``Retry-After`` header may impose; longer (absurd) values are capped, and the
+#: cap is named in the error trail.
+RETRY_AFTER_CAP = 60.0
+#: Request-body fields that belong to the run's protocol (recorded in its settings):
+#: ``extra_body`` may not override them.
+PROTOCOL_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "temperature", "top_k", "top_p", "min_p",
+                             "seed", "logprobs", "top_logprobs", "n", "stop", "stream"})
+
+
 def _retry_after(headers) -> float | None:
+    """Seconds the server asks to wait (``Retry-After[-ms]``), capped at :data:`RETRY_AFTER_CAP`."""
     if headers is None:
         return None
     for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
@@ -323,9 +341,35 @@ def _retry_after(headers) -> float | None:
             val = float(v) * scale
         except ValueError:
             continue
-        if math.isfinite(val) and 0 <= val <= 600:
-            return val
+        if math.isfinite(val) and val >= 0:
+            return min(val, RETRY_AFTER_CAP)
     return None
+
+
+def _strip_credentials(url: str) -> str:
+    """``https://user:secret@host/v1`` -> ``https://***@host/v1`` (for messages)."""
+    import re
+
+    return re.sub(r"(?<=://)[^/@\s]+@", "***@", url)
+
+
+def _clean_text(text):
+    """Lone surrogates (``\\ud83d`` escapes in a JSON body) become U+FFFD so that every table
+    can be written as UTF-8."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _logprob(v) -> float:
+    x = float(v)
+    if math.isnan(x) or x > 0 and math.isinf(x):
+        raise ValueError(f"logprob {v!r} is not a log-probability")
+    return x
 
 
 class LLMClient:
@@ -346,6 +390,7 @@ class LLMClient:
 
     def __init__(self, base_url: str, model: str | None, config: EndpointConfig):
         self.base_url = base_url.rstrip("/")
+        self.shown_url = _strip_credentials(self.base_url)
         self.model = model
         self.config = config
         self._client = None
@@ -378,8 +423,19 @@ class LLMClient:
             except Exception:  # pragma: no cover - closing must never mask the real error
                 pass
 
+    def _redact(self, text: str) -> str:
+        """Remove the API key (a server may echo the Authorization header in an error body) and
+        credentials inside the base URL from a message."""
+        key = self.config.resolve_api_key()
+        if key and key != "not-needed" and len(key) >= 4:
+            text = text.replace(key, "***")
+        return _strip_credentials(text.replace(self.base_url, self.shown_url))
+
+    def _error(self, message: str) -> EndpointError:
+        return EndpointError(self._redact(message))
+
     def _down(self, exc) -> EndpointError:
-        return EndpointError(
+        return self._error(
             f"cannot reach the OpenAI-compatible endpoint at {self.base_url} "
             f"({_describe(exc)}); is the server running? "
             "Omit --base-url to use the embedded SmolLM2 server."
@@ -398,18 +454,23 @@ class LLMClient:
             ids = [m.id for m in getattr(page, "data", [])]
             if self.model is None:
                 if not ids:
-                    raise EndpointError(f"{self.base_url}/models lists no model; pass --model")
+                    raise self._error(f"{self.base_url}/models lists no model; pass --model")
                 self.model = ids[0]
+            elif ids and not any(i == self.model or i.startswith(self.model + ":") for i in ids):
+                raise self._error(
+                    f"{self.base_url} does not serve model {self.model!r}; it lists {', '.join(map(repr, ids[:8]))}"
+                    + (" ..." if len(ids) > 8 else "")
+                )
         except openai.APIConnectionError as exc:
             raise self._down(exc) from None
-        except openai.AuthenticationError as exc:
-            raise EndpointError(
+        except openai.AuthenticationError:
+            raise self._error(
                 f"the endpoint at {self.base_url} rejected the API key (HTTP 401); set "
                 f"{self.config.api_key_env} or OPENAI_API_KEY"
             ) from None
         except openai.APIStatusError as exc:
             if self.model is None:
-                raise EndpointError(
+                raise self._error(
                     f"{self.base_url}/models answered HTTP {exc.status_code}; pass --model explicitly"
                 ) from None
         return self.model
@@ -550,20 +611,31 @@ class LLMClient:
                 self.n_attempts += 1
                 t0 = time.perf_counter()
                 try:
-                    resp = await self._client.post(route, body=body, cast_to=dict)
+                    # the whole request within `timeout` (the client's own timeout is per read:
+                    # a server trickling bytes would keep a request alive for ever)
+                    resp = await asyncio.wait_for(self._client.post(route, body=body, cast_to=dict),
+                                                  timeout=self.config.timeout)
                 except openai.RateLimitError as exc:
                     wait = _retry_after(exc.response.headers)
-                    errors.append(f"HTTP 429 (rate limit){'; retry after %.3gs' % wait if wait is not None else ''}")
+                    capped = wait == RETRY_AFTER_CAP and "capped" or ""
+                    errors.append(f"HTTP 429 (rate limit){'; retry after %.3gs' % wait if wait is not None else ''}"
+                                  f"{' (Retry-After capped at %gs)' % RETRY_AFTER_CAP if capped else ''}")
                 except openai.APIStatusError as exc:
+                    if exc.status_code == 501:
+                        self.n_errors += 1
+                        raise self._error(
+                            f"{self.base_url}{route} answered HTTP 501 (not implemented): the server is not "
+                            "OpenAI-compatible or lacks this route (raw wraps need /completions; try --wrap chat)"
+                        ) from None
                     if exc.status_code in (408, 409) or exc.status_code >= 500:
                         wait = _retry_after(exc.response.headers)
                         errors.append(f"HTTP {exc.status_code}")
                     else:
                         self.n_errors += 1
-                        raise EndpointError(
+                        raise self._error(
                             f"HTTP {exc.status_code} from {self.base_url}{route}: {str(exc)[:300]}"
                         ) from None
-                except openai.APITimeoutError:
+                except (openai.APITimeoutError, asyncio.TimeoutError):
                     errors.append(f"timeout after {self.config.timeout:g}s")
                 except openai.APIConnectionError as exc:
                     errors.append(f"connection error: {_describe(exc)[:160]}")
@@ -583,7 +655,7 @@ class LLMClient:
             if attempt == self.config.max_retries:
                 break
             await asyncio.sleep(self._backoff(attempt) if wait is None else wait)
-        raise EndpointError(
+        raise self._error(
             f"{self.base_url}: request failed after {self.config.max_retries + 1} attempts; last errors: "
             + "; ".join(errors[-3:])
         )
@@ -599,10 +671,10 @@ class LLMClient:
         top = tokens = None
         content = (choice.get("logprobs") or {}).get("content")
         if content:
-            tokens = [(str(c["token"]), float(c["logprob"])) for c in content]
+            tokens = [(str(c["token"]), _logprob(c["logprob"])) for c in content]
             first = content[0].get("top_logprobs")
             if first:
-                top = [(str(t["token"]), float(t["logprob"])) for t in first]
+                top = [(str(t["token"]), _logprob(t["logprob"])) for t in first]
         return self._account(resp, choice, text, top, tokens, latency, attempts, errors)
 
     def _completion_result(self, resp, *, latency, attempts, errors, call_latency) -> CallResult:
@@ -619,17 +691,17 @@ class LLMClient:
         lp = choice.get("logprobs") or {}
         if lp.get("content"):
             content = lp["content"]
-            tokens = [(str(c["token"]), float(c["logprob"])) for c in content]
+            tokens = [(str(c["token"]), _logprob(c["logprob"])) for c in content]
             first = content[0].get("top_logprobs")
             if first:
-                top = [(str(t["token"]), float(t["logprob"])) for t in first]
+                top = [(str(t["token"]), _logprob(t["logprob"])) for t in first]
         elif lp.get("tokens"):
-            tokens = [(str(t), float(v)) for t, v in zip(lp["tokens"], lp.get("token_logprobs") or [])]
+            tokens = [(str(t), _logprob(v)) for t, v in zip(lp["tokens"], lp.get("token_logprobs") or [])]
             tops = lp.get("top_logprobs") or []
             if tops and tops[0]:
                 first = tops[0]
                 items = first.items() if isinstance(first, dict) else ((t["token"], t["logprob"]) for t in first)
-                top = sorted(((str(t), float(v)) for t, v in items), key=lambda kv: -kv[1])
+                top = sorted(((str(t), _logprob(v)) for t, v in items), key=lambda kv: -kv[1])
         return self._account(resp, choice, text, top, tokens, latency, attempts, errors)
 
     def _account(self, resp, choice, text, top, tokens, latency, attempts, errors) -> CallResult:
@@ -640,6 +712,9 @@ class LLMClient:
         self.prompt_tokens += pt
         self.completion_tokens += ct
         self._ok_once = True
+        text = _clean_text(text)
+        if top is not None:
+            top = [(_clean_text(t), v) for t, v in top]
         return CallResult(text=text, top=top, tokens=tokens, finish_reason=choice.get("finish_reason"),
                           prompt_tokens=pt, completion_tokens=ct, cached_tokens=cached,
                           latency=latency, attempts=attempts, errors=list(errors))

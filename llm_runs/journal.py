@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 SETTINGS_FILE = "settings.json"
+LOCK_FILE = ".normlab.lock"
 JOURNAL_FILE = "journal.jsonl"
 FORMAT = "normlab.llm_run/1"
 
@@ -221,3 +222,36 @@ def read_settings(directory: Path) -> dict | None:
     if d.get("format") != FORMAT:
         raise ValueError(f"{p} is not a normlab LLM-run settings file (format {d.get('format')!r})")
     return d
+
+
+class DirectoryLock:
+    """An exclusive advisory lock on a run directory, held from before its settings are read or
+    written until the run ends: two runs started together on one new directory cannot mix (the
+    loser gets one clear error before any work)."""
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        self._f = None
+
+    def __enter__(self) -> "DirectoryLock":
+        if self.directory.exists() and not self.directory.is_dir():
+            raise ValueError(f"--out {self.directory} exists and is not a directory")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        f = open(self.directory / LOCK_FILE, "a")
+        try:
+            import fcntl
+
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - no advisory locks on this platform
+            pass
+        except OSError:
+            f.close()
+            raise ValueError(f"{self.directory} is in use by another normlab process; wait for it to finish "
+                             "or use another directory") from None
+        self._f = f
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._f is not None:
+            self._f.close()  # closing releases the lock
+            self._f = None

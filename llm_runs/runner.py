@@ -9,6 +9,7 @@ journaled (append-only JSONL) so that a killed run resumes exactly; the output i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import numbers
@@ -28,7 +29,7 @@ from normlab.schema import GameLog, rebuild_decisions, validate_names
 
 from .backend import EndpointConfig, EndpointError, open_endpoint
 from .exact import MULTI_TOKEN_MODES, choose, name_distribution
-from .journal import JOURNAL_FILE, SETTINGS_FILE, Journal, read_settings, write_settings
+from .journal import JOURNAL_FILE, LOCK_FILE, SETTINGS_FILE, DirectoryLock, Journal, read_settings, write_settings
 from .prompts import (PARSERS, WRAPS, PromptTemplate, check_wrap, load_template, parse_answer, parse_answer_authors,
                       sha256_hex)
 
@@ -914,12 +915,21 @@ async def arun_game(
     requested_seed = None if rng is None else _seed_list(as_seed_sequence(rng))
     imported = load_cache(cache)
     directory = Path(out) if out is not None else None
+    # the directory lock is taken before the settings are read or written (two runs started
+    # together on one new directory would otherwise mix their settings and journals)
+    with DirectoryLock(directory) if directory is not None else contextlib.nullcontext():
+        return await _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, imported, fsync_interval,
+                                  progress, t_start)
+
+
+async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, imported, fsync_interval, progress,
+                       t_start):
     stored = None
     if directory is not None:
         if directory.exists() and not directory.is_dir():
             raise ValueError(f"--out {directory} exists and is not a directory")
         stored = read_settings(directory) if directory.exists() else None
-        if stored is None and directory.exists() and any(directory.iterdir()):
+        if stored is None and directory.exists() and any(p.name != LOCK_FILE for p in directory.iterdir()):
             raise ValueError(f"output directory {directory} is not empty and holds no normlab LLM run; "
                              "choose an empty or new directory")
         if stored is not None:

@@ -20,7 +20,8 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Sequence
 
-FAULTS = ("ok", "429", "500", "503", "slow", "drop", "malformed", "badjson", "nologprobs")
+FAULTS = ("ok", "429", "500", "503", "slow", "drop", "malformed", "badjson", "nologprobs",
+          "trickle", "501", "echo_auth", "nanlogprobs", "surrogate")
 JUNK_TOKENS = ("5", "Player", " The", "1", "{")
 
 _PARTNER = re.compile(
@@ -126,6 +127,7 @@ class StubServer:
         self.model = model
         self.responder = responder
         self._faults = deque()
+        self._stopping = False
         self._scheduled: dict = {}
         self.inject(*faults)
         self._lock = threading.Lock()
@@ -203,6 +205,26 @@ class StubServer:
                     return
                 if fault == "slow":
                     time.sleep(stub.slow_seconds)
+                if fault == "501":
+                    self._json(501, {"error": {"message": "not implemented (stub)", "type": "not_implemented"}})
+                    return
+                if fault == "echo_auth":  # a careless server quoting the request's credentials
+                    self._json(400, {"error": {"message": f"bad request; you sent Authorization: {auth}",
+                                               "type": "invalid_request_error"}})
+                    return
+                if fault == "trickle":  # headers at once, then one body byte every 0.5 s, for ever
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "1000000")
+                    self.end_headers()
+                    try:
+                        while not stub._stopping:
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                            time.sleep(0.5)
+                    except OSError:
+                        pass
+                    return
                 if fault == "badjson":
                     data = b'{"id": "stub", "choices": [ {not json'
                     self.send_response(200)
@@ -217,7 +239,25 @@ class StubServer:
                 except Exception as exc:  # a bug in a user policy must not hang the client
                     self._json(500, {"error": {"message": f"stub error: {exc}", "type": "server_error"}})
                     return
+                if fault == "nanlogprobs":
+                    self._raw(200, json.dumps(resp).replace('"logprob": ', '"logprob": NaN, "_was": ').encode())
+                    return
+                if fault == "surrogate":
+                    ch = resp["choices"][0]
+                    if "message" in ch:
+                        ch["message"]["content"] = "\ud83d" + (ch["message"].get("content") or "")
+                    else:
+                        ch["text"] = "\ud83d" + (ch.get("text") or "")
+                    self._raw(200, json.dumps(resp).encode())  # ensure_ascii: sent as the escape \\ud83d
+                    return
                 self._json(200, resp)
+
+            def _raw(self, code, data: bytes):
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def _json(self, code, obj, headers=None):
                 data = json.dumps(obj).encode()
@@ -238,6 +278,7 @@ class StubServer:
         return self
 
     def close(self) -> None:
+        self._stopping = True
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

@@ -80,3 +80,36 @@ def test_deleted_journal_stops_the_writer_and_saves_its_records(tmp_path):
     saved = list(tmp_path.glob("journal.recovered-*.jsonl"))
     assert len(saved) == 1 and str(saved[0]) in str(info.value)
     assert read_journal(saved[0]) == RECS[:4]
+
+
+def test_two_runs_started_together_on_one_directory_do_not_mix(tmp_path):
+    import threading
+
+    from normlab.llm_runs import EndpointConfig, run_game
+    from normlab.llm_runs.journal import read_settings
+    from normlab.llm_runs.testing import StubServer
+
+    out = tmp_path / "shared"
+    results, errors = {}, {}
+    with StubServer(["Q", "M"], latency=0.01) as stub:
+        cfg = EndpointConfig(base_url=stub.base_url)
+        barrier = threading.Barrier(2)
+
+        def go(temp):
+            barrier.wait()
+            try:
+                results[temp] = run_game(4, 2, "Q,M", max_interactions=40, runs=1, mode="sample", temperature=temp,
+                                         rng=1, endpoint=cfg, out=out, progress=False)
+            except ValueError as exc:
+                errors[temp] = str(exc)
+
+        threads = [threading.Thread(target=go, args=(t,)) for t in (0.5, 0.7)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    assert len(results) == 1 and len(errors) == 1, (results, errors)
+    (winner,) = results
+    (msg,) = errors.values()
+    assert "in use by another normlab process" in msg or "different settings" in msg
+    assert read_settings(out)["settings"]["temperature"] == winner  # the journal's own settings
