@@ -122,6 +122,14 @@ def _committed(text: str | None):
     return k, (name or None)
 
 
+EXIT_CODES = """exit codes:
+  0    done (or resumed to the end)
+  2    bad input (one line saying what is wrong and what is allowed; nothing was sent)
+  3    the endpoint is down, refuses, or keeps failing (completed work is kept; rerun to resume)
+  4    the disk or the run directory failed (full, read-only, journal deleted; completed work is kept)
+  130  interrupted (Ctrl-C; completed work is kept; rerun to resume)"""
+
+
 def _guard(command: str, fn, out=None):
     """Run ``fn``; endpoint failures and interrupts become one clear message, not a traceback."""
     from pathlib import Path
@@ -130,6 +138,7 @@ def _guard(command: str, fn, out=None):
 
     saved = out is not None and (Path(out) / "journal.jsonl").exists()
     hint = f"completed work is kept in {out}; rerun the same command to resume"
+    from normlab.llm_runs.journal import JournalLost
     from normlab.llm_runs.runner import ReaskLimitError
 
     try:
@@ -147,6 +156,20 @@ def _guard(command: str, fn, out=None):
     except KeyboardInterrupt:
         print(f"\nnormlab {command}: interrupted" + (f"; {hint}" if out is not None else ""), file=sys.stderr)
         return 130
+    except JournalLost as exc:
+        print(f"normlab {command}: error: {exc}", file=sys.stderr)
+        return 4
+    except OSError as exc:  # disk full, read-only directory, permissions, quota
+        import errno
+
+        what = {errno.ENOSPC: "the disk is full", errno.EROFS: "the directory is read-only",
+                errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+                errno.EDQUOT: "the disk quota is exceeded"}.get(exc.errno, exc.strerror or str(exc))
+        where = f" ({exc.filename})" if exc.filename else ""
+        keep = (f"; every completed interaction is kept in {out}: make room and rerun the same command to resume"
+                if out is not None and (Path(out) / "journal.jsonl").exists() else "")
+        print(f"normlab {command}: error: {what}{where}{keep}", file=sys.stderr)
+        return 4
 
 
 def _run(args) -> int:
@@ -243,6 +266,8 @@ def register(subparsers) -> None:
             "configured. Writes OUT/decisions.parquet and OUT/runs.parquet (normlab.schema.GameLog), "
             "OUT/calls.parquet and an append-only OUT/journal.jsonl; rerunning with the same settings resumes."
         ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--n-agents", type=int, required=True, help="population size N")
     p.add_argument("--memory", type=int, required=True, help="memory length H")

@@ -19,6 +19,10 @@ import time
 import warnings
 from pathlib import Path
 
+#: Test hook (fault matrix): seconds to pause between the two halves of every record write, so
+#: that a kill lands inside journal writes. Read once at import; 0 in normal use.
+_SPLIT_WRITES = float(os.environ.get("NORMLAB_TEST_SPLIT_WRITES", "0") or 0)
+
 SETTINGS_FILE = "settings.json"
 LOCK_FILE = ".normlab.lock"
 JOURNAL_FILE = "journal.jsonl"
@@ -92,7 +96,14 @@ class Journal:
         if self._f is None:
             return
         self._check_identity()
-        self._f.write(_dumps(record) + "\n")
+        line = _dumps(record) + "\n"
+        if _SPLIT_WRITES:
+            half = len(line) // 2
+            self._f.write(line[:half])
+            self._f.flush()
+            time.sleep(_SPLIT_WRITES)
+            line = line[half:]
+        self._f.write(line)
         self._f.flush()
         if sync and self.fsync_interval is not None:
             now = time.monotonic()

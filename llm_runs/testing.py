@@ -273,6 +273,7 @@ class StubServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        self._httpd.handle_error = lambda request, client_address: None  # a killed client is no error
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="normlab-stub", daemon=True)
         self._thread.start()
         return self
@@ -483,6 +484,112 @@ class StubServer:
             "model": self.model, "choices": [choice],
             "usage": {"prompt_tokens": ptok, "completion_tokens": len(gen), "total_tokens": ptok + len(gen)},
         }
+
+
+class StubProcess:
+    """The stub server in its own process (it does not share the GIL with the runner under test,
+    and survives the runner being killed)."""
+
+    def __init__(self, *args: str):
+        self.args = args
+        self.proc = None
+        self.base_url = None
+
+    def __enter__(self) -> "StubProcess":
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, "-m", "normlab.llm_runs.testing", *self.args],
+                                     stdout=subprocess.PIPE, text=True)
+        self.base_url = self.proc.stdout.readline().strip()
+        if not self.base_url.startswith("http"):
+            self.proc.kill()
+            raise RuntimeError("the stub server did not start")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def kill_resume_trials(n_trials: int = 20, *, rng=0, workdir=None, split_writes: float = 0.004,
+                       run_args: Sequence[str] = ("--n-agents", "6", "--memory", "2", "--names", "Q,M",
+                                                  "--max-interactions", "90", "--runs", "2", "--mode", "sample",
+                                                  "--seed", "7"),
+                       timeout: float = 120.0) -> dict:
+    """The crash part of the fault matrix: ``kill -9`` an ``llm-run`` at random points, resume it,
+    and compare the result record for record with an uninterrupted run.
+
+    A stub server runs in its own process (deterministic answers from per-request seeds). With
+    ``split_writes`` every journal record is written in two halves with that pause between them
+    (:data:`normlab.llm_runs.journal._SPLIT_WRITES`), so many kills land inside a write.
+
+    Returns
+    -------
+    dict
+        ``trials``, ``survived`` (resumed to a table identical to the reference), ``lost`` and
+        ``duplicated`` decision rows summed over trials, ``hung`` resumptions (past ``timeout``),
+        ``inside_write`` (kills that left a torn last journal line), ``failures`` (messages).
+    """
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+    import pandas as pd
+
+    gen = np.random.default_rng(rng)
+    work = Path(workdir or tempfile.mkdtemp(prefix="normlab-faults-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "NORMLAB_TEST_SPLIT_WRITES": str(split_writes)}
+    key = ["run", "t", "agent"]
+
+    def cmd(base_url, out):
+        return [sys.executable, "-m", "normlab.cli", "llm-run", *run_args, "--base-url", base_url, "--out", str(out),
+                "--no-progress"]
+
+    def table(out):
+        d = pd.read_parquet(Path(out) / "decisions.parquet")
+        return d.drop(columns=[c for c in ("latency_s",) if c in d]).sort_values(key).reset_index(drop=True)
+
+    out = dict(trials=n_trials, survived=0, lost=0, duplicated=0, hung=0, inside_write=0, failures=[])
+    with StubProcess() as stub:
+        ref_dir = work / "reference"
+        t0 = time.perf_counter()
+        subprocess.run(cmd(stub.base_url, ref_dir), env=env, check=True, capture_output=True, timeout=timeout)
+        wall = time.perf_counter() - t0
+        ref = table(ref_dir)
+        for k in range(n_trials):
+            d = work / f"trial{k}"
+            proc = subprocess.Popen(cmd(stub.base_url, d), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(float(gen.uniform(0.3, 0.95)) * wall)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            j = d / "journal.jsonl"
+            if j.exists() and j.stat().st_size and not j.read_bytes().endswith(b"\n"):
+                out["inside_write"] += 1
+            try:
+                r = subprocess.run(cmd(stub.base_url, d), env=env, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                out["hung"] += 1
+                continue
+            if r.returncode != 0:
+                out["failures"].append(f"trial {k}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+                continue
+            got = table(d)
+            merged = ref[key].merge(got[key], how="outer", on=key, indicator=True)
+            out["lost"] += int((merged["_merge"] == "left_only").sum())
+            out["duplicated"] += int(got.duplicated(key).sum())
+            if len(got) == len(ref) and got.equals(ref):
+                out["survived"] += 1
+            else:
+                out["failures"].append(f"trial {k}: table differs from the uninterrupted run")
+            shutil.rmtree(d, ignore_errors=True)
+    return out
 
 
 def main(argv=None) -> int:
