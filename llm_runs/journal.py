@@ -45,6 +45,7 @@ class Journal:
         self.path = Path(path) if path is not None else None
         self.fsync_interval = fsync_interval
         self._last_sync = 0.0
+        self._keep = True
         self.records: list[dict] = []
         self._f = None
         self._identity = None
@@ -82,17 +83,45 @@ class Journal:
         if same:
             return
         saved = self.path.with_name(f"{self.path.stem}.recovered-{os.getpid()}.jsonl")
-        with open(saved, "w", encoding="utf-8") as g:
-            for r in self.records:
-                g.write(_dumps(r) + "\n")
+        # the open descriptor still reaches the deleted file: copy what it holds (a forgetful
+        # journal keeps nothing in memory), else the records kept in memory
+        n = 0
+        with open(saved, "wb") as g:
+            if not self._keep and self._f is not None:
+                self._f.flush()
+                with open(f"/proc/self/fd/{self._f.fileno()}", "rb") as src:  # reaches a deleted file too
+                    data = src.read()
+                g.write(data)
+                n = data.count(b"\n")
+            else:
+                for r in self.records:
+                    g.write((_dumps(r) + "\n").encode("utf-8"))
+                n = len(self.records)
         raise JournalLost(
             f"{self.path} was deleted or replaced while this run was writing it; stopped so that two journals "
-            f"cannot mix. All {len(self.records)} records of this run are saved in {saved}: move it to "
+            f"cannot mix. All {n} records of this run are saved in {saved}: move it to "
             f"{self.path.name} (if no other run has started there) and rerun the same command to resume"
         )
 
+    def forget(self) -> None:
+        """Stop keeping records in memory (a file-backed journal only): what a long run has
+        written stays on disk, read back by :meth:`all_records` when the tables are built, so
+        memory stays flat however long the run."""
+        if self.path is not None:
+            self._keep = False
+            self.records = []
+
+    def all_records(self) -> list[dict]:
+        """Every record: from memory, or from the file after :meth:`forget`."""
+        if self._keep:
+            return self.records
+        if self._f is not None:
+            self._f.flush()
+        return read_journal(self.path) if self.path.exists() else []
+
     def write(self, record: dict, *, sync: bool = False) -> None:
-        self.records.append(record)
+        if self._keep:
+            self.records.append(record)
         if self._f is None:
             return
         self._check_identity()
@@ -247,6 +276,7 @@ class DirectoryLock:
     def __enter__(self) -> "DirectoryLock":
         if self.directory.exists() and not self.directory.is_dir():
             raise ValueError(f"--out {self.directory} exists and is not a directory")
+        self._created = not self.directory.exists()
         self.directory.mkdir(parents=True, exist_ok=True)
         f = open(self.directory / LOCK_FILE, "a")
         try:
@@ -264,5 +294,10 @@ class DirectoryLock:
 
     def __exit__(self, *exc) -> None:
         if self._f is not None:
+            # a directory this lock created and nothing else used (e.g. the endpoint was down)
+            # is removed again, while the lock is still held
+            if self._created and [p.name for p in self.directory.iterdir()] == [LOCK_FILE]:
+                (self.directory / LOCK_FILE).unlink()
+                self.directory.rmdir()
             self._f.close()  # closing releases the lock
             self._f = None

@@ -745,16 +745,36 @@ class _Game:
 
 
 # ----------------------------------------------------------------------------- building the log
-def _runs_from_journal(records: list[dict], n_runs: int):
+def _check_int_record(r: dict, s) -> None:
+    """A replayed interaction must be well formed and name only pool names (or no name)."""
+    try:
+        i, j, sides = r["i"], r["j"], r["s"]
+        ok = (isinstance(r["run"], int) and isinstance(r["t"], int) and isinstance(i, int) and isinstance(j, int)
+              and 0 <= i < s.n_agents and 0 <= j < s.n_agents and isinstance(sides, list) and len(sides) == 2
+              and all(isinstance(x, dict) and (x.get("name") is None or x.get("name") in s.names) for x in sides))
+    except (KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"journal record {str(r)[:160]} is malformed or names something outside the pool {list(s.names)}; "
+            "the journal is corrupt or was edited -- move the directory aside and start the run again"
+        )
+
+
+def _runs_from_journal(records: list[dict], n_runs: int, s=None):
     inter = {k: [] for k in range(n_runs)}
     ended = {}
     for r in records:
         ev = r.get("ev")
         if ev == "int":
+            if s is not None:
+                _check_int_record(r, s)
             k = r["run"]
             if k in inter and r["t"] == len(inter[k]):  # contiguous, first occurrence wins
                 inter[k].append(r)
         elif ev == "end":
+            if not isinstance(r.get("run"), int):
+                raise ValueError(f"journal record {str(r)[:160]} is malformed; the journal is corrupt")
             ended[r["run"]] = r
     return inter, ended
 
@@ -780,8 +800,9 @@ def _consensus(dec: pd.DataFrame, n_agents: int) -> str | None:
 def build_result(s: GameSettings, journal: Journal, directory: Path | None, client_prices=(0.0, 0.0),
                  *, elapsed=0.0, replayed=0) -> LLMRunResult:
     """Rebuild the tidy tables of all runs from the journal records."""
-    inter, ended = _runs_from_journal(journal.records, s.runs)
-    calls = [r for r in journal.records if r.get("ev") == "call"]
+    records = journal.all_records()
+    inter, ended = _runs_from_journal(records, s.runs)
+    calls = [r for r in records if r.get("ev") == "call"]
     calls_by_run = {}
     for c in calls:
         calls_by_run.setdefault(c["run"], []).append(c)
@@ -950,7 +971,7 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
                 )
             s = GameSettings(**{**s.__dict__, "seed": tuple(st["seed"]), "model": st["model"]})
     journal = Journal(directory / JOURNAL_FILE if directory is not None else None, fsync_interval=fsync_interval)
-    inter, ended = _runs_from_journal(journal.records, s.runs)
+    inter, ended = _runs_from_journal(journal.records, s.runs, s)
     replayed = sum(len(v) for v in inter.values())
     prices = (endpoint.price_input, endpoint.price_output)
     if stored is not None and len(ended) == s.runs:  # nothing left to play
@@ -976,6 +997,7 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
                 if k in ended:
                     pbar.total -= s.max_interactions - len(v)
         game = _Game(s, tpl, nbrs, client, journal.open(), pbar, imported=imported)
+        journal.forget()  # from here on records live on disk only: memory stays flat
         try:
             await asyncio.gather(*(game.play(k, inter[k], k in ended) for k in range(s.runs)))
         finally:

@@ -113,3 +113,42 @@ def test_two_runs_started_together_on_one_directory_do_not_mix(tmp_path):
     (msg,) = errors.values()
     assert "in use by another normlab process" in msg or "different settings" in msg
     assert read_settings(out)["settings"]["temperature"] == winner  # the journal's own settings
+
+
+def test_forgetful_journal_keeps_nothing_in_memory_and_still_recovers(tmp_path):
+    p = tmp_path / "journal.jsonl"
+    j = Journal(p).open()
+    j.forget()
+    for r in RECS[:3]:
+        j.write(r)
+    assert j.records == [] and j.all_records() == RECS[:3]
+    p.unlink()
+    with pytest.raises(JournalLost):
+        j.write(RECS[3])
+    j.close()
+    (saved,) = tmp_path.glob("journal.recovered-*.jsonl")
+    assert read_journal(saved) == RECS[:3]
+
+
+@pytest.mark.parametrize("forge", [
+    lambda r: r["s"][0].update(name="Z"),          # a name outside the pool
+    lambda r: r.pop("i"),                          # a missing key
+    lambda r: r.update(j=99),                      # an agent that does not exist
+])
+def test_forged_or_broken_records_are_refused_on_resume(tmp_path, forge):
+    from normlab.llm_runs import EndpointConfig, run_game
+    from normlab.llm_runs.testing import StubServer
+
+    out = tmp_path / "run"
+    with StubServer(["Q", "M"]) as stub:
+        cfg = EndpointConfig(base_url=stub.base_url)
+        run_game(4, 2, "Q,M", max_interactions=12, runs=1, mode="sample", stop="max", rng=1, endpoint=cfg, out=out,
+                 progress=False)
+        recs = read_journal(out / "journal.jsonl")
+        recs = [r for r in recs if r["ev"] != "end"]  # unfinished, so that resuming replays
+        k = next(n for n, r in enumerate(recs) if r["ev"] == "int")
+        forge(recs[k])
+        (out / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        with pytest.raises(ValueError, match="malformed or names something outside the pool"):
+            run_game(4, 2, "Q,M", max_interactions=12, runs=1, mode="sample", stop="max", rng=1, endpoint=cfg,
+                     out=out, progress=False)

@@ -1,0 +1,40 @@
+"""Crash figures of the fault matrix: kill -9 at random points, resume, compare (issue 15).
+
+Run:  python benchmarks/bench_faults.py [--trials 20]
+
+Each trial starts `normlab llm-run` against the stub server (its own process), kills it with
+SIGKILL at a random point (journal records are written in two halves with a short pause, so
+many kills land inside a write), reruns the same command and compares the decisions table record
+for record with an uninterrupted run. Prints trials, survived, lost, duplicated, hung, kills
+inside a write, and the peak resident memory of this process and its children. The same harness
+runs in CI (tests/test_fault_matrix.py). Not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--seed", type=int, default=20261123)
+    args = p.parse_args(argv)
+    from normlab.llm_runs.testing import kill_resume_trials
+
+    t0 = time.perf_counter()
+    res = kill_resume_trials(args.trials, rng=args.seed)
+    res["wall_s"] = round(time.perf_counter() - t0, 1)
+    res["peak_rss_mb"] = {
+        "self": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "children": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+    }
+    print(json.dumps(res, indent=1))
+    return 0 if not res["failures"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
