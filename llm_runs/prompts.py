@@ -197,7 +197,13 @@ class PromptTemplate:
         canonical = json.dumps({k: d[k] for k in _TEMPLATE_KEYS}, sort_keys=True, ensure_ascii=False)
         tpl = cls(**kw, digest=sha256_hex(canonical))
         # render a probe to catch unknown placeholders now rather than mid-run
-        tpl.render([("A", "B"), ("B", "B")], ("A", "B"))
+        try:
+            tpl.render([("A", "B"), ("B", "B")], ("A", "B"))
+        except KeyError as exc:
+            raise ValueError(f"template has an unknown placeholder ${exc.args[0]}; see templates/main.json for the "
+                             "placeholders each field may use") from None
+        except ValueError as exc:  # string.Template: a stray "$"
+            raise ValueError(f"template has an invalid placeholder ({exc}); write a literal $ as $$") from None
         return tpl
 
     def _rules(self, names_shown, payoffs, rules: str | None = None) -> str:

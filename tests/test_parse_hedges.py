@@ -32,3 +32,20 @@ def test_single_answers_still_parse(text, name):
 def test_multi_character_names_and_substrings():
     assert parse_answer("{'value': 'kqwe'}", ["kqwe", "qwe"]).name == "kqwe"  # 'qwe' is inside, not a token
     assert parse_answer("{'value': 'kqwe' or 'qwe'}", ["kqwe", "qwe"]).name is None
+
+
+def test_template_with_unknown_placeholder_is_one_clear_error(tmp_path):
+    import json
+    from importlib.resources import files
+
+    from normlab.llm_runs import load_template
+
+    t = json.loads(files("normlab.llm_runs.templates").joinpath("main.json").read_text())
+    t["query"] += " $bogus"
+    (tmp_path / "bad.json").write_text(json.dumps(t))
+    with pytest.raises(ValueError, match=r"unknown placeholder \$bogus"):
+        load_template(tmp_path / "bad.json")
+    t["query"] += " costs $"
+    (tmp_path / "bad2.json").write_text(json.dumps(t).replace("$bogus", ""))
+    with pytest.raises(ValueError, match="invalid placeholder"):
+        load_template(tmp_path / "bad2.json")
