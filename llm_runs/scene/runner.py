@@ -86,6 +86,14 @@ class SceneSettings:
         embedded server, off otherwise.
     reaction_emoji : str
         Not used to invent reactions; only the default label of a reaction whose content is empty.
+    honour_terminate : bool
+        End the episode when the orchestrator answers ``"terminate": true`` (its prompt, B.5,
+        asks it to do so when a sanction was enacted and the subject had
+        ``min_post_sanction_turns`` more opportunities, or on a fidelity hard-fail). Only from
+        ``min_post_sanction_turns + 1`` ticks on, so that a weak orchestrator cannot end an
+        episode before the subject could breach, be sanctioned and react.
+    min_post_sanction_turns : int
+        The B.5 parameter of the same name (normlab's default: 2).
 
     References
     ----------
@@ -105,8 +113,11 @@ class SceneSettings:
     max_reasks: int = 1
     prefill: bool | None = None
     reaction_emoji: str = "(reaction)"
+    honour_terminate: bool = True
+    min_post_sanction_turns: int = 2
 
     def __post_init__(self):
+        check_int(self.min_post_sanction_turns, "min_post_sanction_turns", 0)
         for name in ("max_turns", "max_silent_prompts", "max_tokens", "orchestrator_max_tokens",
                      "generator_max_tokens", "judge_max_tokens"):
             check_int(getattr(self, name), name, 1)
@@ -573,12 +584,14 @@ async def _episode(sess: _Session, scenario: dict, model_label: str | None, epis
         # orchestrator: routing only
         osys, ouser, opre = _render("orchestrator", roster=", ".join(roster),
                                     outline=scenario["hidden"].get("orchestrator_outline", ""),
-                                    t=t, max_turns=s.max_turns, transcript=chat.text())
+                                    t=t, max_turns=s.max_turns, transcript=chat.text(),
+                                    min_post_sanction_turns=s.min_post_sanction_turns)
         text = await sess.ask("orchestrator", osys, ouser, opre, seed=next(seeds), max_tokens=s.orchestrator_max_tokens,
                               temperature=s.temperature, log=log)
-        named = []
+        named, terminate = [], False
         if text:
             obj = extract_json(text)
+            terminate = isinstance(obj, dict) and obj.get("terminate") is True
             source = " ".join(map(str, obj.get("order", []))) if isinstance(obj, dict) and isinstance(obj.get("order"), list) else text
             for m in re.finditer("|".join(re.escape(r) for r in sorted(roster, key=len, reverse=True)), source):
                 if m.group(0) not in named:
@@ -589,6 +602,9 @@ async def _episode(sess: _Session, scenario: dict, model_label: str | None, epis
         else:
             order = [roster[i] for i in g.permutation(len(roster))]
             log.append({"ev": "orchestrator", "t": t, "order": order, "parsed": False, "text": text})
+        if terminate and s.honour_terminate and t > s.min_post_sanction_turns:
+            end_reason = "orchestrator"  # B.5 (b) or (c), as judged by the orchestrator
+            break
         any_action = False
         for name in order:
             act = await _act(sess, chat, "persona", name, persona_sys[name], persona_user,
