@@ -1,14 +1,16 @@
 """Shared fixtures. The published AI-norms data are read from ../shared/data/ai-norms beside the
-repository (never copied into it); tests that need them skip cleanly when the folder is absent."""
+repository or from $NORMLAB_AINORMS (never copied into it); tests that need them skip cleanly when the folder is absent."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-AINORMS = REPO.parent / "shared" / "data" / "ai-norms"
+# $NORMLAB_AINORMS (as the package reads it) wins, e.g. from a git worktree elsewhere
+AINORMS = Path(os.environ.get("NORMLAB_AINORMS") or REPO.parent / "shared" / "data" / "ai-norms")
 
 
 @pytest.fixture(scope="session")
