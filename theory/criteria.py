@@ -180,7 +180,8 @@ def _last3(x: np.ndarray) -> float:
     return s
 
 
-def published_rule(trajectories: Sequence, *, max_round: int = PUBLISHED_WINDOW, flip_sum: float = FLIP_SUM) -> dict:
+def published_rule(trajectories: Sequence, *, max_round: int = PUBLISHED_WINDOW, flip_sum: float = FLIP_SUM,
+                   met=None) -> dict:
     """The published ensemble rule for one committed count (``plotter.ipynb`` cells 9-10).
 
     Steps, as the authors coded them: (1) each run's challenger share per round (bins of ``N``
@@ -199,6 +200,9 @@ def published_rule(trajectories: Sequence, *, max_round: int = PUBLISHED_WINDOW,
         Window in population rounds (30; 21 for Llama-3 at N = 48, see :func:`published_max_round`).
     flip_sum : float, optional
         Threshold on the 3-round sum (2.849).
+    met : array_like of bool, optional
+        Runs known to have met the threshold at their end (e.g. a simulation stopped by its flip
+        rule): padded whatever the rounding of their last three shares.
 
     Returns
     -------
@@ -220,24 +224,37 @@ def published_rule(trajectories: Sequence, *, max_round: int = PUBLISHED_WINDOW,
     """
     W = check_int(max_round, "max_round", low=LAST_ROUNDS)
     f = _check_flip_sum(flip_sum)
-    trs = [_trajectory(t) for t in trajectories]
+    trs = [np.asarray(t, dtype=float) for t in trajectories]
     if not trs:
         raise ValueError("published_rule needs at least one run")
+    if any(t.ndim != 1 for t in trs):
+        raise ValueError("shares of one run must be a 1-D array")
+    allv = np.concatenate(trs)
+    if allv.size and (np.nanmin(allv, initial=0.0) < 0 or np.nanmax(allv, initial=0.0) > 1):
+        raise ValueError("shares must lie in [0, 1]")
     longest = max(len(t) for t in trs)
     padded = np.array([len(t) >= 1 and _last3(t) >= f for t in trs])
+    if met is not None:
+        m = np.asarray(met, dtype=bool)
+        if m.shape != padded.shape:
+            raise ValueError(f"met must hold one flag per run ({len(trs)}); got shape {m.shape}")
+        padded |= m & np.array([len(t) >= 1 for t in trs])
     open_len = [len(t) for t, p in zip(trs, padded) if not p]
     if open_len and max(open_len) < W:
         raise ValueError(f"the window of max_round={W} rounds is longer than the runs: the longest run that did "
                          f"not reach the threshold has {max(open_len)} rounds; use max_round <= {max(open_len)}")
-    L = longest + 30 if padded.any() else longest
+    # the authors pad to longest + 30 rounds, then truncate the mean at W: only the first
+    # min(W, that length) columns matter
+    L = min(W, longest + 30 if padded.any() else longest)
     M = np.full((len(trs), L), np.nan)
     for k, (t, p) in enumerate(zip(trs, padded)):
-        M[k, :len(t)] = t
+        m = min(len(t), L)
+        M[k, :m] = t[:m]
         if p:
-            M[k, len(t):] = 1.0
+            M[k, m:] = 1.0
     with np.errstate(invalid="ignore"):
         n = np.sum(~np.isnan(M), axis=0)
-        mean = np.where(n > 0, np.nansum(M, axis=0) / np.maximum(n, 1), np.nan)[:W]
+        mean = np.where(n > 0, np.nansum(M, axis=0) / np.maximum(n, 1), np.nan)
     last3 = _last3(mean)
     return {"success": bool(last3 >= f), "last3": float(last3), "mean": mean, "n_runs": len(trs),
             "n_padded": int(padded.sum())}
