@@ -180,12 +180,22 @@ def _key(x, y, W):
 
 
 # ----------------------------------------------------------------------------- per-draw work
+def _children(seed):
+    """Child seed sequences of ``seed`` in order, created only when used (the same children as
+    ``seed.spawn(n)``; ``seed`` itself is not advanced)."""
+    import itertools
+
+    ss = seed if isinstance(seed, np.random.SeedSequence) else spawn(seed, 1)[0]
+    for k in itertools.count():
+        yield np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (k,), pool_size=ss.pool_size)
+
+
 def _simulate_draw(table, d, seed, cfg) -> dict:
     """All simulations of one posterior draw (module level so process executors can pickle it)."""
     from normlab.theory import strategy_game
 
     N, H, names = cfg["n_agents"], table.memory, table.names
-    seeds = iter(spawn(seed, 4 + len(cfg["directions"]) * (len(cfg["committed"]) + 2 + len(WIDTH_FRACTIONS))))
+    seeds = _children(seed)
     out = {"consensus": [], "success": None, "stats": {}, "flips": [], "cm": [], "strength": []}
     # --- convergence from empty memories
     if cfg["consensus"]:
