@@ -153,12 +153,13 @@ def observed_summary(log: GameLog, *, names, memory: int, n_agents: int, within_
             key = f"overturn_{r['majority']}" if len(names) == 2 else f"overturn_{r['majority']}_by_{r['challenger']}"
             cm[key] = {
                 # the same readings as the predictions: one observed experiment, so no interval
-                # for the published rule; per_run: first count with >= 50% flips and the
-                # bootstrap interval of the logistic 50% point
+                # for the published rule; per_run: the logistic 50% point with its bootstrap
+                # interval (the first count with >= 50% flips where the curve is separated)
                 "published": {"estimate": fin(r["published"]), "low": None, "high": None,
                               "p_not_reached": float(np.isinf(r["published"])), "max_round": int(r["max_round"])},
-                "per_run": {"estimate": fin(r["first_count"]), "low": fin(r["c50_low"]), "high": fin(r["c50_high"]),
-                            "p_not_reached": float(np.isinf(r["first_count"])), "c50": fin(r["c50"]),
+                "per_run": {"estimate": fin(r["c50"]) if np.isfinite(r["c50"]) else fin(r["first_count"]),
+                            "low": fin(r["c50_low"]), "high": fin(r["c50_high"]),
+                            "p_not_reached": float(np.isinf(r["first_count"])), "first_count": fin(r["first_count"]),
                             "within_rounds": int(within_rounds)},
                 **{k: fin(r[k]) for k in ("first_count", "first_all", "c50", "c50_low", "c50_high", "end_of_run",
                                           "counts", "n_runs")},
@@ -236,7 +237,7 @@ class Calibration:
             obs[("consensus_rounds", "")] = b.get("streak_rounds")
         for k, v in (self.observed.get("critical_mass") or {}).items():
             obs[("critical_mass", k)] = (v.get("published") or {}).get("estimate")
-            obs[("critical_mass_per_run", k)] = (v.get("per_run") or {}).get("estimate")
+            obs[("critical_mass_per_run", k)] = (v.get("per_run") or {}).get("first_count")
         pf["observed"] = [obs.get((q, k)) for q, k in zip(pf["quantity"], pf["key"])]
         return pf.rename(columns={"estimate": "predicted"})
 
