@@ -175,6 +175,15 @@ def _directions(names, directions):
     return out
 
 
+def _fit_llm(fit):
+    """The LLM a fit was made from (``meta["llm"]``, or the one model of its source runs)."""
+    if not isinstance(fit, StrategyFit):
+        return None
+    llm = fit.meta.get("llm")
+    models = (fit.meta.get("source") or {}).get("models") or []
+    return llm if llm else (models[0] if len(models) == 1 else None)
+
+
 def _key(x, y, W):
     return f"overturn_{x}" if W == 2 else f"overturn_{x}_by_{y}"
 
@@ -587,7 +596,8 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         ``max(n_runs_flip, design_runs)`` runs simulated per count.
     max_round : int, optional
         Window of the published rule; default the authors' window for the fitted LLM at this N
-        (:func:`normlab.theory.criteria.published_max_round`: 30, 21 for Llama-3 at N = 48).
+        (:func:`normlab.theory.criteria.published_max_round`: 30, 21 for Llama-3 at N = 48; the
+        LLM is read from the fit's ``meta``: ``llm``, or the single model of its source runs).
     threads : int or None, optional
         Numba threads per simulation call (default 1: the many small simulations are faster
         without a parallel region each; None keeps the current setting).
@@ -625,8 +635,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         raise ValueError(f"flip_level must be in (0, 1]; got {flip_level}")
     nd = check_int(design_runs, "design_runs", low=1)
     if max_round is None:
-        llm = fit.meta.get("llm") if isinstance(fit, StrategyFit) else None
-        mxr = published_max_round(llm, N)
+        mxr = published_max_round(_fit_llm(fit), N)
     else:
         mxr = check_int(max_round, "max_round", low=3)
     if committed is None:
