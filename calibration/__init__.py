@@ -17,7 +17,8 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
 - asymmetry: :func:`strategy_asymmetry` (seed 003 Table 1)
 - prediction: :func:`predict` -> :class:`Prediction`; :func:`calibrate` (the whole pipeline,
   also ``normlab calibrate``)
-- observed: :func:`empirical_critical_mass`, :func:`run_flips`
+- observed: :func:`empirical_critical_mass` (published, per_run and end_of_run critical masses),
+  :func:`run_flips`, :func:`challenger_shares`
 - LLM vs theory: :func:`llm_trajectories`, :func:`theory_trajectories`,
   :func:`compare_trajectories` and the ``plot_*`` figures.
 
@@ -58,6 +59,7 @@ _EXPORTS = {
     "Prediction": "predict",
     "table_draws": "predict",
     "run_flips": "empirical_critical_mass",
+    "challenger_shares": "empirical_critical_mass",
     "empirical_critical_mass": "empirical_critical_mass",
     "EmpiricalCriticalMass": "empirical_critical_mass",
     "firth_logistic": "empirical_critical_mass",

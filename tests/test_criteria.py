@@ -147,3 +147,34 @@ def test_table_s3_by_the_published_rule(committed_runs):
     # end_of_run computed from the decisions equals the loader's stored column
     rf = e.runs
     assert (rf["end_of_run"] == rf["flipped_at_end"].astype(bool)).all()
+
+
+# ----------------------------------------------------------------------------- tidy frames, any source
+def test_evaluate_tidy_shares_from_simulations():
+    import pandas as pd
+
+    from normlab.theory import strategy_game
+
+    frames, by_count = [], {}
+    for c in (0, 3, 6):
+        res = strategy_game("best_response", n_agents=20, memory=3, n_runs=5, committed=c, committed_name=1,
+                            initial="consensus:0", stop="max", max_interactions=20 * 12, rng=c)
+        sh = cr.shares_from_result(res)
+        by_count[c] = sh
+        for k, s in enumerate(sh):
+            frames.append(pd.DataFrame({"committed": c, "run": k, "round": np.arange(1, len(s) + 1), "share": s}))
+    df = pd.concat(frames, ignore_index=True)
+    pub = cr.evaluate(df, "published", window=12)
+    assert pub["critical_mass"] == cr.published_critical_mass(by_count, max_round=12)
+    assert list(pub["by_count"]["committed"]) == [0, 3, 6]
+    per = cr.evaluate(df, "per_run", window=12)
+    exp = [sum(not np.isnan(cr.first_passage(s, window=12)) for s in by_count[c]) for c in (0, 3, 6)]
+    assert per["by_count"]["n_flips"].tolist() == exp
+    end = cr.evaluate(df, "end_of_run", window=12)
+    assert set(end["by_count"].columns) >= {"committed", "n_runs", "n_flips", "p_flip"}
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        cr.evaluate(df, "median")
+    with pytest.raises(ValueError, match="longer than the runs"):
+        cr.evaluate(df, "published", window=13)
+    with pytest.raises(ValueError, match="lacks columns"):
+        cr.evaluate(df.drop(columns="share"), "published")

@@ -38,8 +38,9 @@ Inputs are tidy and source-free: per-round challenger shares of one run (a 1-D a
 per-round (or per-interaction) counts they come from, so theory runs
 (:class:`~normlab.theory.results.GameResult` ``round_production_uncommitted``, see
 :func:`shares_from_result`), LLM logs (``normlab.schema.GameLog``, turned into shares by
-:mod:`normlab.calibration.empirical_critical_mass`) and the published archives all go through
-the same functions.
+:func:`normlab.calibration.challenger_shares`) and the published archives all go through the same
+functions; :func:`evaluate` applies a criterion named by a string to a tidy table
+(``committed``, ``run``, ``round``, ``share``).
 
 References
 ----------
@@ -61,7 +62,7 @@ from normlab._validate import check_int
 __all__ = [
     "CRITERIA", "FLIP_SUM", "check_criterion", "published_max_round", "round_shares", "shares_from_result",
     "published_rule", "published_critical_mass", "first_passage", "end_of_run_sum", "per_run_curve",
-    "firth_logistic", "smallest_count",
+    "firth_logistic", "smallest_count", "evaluate",
 ]
 
 #: The three readings, in the order of the table above.
@@ -449,3 +450,78 @@ def per_run_curve(counts, n_flips, n_runs, *, level: float = 0.5, n_boot: int = 
     return {"p_flip": p, "ci_low": lo, "ci_high": hi, "first_count": smallest_count(x, p >= level),
             "first_all": smallest_count(x, k == n), "c50": float(c50), "c50_low": float(lo50),
             "c50_high": float(hi50), "b0": float(b0), "b1": float(b1), "separated": sep}
+
+
+def evaluate(shares, criterion: str = "published", *, window: int = PUBLISHED_WINDOW, level: float = 0.5,
+             flip_sum: float = FLIP_SUM, n_boot: int = 0, rng=None) -> dict:
+    """Apply one criterion to a tidy table of challenger shares (one direction).
+
+    Parameters
+    ----------
+    shares : pandas.DataFrame
+        Columns ``committed``, ``run``, ``round`` (from 1) and ``share`` (the challenger's share of
+        the uncommitted agents' productions; e.g. :func:`normlab.calibration.challenger_shares`
+        with a ``committed`` column, or :func:`shares_from_result` of simulations).
+    criterion : {"published", "per_run", "end_of_run"}
+    window : int, optional
+        ``max_round`` of the published rule, or the first-passage window of ``per_run`` (30).
+    level : float, optional
+        Fraction of runs defining the ``per_run`` and ``end_of_run`` critical masses (0.5).
+    flip_sum : float, optional
+    n_boot : int, optional
+        Bootstrap replicates of the ``per_run`` 50% point.
+    rng : optional
+
+    Returns
+    -------
+    dict
+        ``criterion``, ``critical_mass`` (smallest tested count meeting the criterion; ``inf``
+        when none), ``by_count`` (pandas.DataFrame: ``committed``, ``n_runs`` and ``last3`` /
+        ``success`` for ``published``, ``n_flips`` / ``p_flip`` / ``ci_low`` / ``ci_high`` for
+        ``per_run``, ``n_flips`` / ``p_flip`` for ``end_of_run``); ``per_run`` adds ``c50``,
+        ``c50_low``, ``c50_high``. ``end_of_run`` here reads the last three *rounds* of each run
+        (the 3N-interaction reading of :func:`end_of_run_sum` when runs end at a round boundary).
+
+    Raises
+    ------
+    ValueError
+        Unknown criterion, missing columns, a published window longer than the runs.
+    """
+    import pandas as pd
+
+    crit = check_criterion(criterion)
+    if not isinstance(shares, pd.DataFrame):
+        raise TypeError(f"shares must be a pandas DataFrame; got {type(shares).__name__}")
+    miss = {"committed", "run", "round", "share"} - set(shares.columns)
+    if miss:
+        raise ValueError(f"shares lacks columns {sorted(miss)}; need committed, run, round, share")
+    if shares.empty:
+        raise ValueError("shares is empty")
+    W = check_int(window, "window", low=LAST_ROUNDS)
+    df = shares.sort_values(["committed", "run", "round"])
+    rows = []
+    for c, gc in df.groupby("committed", sort=True):
+        trs = [g["share"].to_numpy(float) for _, g in gc.groupby("run", sort=True)]
+        if crit == "published":
+            r = published_rule(trs, max_round=W, flip_sum=flip_sum)
+            rows.append({"committed": c, "n_runs": len(trs), "last3": r["last3"], "success": r["success"]})
+        elif crit == "per_run":
+            k = sum(not np.isnan(first_passage(t, window=W, flip_sum=flip_sum)) for t in trs)
+            rows.append({"committed": c, "n_runs": len(trs), "n_flips": int(k)})
+        else:
+            k = sum(len(t) >= LAST_ROUNDS and float(np.nansum(t[-LAST_ROUNDS:])) >= flip_sum for t in trs)
+            rows.append({"committed": c, "n_runs": len(trs), "n_flips": int(k)})
+    by = pd.DataFrame(rows)
+    out = {"criterion": crit, "by_count": by}
+    x = by["committed"].to_numpy(float)
+    if crit == "published":
+        out["critical_mass"] = smallest_count(x, by["success"].to_numpy(bool))
+        return out
+    by["p_flip"] = by["n_flips"] / by["n_runs"]
+    if crit == "per_run":
+        pr = per_run_curve(x, by["n_flips"], by["n_runs"], level=level, n_boot=n_boot, rng=rng)
+        by["ci_low"], by["ci_high"] = pr["ci_low"], pr["ci_high"]
+        out.update(critical_mass=pr["first_count"], c50=pr["c50"], c50_low=pr["c50_low"], c50_high=pr["c50_high"])
+        return out
+    out["critical_mass"] = smallest_count(x, by["p_flip"].to_numpy() >= level)
+    return out
