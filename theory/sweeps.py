@@ -151,6 +151,8 @@ class CriticalMassResult:
             "interpolated": self.interpolated,
             "low": self.low,
             "high": self.high,
+            "criterion": f"per_run (P(flip within the window) >= {self.level})",
+            "published": None if not np.isfinite(self.published) else float(self.published),
         }
 
 
