@@ -19,6 +19,8 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
   also ``normlab calibrate``)
 - observed: :func:`empirical_critical_mass` (published, per_run and end_of_run critical masses),
   :func:`run_flips`, :func:`challenger_shares`
+- norm adoption: :func:`fit_adoption` (belief / compliance rates of the two-stage contagion and
+  their ratio, CRSEC seed 000) -> :class:`AdoptionFit`
 - LLM vs theory: :func:`llm_trajectories`, :func:`theory_trajectories`,
   :func:`compare_trajectories` and the ``plot_*`` figures.
 
@@ -58,11 +60,11 @@ _EXPORTS = {
     "predict": "predict",
     "Prediction": "predict",
     "table_draws": "predict",
-    "run_flips": "empirical_critical_mass",
-    "challenger_shares": "empirical_critical_mass",
-    "empirical_critical_mass": "empirical_critical_mass",
-    "EmpiricalCriticalMass": "empirical_critical_mass",
-    "firth_logistic": "empirical_critical_mass",
+    "run_flips": "observed_critical_mass",
+    "challenger_shares": "observed_critical_mass",
+    "empirical_critical_mass": "observed_critical_mass",
+    "EmpiricalCriticalMass": "observed_critical_mass",
+    "firth_logistic": "observed_critical_mass",
     "llm_trajectories": "compare",
     "theory_trajectories": "compare",
     "compare_trajectories": "compare",
@@ -76,6 +78,8 @@ _EXPORTS = {
     "Calibration": "pipeline",
     "observed_summary": "pipeline",
     "find_ainorms": "pipeline",
+    "fit_adoption": "adoption",
+    "AdoptionFit": "adoption",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -115,7 +115,7 @@ def observed_summary(log: GameLog, *, names, memory: int, n_agents: int, within_
     """
     from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 
-    from .empirical_critical_mass import empirical_critical_mass
+    from .observed_critical_mass import empirical_critical_mass
 
     names = _check_names(names)
     out = {"baseline": None, "critical_mass": None}

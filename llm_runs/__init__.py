@@ -3,7 +3,8 @@
 Runs the naming game of seed 003 with LLM agents through any OpenAI-compatible endpoint (or an
 embedded llama.cpp server with SmolLM2-135M-Instruct), in the paper's ``sample`` mode or the
 logprob-based ``exact`` mode, and measures individual bias, strategy tables and prompt
-comprehension. Heavy modules (openai, xllamacpp, the runner) are imported on first use.
+comprehension; ``normlab.llm_runs.scene`` holds the SCENE implicit-norm benchmark (seed 002).
+Heavy modules (openai, xllamacpp, the runner) are imported on first use.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ _EXPORTS = {
     "GameSettings": "runner",
     "MODES": "runner",
     "STOP_RULES": "runner",
+    "ReaskLimitError": "runner",
+    "REASK_SAFETY_LIMIT": "runner",
     # endpoints
     "EndpointConfig": "backend",
     "EndpointError": "backend",
@@ -30,6 +33,8 @@ _EXPORTS = {
     "Prompt": "prompts",
     "load_template": "prompts",
     "parse_answer": "prompts",
+    "WRAPS": "prompts",
+    "parse_answer_authors": "prompts",
     # exact mode
     "name_distribution": "exact",
     "NameDistribution": "exact",
@@ -43,6 +48,7 @@ _EXPORTS = {
     "enumerate_states": "probes",
     "meta_prompting": "probes",
     "MetaResult": "probes",
+    "bootstrap_p": "probes",
     # ITCMA-S matrix played by an LLM
     "LLMRanker": "rankers",
     "parse_ranking": "rankers",
@@ -54,6 +60,12 @@ _EXPORTS = {
     "load_ainorms": "published.ainorms",
     "load_ainorms_probes": "published.ainorms",
     "load_ainorms_meta": "published.ainorms",
+    # published CRSEC norm databases and run folders (seed 000)
+    "load_crsec_norms": "published.crsec",
+    "save_crsec_norms": "published.crsec",
+    "load_crsec_run": "published.crsec",
 }
+# sub-packages: CRSEC (seed 000), SCENE (seed 002), published-data readers
+_SUBMODULES = {"crsec", "scene", "published"}
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

@@ -13,23 +13,45 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--api-key-env", default="NORMLAB_LLM_API_KEY",
                    help="environment variable holding the API key (never logged; default %(default)s, then OPENAI_API_KEY)")
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default %(default)s)")
-    g.add_argument("--timeout", type=float, default=120.0, help="seconds per request attempt (default %(default)s)")
+    g.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds for a whole request attempt, however slowly the server sends (default %(default)s)")
     g.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts (default %(default)s)")
     g.add_argument("--extra-body", default=None,
                    help='JSON object added to every request, e.g. \'{"continue_final_message": true, '
                         '"add_generation_prompt": false}\' for prefill continuation on vLLM')
     g.add_argument("--price-input", type=float, default=0.0, help="USD per million prompt tokens (cost accounting)")
     g.add_argument("--price-output", type=float, default=0.0, help="USD per million completion tokens")
+    g.add_argument("--embedded-threads", type=int, default=None, metavar="N",
+                   help="CPU threads of the embedded server (default: 1 on up to 2 cores, else all but one, at most 8; "
+                        "more threads than free cores spin and slow every call down)")
     s = p.add_argument_group("sampling (seed 003 Table S4 defaults)")
     s.add_argument("--mode", default=None, choices=("exact", "sample"),
                    help="sample: generate and parse (the paper's protocol; default of llm-run); exact: next-token "
                         "probabilities of the names, cached per prompt (default of llm-probe)")
     s.add_argument("--template", default="main", help="main | bullet | narrative | path to a JSON template")
+    s.add_argument("--wrap", default="chat",
+                   help="chat: system/user messages to /chat/completions (the server's chat template adds its own "
+                        "tokens); raw-llama3 | raw-llama2: the exact text with the AI-norms authors' hand-written "
+                        "header tokens to /completions (their protocol). Default %(default)s")
+    s.add_argument("--parse", default="normlab",
+                   help="sample mode: normlab (the answer field must hold one pool name; default) | authors (any pool "
+                        "name between single quotes, the authors' get_response)")
     s.add_argument("--temperature", type=float, default=0.5)
     s.add_argument("--top-k", type=int, default=10, help="0 omits it (OpenAI's own API); default %(default)s")
-    s.add_argument("--max-tokens", type=int, default=6)
+    s.add_argument("--top-p", default="1",
+                   help="sample mode: nucleus filter sent (default 1 = neutral; 'none' omits it and the server's "
+                        "default applies, e.g. llama.cpp's 0.95)")
+    s.add_argument("--min-p", default="0",
+                   help="sample mode: min-p filter sent (default 0 = neutral; 'none' omits it, e.g. for OpenAI's "
+                        "own API; llama.cpp's default is 0.05)")
+    s.add_argument("--max-tokens", type=int, default=None,
+                   help="tokens generated (default 6; meta-prompting: 15 in the authors' protocol, 12 in normlab's)")
     s.add_argument("--top-logprobs", type=int, default=20, help="exact mode: alternatives per position")
-    s.add_argument("--max-reasks", type=int, default=2, help="sample mode: re-asks after an unparseable answer")
+    s.add_argument("--reask", "--max-reasks", dest="reask", default=None,
+                   help="sample mode: 'unbounded' (the paper: re-ask until a pool name appears; stops with an error "
+                        "at a safety limit of 1000 requests per decision) or an integer cap, then the decision is "
+                        "invalid (default 2: normlab's choice, not the paper's; meta-prompting: unbounded in the "
+                        "authors' protocol)")
     s.add_argument("--prefill", default="auto", choices=("auto", "on", "off"),
                    help="continue the answer opening {'value': ' (auto: on in exact mode and for the embedded server)")
     s.add_argument("--multi-token", default="expand", choices=("expand", "first_token"),
@@ -61,15 +83,31 @@ def _endpoint(args):
         base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, concurrency=args.concurrency,
         extra_body=extra,
         timeout=args.timeout, max_retries=args.max_retries, price_input=args.price_input,
-        price_output=args.price_output,
+        price_output=args.price_output, embedded_threads=args.embedded_threads,
     )
 
 
-def _sampling(args) -> dict:
+def _unit_or_none(text, flag: str):
+    if text is None or str(text).strip().lower() == "none":
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{flag} must be a number in [0, 1] or 'none'; got {text!r}") from None
+    if not 0 <= v <= 1:
+        raise ValueError(f"{flag} must be a number in [0, 1] or 'none'; got {text!r}")
+    return v
+
+
+def _sampling(args, *, meta: bool = False) -> dict:
     return dict(
         template=args.template, temperature=args.temperature, top_k=args.top_k or None,
-        max_tokens=args.max_tokens, top_logprobs=args.top_logprobs, max_reasks=args.max_reasks,
+        max_tokens=args.max_tokens if (meta or args.max_tokens is not None) else 6,
+        top_logprobs=args.top_logprobs,
+        max_reasks=args.reask if (meta or args.reask is not None) else 2,
         prefill={"auto": None, "on": True, "off": False}[args.prefill], multi_token=args.multi_token,
+        wrap=args.wrap, top_p=_unit_or_none(args.top_p, "--top-p"), min_p=_unit_or_none(args.min_p, "--min-p"),
+        **({} if meta else {"parse": args.parse}),
     )
 
 
@@ -84,6 +122,14 @@ def _committed(text: str | None):
     return k, (name or None)
 
 
+EXIT_CODES = """exit codes:
+  0    done (or resumed to the end)
+  2    bad input (one line saying what is wrong and what is allowed; nothing was sent)
+  3    the endpoint is down, refuses, or keeps failing (completed work is kept; rerun to resume)
+  4    the disk or the run directory failed (full, read-only, journal deleted; completed work is kept)
+  130  interrupted (Ctrl-C; completed work is kept; rerun to resume)"""
+
+
 def _guard(command: str, fn, out=None):
     """Run ``fn``; endpoint failures and interrupts become one clear message, not a traceback."""
     from pathlib import Path
@@ -92,8 +138,16 @@ def _guard(command: str, fn, out=None):
 
     saved = out is not None and (Path(out) / "journal.jsonl").exists()
     hint = f"completed work is kept in {out}; rerun the same command to resume"
+    from normlab.llm_runs.journal import JournalLost
+    from normlab.llm_runs.runner import ReaskLimitError
+
     try:
         return fn()
+    except ReaskLimitError as exc:
+        print(f"normlab {command}: error: {exc}", file=sys.stderr)
+        if out is not None and (Path(out) / "journal.jsonl").exists():
+            print(f"normlab {command}: completed interactions are kept in {out}", file=sys.stderr)
+        return 3
     except EndpointError as exc:
         print(f"normlab {command}: endpoint error: {exc}", file=sys.stderr)
         if saved or (out is not None and (Path(out) / "journal.jsonl").exists()):
@@ -102,12 +156,27 @@ def _guard(command: str, fn, out=None):
     except KeyboardInterrupt:
         print(f"\nnormlab {command}: interrupted" + (f"; {hint}" if out is not None else ""), file=sys.stderr)
         return 130
+    except JournalLost as exc:
+        print(f"normlab {command}: error: {exc}", file=sys.stderr)
+        return 4
+    except OSError as exc:  # disk full, read-only directory, permissions, quota
+        import errno
+
+        what = {errno.ENOSPC: "the disk is full", errno.EROFS: "the directory is read-only",
+                errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+                errno.EDQUOT: "the disk quota is exceeded"}.get(exc.errno, exc.strerror or str(exc))
+        where = f" ({exc.filename})" if exc.filename else ""
+        keep = (f"; every completed interaction is kept in {out}: make room and rerun the same command to resume"
+                if out is not None and (Path(out) / "journal.jsonl").exists() else "")
+        print(f"normlab {command}: error: {what}{where}{keep}", file=sys.stderr)
+        return 4
 
 
 def _run(args) -> int:
     from normlab.cli import emit
 
     committed, cname = _committed(args.committed)
+    kw = _sampling(args)
     endpoint = _endpoint(args)
 
     def go():
@@ -117,8 +186,9 @@ def _run(args) -> int:
             args.n_agents, args.memory, args.names, max_interactions=args.max_interactions, runs=args.runs,
             mode=args.mode or "sample", committed=committed, committed_name=cname, initial=args.initial,
             stop=args.stop, endpoint=endpoint, out=args.out, cache=args.cache, progress=not args.no_progress,
-            rng=args.seed,
-            **_sampling(args),
+            rng=args.seed, name_order=args.name_order, committed_placement=args.committed_placement,
+            committed_mode=args.committed_mode,
+            **kw,
         )
         emit(res.summary(), args.json)
         return 0
@@ -129,8 +199,8 @@ def _run(args) -> int:
 def _probe(args) -> int:
     from normlab.cli import emit
 
+    kw = _sampling(args, meta=args.probe == "meta")
     endpoint = _endpoint(args)
-    kw = _sampling(args)
     mode = args.mode or "exact"
 
     def go():
@@ -144,6 +214,7 @@ def _probe(args) -> int:
             frame = r.to_frame()
             summary = {"probe": "bias", "model": r.model, "mode": r.mode, "names": list(r.names),
                        "counts": list(r.counts), "invalid": r.invalid, "test": r.test, "p_value": r.p_value,
+                       "bootstrap_p": r.bootstrap_p,
                        "jsd": r.jsd, "exact_p": list(r.exact_p) if r.exact_p else None,
                        "covered_mass": r.covered_mass, "llm_calls": r.llm_calls}
         elif args.probe == "strategy":
@@ -156,11 +227,14 @@ def _probe(args) -> int:
         elif args.probe == "meta":
             r = probes.meta_prompting(args.names, args.memory, n_states=args.states, endpoint=endpoint,
                                       template=kw["template"], temperature=kw["temperature"], top_k=kw["top_k"],
-                                      max_tokens=max(kw["max_tokens"], 12), prefill=kw["prefill"],
+                                      max_tokens=kw["max_tokens"], prefill=kw["prefill"], wrap=kw["wrap"],
+                                      top_p=kw["top_p"], min_p=kw["min_p"], max_reasks=kw["max_reasks"],
+                                      protocol=args.meta_protocol, scoring=args.meta_scoring,
                                       progress=not args.no_progress, rng=args.seed)
             frame = r.to_frame()
             acc = r.accuracy()
-            summary = {"probe": "meta", "model": r.model, "questions": int(len(frame)), "llm_calls": r.llm_calls,
+            summary = {"probe": "meta", "model": r.model, "protocol": r.protocol, "scoring": r.scoring,
+                       "questions": int(len(frame)), "llm_calls": r.llm_calls, "reasks": int(frame["reasks"].sum()),
                        "accuracy": {q: float(a) for q, a in zip(acc["question"], acc["accuracy"])}}
         else:  # neutral
             kw.pop("template")
@@ -192,6 +266,8 @@ def register(subparsers) -> None:
             "configured. Writes OUT/decisions.parquet and OUT/runs.parquet (normlab.schema.GameLog), "
             "OUT/calls.parquet and an append-only OUT/journal.jsonl; rerunning with the same settings resumes."
         ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--n-agents", type=int, required=True, help="population size N")
     p.add_argument("--memory", type=int, required=True, help="memory length H")
@@ -199,7 +275,19 @@ def register(subparsers) -> None:
     p.add_argument("--max-interactions", type=int, required=True, help="cap on interactions per run")
     p.add_argument("--runs", type=int, default=1, help="replicate runs (default %(default)s)")
     p.add_argument("--committed", default=None, help="K or K:NAME committed agents (default name: the last of --names)")
-    p.add_argument("--initial", default="empty", help="empty | consensus:NAME")
+    p.add_argument("--initial", default="empty",
+                   help="empty | consensus:NAME (H successful plays of NAME) | random (H random entries from the "
+                        "first two names, the authors' initial='random')")
+    p.add_argument("--name-order", default="auto",
+                   help="auto (default: one shuffled order per interaction shown to both players when the run starts "
+                        "from prepared memories, as the authors' simulate_CM; per agent from empty memories, as their "
+                        "converge) | per_agent | shared")
+    p.add_argument("--committed-placement", default="last",
+                   help="last (the last K ids, as the theory simulators; default) | random (K ids drawn per run, "
+                        "the authors' swap_committed)")
+    p.add_argument("--committed-mode", default="swap",
+                   help="swap (K of the N agents are committed; default, all published runs) | inject (K committed "
+                        "agents are added: N + K agents, the authors' version='inject')")
     p.add_argument("--stop", default="streak", choices=("streak", "success95", "consensus", "flip", "max"),
                    help="streak: 3N consecutive successes (default); success95: 95%% of the last 3N; "
                         "consensus: every memory full of one name; flip: the committed name reached 2.849/3 "
@@ -224,6 +312,11 @@ def register(subparsers) -> None:
     q.add_argument("--trials", type=int, default=100, help="bias: decisions with empty memory (default %(default)s)")
     q.add_argument("--samples", type=int, default=20, help="strategy, sample mode: answers per state")
     q.add_argument("--states", type=int, default=10, help="meta: random memory states (default %(default)s)")
+    q.add_argument("--meta-protocol", default="authors",
+                   help="meta: authors (their observer line, 'Answer saying ...' questions, 15 tokens, re-asks; "
+                        "default) | normlab (Table S7 wording)")
+    q.add_argument("--meta-scoring", default=None,
+                   help="meta: substring (the authors', default with their protocol) | strict (normlab's)")
     q.add_argument("--n-names", type=int, default=2, help="neutral: pool size")
     q.add_argument("--length", type=int, default=6, help="neutral: characters per name")
     q.add_argument("--threshold", type=float, default=0.005, help="neutral: JSD from uniform")

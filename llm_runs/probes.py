@@ -21,13 +21,14 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from normlab._rng import as_seed_sequence
+from normlab._rng import as_generator, as_seed_sequence
 from normlab.schema import GameLog, memory_state_string, parse_memory_state, relabel_state, validate_names
 
 from .backend import EndpointConfig, open_endpoint
 from .journal import JOURNAL_FILE, Journal, read_settings, write_settings
 from .prompts import load_meta_template, load_template, parse_answer
-from .runner import GameSettings, _compare, _Game, _seed_list, load_cache, make_settings
+from .runner import (REASK_SAFETY_LIMIT, UNBOUNDED, GameSettings, ReaskLimitError, _compare, _Game, _seed_list,
+                     check_reasks, load_cache, make_settings)
 
 ALPHABET = string.digits + string.ascii_letters
 
@@ -194,7 +195,8 @@ def _settings(names, memory, mode, template, kw, embedded):
         top_k=kw.pop("top_k", 10), max_tokens=kw.pop("max_tokens", 6), top_logprobs=kw.pop("top_logprobs", 20),
         max_reasks=kw.pop("max_reasks", 2), prefill=kw.pop("prefill", None),
         multi_token=kw.pop("multi_token", "expand"), case_sensitive=kw.pop("case_sensitive", False),
-        embedded=embedded,
+        embedded=embedded, wrap=kw.pop("wrap", "chat"), top_p=kw.pop("top_p", 1.0), min_p=kw.pop("min_p", 0.0),
+        parse=kw.pop("parse", "normlab"),
     )
 
 
@@ -212,6 +214,60 @@ def _unknown(kw):
 
 
 # ----------------------------------------------------------------------------- individual bias
+def bootstrap_p(counts, *, n_boot: int = 10_000, fraction: float = 0.7, null: float = 0.5, rng=None) -> float:
+    """One-tailed bootstrap p of Table S5 (the authors' ``one_tailed_test``).
+
+    The ``n = c0 + c1`` answers are resampled with replacement ``n_boot`` times in subsamples of
+    ``int(fraction * n)``; with ``m = c1 / n`` the observed share of the *second* name, the p-value
+    is the share of bootstrap means ``<= m`` when ``m < null`` and ``>= m`` otherwise (so it does
+    not depend on which name is second). A large p means "insufficient evidence that the model's
+    underlying bias is more extreme than observed" (Table S5, p-double-dagger).
+
+    Parameters
+    ----------
+    counts : sequence of 2 ints
+        Answers per name ``(c0, c1)``.
+    n_boot : int
+        Bootstrap samples (10 000 in the paper).
+    fraction : float
+        Subsample size as a share of ``n`` (0.7 in the paper).
+    null : float
+        Share that decides the tail (0.5).
+    rng : None, int, SeedSequence or Generator
+        The authors seeded NumPy's global generator with 42; normlab takes a seed here. Each
+        subsample mean is drawn as ``Binomial(int(fraction * n), m) / int(fraction * n)``, the
+        exact distribution of the mean of a with-replacement subsample.
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Table S5. AI-norms code
+    (MIT): ``analyse_individual_bias.py`` and ``data-era/bias.ipynb`` (``bootstrap``,
+    ``one_tailed_test``).
+    """
+    c = list(counts) if not isinstance(counts, np.ndarray) else counts.tolist()
+    if len(c) != 2 or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0 for x in c):
+        raise ValueError(f"counts must be two ints >= 0 (answers per name); got {counts!r}")
+    n = int(c[0]) + int(c[1])
+    if n == 0:
+        raise ValueError("counts must hold at least one answer")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
+        raise ValueError(f"n_boot must be an int >= 1; got {n_boot!r}")
+    if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+        raise ValueError(f"fraction must be in (0, 1]; got {fraction!r}")
+    m_size = int(fraction * n)
+    if m_size < 1:
+        raise ValueError(f"int(fraction * n) = {m_size}: too few answers ({n}) for a subsample")
+    obs = c[1] / n
+    g = as_generator(rng)
+    means = g.binomial(m_size, obs, size=int(n_boot)) / m_size
+    tail = means <= obs if obs < null else means >= obs
+    return float(np.sum(tail) / len(means))
+
+
 @dataclass(frozen=True)
 class BiasResult:
     """Individual bias: ``trials`` decisions of agents with empty memory.
@@ -237,6 +293,9 @@ class BiasResult:
         (sample mode) from the uniform distribution.
     mode, model : str
     llm_calls : int
+    bootstrap_p : float
+        Table S5's one-tailed bootstrap p (:func:`bootstrap_p`, 10 000 subsamples of 70 %;
+        W = 2 only, else NaN).
 
     References
     ----------
@@ -258,6 +317,7 @@ class BiasResult:
     model: str
     llm_calls: int
     decisions: pd.DataFrame | None = None
+    bootstrap_p: float = float("nan")
 
     @property
     def n_valid(self) -> int:
@@ -272,7 +332,8 @@ class BiasResult:
             "name": list(self.names), "count": list(self.counts), "n": n,
             "share": [c / n if n else np.nan for c in self.counts], "ci_low": lo, "ci_high": hi,
             "p_exact": list(self.exact_p) if self.exact_p is not None else np.nan,
-            "test": self.test, "p_value": self.p_value, "jsd": self.jsd, "mode": self.mode, "model": self.model,
+            "test": self.test, "p_value": self.p_value, "bootstrap_p": self.bootstrap_p, "jsd": self.jsd,
+            "mode": self.mode, "model": self.model,
         })
 
     def to_log(self) -> GameLog:
@@ -332,6 +393,10 @@ async def aindividual_bias(names, *, trials: int = 100, mode: str = "exact", tem
         exact_p = tuple(np.mean(ps, axis=0)) if ps else None
         cov = float(np.mean([x.get("cov", 0.0) for x in sides]))
     test, stat, p, jsd = _bias_stats(names_t, counts, exact_p)
+    boot = np.nan
+    if len(names_t) == 2 and sum(counts) and int(0.7 * sum(counts)) >= 1:
+        entropy, *key = pr.s.seed
+        boot = bootstrap_p(counts, rng=np.random.SeedSequence(int(entropy), spawn_key=tuple(key) + (int(trials), 1)))
     dec = pd.DataFrame({
         "trial": np.arange(trials), "name": [x.get("name") for x in sides],
         "names_shown": [x.get("shown") for x in sides],
@@ -341,7 +406,7 @@ async def aindividual_bias(names, *, trials: int = 100, mode: str = "exact", tem
     })
     return BiasResult(names=names_t, counts=counts, invalid=int(invalid), trials=int(trials), test=test,
                       statistic=stat, p_value=p, exact_p=exact_p, covered_mass=cov, jsd=jsd, mode=pr.s.mode,
-                      model=model, llm_calls=calls, decisions=dec)
+                      model=model, llm_calls=calls, decisions=dec, bootstrap_p=boot)
 
 
 def individual_bias(names, *, trials: int = 100, mode: str = "exact", template="main",
@@ -375,13 +440,14 @@ def individual_bias(names, *, trials: int = 100, mode: str = "exact", template="
     Returns
     -------
     BiasResult
-        Counts, exact binomial test (W = 2) or chi-squared test (W > 2) of neutrality, and the
-        Jensen-Shannon distance from uniform.
+        Counts, exact binomial test (W = 2) or chi-squared test (W > 2) of neutrality, the
+        Jensen-Shannon distance from uniform, and (W = 2) Table S5's one-tailed bootstrap p
+        (seeded from the probe's seed).
 
     References
     ----------
     Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Materials and Methods,
-    Measuring Individual Bias; Fig. 2B; Figs. S4, S5; Table S1.
+    Measuring Individual Bias; Fig. 2B; Figs. S4, S5; Tables S1, S5.
     """
     from ._sync import run_sync
 
@@ -496,7 +562,7 @@ def find_neutral_names(*, n_names: int = 2, length: int = 6, threshold: float = 
 
     _unknown({k: v for k, v in kw.items() if k not in (
         "payoffs", "temperature", "top_k", "max_tokens", "top_logprobs", "max_reasks", "prefill",
-        "multi_token", "case_sensitive")})
+        "multi_token", "case_sensitive", "wrap", "top_p", "min_p", "parse")})
     return run_sync(main)
 
 
@@ -691,6 +757,12 @@ def strategy_table(names, memory: int, *, mode: str = "exact", samples: int = 20
 
 
 # ----------------------------------------------------------------------------- meta-prompting
+#: Meta-prompting protocols: the AI-norms authors' code (default) or normlab's Table S7 wording.
+META_PROTOCOLS = ("authors", "normlab")
+#: Meta-prompting scorings: the authors' substring test, or normlab's stricter exact reading.
+META_SCORINGS = ("substring", "strict")
+
+
 @dataclass(frozen=True)
 class MetaResult:
     """Answers to the prompt-comprehension questions of Table S7.
@@ -701,10 +773,12 @@ class MetaResult:
         One row per question asked: ``item`` (memory state index), ``memory_state``,
         ``question`` (type: ``min``, ``max``, ``actions``, ``payoff``, ``round``, ``action_i``,
         ``points_i``, ``n_actions``, ``n_points``), ``table_s7`` (the table's row name),
-        ``category`` (``rules`` / ``time`` / ``state``), ``text``, ``gold``, ``answer`` (raw
-        generated text), ``value`` (parsed answer field), ``correct``.
+        ``category`` (``rules`` / ``time`` / ``state``), ``text``, ``gold`` (the string the
+        scoring looks for), ``answer`` (raw generated text), ``value`` (the answer as the
+        scoring reads it), ``correct``, ``reasks``, ``protocol``, ``scoring``.
     model : str
     llm_calls : int
+    protocol, scoring : str
 
     References
     ----------
@@ -715,6 +789,8 @@ class MetaResult:
     answers: pd.DataFrame
     model: str
     llm_calls: int
+    protocol: str = "authors"
+    scoring: str = "substring"
 
     def to_frame(self) -> pd.DataFrame:
         return self.answers.copy()
@@ -733,15 +809,21 @@ _NUM = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 
 def _meta_questions(mem, names, rng, payoffs) -> list[tuple[str, dict, str]]:
-    """``(type, placeholders, gold)`` for every question applicable to memory ``mem``."""
+    """``(type, placeholders, gold)`` for every question applicable to memory ``mem``.
+
+    The draws follow the authors' ``get_meta_prompt_list``: one round ``i`` per state shared by
+    ``action_i`` and ``points_i`` (Player 1), a random player for ``action_i`` and ``n_actions``.
+    """
+    from .prompts import _fmt
+
     reward, penalty = payoffs
     x, y = (1, 2)
     p, q = (names[int(rng.integers(len(names)))] for _ in range(2))
     out = [
-        ("min", {}, f"{min(reward, penalty):g}"),
-        ("max", {}, f"{max(reward, penalty):g}"),
+        ("min", {}, _fmt(min(reward, penalty))),
+        ("max", {}, _fmt(max(reward, penalty))),
         ("actions", {}, ",".join(names)),
-        ("payoff", {"x": x, "y": y, "p": p, "q": q}, f"{(reward if p == q else penalty):g}"),
+        ("payoff", {"x": x, "y": y, "p": p, "q": q}, _fmt(reward if p == q else penalty)),
         ("round", {}, str(len(mem) + 1)),
     ]
     if mem:
@@ -749,17 +831,18 @@ def _meta_questions(mem, names, rng, payoffs) -> list[tuple[str, dict, str]]:
         who = int(rng.integers(1, 3))
         own, partner = mem[i - 1]
         out.append(("action_i", {"x": who, "i": i}, own if who == 1 else partner))
-        out.append(("points_i", {"x": 1, "i": i}, f"{(reward if own == partner else penalty):g}"))
+        out.append(("points_i", {"x": 1, "i": i}, _fmt(reward if own == partner else penalty)))
         who2 = int(rng.integers(1, 3))
         act = names[int(rng.integers(len(names)))]
         cnt = sum(1 for o, pp in mem if (o if who2 == 1 else pp) == act)
         out.append(("n_actions", {"x": who2, "p": act}, str(cnt)))
         score = sum(reward if o == pp else penalty for o, pp in mem)
-        out.append(("n_points", {"x": 1}, f"{score:g}"))
+        out.append(("n_points", {"x": 1}, _fmt(score)))
     return out
 
 
 def _meta_correct(qtype: str, gold: str, text: str | None, value: str | None, names) -> bool:
+    """normlab's strict scoring: the answer field holds the gold name, or a number equal to the gold."""
     if text is None:
         return False
     if qtype == "actions":
@@ -771,20 +854,79 @@ def _meta_correct(qtype: str, gold: str, text: str | None, value: str | None, na
     return bool(m) and float(m.group()) == float(gold)
 
 
+def authors_meta_value(text: str | None) -> str | None:
+    """The answer as the authors' ``get_meta_response`` reads it: the generation must contain
+    ``value``; its text up to the first ``;`` is split on ``": "`` and the second piece is the
+    answer (``None``: no answer, the authors re-ask).
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` (``get_meta_response``), ``meta_prompting.py`` (``gold_sim``),
+    ``data-era/meta_prompting.ipynb`` (``run``).
+    """
+    if text is None or "value" not in text:
+        return None
+    parts = text.split(";")[0].split(": ")
+    return parts[1] if len(parts) >= 2 else None
+
+
+def authors_meta_gold(qtype: str, gold: str) -> str:
+    """The authors' gold string (``gold_sim``) from normlab's gold: names of ``action_i`` in quotes.
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` (``get_meta_response``), ``meta_prompting.py`` (``gold_sim``),
+    ``data-era/meta_prompting.ipynb`` (``run``).
+    """
+    return f"'{gold}'" if qtype == "action_i" else gold
+
+
+def authors_meta_correct(qtype: str, gold: str, value: str | None, names) -> bool:
+    """The authors' substring scoring: ``actions`` is right when every pool name occurs in the
+    answer, any other question when the gold string (:func:`authors_meta_gold`) occurs in it.
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` (``get_meta_response``), ``meta_prompting.py`` (``gold_sim``),
+    ``data-era/meta_prompting.ipynb`` (``run``).
+    """
+    if value is None:
+        return False
+    if qtype == "actions":
+        return all(n in value for n in names)
+    return authors_meta_gold(qtype, gold) in value
+
+
 async def ameta_prompting(names, memory: int, *, states=None, n_states: int = 20, template="main",
                           endpoint: EndpointConfig | None = None, temperature: float = 0.5,
-                          top_k: int | None = 10, max_tokens: int = 12, prefill: bool | None = None,
-                          payoffs=(100, -50), progress: bool = True, rng=None) -> MetaResult:
+                          top_k: int | None = 10, max_tokens: int | None = None, prefill: bool | None = None,
+                          payoffs=(100, -50), progress: bool = True, rng=None, protocol: str = "authors",
+                          scoring: str | None = None, max_reasks=None, wrap: str = "chat",
+                          top_p: float | None = 1.0, min_p: float | None = 0.0) -> MetaResult:
     """Coroutine version of :func:`meta_prompting`."""
     from string import Template
 
     from .prompts import answer_value
 
+    if protocol not in META_PROTOCOLS:
+        raise ValueError(f"protocol must be one of {META_PROTOCOLS}; got {protocol!r}")
+    if scoring is None:
+        scoring = "substring" if protocol == "authors" else "strict"
+    if scoring not in META_SCORINGS:
+        raise ValueError(f"scoring must be one of {META_SCORINGS}; got {scoring!r}")
+    meta = load_meta_template()
+    spec = meta["authors"] if protocol == "authors" else meta
+    if max_tokens is None:
+        max_tokens = int(meta["authors"]["max_tokens"]) if protocol == "authors" else 12
+    if max_reasks is None:
+        max_reasks = UNBOUNDED if protocol == "authors" else 0
+    max_reasks = check_reasks(max_reasks)
     endpoint = _endpoint(endpoint)
     s, tpl, _ = make_settings(2, memory, names, max_interactions=1, mode="sample", template=template,
                               payoffs=payoffs, temperature=temperature, top_k=top_k, max_tokens=max_tokens,
-                              prefill=prefill, embedded=endpoint.embedded)
-    meta = load_meta_template()
+                              prefill=prefill, embedded=endpoint.embedded, wrap=wrap, top_p=top_p, min_p=min_p,
+                              max_reasks=max_reasks)
+    rules = spec.get("rules_main") if (protocol == "authors" and tpl.name == "main") else None
     ss = as_seed_sequence(rng)
     g = np.random.default_rng(ss.spawn(1)[0])
     if states is None:
@@ -814,10 +956,19 @@ async def ameta_prompting(names, memory: int, *, states=None, n_states: int = 20
         order = g.permutation(len(s.names))
         shown = tuple(s.names[k] for k in order)
         for qtype, ph, gold in _meta_questions(mem, s.names, g, s.payoffs):
-            text = Template(meta["questions"][qtype]).substitute(**{k: str(v) for k, v in ph.items()})
-            prompt = tpl.render(mem, shown, payoffs=s.payoffs, query=meta["query"], user=text)
+            text = Template(spec["questions"][qtype]).substitute(**{k: str(v) for k, v in ph.items()})
+            prompt = tpl.render(mem, shown, payoffs=s.payoffs, query=spec["query"], user=text, rules=rules)
             items.append((si, st, qtype, text, gold, prompt))
     seeds = g.integers(0, 2**31 - 1, size=len(items))
+    unbounded = s.max_reasks == UNBOUNDED
+    limit = REASK_SAFETY_LIMIT if unbounded else s.max_reasks + 1
+    pre = meta["prefill"] if s.prefill else None
+
+    def _full(raw):
+        if raw is not None and pre is not None and not raw.lstrip().startswith(pre.strip()):
+            raw = pre + raw
+        return raw
+
     async with open_endpoint(endpoint) as client:
         pbar = None
         if progress:
@@ -827,12 +978,27 @@ async def ameta_prompting(names, memory: int, *, states=None, n_states: int = 20
 
         async def ask(item, seed):
             prompt = item[5]
-            res = await client.chat(prompt.messages(meta["prefill"] if s.prefill else None),
-                                    max_tokens=s.max_tokens, temperature=s.temperature, top_k=s.top_k,
-                                    seed=int(seed))
+            sampler = dict(max_tokens=s.max_tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                           min_p=s.min_p)
+            raw, attempt = None, 0
+            for attempt in range(limit):
+                if s.wrap == "chat":
+                    res = await client.chat(prompt.messages(pre), seed=int(seed) + attempt, **sampler)
+                else:
+                    res = await client.complete(prompt.text(s.wrap, pre), seed=int(seed) + attempt, **sampler)
+                raw = _full(res.text)
+                # the authors re-ask until the generation holds a 'value' field (get_meta_response)
+                if protocol != "authors" or authors_meta_value(raw) is not None:
+                    break
+            else:
+                if unbounded:
+                    raise ReaskLimitError(
+                        f"meta-prompting question {item[2]!r}: no 'value' field in {REASK_SAFETY_LIMIT} answers "
+                        f"(last: {str(raw)[:80]!r}); max_reasks='unbounded' stops at this safety limit "
+                        "(normlab.llm_runs.runner.REASK_SAFETY_LIMIT); check --wrap and --max-tokens, or use a cap")
             if pbar is not None:
                 pbar.update(1)
-            return res
+            return raw, attempt
 
         try:
             results = await asyncio.gather(*(ask(it, sd) for it, sd in zip(items, seeds)))
@@ -842,21 +1008,28 @@ async def ameta_prompting(names, memory: int, *, states=None, n_states: int = 20
         model = client.model
         calls = client.n_requests
     rows = []
-    for (si, st, qtype, text, gold, _), res in zip(items, results):
-        raw = res.text
-        if raw is not None and s.prefill and not raw.lstrip().startswith(meta["prefill"].strip()):
-            raw = meta["prefill"] + raw
-        value = answer_value(raw, meta["answer_key"]) if raw else None
+    for (si, st, qtype, text, gold, _), (raw, reasks) in zip(items, results):
+        if scoring == "substring":
+            value = authors_meta_value(raw)
+            ok = authors_meta_correct(qtype, gold, value, s.names)
+            shown_gold = authors_meta_gold(qtype, gold)
+        else:
+            value = answer_value(raw, meta["answer_key"]) if raw else None
+            ok = _meta_correct(qtype, gold, raw, value, s.names)
+            shown_gold = gold
         rows.append({"item": si, "memory_state": st, "question": qtype, "table_s7": meta["table_s7_names"][qtype],
-                     "category": meta["categories"][qtype], "text": text, "gold": gold, "answer": raw,
-                     "value": value, "correct": _meta_correct(qtype, gold, raw, value, s.names)})
-    return MetaResult(answers=pd.DataFrame(rows), model=model, llm_calls=calls)
+                     "category": meta["categories"][qtype], "text": text, "gold": shown_gold, "answer": raw,
+                     "value": value, "correct": bool(ok), "reasks": int(reasks), "protocol": protocol,
+                     "scoring": scoring})
+    return MetaResult(answers=pd.DataFrame(rows), model=model, llm_calls=calls, protocol=protocol, scoring=scoring)
 
 
 def meta_prompting(names, memory: int, *, states=None, n_states: int = 20, template="main",
                    endpoint: EndpointConfig | None = None, temperature: float = 0.5, top_k: int | None = 10,
-                   max_tokens: int = 12, prefill: bool | None = None, payoffs=(100, -50),
-                   progress: bool = True, rng=None) -> MetaResult:
+                   max_tokens: int | None = None, prefill: bool | None = None, payoffs=(100, -50),
+                   progress: bool = True, rng=None, protocol: str = "authors", scoring: str | None = None,
+                   max_reasks=None, wrap: str = "chat", top_p: float | None = 1.0,
+                   min_p: float | None = 0.0) -> MetaResult:
     """Ask the prompt-comprehension questions of Table S7 about agents' memories.
 
     For each memory state (random, given, or sampled from the decisions of a
@@ -877,9 +1050,25 @@ def meta_prompting(names, memory: int, *, states=None, n_states: int = 20, templ
         Random states, or states sampled from a GameLog.
     template : str or PromptTemplate
         Game template whose rules and history are shown.
-    endpoint, temperature, top_k, max_tokens, prefill, payoffs, progress, rng
-        As in :func:`normlab.llm_runs.run_game` (answers are generated; numbers need a few more
-        tokens, so ``max_tokens`` defaults to 12).
+    protocol : {"authors", "normlab"}
+        ``"authors"`` (default): the AI-norms code -- their observer line ("You are an observer
+        who answers questions about the game using a single value. ... You write your response
+        using the following format: ..."), their questions ("Answer saying what is the lowest
+        payoff Player 1 can get in a single round." ...), the rules text of their
+        meta-prompting code (``+100``; main template only), 15 new tokens, re-asks until the
+        answer has a ``value`` field. ``"normlab"``: the wording of Table S7 ("What is the
+        lowest payoff ...?"), 12 tokens, no re-ask.
+    scoring : {"substring", "strict"}, optional
+        ``"substring"`` (the authors', default with their protocol): correct when the gold
+        string occurs in the answer (:func:`authors_meta_correct`); ``"strict"`` (normlab's,
+        default with its protocol): the answer field must hold the gold name, or a number equal
+        to the gold (so ``'10'`` is not a right answer to ``1``).
+    max_reasks : int or "unbounded", optional
+        Default ``"unbounded"`` with the authors' protocol (guarded by
+        :data:`normlab.llm_runs.runner.REASK_SAFETY_LIMIT`), 0 with normlab's.
+    endpoint, temperature, top_k, top_p, min_p, max_tokens, prefill, payoffs, wrap, progress, rng
+        As in :func:`normlab.llm_runs.run_game` (``max_tokens`` default: 15 for the authors'
+        protocol, 12 for normlab's).
 
     Returns
     -------
@@ -889,11 +1078,15 @@ def meta_prompting(names, memory: int, *, states=None, n_states: int = 20, templ
     References
     ----------
     Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Supplementary Text,
-    Meta-Prompting; Table S7; Fig. S1.
+    Meta-Prompting; Table S7; Fig. S1. AI-norms code (MIT): ``prompting.py``
+    (``get_meta_prompt``), ``meta_prompting.py`` (``get_question``, ``gold_sim``), ``run_API.py``
+    (``get_meta_response``), ``simulation_module.py`` (``simulate_meta_prompting``),
+    ``data-era/meta_prompting.ipynb``.
     """
     from ._sync import run_sync
 
     return run_sync(lambda: ameta_prompting(names, memory, states=states, n_states=n_states, template=template,
                                             endpoint=endpoint, temperature=temperature, top_k=top_k,
                                             max_tokens=max_tokens, prefill=prefill, payoffs=payoffs,
-                                            progress=progress, rng=rng))
+                                            progress=progress, rng=rng, protocol=protocol, scoring=scoring,
+                                            max_reasks=max_reasks, wrap=wrap, top_p=top_p, min_p=min_p))

@@ -24,13 +24,41 @@ _TEMPLATE_KEYS = (
 
 BUILTIN_TEMPLATES = ("main", "bullet", "narrative")
 
+#: How a prompt is sent: chat messages, or one raw text with the authors' Llama-3 / Llama-2 header
+#: tokens (``templates/wraps.json``) to the completions endpoint.
+WRAPS = ("chat", "raw-llama3", "raw-llama2")
+#: Answer readings: normlab's (the answer field must hold exactly one pool name) or the authors'
+#: (a pool name between single quotes anywhere in the generation: :func:`parse_answer_authors`).
+PARSERS = ("normlab", "authors")
+
 
 def _fmt_signed(v: float) -> str:
-    return f"{v:+g}"
+    v = float(v)
+    return f"{int(v):+d}" if v.is_integer() and abs(v) < 1e15 else f"{v:+g}"
 
 
 def _fmt(v: float) -> str:
-    return f"{v:g}"
+    """A number as the authors' Python ints print (``100``, ``-250``; ``:g`` for non-integers)."""
+    v = float(v)
+    return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:g}"
+
+
+def check_wrap(wrap) -> str:
+    """Validate a wrap name (one of :data:`WRAPS`)."""
+    if not isinstance(wrap, str) or wrap not in WRAPS:
+        raise ValueError(f"wrap must be one of {WRAPS}; got {wrap!r}")
+    return wrap
+
+
+_WRAPS_CACHE: dict = {}
+
+
+def load_wraps() -> dict:
+    """The raw-text layouts of ``templates/wraps.json``: ``{wrap: {system_open, user_open, assistant_open}}``."""
+    if not _WRAPS_CACHE:
+        text = resources.files("normlab.llm_runs").joinpath("templates", "wraps.json").read_text("utf-8")
+        _WRAPS_CACHE.update(json.loads(text)["wraps"])
+    return _WRAPS_CACHE
 
 
 def names_and(names: Sequence[str]) -> str:
@@ -78,6 +106,38 @@ class Prompt:
             msgs.append({"role": "assistant", "content": assistant})
         return msgs
 
+    def text(self, wrap: str = "raw-llama3", assistant: str | None = None) -> str:
+        """The exact text sent to a completions endpoint with a raw ``wrap``.
+
+        ``raw-llama3``: ``<|begin_of_text|><|start_header_id|>system<|end_header_id|>`` + newline +
+        system + `` <|eot_id|><|start_header_id|>user<|end_header_id|> `` + user +
+        `` <|eot_id|><|start_header_id|>assistant<|end_header_id|>``, byte for byte the authors'
+        ``get_prompt`` (for the main template); ``raw-llama2`` the same with the substitutions
+        of their README (``[INST] <<SYS>>``, ``<<SYS>>``, ``[/INST]``). ``assistant`` (e.g. the
+        prefill, a normlab option) is appended after the assistant header.
+
+        Parameters
+        ----------
+        wrap : {"raw-llama3", "raw-llama2"}
+            ``"chat"`` sends :meth:`messages`, not a text, and is refused here.
+        assistant : str, optional
+
+        Returns
+        -------
+        str
+
+        References
+        ----------
+        AI-norms code (MIT): ``prompting.py`` (``get_rules``, ``get_prompt``), README Note 3;
+        ``data-era/simulation_module.ipynb``.
+        """
+        check_wrap(wrap)
+        if wrap == "chat":
+            raise ValueError("wrap 'chat' sends chat messages (Prompt.messages()), not one text; "
+                             "use 'raw-llama3' or 'raw-llama2' for the text sent to /completions")
+        w = load_wraps()[wrap]
+        return w["system_open"] + self.system + w["user_open"] + self.user + w["assistant_open"] + (assistant or "")
+
 
 @dataclass(frozen=True)
 class PromptTemplate:
@@ -85,7 +145,8 @@ class PromptTemplate:
 
     Placeholders use :class:`string.Template` syntax (``$name``). ``rules`` may use
     ``$names_list`` (Python repr of the shuffled list), ``$names_and`` (``"Q and M"``),
-    ``$payoff_matrix``, ``$reward`` and ``$penalty`` (signed, e.g. ``+100`` / ``-50``);
+    ``$payoff_matrix``, ``$reward`` and ``$penalty`` (signed, e.g. ``+100`` / ``-50``),
+    ``$reward_value`` and ``$penalty_value`` (as Python prints them: ``100`` / ``-50``);
     ``history_entry`` uses ``$round``, ``$own``, ``$partner``, ``$payoff``; ``query`` uses
     ``$round`` (``len(memory) + 1``) and ``$score`` (sum of payoffs in memory).
 
@@ -139,7 +200,7 @@ class PromptTemplate:
         tpl.render([("A", "B"), ("B", "B")], ("A", "B"))
         return tpl
 
-    def _rules(self, names_shown, payoffs) -> str:
+    def _rules(self, names_shown, payoffs, rules: str | None = None) -> str:
         reward, penalty = payoffs
         matrix = []
         for x in names_shown:
@@ -148,10 +209,11 @@ class PromptTemplate:
                 if src:
                     matrix.append(Template(src).substitute(
                         x=x, y=y, reward=_fmt_signed(reward), penalty=_fmt_signed(penalty)))
-        return Template(self.rules).substitute(
+        return Template(self.rules if rules is None else rules).substitute(
             names_list=repr(list(names_shown)), names_and=names_and(names_shown),
             payoff_matrix=self.payoff_matrix_separator.join(matrix),
             reward=_fmt_signed(reward), penalty=_fmt_signed(penalty),
+            reward_value=_fmt(reward), penalty_value=_fmt(penalty),
         )
 
     def history(self, memory: Sequence[tuple[str, str]], payoffs=(100, -50)) -> tuple[str, float]:
@@ -176,6 +238,7 @@ class PromptTemplate:
         payoffs: tuple[float, float] = (100, -50),
         query: str | None = None,
         user: str | None = None,
+        rules: str | None = None,
     ) -> Prompt:
         """Render the prompt of an agent with ``memory`` (oldest first) seeing ``names_shown``.
 
@@ -186,9 +249,9 @@ class PromptTemplate:
         names_shown : sequence of str
             The name pool in the (shuffled) order shown to the agent.
         payoffs : (float, float), optional
-            Payoff of a success and of a failure (+100 / -50 in seed 003).
-        query, user : str, optional
-            Replace the template's final instruction or user message (meta-prompting).
+            Payoff of a success and of a failure (100 / -50 in seed 003).
+        query, user, rules : str, optional
+            Replace the template's final instruction, user message or rules (meta-prompting).
 
         Returns
         -------
@@ -197,7 +260,7 @@ class PromptTemplate:
         block, score = self.history(memory, payoffs)
         q = Template(self.query if query is None else query).substitute(
             round=len(memory) + 1, score=_fmt(score))
-        system = self._rules(names_shown, payoffs) + block + q
+        system = self._rules(names_shown, payoffs, rules) + block + q
         return Prompt(system=system, user=self.user if user is None else user, prefill=self.prefill,
                       names_shown=tuple(names_shown))
 
@@ -258,6 +321,28 @@ class ParsedAnswer:
 _DELIM = "'\";,}>\n"
 
 
+def _answer_field(text: str, answer_key: str):
+    keys = "|".join(sorted({re.escape(answer_key), "value", "action"}))
+    pattern = re.compile(r"['\"]?(?:" + keys + r")['\"]?\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
+    return pattern.search(text)
+
+
+# The answer field ends at the next field separator, closing brace, line end or "reason" key.
+_FIELD_END = re.compile(r"[;}\n]|['\"]?reason['\"]?\s*:", re.IGNORECASE)
+
+
+def _names_in_field(text: str, names: Sequence[str], answer_key: str) -> list[str]:
+    """Pool names written as separate tokens inside the answer field (to catch hedges such as
+    ``'Q' or 'M'``, ``'Q, M'``, ``'Q' (or maybe 'M')``)."""
+    m = _answer_field(text, answer_key)
+    if m is None:
+        return []
+    rest = m.group(1)
+    end = _FIELD_END.search(rest)
+    field = rest[: end.start()] if end else rest
+    return [n for n in names if re.search(r"(?<![0-9A-Za-z_])" + re.escape(n) + r"(?![0-9A-Za-z_])", field)]
+
+
 def answer_value(text: str, answer_key: str = "value") -> str | None:
     """The raw text of the first answer field (``None`` when there is none).
 
@@ -265,9 +350,7 @@ def answer_value(text: str, answer_key: str = "value") -> str | None:
     """
     if text is None:
         return None
-    keys = "|".join(sorted({re.escape(answer_key), "value", "action"}))
-    pattern = re.compile(r"['\"]?(?:" + keys + r")['\"]?\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
-    m = pattern.search(text)
+    m = _answer_field(text, answer_key)
     if m is None:
         return None
     rest = m.group(1).lstrip()
@@ -293,8 +376,10 @@ def parse_answer(
 
     The answer field (``'value': X``) must hold exactly one pool name; a bare answer consisting
     only of a pool name (up to quotes and braces) is also accepted. Matching is exact, then
-    case-insensitive if that identifies a unique name (unless ``case_sensitive``). Anything else
-    is invalid -- no name is ever guessed.
+    case-insensitive if that identifies a unique name (unless ``case_sensitive``). A hedge that
+    names another pool name inside the answer field (``'Q' or 'M'``, ``'Q, M'``,
+    ``'Q' (or maybe 'M')``) is invalid, not the first name. Anything else is invalid -- no name
+    is ever guessed.
 
     Parameters
     ----------
@@ -333,10 +418,51 @@ def parse_answer(
         if bare in names:
             return ParsedAnswer(bare, bare, None)
         return ParsedAnswer(None, None, f"no '{answer_key}' field in the answer")
+    chosen = None
     if value in names:
-        return ParsedAnswer(value, value, None)
-    if not case_sensitive:
+        chosen = value
+    elif not case_sensitive:
         hits = [n for n in names if n.lower() == value.lower()]
         if len(hits) == 1:
-            return ParsedAnswer(hits[0], value, None)
-    return ParsedAnswer(None, value, f"value {value[:40]!r} is not a pool name")
+            chosen = hits[0]
+    if chosen is None:
+        return ParsedAnswer(None, value, f"value {value[:40]!r} is not a pool name")
+    others = [n for n in _names_in_field(text, names, answer_key) if n != chosen]
+    if others:
+        return ParsedAnswer(None, value, f"hedged answer: the answer field also names {', '.join(others)}")
+    return ParsedAnswer(chosen, value, None)
+
+
+def parse_answer_authors(text: str | None, names_shown: Sequence[str]) -> ParsedAnswer:
+    """Read the chosen name as the authors' ``get_response`` does.
+
+    The generation is split on single quotes; it is valid when a piece equals a pool name, and the
+    answer is the piece of the *last* name, in the order shown in the prompt, that occurs (their
+    loop over ``options`` keeps the last index found). Matching is exact (case-sensitive).
+
+    Parameters
+    ----------
+    text : str or None
+        Generated text (with the prefill in front when one was continued).
+    names_shown : sequence of str
+        The pool in the order shown in the prompt.
+
+    Returns
+    -------
+    ParsedAnswer
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` / ``run_local.py`` / ``data-era/simulation_module.ipynb``
+    (``get_response``).
+    """
+    if text is None or not text.strip():
+        return ParsedAnswer(None, None, "empty answer")
+    pieces = text.split("'")
+    found = None
+    for opt in names_shown:
+        if opt in pieces:
+            found = opt
+    if found is None:
+        return ParsedAnswer(None, None, "no pool name between single quotes")
+    return ParsedAnswer(found, found, None)

@@ -9,6 +9,7 @@ journaled (append-only JSONL) so that a killed run resumes exactly; the output i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import numbers
@@ -28,13 +29,37 @@ from normlab.schema import GameLog, rebuild_decisions, validate_names
 
 from .backend import EndpointConfig, EndpointError, open_endpoint
 from .exact import MULTI_TOKEN_MODES, choose, name_distribution
-from .journal import JOURNAL_FILE, SETTINGS_FILE, Journal, read_settings, write_settings
-from .prompts import PromptTemplate, load_template, parse_answer, sha256_hex
+from .journal import JOURNAL_FILE, LOCK_FILE, SETTINGS_FILE, DirectoryLock, Journal, read_settings, write_settings
+from .prompts import (PARSERS, WRAPS, PromptTemplate, check_wrap, load_template, parse_answer, parse_answer_authors,
+                      sha256_hex)
 
 MODES = ("exact", "sample")
 STOP_RULES = ("max", "streak", "success95", "consensus", "flip")
+#: Name orders: ``per_agent`` (each player of a pair sees its own shuffle: the authors'
+#: ``converge``), ``shared`` (one shuffle per interaction for both: the authors' ``simulate_CM``,
+#: which played every published swap and evolved run), ``auto`` (shared when the run starts from
+#: a prepared memory, per_agent from empty memories -- as the authors' code did).
+NAME_ORDERS = ("auto", "per_agent", "shared")
+#: Where committed agents sit: ``last`` (the last K ids, as the theory simulators) or ``random``
+#: (K ids drawn per run, the authors' ``swap_committed``); on a complete graph both give the same
+#: distribution of outcomes.
+COMMITTED_PLACEMENTS = ("last", "random")
+#: ``swap``: K of the N agents become committed (the authors' ``version = 'swap'``, all published
+#: committed runs); ``inject``: K committed agents are added to the N (``version = 'inject'``,
+#: ``add_committed``), so the population has N + K agents.
+COMMITTED_MODES = ("swap", "inject")
+#: Re-ask policy value of the paper (re-ask until a pool name appears).
+UNBOUNDED = "unbounded"
+#: Safety limit of ``max_reasks="unbounded"``: requests per decision before the run stops.
+REASK_SAFETY_LIMIT = 1000
 #: Published flip criterion (seed 003 Methods / AI-norms README), for reporting only.
 FLIP_THRESHOLD = 2.849 / 3.0
+
+
+
+class ReaskLimitError(EndpointError):
+    """``max_reasks="unbounded"`` reached :data:`REASK_SAFETY_LIMIT` requests for one decision."""
+
 
 # Settings that may differ between a run and its resumption (not part of the settings hash).
 _RESUMABLE_FREE = ("model", "seed")
@@ -45,7 +70,8 @@ _RESUMABLE_FREE = ("model", "seed")
 class GameSettings:
     """Everything that determines an LLM naming-game run (hashed to guard resumption).
 
-    See :func:`run_game` for the meaning of each field. ``seed`` is ``[entropy, *spawn_key]`` of
+    See :func:`run_game` for the meaning of each field (``top_p``, ``min_p`` are the effective
+    sampler settings sent; ``None`` = omitted, the server's default). ``seed`` is ``[entropy, *spawn_key]`` of
     the run's :class:`numpy.random.SeedSequence`; ``graph`` a digest of the edge list (``None``
     for the complete graph); ``model`` the model name the endpoint reported.
     """
@@ -67,10 +93,17 @@ class GameSettings:
     top_k: int | None = 10
     max_tokens: int = 6
     top_logprobs: int = 20
-    max_reasks: int = 2
+    max_reasks: int | str = 2
     prefill: bool = False
     multi_token: str = "expand"
     case_sensitive: bool = False
+    wrap: str = "chat"
+    parse: str = "normlab"
+    top_p: float | None = 1.0
+    min_p: float | None = 0.0
+    name_order: str = "per_agent"
+    committed_placement: str = "last"
+    committed_mode: str = "swap"
     graph: str | None = None
     model: str | None = None
     seed: tuple | None = None
@@ -96,6 +129,11 @@ class GameSettings:
     @property
     def initial_name(self) -> str | None:
         return self.initial.split(":", 1)[1] if self.initial.startswith("consensus:") else None
+
+    def sampler(self) -> dict:
+        """The effective sampler settings sent in sample mode (``None``: omitted)."""
+        return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p, "min_p": self.min_p,
+                "max_tokens": self.max_tokens}
 
     def seed_sequence(self) -> np.random.SeedSequence:
         entropy, *key = self.seed
@@ -127,14 +165,63 @@ def _graph_neighbours(graph, n_agents: int):
     return nbrs, digest
 
 
+def _check_unit(v, name) -> float | None:
+    if v is None:
+        return None
+    v = _check_float(v, name, 0.0)
+    if v > 1:
+        raise ValueError(f"{name} must be in [0, 1] (or None to omit it); got {v}")
+    return v
+
+
+def check_reasks(max_reasks) -> int | str:
+    """``"unbounded"`` (the paper: re-ask until a pool name appears) or an int cap in 0..100.
+
+    References
+    ----------
+    AI-norms code (MIT): ``run_API.py`` / ``data-era/simulation_module.ipynb`` (``get_response``
+    loops until a pool name appears).
+    """
+    if isinstance(max_reasks, str):
+        if max_reasks.strip().lower() == UNBOUNDED:
+            return UNBOUNDED
+        try:
+            max_reasks = int(max_reasks)
+        except ValueError:
+            raise ValueError(f"max_reasks (--reask) must be 'unbounded' or an int in 0..100; got {max_reasks!r}") from None
+    if isinstance(max_reasks, bool) or not isinstance(max_reasks, (int, np.integer)):
+        raise TypeError(f"max_reasks (--reask) must be 'unbounded' or an int in 0..100; got {max_reasks!r}")
+    if not 0 <= int(max_reasks) <= 100:
+        raise ValueError(f"max_reasks (--reask) must be 'unbounded' or an int in 0..100; got {max_reasks!r}")
+    return int(max_reasks)
+
+
 def make_settings(
     n_agents, memory, names, *, max_interactions, runs=1, mode="sample", committed=0, committed_name=None,
     initial="empty", stop="streak", graph=None, template="main", payoffs=(100, -50), temperature=0.5,
     top_k=10, max_tokens=6, top_logprobs=20, max_reasks=2, prefill=None, multi_token="expand",
-    case_sensitive=False, embedded=True,
+    case_sensitive=False, embedded=True, wrap="chat", top_p=1.0, min_p=0.0, name_order="auto",
+    committed_placement="last", committed_mode="swap", parse="normlab",
 ) -> tuple[GameSettings, PromptTemplate, list | None]:
     """Validate run arguments (before any work) and return settings, template and neighbours."""
     n_agents = check_int(n_agents, "n_agents", 2)
+    if committed_mode not in COMMITTED_MODES:
+        raise ValueError(f"committed_mode must be one of {COMMITTED_MODES}; got {committed_mode!r}")
+    if committed_placement not in COMMITTED_PLACEMENTS:
+        raise ValueError(f"committed_placement must be one of {COMMITTED_PLACEMENTS}; got {committed_placement!r}")
+    if name_order not in NAME_ORDERS:
+        raise ValueError(f"name_order must be one of {NAME_ORDERS}; got {name_order!r}")
+    wrap = check_wrap(wrap)
+    if parse not in PARSERS:
+        raise ValueError(f"parse must be one of {PARSERS}; got {parse!r}")
+    if committed_mode == "inject":
+        k = check_int(committed, "committed", 0)
+        if committed_placement != "last":
+            raise ValueError("committed_mode='inject' adds the committed agents as the last K ids; "
+                             "committed_placement must be 'last'")
+        if graph is not None:
+            raise ValueError("committed_mode='inject' adds agents and needs the complete graph (graph=None)")
+        n_agents = n_agents + k
     memory = check_int(memory, "memory", 1)
     names = validate_names(names)
     if len(names) < 2:
@@ -157,10 +244,11 @@ def make_settings(
     if not committed:
         committed_name = None
     if not isinstance(initial, str):
-        raise TypeError(f"initial must be 'empty' or 'consensus:<name>'; got {initial!r}")
-    if initial != "empty":
+        raise TypeError(f"initial must be 'empty', 'random' or 'consensus:<name>'; got {initial!r}")
+    if initial not in ("empty", "random"):
         if not initial.startswith("consensus:") or initial.split(":", 1)[1] not in names:
-            raise ValueError(f"initial must be 'empty' or 'consensus:<name>' with a pool name from {list(names)}; got {initial!r}")
+            raise ValueError(f"initial must be 'empty', 'random' or 'consensus:<name>' with a pool name from "
+                             f"{list(names)}; got {initial!r}")
     if stop not in STOP_RULES:
         raise ValueError(f"stop must be one of {STOP_RULES}; got {stop!r}")
     if stop == "flip" and not committed:
@@ -174,7 +262,14 @@ def make_settings(
         top_k = check_int(top_k, "top_k", 1)
     max_tokens = check_int(max_tokens, "max_tokens", 1)
     top_logprobs = check_int(top_logprobs, "top_logprobs", 1, 100)
-    max_reasks = check_int(max_reasks, "max_reasks", 0, 100)
+    max_reasks = check_reasks(max_reasks)
+    top_p = _check_unit(top_p, "top_p")
+    min_p = _check_unit(min_p, "min_p")
+    if mode == "exact" and (top_p not in (None, 1.0) or min_p not in (None, 0.0)):
+        raise ValueError("exact mode applies temperature and top-k locally and needs neutral top_p (1 or None) "
+                         f"and min_p (0 or None); got top_p={top_p}, min_p={min_p}")
+    if name_order == "auto":
+        name_order = "per_agent" if initial == "empty" else "shared"
     if multi_token not in MULTI_TOKEN_MODES:
         raise ValueError(f"multi_token must be one of {MULTI_TOKEN_MODES}; got {multi_token!r}")
     if prefill is None:
@@ -191,9 +286,56 @@ def make_settings(
         mode=mode, committed=committed, committed_name=committed_name, initial=initial, stop=stop,
         template=tpl.name, template_digest=tpl.digest, payoffs=payoffs, temperature=temperature,
         top_k=top_k, max_tokens=max_tokens, top_logprobs=top_logprobs, max_reasks=max_reasks,
-        prefill=bool(prefill), multi_token=multi_token, case_sensitive=bool(case_sensitive), graph=gdigest,
+        prefill=bool(prefill), multi_token=multi_token, case_sensitive=bool(case_sensitive), wrap=wrap,
+        parse=parse, top_p=top_p, min_p=min_p, name_order=name_order, committed_placement=committed_placement,
+        committed_mode=committed_mode, graph=gdigest,
     )
     return s, tpl, nbrs
+
+
+def run_setup(s: GameSettings, run: int) -> tuple[set, dict | None]:
+    """Committed ids and initial memories of run ``run`` (deterministic in the run's seed).
+
+    ``committed_placement='random'`` draws the K committed ids, and ``initial='random'`` each
+    uncommitted agent's ``H`` prepared entries ``(own, partner)`` -- each name uniform over the
+    first two pool names, as the authors' ``set_initial_state`` (``options[random.choice(range(2))]``)
+    -- from ``SeedSequence(entropy, spawn_key=(..., run, 0, 0))``, a stream distinct from the
+    interactions' ``(..., run, t)``.
+
+    Returns
+    -------
+    (set of int, dict or None)
+        Committed ids, and ``{agent: [(own, partner), ...]}`` (``None`` for empty memories).
+
+    References
+    ----------
+    AI-norms code (MIT): ``data-era/simulation_module.ipynb`` (``set_initial_state``,
+    ``swap_committed``, ``add_committed``).
+    """
+    N, K, H = s.n_agents, s.committed, s.memory
+    g = None
+    if (K and s.committed_placement == "random") or s.initial == "random":
+        entropy, *key = s.seed
+        g = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+            int(entropy), spawn_key=tuple(int(x) for x in key) + (int(run), 0, 0))))
+    if K and s.committed_placement == "random":
+        committed = {int(x) for x in g.choice(N, size=K, replace=False)}
+    else:
+        committed = set(range(N - K, N))
+    init = s.initial_name
+    if init is not None:
+        mem = {a: [(init, init)] * H for a in range(N) if a not in committed}
+    elif s.initial == "random":
+        two = s.names[:2]
+        mem = {}
+        for a in range(N):
+            if a in committed:
+                continue
+            picks = g.integers(2, size=(H, 2))
+            mem[a] = [(two[int(x)], two[int(y)]) for x, y in picks]
+    else:
+        mem = None
+    return committed, mem
 
 
 def _seed_list(ss: np.random.SeedSequence) -> tuple:
@@ -278,6 +420,11 @@ class LLMRunResult:
             "cache_hits": hits,
             "cache_hit_rate": (hits / dec) if dec else None,
             "invalid": int(r["invalid"].sum()),
+            "reasks": int(r["reasks"].sum()),
+            "wrap": self.settings.get("wrap"),
+            "parse": self.settings.get("parse"),
+            "max_reasks": self.settings.get("max_reasks"),
+            "sampler": {k: self.settings.get(k) for k in ("temperature", "top_k", "top_p", "min_p", "max_tokens")},
             "consensus": [None if c is None else str(c) for c in r["consensus"]],
             "prompt_tokens": int(r["prompt_tokens"].sum()),
             "completion_tokens": int(r["completion_tokens"].sum()),
@@ -299,13 +446,12 @@ class LLMRunResult:
 class _RunState:
     """Memories and stop-rule trackers of one run (rebuilt identically by replaying the journal)."""
 
-    def __init__(self, s: GameSettings, committed_ids: set):
+    def __init__(self, s: GameSettings, committed_ids: set, initial_memory: dict | None = None):
         self.s = s
         H, N = s.memory, s.n_agents
-        init = s.initial_name
         # as the theory simulators: committed agents start with an empty memory (never consulted)
-        self.mem = [deque([(init, init)] * H if init and a not in committed_ids else [], maxlen=H)
-                    for a in range(N)]
+        init = initial_memory or {}
+        self.mem = [deque(init.get(a, []) if a not in committed_ids else [], maxlen=H) for a in range(N)]
         self.committed_ids = committed_ids
         self.t = 0
         self.streak = 0
@@ -410,12 +556,18 @@ class _Game:
                  imported: dict | None = None):
         self.s, self.tpl, self.nbrs, self.client, self.journal, self.pbar = s, tpl, nbrs, client, journal, pbar
         self.names = s.names
-        self.committed_ids = set(range(s.n_agents - s.committed, s.n_agents))
+        self._setups: dict[int, tuple] = {}
         self.inflight: dict[str, asyncio.Future] = {}
         self.n_calls = sum(1 for r in journal.records if r.get("ev") == "call")
         self.ss = s.seed_sequence()
         self.cache: dict[str, list] = exact_cache_entries(journal.records)
         self.imported = imported or {}
+
+    def setup(self, run: int) -> tuple[set, dict | None]:
+        """Committed ids and initial memories of ``run`` (:func:`run_setup`, cached)."""
+        if run not in self._setups:
+            self._setups[run] = run_setup(self.s, run)
+        return self._setups[run]
 
     # --- randomness: every interaction's draws come from (run seed, run, t) only
     def draws(self, run: int, t: int):
@@ -430,6 +582,8 @@ class _Game:
             row = self.nbrs[i]
             j = int(row[int(g.integers(len(row)))])
         orders = (g.permutation(W), g.permutation(W))
+        if self.s.name_order == "shared":  # one shuffle per interaction (the authors' simulate_CM)
+            orders = (orders[0], orders[0])
         u = g.random(2)
         seeds = g.integers(0, 2**31 - 1, size=2)
         return i, j, orders, u, seeds
@@ -445,7 +599,10 @@ class _Game:
         })
 
     async def _top(self, prompt, partial, ctx) -> list:
-        msgs = prompt.messages(prompt.prefill + partial)
+        if self.s.wrap == "chat":
+            msgs = prompt.messages(prompt.prefill + partial)
+        else:
+            msgs = prompt.text(self.s.wrap, prompt.prefill + partial)
         key = sha256_hex(json.dumps([self.client.model, msgs, self.s.top_logprobs], ensure_ascii=False), 32)
         if key in self.cache:
             return self.cache[key]
@@ -462,8 +619,12 @@ class _Game:
         try:
             res = None
             for _ in range(3):  # a response without logprobs is a transport glitch: ask again
-                res = await self.client.chat(msgs, max_tokens=1, temperature=1.0, logprobs=True,
-                                             top_logprobs=self.s.top_logprobs)
+                if self.s.wrap == "chat":
+                    res = await self.client.chat(msgs, max_tokens=1, temperature=1.0, logprobs=True,
+                                                 top_logprobs=self.s.top_logprobs)
+                else:
+                    res = await self.client.complete(msgs, max_tokens=1, temperature=1.0, logprobs=True,
+                                                     top_logprobs=self.s.top_logprobs)
                 ctx["calls"] += 1
                 ctx["lat"] += res.latency
                 ctx["ptok"] += res.prompt_tokens
@@ -490,7 +651,7 @@ class _Game:
 
     async def decide(self, run, t, agent, memory, order, u, seed) -> dict:
         s = self.s
-        if agent in self.committed_ids:
+        if agent in self.setup(run)[0]:
             return {"name": s.committed_name, "committed": True, "calls": 0}
         shown = tuple(self.names[k] for k in order)
         prompt = self.tpl.render(list(memory), shown, payoffs=s.payoffs)
@@ -510,32 +671,51 @@ class _Game:
                 side.update(name=self.names[k], inv=None, pn=nd.probs[k])
         else:
             name, reason, text = None, None, None
-            for attempt in range(s.max_reasks + 1):
-                msgs = prompt.messages(prompt.prefill if s.prefill else None)
-                res = await self.client.chat(
-                    msgs, max_tokens=s.max_tokens, temperature=s.temperature, top_k=s.top_k,
-                    seed=int(seed) + attempt, logprobs=True,
-                )
+            unbounded = s.max_reasks == UNBOUNDED
+            limit = REASK_SAFETY_LIMIT if unbounded else s.max_reasks + 1
+            sampler = dict(max_tokens=s.max_tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                           min_p=s.min_p, logprobs=True)
+            attempt = 0
+            for attempt in range(limit):
+                if s.wrap == "chat":
+                    res = await self.client.chat(prompt.messages(prompt.prefill if s.prefill else None),
+                                                 seed=int(seed) + attempt, **sampler)
+                else:
+                    res = await self.client.complete(prompt.text(s.wrap, prompt.prefill if s.prefill else None),
+                                                     seed=int(seed) + attempt, **sampler)
                 ctx["calls"] += 1
                 ctx["lat"] += res.latency
                 ctx["ptok"] += res.prompt_tokens
                 ctx["ctok"] += res.completion_tokens
                 self._log_call(run, t, agent, "sample", prompt, "", None, res)
                 text = res.text
-                parsed = parse_answer(text, self.names, answer_key=self.tpl.answer_key,
-                                      prefill=prompt.prefill if s.prefill else None,
-                                      case_sensitive=s.case_sensitive)
+                if s.parse == "authors":
+                    full = text
+                    if s.prefill and text is not None and not text.lstrip().startswith(prompt.prefill.strip()):
+                        full = prompt.prefill + text
+                    parsed = parse_answer_authors(full, shown)
+                else:
+                    parsed = parse_answer(text, self.names, answer_key=self.tpl.answer_key,
+                                          prefill=prompt.prefill if s.prefill else None,
+                                          case_sensitive=s.case_sensitive)
                 name, reason = parsed.name, parsed.reason
                 if name is not None:
                     break
-            side.update(name=name, inv=None if name is not None else f"{reason} (after {s.max_reasks + 1} attempts)",
-                        text=text)
+            if name is None and unbounded:
+                raise ReaskLimitError(
+                    f"run {run}, interaction {t}, agent {agent}: no pool name in {REASK_SAFETY_LIMIT} answers "
+                    f"(last: {str(text)[:80]!r}); --reask unbounded stops at this safety limit "
+                    f"(normlab.llm_runs.runner.REASK_SAFETY_LIMIT) instead of looping forever -- check the template, "
+                    "--wrap and --max-tokens, or use an integer --reask cap"
+                )
+            side.update(name=name, inv=None if name is not None else f"{reason} (after {attempt + 1} attempts)",
+                        text=text, reasks=attempt)
         side.update(calls=ctx["calls"], hit=ctx["calls"] == 0, lat=round(ctx["lat"], 6),
                     ptok=ctx["ptok"], ctok=ctx["ctok"])
         return side
 
     async def play(self, run: int, replay: list[dict], ended: bool) -> None:
-        st = _RunState(self.s, self.committed_ids)
+        st = _RunState(self.s, *self.setup(run))
         for rec in replay:
             st.apply(rec["i"], rec["j"], rec["s"][0]["name"], rec["s"][1]["name"])
         if ended:
@@ -601,10 +781,6 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
                  *, elapsed=0.0, replayed=0) -> LLMRunResult:
     """Rebuild the tidy tables of all runs from the journal records."""
     inter, ended = _runs_from_journal(journal.records, s.runs)
-    init = s.initial_name
-    committed_ids = list(range(s.n_agents - s.committed, s.n_agents))
-    initial_memory = ({a: [(init, init)] * s.memory for a in range(s.n_agents) if a not in committed_ids}
-                      if init else None)
     calls = [r for r in journal.records if r.get("ev") == "call"]
     calls_by_run = {}
     for c in calls:
@@ -612,6 +788,8 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
     decs, runs = [], []
     for k in range(s.runs):
         recs = inter[k]
+        committed_set, initial_memory = run_setup(s, k)
+        committed_ids = sorted(committed_set)
         players = np.array([(r["i"], r["j"]) for r in recs], dtype=np.int64).reshape(-1, 2)
         answers = [(r["s"][0]["name"], r["s"][1]["name"]) for r in recs]
         d = rebuild_decisions(players, answers, run=k, n_agents=s.n_agents, memory=s.memory,
@@ -625,6 +803,7 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
         d["p_approx"] = pd.array([x.get("approx") for x in sides], dtype="boolean")
         d["cache_hit"] = pd.array([x.get("hit") for x in sides], dtype="boolean")
         d["llm_calls"] = np.array([x.get("calls", 0) for x in sides], dtype=np.int64)
+        d["reasks"] = np.array([x.get("reasks", 0) for x in sides], dtype=np.int64)
         d["invalid_reason"] = [x.get("inv") for x in sides]
         d["raw_text"] = [x.get("text") for x in sides]
         d["latency_s"] = [float(x.get("lat", 0.0)) for x in sides]
@@ -632,7 +811,7 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
         d["completion_tokens"] = np.array([x.get("ctok", 0) for x in sides], dtype=np.int64)
         decs.append(d)
         unc = d[~d["committed"]]
-        st = _RunState(s, set(committed_ids))
+        st = _RunState(s, committed_set, initial_memory)
         flip_t = np.nan
         for r in recs:
             st.apply(r["i"], r["j"], r["s"][0]["name"], r["s"][1]["name"])
@@ -650,7 +829,10 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
             "mode": s.mode, "template": s.template, "stop": s.stop,
             "stop_reason": end["reason"] if end else None, "finished": end is not None,
             "decisions": int(len(unc)), "llm_calls": len(rc),
-            "cache_hits": int(unc["cache_hit"].fillna(False).sum()),
+            "cache_hits": int(unc["cache_hit"].fillna(False).sum()), "reasks": int(unc["reasks"].sum()),
+            "wrap": s.wrap, "parse": s.parse, "max_reasks": str(s.max_reasks), "sampler": json.dumps(s.sampler()),
+            "name_order": s.name_order, "committed_placement": s.committed_placement,
+            "committed_mode": s.committed_mode, "committed_ids": ",".join(str(a) for a in committed_ids),
             "invalid": int((~unc["valid"]).sum()), "prompt_tokens": ptok, "completion_tokens": ctok,
             "cost_usd": (ptok * client_prices[0] + ctok * client_prices[1]) / 1e6,
             "memory_consensus": st._memory_consensus(), "flipped": bool(st.flipped), "flip_time": flip_t,
@@ -700,6 +882,13 @@ async def arun_game(
     prefill: bool | None = None,
     multi_token: str = "expand",
     case_sensitive: bool = False,
+    wrap: str = "chat",
+    parse: str = "normlab",
+    top_p: float | None = 1.0,
+    min_p: float | None = 0.0,
+    name_order: str = "auto",
+    committed_placement: str = "last",
+    committed_mode: str = "swap",
     endpoint: EndpointConfig | None = None,
     out=None,
     cache=None,
@@ -720,17 +909,27 @@ async def arun_game(
         committed_name=committed_name, initial=initial, stop=stop, graph=graph, template=template,
         payoffs=payoffs, temperature=temperature, top_k=top_k, max_tokens=max_tokens, top_logprobs=top_logprobs,
         max_reasks=max_reasks, prefill=prefill, multi_token=multi_token, case_sensitive=case_sensitive,
-        embedded=endpoint.embedded,
+        embedded=endpoint.embedded, wrap=wrap, parse=parse, top_p=top_p, min_p=min_p, name_order=name_order,
+        committed_placement=committed_placement, committed_mode=committed_mode,
     )
     requested_seed = None if rng is None else _seed_list(as_seed_sequence(rng))
     imported = load_cache(cache)
     directory = Path(out) if out is not None else None
+    # the directory lock is taken before the settings are read or written (two runs started
+    # together on one new directory would otherwise mix their settings and journals)
+    with DirectoryLock(directory) if directory is not None else contextlib.nullcontext():
+        return await _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, imported, fsync_interval,
+                                  progress, t_start)
+
+
+async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, imported, fsync_interval, progress,
+                       t_start):
     stored = None
     if directory is not None:
         if directory.exists() and not directory.is_dir():
             raise ValueError(f"--out {directory} exists and is not a directory")
         stored = read_settings(directory) if directory.exists() else None
-        if stored is None and directory.exists() and any(directory.iterdir()):
+        if stored is None and directory.exists() and any(p.name != LOCK_FILE for p in directory.iterdir()):
             raise ValueError(f"output directory {directory} is not empty and holds no normlab LLM run; "
                              "choose an empty or new directory")
         if stored is not None:
@@ -827,22 +1026,25 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
     runs : int, optional
         Replicate runs (played concurrently; run ``k`` uses child ``k`` of ``rng``).
     mode : {"sample", "exact"}, optional
-        ``"sample"``: the paper's protocol -- generate (temperature, top-k, ``max_tokens``),
-        parse the name, re-ask up to ``max_reasks`` times on an unparseable answer, then record
-        the decision as invalid (never a random substitute). ``"exact"``: read the next-token
+        ``"sample"``: the paper's protocol -- generate (temperature, top-k, top-p, min-p,
+        ``max_tokens``), parse the name, re-ask on an unparseable answer (see ``max_reasks``);
+        a decision still unparseable is recorded as invalid (never a random substitute). ``"exact"``: read the next-token
         distribution over the names at the answer position (prefill ``{'value': '``) from the
         logprobs, apply the sampler's temperature and top-k, renormalise over the names (the
         covered probability mass is recorded) and sample locally with the run's seeded rng;
         distributions are cached per distinct prompt, so a run costs at most one request per
         distinct (memory state, name order) (a few more for multi-token names).
     committed : int, optional
-        Number ``K`` of committed agents (the last ``K`` ids); they always play
+        Number ``K`` of committed agents (placed by ``committed_placement``); they always play
         ``committed_name`` and make no LLM call.
     committed_name : str, optional
         Default: the last name of the pool.
     initial : str, optional
-        ``"empty"`` memories, or ``"consensus:<name>"`` (every memory holds ``H`` successful
-        plays of ``<name>``).
+        ``"empty"`` memories, ``"consensus:<name>"`` (every uncommitted memory holds ``H``
+        successful plays of ``<name>``: the authors' integer ``initial``), or ``"random"`` (the
+        authors' ``initial = 'random'``: ``H`` entries per uncommitted agent, own and partner's
+        name each drawn uniformly from the first two pool names; seeded per run, see
+        :func:`run_setup`).
     stop : {"streak", "success95", "consensus", "flip", "max"}, optional
         ``"streak"``: ``3N`` consecutive successes (the published runs: 72 for N = 24);
         ``"success95"``: 95% of the last ``3N`` interactions succeeded; ``"consensus"``: every
@@ -856,13 +1058,18 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
     template : str, path, dict or PromptTemplate, optional
         ``"main"`` (default), ``"bullet"``, ``"narrative"`` or a custom JSON template.
     payoffs : (float, float), optional
-        Success / failure payoffs shown in the prompt (+100 / -50).
+        Success / failure payoffs shown in the prompt (100 / -50).
     temperature, top_k, max_tokens : optional
         Sampling settings (Table S4: 0.5, 10, 6). ``top_k=None`` omits it (OpenAI's own API).
     top_logprobs : int, optional
         Alternatives requested per position in exact mode (default 20).
-    max_reasks : int, optional
-        Extra requests after an unparseable answer in sample mode (default 2).
+    max_reasks : int or "unbounded", optional
+        Sample mode: extra requests after an unparseable answer. ``"unbounded"`` is the paper's
+        protocol (the authors' ``get_response`` re-asks until a pool name appears), guarded by
+        :data:`REASK_SAFETY_LIMIT` requests per decision (then :class:`ReaskLimitError`, with
+        the completed interactions kept in the journal). The default cap 2 (then an invalid
+        decision) is normlab's choice, not the paper's. Re-asks are counted (``reasks`` in the
+        decisions and runs tables and the summary).
     prefill : bool, optional
         Send the answer opening ``{'value': '`` as a final assistant message to be continued.
         Required in exact mode; default in sample mode: on for the embedded server (SmolLM2
@@ -871,6 +1078,37 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
         Exact-mode scoring of multi-token names (:func:`normlab.llm_runs.exact.name_distribution`).
     case_sensitive : bool, optional
         Match answers to names exactly (default: case-insensitively when unambiguous).
+    wrap : {"chat", "raw-llama3", "raw-llama2"}, optional
+        ``"chat"``: system and user messages to ``/chat/completions`` (the server's chat
+        template adds its own tokens; Llama-3.1's adds a "Cutting Knowledge Date" block).
+        ``"raw-llama3"`` / ``"raw-llama2"``: the exact text of
+        :meth:`~normlab.llm_runs.prompts.Prompt.text` -- the authors' hand-written header
+        tokens and whitespace -- to ``/completions`` (the authors' protocol).
+    parse : {"normlab", "authors"}, optional
+        Sample mode: how a name is read from an answer. ``"normlab"`` (default):
+        :func:`~normlab.llm_runs.prompts.parse_answer` (the answer field must hold exactly one
+        pool name). ``"authors"``: their ``get_response`` -- any pool name between single
+        quotes anywhere in the generation (:func:`~normlab.llm_runs.prompts.parse_answer_authors`).
+        The paper's full sample protocol is ``wrap="raw-llama3", max_reasks="unbounded",
+        parse="authors"``.
+    top_p, min_p : float or None, optional
+        Sent in sample mode (default neutral: 1 and 0, so servers such as llama.cpp do not
+        apply their own top-p 0.95 / min-p 0.05, which can remove names of small probability);
+        ``None`` omits the field. Exact mode needs them neutral. The effective sampler settings
+        are stored in ``settings.json`` and the runs table (``sampler``).
+    name_order : {"auto", "per_agent", "shared"}, optional
+        ``per_agent``: each player sees its own shuffled name list (the authors' ``converge``);
+        ``shared``: one shuffle per interaction shown to both players (the authors'
+        ``simulate_CM``, which played all published committed-minority and stability runs);
+        ``auto`` (default): shared when ``initial`` is not ``"empty"``, as the authors' code.
+    committed_placement : {"last", "random"}, optional
+        Committed agents are the last ``K`` ids (default, as the theory simulators; normlab's
+        choice) or ``K`` ids drawn per run from the seed (the authors' ``swap_committed``). On
+        the complete graph both give the same distribution of outcomes.
+    committed_mode : {"swap", "inject"}, optional
+        ``swap`` (default): ``K`` of the ``n_agents`` are committed (all published runs);
+        ``inject``: ``K`` committed agents are added (population ``n_agents + K``, the authors'
+        ``version = 'inject'``).
     endpoint : EndpointConfig, optional
         Endpoint, retries, concurrency; default from the environment, else the embedded server.
     out : str or pathlib.Path, optional
@@ -922,7 +1160,9 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
     ----------
     Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Experimental Setup;
     Prompting; Materials and Methods (Committed Minorities: 95% of the last 3N interactions);
-    Table S4 (temperature 0.5, top-k 10, max tokens 6).
+    Table S4 (temperature 0.5, top-k 10, max tokens 6). AI-norms code (MIT):
+    ``data-era/simulation_module.ipynb`` (``get_rules``, ``get_prompt``, ``get_response``,
+    ``converge``, ``simulate_CM``, ``set_initial_state``, ``swap_committed``, ``add_committed``).
 
     Examples
     --------

@@ -1,7 +1,7 @@
 """A real OpenAI-compatible HTTP stub server (127.0.0.1) with fault injection, for tests and benchmarks.
 
-:class:`StubServer` answers ``/v1/chat/completions`` (text, logprobs, top_logprobs, usage) and
-``/v1/models`` from a simple memory-following policy parsed from the naming-game prompt, honours
+:class:`StubServer` answers ``/v1/chat/completions`` (text, logprobs, top_logprobs, usage),
+``/v1/completions`` (raw prompts such as the raw-llama3 / raw-llama2 wraps) and ``/v1/models`` from a simple memory-following policy parsed from the naming-game prompt, honours
 prefilled assistant messages and per-request seeds, and injects 429 (with ``Retry-After``), 5xx,
 slow responses, malformed answers, invalid JSON and dropped connections on demand.
 """
@@ -20,7 +20,8 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Sequence
 
-FAULTS = ("ok", "429", "500", "503", "slow", "drop", "malformed", "badjson", "nologprobs")
+FAULTS = ("ok", "429", "500", "503", "slow", "drop", "malformed", "badjson", "nologprobs",
+          "trickle", "501", "echo_auth", "nanlogprobs", "surrogate")
 JUNK_TOKENS = ("5", "Player", " The", "1", "{")
 
 _PARTNER = re.compile(
@@ -100,7 +101,8 @@ class StubServer:
         Name listed by ``/v1/models``.
     responder : callable, optional
         ``responder(body) -> str or None``: when it returns a string, that is the answer text
-        (no logprobs) -- e.g. an oracle answering meta-prompting questions.
+        (no logprobs) -- e.g. an oracle answering meta-prompting questions. It gets the request
+        body as sent (``messages`` for chat, ``prompt`` for ``/v1/completions``).
 
     Examples
     --------
@@ -125,6 +127,7 @@ class StubServer:
         self.model = model
         self.responder = responder
         self._faults = deque()
+        self._stopping = False
         self._scheduled: dict = {}
         self.inject(*faults)
         self._lock = threading.Lock()
@@ -163,9 +166,11 @@ class StubServer:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
-                if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                route = self.path.rstrip("/")
+                if route not in ("/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions"):
                     self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
+                text_route = route.endswith("/completions") and not route.endswith("chat/completions")
                 try:
                     body = json.loads(raw)
                 except json.JSONDecodeError:
@@ -200,6 +205,26 @@ class StubServer:
                     return
                 if fault == "slow":
                     time.sleep(stub.slow_seconds)
+                if fault == "501":
+                    self._json(501, {"error": {"message": "not implemented (stub)", "type": "not_implemented"}})
+                    return
+                if fault == "echo_auth":  # a careless server quoting the request's credentials
+                    self._json(400, {"error": {"message": f"bad request; you sent Authorization: {auth}",
+                                               "type": "invalid_request_error"}})
+                    return
+                if fault == "trickle":  # headers at once, then one body byte every 0.5 s, for ever
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "1000000")
+                    self.end_headers()
+                    try:
+                        while not stub._stopping:
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                            time.sleep(0.5)
+                    except OSError:
+                        pass
+                    return
                 if fault == "badjson":
                     data = b'{"id": "stub", "choices": [ {not json'
                     self.send_response(200)
@@ -209,11 +234,30 @@ class StubServer:
                     self.wfile.write(data)
                     return
                 try:
-                    resp = stub.complete(body, malformed=fault == "malformed", logprobs=fault != "nologprobs")
+                    fn = stub.complete_text if text_route else stub.complete
+                    resp = fn(body, malformed=fault == "malformed", logprobs=fault != "nologprobs")
                 except Exception as exc:  # a bug in a user policy must not hang the client
                     self._json(500, {"error": {"message": f"stub error: {exc}", "type": "server_error"}})
                     return
+                if fault == "nanlogprobs":
+                    self._raw(200, json.dumps(resp).replace('"logprob": ', '"logprob": NaN, "_was": ').encode())
+                    return
+                if fault == "surrogate":
+                    ch = resp["choices"][0]
+                    if "message" in ch:
+                        ch["message"]["content"] = "\ud83d" + (ch["message"].get("content") or "")
+                    else:
+                        ch["text"] = "\ud83d" + (ch.get("text") or "")
+                    self._raw(200, json.dumps(resp).encode())  # ensure_ascii: sent as the escape \\ud83d
+                    return
                 self._json(200, resp)
+
+            def _raw(self, code, data: bytes):
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def _json(self, code, obj, headers=None):
                 data = json.dumps(obj).encode()
@@ -229,11 +273,13 @@ class StubServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        self._httpd.handle_error = lambda request, client_address: None  # a killed client is no error
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="normlab-stub", daemon=True)
         self._thread.start()
         return self
 
     def close(self) -> None:
+        self._stopping = True
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -305,11 +351,51 @@ class StubServer:
             return {tok: 1.0 / len(JUNK_TOKENS) for tok in JUNK_TOKENS}
         return {k: v / z for k, v in cons.items()}
 
-    def complete(self, body: dict, *, malformed: bool = False, logprobs: bool = True) -> dict:
+    def complete_text(self, body: dict, *, malformed: bool = False, logprobs: bool = True) -> dict:
+        """The ``/v1/completions`` response to a raw prompt (e.g. a raw-llama3 text).
+
+        The whole prompt plays the system text; an answer opening after the last assistant
+        marker (``<|end_header_id|>`` of the assistant header, or ``[/INST]``) is continued like a
+        prefilled chat message. Logprobs come in the legacy completions layout (``tokens``,
+        ``token_logprobs``, ``top_logprobs`` as ``[{token: logprob}]``); the prompt is not echoed.
+        """
+        prompt = body.get("prompt")
+        if isinstance(prompt, list):
+            prompt = prompt[0] if prompt else ""
+        if not isinstance(prompt, str):
+            raise ValueError("completions body needs a 'prompt' string")
+        if self.responder is not None:
+            text = self.responder(body)
+            if text is not None:
+                return {"id": "cmpl-stub", "object": "text_completion", "created": int(time.time()),
+                        "model": self.model, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
+        tail = prompt
+        for marker in ("<|start_header_id|>assistant<|end_header_id|>", "[/INST]"):
+            if marker in tail:
+                tail = tail.rsplit(marker, 1)[1]
+        head = prompt[: len(prompt) - len(tail)]
+        msgs = [{"role": "system", "content": head or prompt}]
+        if tail.strip():
+            msgs.append({"role": "assistant", "content": tail.lstrip()})
+        chat_body = {k: v for k, v in body.items() if k not in ("prompt", "logprobs")}
+        chat_body["messages"] = msgs
+        n_top = body.get("logprobs")
+        if n_top:
+            chat_body["logprobs"] = True
+            chat_body["top_logprobs"] = int(n_top)
+        was, self.echo_prefill = self.echo_prefill, False
+        try:
+            resp = self.complete(chat_body, malformed=malformed, logprobs=logprobs, _text=True)
+        finally:
+            self.echo_prefill = was
+        return resp
+
+    def complete(self, body: dict, *, malformed: bool = False, logprobs: bool = True, _text: bool = False) -> dict:
         """The chat-completion response to a request body."""
         msgs = body.get("messages") or []
         if self.responder is not None:
-            text = self.responder(body)
+            text = None if _text else self.responder(body)  # raw prompts: asked in complete_text
             if text is not None:
                 return {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
                         "model": self.model, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
@@ -381,11 +467,129 @@ class StubServer:
         else:
             choice["logprobs"] = None
         ptok = (len(system) + len(user_prompt) + len(prefill or "")) // 4
+        if _text:
+            out = {"index": 0, "text": text, "finish_reason": choice["finish_reason"], "logprobs": None}
+            if choice["logprobs"] is not None:
+                content = choice["logprobs"]["content"]
+                out["logprobs"] = {
+                    "tokens": [c["token"] for c in content],
+                    "token_logprobs": [c["logprob"] for c in content],
+                    "top_logprobs": [{t["token"]: t["logprob"] for t in c["top_logprobs"]} or None for c in content],
+                }
+            return {"id": "cmpl-stub-" + h[:6].hex(), "object": "text_completion", "created": int(time.time()),
+                    "model": self.model, "choices": [out],
+                    "usage": {"prompt_tokens": ptok, "completion_tokens": len(gen), "total_tokens": ptok + len(gen)}}
         return {
             "id": "chatcmpl-stub-" + h[:6].hex(), "object": "chat.completion", "created": int(time.time()),
             "model": self.model, "choices": [choice],
             "usage": {"prompt_tokens": ptok, "completion_tokens": len(gen), "total_tokens": ptok + len(gen)},
         }
+
+
+class StubProcess:
+    """The stub server in its own process (it does not share the GIL with the runner under test,
+    and survives the runner being killed)."""
+
+    def __init__(self, *args: str):
+        self.args = args
+        self.proc = None
+        self.base_url = None
+
+    def __enter__(self) -> "StubProcess":
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, "-m", "normlab.llm_runs.testing", *self.args],
+                                     stdout=subprocess.PIPE, text=True)
+        self.base_url = self.proc.stdout.readline().strip()
+        if not self.base_url.startswith("http"):
+            self.proc.kill()
+            raise RuntimeError("the stub server did not start")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def kill_resume_trials(n_trials: int = 20, *, rng=0, workdir=None, split_writes: float = 0.004,
+                       run_args: Sequence[str] = ("--n-agents", "6", "--memory", "2", "--names", "Q,M",
+                                                  "--max-interactions", "90", "--runs", "2", "--mode", "sample",
+                                                  "--seed", "7"),
+                       timeout: float = 120.0) -> dict:
+    """The crash part of the fault matrix: ``kill -9`` an ``llm-run`` at random points, resume it,
+    and compare the result record for record with an uninterrupted run.
+
+    A stub server runs in its own process (deterministic answers from per-request seeds). With
+    ``split_writes`` every journal record is written in two halves with that pause between them
+    (:data:`normlab.llm_runs.journal._SPLIT_WRITES`), so many kills land inside a write.
+
+    Returns
+    -------
+    dict
+        ``trials``, ``survived`` (resumed to a table identical to the reference), ``lost`` and
+        ``duplicated`` decision rows summed over trials, ``hung`` resumptions (past ``timeout``),
+        ``inside_write`` (kills that left a torn last journal line), ``failures`` (messages).
+    """
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+    import pandas as pd
+
+    gen = np.random.default_rng(rng)
+    work = Path(workdir or tempfile.mkdtemp(prefix="normlab-faults-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "NORMLAB_TEST_SPLIT_WRITES": str(split_writes)}
+    key = ["run", "t", "agent"]
+
+    def cmd(base_url, out):
+        return [sys.executable, "-m", "normlab.cli", "llm-run", *run_args, "--base-url", base_url, "--out", str(out),
+                "--no-progress"]
+
+    def table(out):
+        d = pd.read_parquet(Path(out) / "decisions.parquet")
+        return d.drop(columns=[c for c in ("latency_s",) if c in d]).sort_values(key).reset_index(drop=True)
+
+    out = dict(trials=n_trials, survived=0, lost=0, duplicated=0, hung=0, inside_write=0, failures=[])
+    with StubProcess() as stub:
+        ref_dir = work / "reference"
+        t0 = time.perf_counter()
+        subprocess.run(cmd(stub.base_url, ref_dir), env=env, check=True, capture_output=True, timeout=timeout)
+        wall = time.perf_counter() - t0
+        ref = table(ref_dir)
+        for k in range(n_trials):
+            d = work / f"trial{k}"
+            proc = subprocess.Popen(cmd(stub.base_url, d), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(float(gen.uniform(0.3, 0.95)) * wall)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            j = d / "journal.jsonl"
+            if j.exists() and j.stat().st_size and not j.read_bytes().endswith(b"\n"):
+                out["inside_write"] += 1
+            try:
+                r = subprocess.run(cmd(stub.base_url, d), env=env, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                out["hung"] += 1
+                continue
+            if r.returncode != 0:
+                out["failures"].append(f"trial {k}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+                continue
+            got = table(d)
+            merged = ref[key].merge(got[key], how="outer", on=key, indicator=True)
+            out["lost"] += int((merged["_merge"] == "left_only").sum())
+            out["duplicated"] += int(got.duplicated(key).sum())
+            if len(got) == len(ref) and got.equals(ref):
+                out["survived"] += 1
+            else:
+                out["failures"].append(f"trial {k}: table differs from the uninterrupted run")
+            shutil.rmtree(d, ignore_errors=True)
+    return out
 
 
 def main(argv=None) -> int:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# $NORMLAB_AINORMS (as the package reads it) wins, e.g. from a git worktree elsewhere
-AINORMS = Path(os.environ.get("NORMLAB_AINORMS") or REPO.parent / "shared" / "data" / "ai-norms")
+# $NORMLAB_AINORMS (a folder) wins, as for the loaders; e.g. for a git worktree outside the repository's parent
+AINORMS = Path(os.environ["NORMLAB_AINORMS"]) if os.environ.get("NORMLAB_AINORMS") else (
+    REPO.parent / "shared" / "data" / "ai-norms")
 
 
 @pytest.fixture(scope="session")

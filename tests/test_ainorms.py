@@ -35,7 +35,8 @@ from normlab.llm_runs.published.ainorms import (
 from normlab.schema import DECISION_COLUMNS, RUN_COLUMNS, GameLog, memory_state_string, rebuild_decisions
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = (REPO / ".." / "shared" / "data" / "ai-norms").resolve()
+DATA = (Path(os.environ["NORMLAB_AINORMS"]) if os.environ.get("NORMLAB_AINORMS")
+        else REPO / ".." / "shared" / "data" / "ai-norms").resolve()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -449,6 +450,42 @@ def test_probes_and_meta_frames(synthetic):
     assert items.loc[items["question"] == "action_i", "step"].tolist() == [1, 2]  # not asked at t = 0
     summ = meta[meta["player"].isna()].set_index("question")
     assert summ.loc["no_actions", "mean"] == pytest.approx(0.85)
+
+
+def test_meta_layouts_of_plotter(tmp_path):
+    """The published meta-prompting layouts read by the authors' plotter.ipynb (cells 26-28): a per-player file
+    named ``claude_meta_prompting_final.pkl``, per-player ``{question: {'outcome': [...]}}`` (llama2), and the
+    player-less ``{question: {'outcome': [...]}}`` / ``{question: [...]}`` trackers."""
+    files = {
+        "claude_meta_prompting_final.pkl": {1: {"min": [1, 0], "action_i": [1]}, 2: {"max": [1]}},
+        "llama2_meta_test.pkl": {1: {"min": {"outcome": [0, 1, 1]}, "no_points": {"outcome": [1]}}},
+        "llama31_meta_test.pkl": {"min": {"outcome": [1, 1, 0]}, "round": {"outcome": [0]}},
+        "llama3_meta_test_random.pkl": {"max": [1, 0, 1, 1]},
+    }
+    zpath = tmp_path / "meta.zip"
+    with zipfile.ZipFile(zpath, "w") as zf:
+        for name, obj in files.items():
+            zf.writestr(f"d/{name}", pickle.dumps(obj))
+    meta = load_ainorms_meta(zpath)
+    by = {f: g for f, g in meta.groupby("source_file")}
+    c = by["claude_meta_prompting_final.pkl"]
+    assert (c["model"] == "Claude-3.5-Sonnet").all() and len(c) == 4
+    assert c.loc[c["question"] == "action_i", "step"].tolist() == [1]
+    assert c.loc[c["question"] == "min", "correct"].tolist() == [1, 0]
+    l2 = by["llama2_meta_test.pkl"]
+    assert l2["player"].tolist() == [1, 1, 1, 1] and l2.loc[l2["question"] == "min", "correct"].tolist() == [0, 1, 1]
+    assert l2.loc[l2["question"] == "no_points", "step"].tolist() == [1]
+    flat = by["llama31_meta_test.pkl"]
+    assert flat["player"].isna().all() and flat["step"].tolist() == [0, 1, 2, 0]
+    assert flat.loc[flat["question"] == "min", "correct"].tolist() == [1, 1, 0]
+    assert by["llama3_meta_test_random.pkl"]["correct"].tolist() == [1, 0, 1, 1]
+    acc = meta.groupby("source_file")["correct"].mean()
+    assert acc["llama2_meta_test.pkl"] == pytest.approx(0.75)
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("d/llama2_meta_test.pkl", pickle.dumps({1: {"min": {"outcome": [2]}}}))
+    with pytest.raises(ValueError, match="scores must be 0 or 1"):
+        load_ainorms_meta(bad)
 
 
 def test_success_curve_helpers():

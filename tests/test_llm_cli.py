@@ -70,10 +70,37 @@ def test_llm_run_committed_and_initial(tmp_path, capsys):
     (["--committed", "x"], "--committed must be K or K:NAME"),
     (["--initial", "consensus:Z"], "initial must be"),
     (["--extra-body", "[1]"], "--extra-body must be a JSON object"),
+    (["--wrap", "llama3"], "wrap must be one of ('chat', 'raw-llama3', 'raw-llama2')"),
+    (["--reask", "forever"], "must be 'unbounded' or an int"),
+    (["--top-p", "2"], "--top-p must be a number in [0, 1] or 'none'"),
+    (["--min-p", "x"], "--min-p must be a number in [0, 1] or 'none'"),
+    (["--name-order", "mixed"], "name_order must be one of"),
+    (["--committed-placement", "first"], "committed_placement must be one of"),
+    (["--committed-mode", "add"], "committed_mode must be one of"),
+    (["--initial", "uniform"], "initial must be"),
+    (["--parse", "loose"], "parse must be one of"),
 ])
 def test_llm_run_bad_arguments_exit_2(tmp_path, capsys, bad, msg):
     assert main(_args("http://127.0.0.1:9/v1", tmp_path / "b", *bad)) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_llm_run_protocol_flags(tmp_path, capsys):
+    with StubServer(["Q", "M"], faults=["malformed"] * 3) as stub:
+        args = _args(stub.base_url, tmp_path / "p", "--wrap", "raw-llama3", "--reask", "unbounded", "--min-p", "none",
+                     "--committed", "2", "--initial", "random", "--committed-placement", "random", "--stop", "max",
+                     "--parse", "authors",
+                     "--json", t="16")
+        assert main(args) == 0
+        s = _json(capsys)
+        assert all("prompt" in b for b in stub.requests) and all("min_p" not in b for b in stub.requests)
+    assert s["wrap"] == "raw-llama3" and s["max_reasks"] == "unbounded" and s["reasks"] == 3 and s["invalid"] == 0
+    assert s["parse"] == "authors"
+    assert s["sampler"] == {"temperature": 0.5, "top_k": 10, "top_p": 1.0, "min_p": None, "max_tokens": 6}
+    runs = pd.read_parquet(tmp_path / "p" / "runs.parquet")
+    assert runs["name_order"].iloc[0] == "shared" and runs["committed_placement"].iloc[0] == "random"
+    settings = json.loads((tmp_path / "p" / "settings.json").read_text())["settings"]
+    assert settings["initial"] == "random" and settings["wrap"] == "raw-llama3"
 
 
 def test_model_without_base_url_is_refused(tmp_path, capsys, monkeypatch):
@@ -110,6 +137,11 @@ def test_llm_probe_commands(tmp_path, capsys):
                      "--no-progress"]) == 0
         s = _json(capsys)
         assert s["questions"] >= 10 and set(s["accuracy"]) >= {"min", "max", "round"}
+        assert s["protocol"] == "authors" and s["scoring"] == "substring"
+        assert main(["llm-probe", "meta", "--base-url", stub.base_url, "--memory", "2", "--states", "2", "--json",
+                     "--no-progress", "--meta-protocol", "normlab", "--meta-scoring", "strict"]) == 0
+        s = _json(capsys)
+        assert s["protocol"] == "normlab" and s["scoring"] == "strict" and s["reasks"] == 0
 
 
 def _wait_for_interactions(journal, n, proc, timeout=60.0):

@@ -208,7 +208,7 @@ def oracle(body, wrong=False):
 
 def test_meta_prompting_gold_answers_and_accuracy():
     with StubServer(["Q", "M"], responder=oracle) as stub:
-        m = meta_prompting("Q,M", 4, n_states=12, endpoint=_ep(stub), rng=1, progress=False)
+        m = meta_prompting("Q,M", 4, n_states=12, endpoint=_ep(stub), rng=1, progress=False, protocol="normlab")
     a = m.to_frame()
     assert set(a["question"]) == {"min", "max", "actions", "payoff", "round", "action_i", "points_i", "n_actions",
                                   "n_points"}
@@ -220,7 +220,7 @@ def test_meta_prompting_gold_answers_and_accuracy():
     empty = a[a["memory_state"] == ""]
     assert set(empty["question"]) <= {"min", "max", "actions", "payoff", "round"}
     with StubServer(["Q", "M"], responder=lambda b: oracle(b, wrong=True)) as stub:
-        w = meta_prompting("Q,M", 4, n_states=12, endpoint=_ep(stub), rng=1, progress=False)
+        w = meta_prompting("Q,M", 4, n_states=12, endpoint=_ep(stub), rng=1, progress=False, protocol="normlab")
     wa = w.to_frame()
     assert not wa[wa["question"] != "actions"]["correct"].any()
 
@@ -242,7 +242,8 @@ def test_meta_prompting_on_states_from_a_gamelog():
         res = run_game(6, 3, "Q,M", max_interactions=30, stop="max", mode="exact", endpoint=_ep(stub), rng=1,
                        progress=False)
     with StubServer(["Q", "M"], responder=oracle) as stub:
-        m = meta_prompting("Q,M", 3, states=res.log, n_states=5, endpoint=_ep(stub), rng=2, progress=False)
+        m = meta_prompting("Q,M", 3, states=res.log, n_states=5, endpoint=_ep(stub), rng=2, progress=False,
+                           protocol="normlab")
     states = set(m.to_frame()["memory_state"])
     assert states <= set(res.log.decisions["memory_state"]) and m.to_frame()["correct"].all()
     with pytest.raises(ValueError, match="longer than memory"):

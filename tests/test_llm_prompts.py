@@ -10,7 +10,7 @@ import math
 import pytest
 
 from normlab.llm_runs.exact import choose, name_distribution, sampler_probs
-from normlab.llm_runs.prompts import BUILTIN_TEMPLATES, load_template, parse_answer
+from normlab.llm_runs.prompts import BUILTIN_TEMPLATES, WRAPS, load_template, parse_answer
 
 PREFILL = "{'value': '"
 
@@ -20,9 +20,11 @@ def test_main_template_matches_the_published_prompt():
     tpl = load_template("main")
     p = tpl.render([("F", "J"), ("J", "J")], ("F", "J"))
     # seed 003 Supplementary Text, Example Prompt: rules, action list, payoffs, history, round, score
-    assert p.system.startswith("Context: Player 1 is playing a multi-round partnership game with Player 2 for 100 rounds.")
+    assert p.system.startswith("  Context: Player 1 is playing a multi-round partnership game with Player 2 for 100 rounds.\n")
     assert "pick an action from the following values: ['F', 'J']." in p.system
-    assert "REWARDED with payoff +100 points" in p.system and "PUNISHED with payoff -50 points" in p.system
+    # the published rules strings say "payoff 100 points." (no sign) and "-50 points. " (trailing space)
+    assert "REWARDED with payoff 100 points.\n" in p.system and "PUNISHED with payoff -50 points. \n" in p.system
+    assert "+100" not in p.system
     assert "conditional on the behavior of the other player" in p.system
     assert "{'round': 1, 'Player 1': 'F', 'Player 2': 'J', 'payoff': -50}" in p.system
     assert "{'round': 2, 'Player 1': 'J', 'Player 2': 'J', 'payoff': 100}" in p.system
@@ -32,6 +34,108 @@ def test_main_template_matches_the_published_prompt():
     assert p.prefill == PREFILL and tpl.answer_key == "value"
     # rules come before the history, the history before the query
     assert p.system.index("REWARDED") < p.system.index("history of choices") < p.system.index("It is now round")
+
+
+# The authors' prompt builder (AI-norms code, MIT: get_prompt of prompting.py / data-era/simulation_module.ipynb,
+# copied), with get_rules in the exact form of the `rules` string stored in every published run (two-space
+# indentation as in prompting.py, no sign before 100 and a space after "-50 points." as in the data-era notebook).
+def _authors_get_rules(rewards, options):
+    incorrect, correct = rewards
+    rule_set = f"""<|begin_of_text|><|start_header_id|>system<|end_header_id|>
+  Context: Player 1 is playing a multi-round partnership game with Player 2 for 100 rounds.
+  At each round, Player 1 and Player 2 simultaneously pick an action from the following values: {options}.
+  The payoff that both players get is determined by the following rule:
+  1. If Players play the SAME action as each other, they will both be REWARDED with payoff {correct} points.
+  2. If Players play DIFFERENT actions to each other, they will both be PUNISHED with payoff {incorrect} points. \n  The objective of each Player is to maximize their own accumulated point tally, conditional on the behavior of the other player.
+  """
+    return rule_set
+
+
+def _authors_get_prompt(player, memory_size, rules):
+    new_query = f"It is now round 1." + " The current score of Player 1 is 0. Answer saying which value Player 1 should pick. Please think step by step before making a decision. Remember, examining history explicitly is important. Write your answer using the following format: {'value': <VALUE_OF_PLAYER_1>; 'reason': <YOUR_REASON>}. <|eot_id|><|start_header_id|>user<|end_header_id|> Answer saying which action Player 1 should play. <|eot_id|><|start_header_id|>assistant<|end_header_id|>"  # noqa: E501
+    l = len(player['my_history'])  # noqa: E741
+    if l == 0:
+        return """\n """.join([rules, new_query])
+    current_score = 0
+    history_intro = "This is the history of choices in past rounds:"
+    histories = []
+    indices = list(range(l))[-memory_size:]
+    for idx, r in enumerate(indices):
+        current_score += player['outcome'][r]
+        histories.append({'round': idx + 1, 'Player 1': player['my_history'][r], 'Player 2': player['partner_history'][r],
+                          'payoff': player['outcome'][r]})
+    new_query = f"It is now round {idx+2}. The current score of Player 1 is {current_score}." + " Answer saying which value Player 1 should pick. Please think step by step before making a decision. Remember, examining history explicitly is important. Write your answer using the following format: {'value': <VALUE_OF_PLAYER_1>; 'reason': <YOUR_REASON>}. <|eot_id|><|start_header_id|>user<|end_header_id|> Answer saying which action Player 1 should play. <|eot_id|><|start_header_id|>assistant<|end_header_id|>"  # noqa: E501
+    histories = "\n ".join([f"{hist}" for hist in histories])
+    return """\n """.join([rules, history_intro, histories, new_query])
+
+
+@pytest.mark.parametrize("memory", [
+    [], [("Q", "M")], [("Q", "M"), ("M", "M")], [("M", "M")] * 5,
+    [("Q", "Q"), ("Q", "M"), ("M", "Q"), ("M", "M"), ("Q", "Q")],
+])
+@pytest.mark.parametrize("order", [("Q", "M"), ("M", "Q")])
+def test_raw_llama3_text_is_the_authors_prompt_byte_for_byte(memory, order):
+    player = {"my_history": [a for a, _ in memory], "partner_history": [b for _, b in memory],
+              "outcome": [100 if a == b else -50 for a, b in memory]}
+    want = _authors_get_prompt(player, 5, _authors_get_rules([-50, 100], list(order)))
+    got = load_template("main").render(memory, order).text("raw-llama3")
+    assert got == want
+    # README Note 3 of the authors' code: Llama-2 by three literal substitutions
+    want2 = (want.replace("<|begin_of_text|><|start_header_id|>system<|end_header_id|>", "[INST] <<SYS>>")
+             .replace("<|eot_id|><|start_header_id|>user<|end_header_id|>", "<<SYS>>")
+             .replace("<|eot_id|><|start_header_id|>assistant<|end_header_id|>", "[/INST]"))
+    assert load_template("main").render(memory, order).text("raw-llama2") == want2
+
+
+def test_prompt_text_wraps_and_errors():
+    p = load_template("main").render([], ("Q", "M"))
+    assert WRAPS == ("chat", "raw-llama3", "raw-llama2")
+    assert p.text("raw-llama3", "{'value': '").endswith("<|start_header_id|>assistant<|end_header_id|>{'value': '")
+    with pytest.raises(ValueError, match="wrap must be one of"):
+        p.text("llama3")
+    with pytest.raises(ValueError, match="sends chat messages"):
+        p.text("chat")
+
+
+def test_raw_text_starts_with_a_published_rules_string(ainorms_dir):
+    """Acceptance (issue 9): the raw-llama3 text starts, byte for byte, with the `rules` string stored in a
+    published Llama-3.1 run file with the same name order."""
+    import zipfile
+
+    from normlab.llm_runs.published._unpickle import restricted_loads
+
+    zpath = ainorms_dir / "llama31_data.zip"
+    with zipfile.ZipFile(zpath) as zf:
+        member = next(n for n in zf.namelist()
+                      if n.endswith("llama31_70b_converged_baseline_Q_M_-50_100_5mem_complete_24ps_0.5tmp.pkl"))
+        obj = restricted_loads(zf.read(member), source=member)
+    rules = obj["rules"]
+    names_shown = ("Q", "M")
+    assert f"values: {list(names_shown)!r}." in rules
+    text = load_template("main").render([], names_shown).text("raw-llama3")
+    assert text.startswith(rules)
+    assert text[len(rules):].startswith("\n It is now round 1. The current score of Player 1 is 0.")
+
+
+def test_every_published_rules_string_starts_the_raw_text(ainorms_dir):
+    import zipfile
+
+    from normlab.llm_runs.published._unpickle import restricted_loads
+
+    tpl, n = load_template("main"), 0
+    for zpath in sorted(ainorms_dir.glob("*.zip")):
+        with zipfile.ZipFile(zpath) as zf:
+            for member in zf.namelist():
+                if not member.endswith(".pkl") or "/._" in member:
+                    continue
+                obj = restricted_loads(zf.read(member), source=member)
+                if not (isinstance(obj, dict) and "rules" in obj):
+                    continue
+                rules = obj["rules"]
+                names = tuple(x.strip().strip("'") for x in rules.split("values: [")[1].split("]")[0].split(","))
+                assert tpl.render([], names).text("raw-llama3").startswith(rules), member
+                n += 1
+    assert n >= 32  # the run files with a stored rules string: 9 in llama31_data.zip, 23 in llama3_data.zip
 
 
 def test_empty_memory_has_no_history_and_round_one():

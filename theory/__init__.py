@@ -11,6 +11,8 @@
 - :mod:`~normlab.theory.criteria` -- the flip criteria of committed-minority runs (``published``
   ensemble rule of seed 003 Table S3, ``per_run`` first passage, ``end_of_run``), one home.
 - :func:`sweep` -- any simulator over a parameter grid, on any ``concurrent.futures`` executor.
+- :func:`norm_contagion_agents`, :func:`norm_contagion_ode` -- two-stage norm contagion (belief by
+  contact, compliance after a lag; entrepreneurs as seeds), agents and mean field (CRSEC, seed 000).
 - :mod:`~normlab.theory.itcmas` -- ITCMA-S closed forms (PAD emotion, driver, topic, action rate,
   Eq. 19 rank-based resources) and the LTRHA resource simulation.
 
@@ -45,6 +47,10 @@ _EXPORTS = {
     "WinStayLoseShift": "strategies",
     "LogitStrategy": "strategies",
     "FunctionStrategy": "strategies",
+    "norm_contagion_agents": "norm_contagion",
+    "norm_contagion_ode": "norm_contagion",
+    "ContagionResult": "norm_contagion",
+    "ContagionODE": "norm_contagion",
 }
 _SUBMODULES = {"strategies", "itcmas", "criteria"}
 

@@ -23,7 +23,14 @@ from __future__ import annotations
 import io
 import pickle
 
-__all__ = ["UnsafePickleError", "RestrictedUnpickler", "restricted_loads", "PLAIN_TYPES"]
+__all__ = ["UnsafePickleError", "RestrictedUnpickler", "restricted_loads", "PLAIN_TYPES", "MAX_NODES", "MAX_DEPTH"]
+
+#: Most container elements a loaded pickle may hold when expanded as a tree (a container shared
+#: through the pickle memo counts once per reference, so memo amplification is refused before any
+#: code walks it). The largest published AI-norms file holds 0.67 M.
+MAX_NODES = 20_000_000
+#: Deepest nesting admitted (published files: 5).
+MAX_DEPTH = 64
 
 #: The only types a restricted pickle may contain.
 PLAIN_TYPES = (dict, list, tuple, str, int, float, bool, type(None))
@@ -70,41 +77,49 @@ class RestrictedUnpickler(pickle.Unpickler):
         )
 
 
-def _check_plain(obj, source: str) -> None:
-    """Iteratively check that ``obj`` holds only :data:`PLAIN_TYPES` (cycles allowed)."""
-    stack = [obj]
-    seen: set[int] = set()
+def _check_plain(obj, source: str, *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> None:
+    """Check that ``obj`` holds only :data:`PLAIN_TYPES`, at most ``max_nodes`` elements when
+    expanded as a tree and at most ``max_depth`` levels.
+
+    Shared containers are counted once per reference (what a consumer walking the data would
+    touch); a reference back to a container on the current path (a cycle) counts once and is
+    not followed.
+    """
     plain = set(PLAIN_TYPES)
     scalars = {str, int, float, bool, type(None)}
+    if type(obj) in scalars:
+        return
+    nodes = 0
+    on_path: set[int] = set()
+    stack: list = [(obj, 1)]
     while stack:
-        x = stack.pop()
-        tx = type(x)
-        if tx in scalars:
+        x, depth = stack.pop()
+        if depth < 0:  # exit marker: leave the container
+            on_path.discard(id(x))
             continue
+        tx = type(x)
         if tx not in plain:
             raise UnsafePickleError(
                 f"{source}: refused object of type {tx.__module__}.{tx.__qualname__}; only plain builtins "
                 f"({_PLAIN_NAMES}) are allowed"
             )
-        # fast path (C-level type scan): a container of scalars only
-        if tx is dict:
-            if set(map(type, x.keys())) <= scalars and set(map(type, x.values())) <= scalars:
-                continue
-        elif set(map(type, x)) <= scalars:
+        if id(x) in on_path:  # a cycle: no code involved, but not walked again
             continue
-        if id(x) in seen:  # shared or recursive containers are walked once
+        if depth > max_depth:
+            raise ValueError(f"{source}: nesting deeper than {max_depth} levels; refused (published files nest 5 deep)")
+        items = (*x.keys(), *x.values()) if tx is dict else x
+        nodes += len(items)
+        if nodes > max_nodes:
+            raise ValueError(
+                f"{source}: holds more than {max_nodes:,} elements when expanded (shared references count each "
+                "time); refused as a memory bomb"
+            )
+        kinds = set(map(type, items))
+        if kinds <= scalars:  # fast path (C-level type scan): a container of scalars only
             continue
-        seen.add(id(x))
-        if tx is dict:
-            for k, v in x.items():
-                if type(k) not in scalars:
-                    stack.append(k)
-                if type(v) not in scalars:
-                    stack.append(v)
-        else:  # list or tuple
-            for v in x:
-                if type(v) not in scalars:
-                    stack.append(v)
+        on_path.add(id(x))
+        stack.append((x, -1))
+        stack.extend((v, depth + 1) for v in items if type(v) not in scalars)
 
 
 def restricted_loads(data, *, source: str = "<bytes>"):
@@ -132,7 +147,14 @@ def restricted_loads(data, *, source: str = "<bytes>"):
         ``subprocess.Popen``, ``numpy`` reconstructors), uses a persistent id, or produces an
         object of another type (``set``, ``bytes``...). Nothing is executed.
     ValueError
-        If ``data`` is not a valid pickle (truncated, corrupt...).
+        If ``data`` is not a valid pickle (truncated, corrupt...), nests deeper than
+        :data:`MAX_DEPTH`, or expands to more than :data:`MAX_NODES` elements (memo references).
+
+    Notes
+    -----
+    Memory while unpickling is bounded by the size of ``data`` (at most about 40 bytes of objects
+    per pickle byte, for a pickle made only of tiny containers): callers cap the input size
+    (:data:`normlab.llm_runs.published.ainorms.MAX_FILE_BYTES`).
 
     References
     ----------
@@ -145,7 +167,9 @@ def restricted_loads(data, *, source: str = "<bytes>"):
     except UnsafePickleError:
         raise
     except MemoryError:
-        raise
+        raise ValueError(f"{source}: ran out of memory while unpickling; refused") from None
+    except RecursionError:
+        raise ValueError(f"{source}: nests too deeply to unpickle; refused") from None
     except Exception as exc:  # corrupt/truncated data raises many different types
         raise ValueError(f"{source} is not a valid pickle of plain builtins: {type(exc).__name__}: {exc}") from None
     _check_plain(obj, source)

