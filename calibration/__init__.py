@@ -17,7 +17,8 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
 - asymmetry: :func:`strategy_asymmetry` (seed 003 Table 1)
 - prediction: :func:`predict` -> :class:`Prediction`; :func:`calibrate` (the whole pipeline,
   also ``normlab calibrate``)
-- observed: :func:`empirical_critical_mass`, :func:`run_flips`
+- observed: :func:`empirical_critical_mass` (published, per_run and end_of_run critical masses),
+  :func:`run_flips`, :func:`challenger_shares`
 - norm adoption: :func:`fit_adoption` (belief / compliance rates of the two-stage contagion and
   their ratio, CRSEC seed 000) -> :class:`AdoptionFit`
 - LLM vs theory: :func:`llm_trajectories`, :func:`theory_trajectories`,
@@ -60,6 +61,7 @@ _EXPORTS = {
     "Prediction": "predict",
     "table_draws": "predict",
     "run_flips": "observed_critical_mass",
+    "challenger_shares": "observed_critical_mass",
     "empirical_critical_mass": "observed_critical_mass",
     "EmpiricalCriticalMass": "observed_critical_mass",
     "firth_logistic": "observed_critical_mass",

@@ -14,8 +14,10 @@ examples:
 Fits p(name | memory state) on the chosen runs (default: baseline/convergence runs), plays
 posterior draws of the table in the strategy game and prints: P(consensus on each name),
 rounds to 0.95 success, critical mass for each direction (overturn_<X>: a consensus on X attacked
-by agents committed to the other name, published flip criterion within --within-rounds rounds),
-relative strength, and -- when the data hold them -- the observed values next to the predictions.
+by agents committed to the other name) by two criteria -- "published": the authors' ensemble rule
+behind seed 003 Table S3, applied per posterior draw to a simulated 10-run experiment with their
+window (--max-round); "per_run": smallest count where half the runs flip within --within-rounds --
+relative strength, and -- when the data hold them -- the observed values by the same rules.
 """
 
 
@@ -45,7 +47,10 @@ def register(sub) -> None:
     p.add_argument("--fit-model", default="hierarchical", choices=["hierarchical", "logit", "logit_symmetric", "empirical"],
                    help="strategy model (default: hierarchical, chosen by held-out log-likelihood)")
     p.add_argument("--draws", type=int, default=200, help="posterior draws of the table (default 200)")
-    p.add_argument("--within-rounds", type=int, default=30, help="flip window in population rounds (default 30)")
+    p.add_argument("--within-rounds", type=int, default=30, help="window of the per-run flip reading in population "
+                                                                 "rounds (default 30)")
+    p.add_argument("--max-round", type=int, default=None, help="window of the published critical-mass rule "
+                                                               "(default the authors': 30, 21 for Llama-3 at N = 48)")
     p.add_argument("--runs-flip", type=int, default=16, help="runs per draw and committed count (default 16)")
     p.add_argument("--runs-consensus", type=int, default=40, help="convergence runs per draw (default 40)")
     p.add_argument("--no-strength", action="store_true", help="skip the relative-strength simulations")
@@ -83,6 +88,8 @@ def _calibrate(args) -> int:
         v = getattr(args, nm)
         if v is None or v < 1:
             raise ValueError(f"--{nm.replace('_', '-')} must be >= 1; got {v}")
+    if args.max_round is not None and args.max_round < 3:
+        raise ValueError(f"--max-round must be >= 3; got {args.max_round}")
     if args.n_agents is not None and args.n_agents < 2:
         raise ValueError(f"--n-agents must be >= 2; got {args.n_agents}")
     if args.memory is not None and args.memory < 1:
@@ -97,7 +104,8 @@ def _calibrate(args) -> int:
         if args.memory is not None and args.memory != fit.memory:
             raise ValueError(f"memory length mismatch: --memory {args.memory} but the table is for H={fit.memory}")
         n = args.n_agents or int((fit.meta.get("source") or {}).get("n_agents", [24])[0])
-        pred = predict(fit, n_agents=n, n_draws=args.draws, within_rounds=args.within_rounds, rng=args.seed, **pk)
+        pred = predict(fit, n_agents=n, n_draws=args.draws, within_rounds=args.within_rounds,
+                       max_round=args.max_round, rng=args.seed, **pk)
         out = pred.summary()
         out = {"llm": fit.meta.get("llm"), "source": str(args.table), "model": fit.kind, **out,
                "fit": {k: v for k, v in fit.summary().items() if k in ("decisions", "states_observed", "states_total",
@@ -131,6 +139,7 @@ def _calibrate(args) -> int:
                                                             "draws": args.samples}
     cal = calibrate(log, names=names, memory=args.memory, n_agents=args.n_agents, fit_on=args.fit_on,
                     model=args.fit_model, llm=llm, n_draws=args.draws, within_rounds=args.within_rounds,
+                    max_round=args.max_round,
                     fit_kwargs=fit_kwargs, predict_kwargs=pk, source=source, rng=args.seed)
     if args.save_fit:
         cal.fit.to_json(args.save_fit)

@@ -1,36 +1,41 @@
-"""Empirical critical mass from committed-minority runs (LLM or simulated).
+"""Empirical critical mass from committed-minority runs (LLM or simulated), by every flip criterion.
 
 Each run that starts from a consensus on ``X`` (``initial = "consensus:X"``: the AI-norms
 ``swap`` and ``evolved`` files, normlab's own LLM runs, or :func:`normlab.theory.strategy_game`
-logs) is classified by the **published flip criterion**, computed from its decisions exactly as
-the theory simulator does: the challenger ``Y``'s share of the uncommitted agents' valid
-productions in each population round (round ``r`` = interactions ``(r - 1) N .. r N - 1``), summed
-over three consecutive complete rounds, reaches ``2.849`` -- checked at the end of every complete
-round up to ``within_rounds``. A run that stopped in a consensus on ``Y`` (a final streak of ``3N``
-successes on ``Y``) counts as flipped at its last round, as an absorbed theory run does. This is
-the "at any time within the window" reading; the loader's ``flipped`` column (criterion on the last
-three rounds of the run, "at end") is reported alongside for comparison -- they differ for runs
-that flip and then drift back, which happens in the N = 48 Llama-3.1 files.
+logs) is turned into the challenger ``Y``'s share of the uncommitted agents' valid productions
+per population round (round ``r`` = interactions ``(r - 1) N .. r N - 1``, from ``t = 0``; the
+last partial round kept), and the three readings of :mod:`normlab.theory.criteria` are applied
+(see the table there):
 
-A run that neither flipped nor stopped in a consensus and has fewer than ``within_rounds``
-complete rounds is *censored* (it might have flipped later); it counts as not flipped and is
-flagged. The Llama-3 N = 48 committed runs have 1000 interactions (20 complete rounds), so with
-``within_rounds=30`` every non-flipping one of them is censored: seed 003 Methods measures the
-Llama-3 critical masses "within the same time frame" as the weak-convention experiment, i.e. the
-run length, so compare with ``within_rounds=20`` there.
+``published`` (the default wherever a number is compared with seed 003 Table S3)
+    Per committed count, the authors' ensemble rule: mean share over runs (runs meeting the
+    threshold at their own end padded with 1s), truncated at ``max_round`` (30; 21 for Llama-3 at
+    N = 48), summed over its last three rounds ``>= 2.849``. The critical mass is the smallest
+    tested count that succeeds. This reproduces Table S3 from the published archives: Llama-3
+    (N = 48, H = 3) 6 to overturn M and 1 to overturn Q; Llama-3.1 (N = 24, H = 5) 10 and 0.
+``per_run``
+    A run flips when three consecutive *complete* rounds ending at a round ``<= within_rounds``
+    sum to ``>= 2.849`` (first passage; a run that stopped in a consensus on ``Y`` -- a final
+    streak of ``3N`` successes -- counts as flipped at its last round, as an absorbed theory run
+    does). Per count: flip probability with a Clopper-Pearson interval; ``first_count`` (smallest
+    tested count with flip frequency ``>= level``), and ``c50`` of a Firth logistic curve with a
+    bootstrap interval. A run that neither flipped nor stopped in a consensus and has fewer than
+    ``within_rounds`` complete rounds is *censored* (counted as not flipped, flagged).
+``end_of_run``
+    The share over the last three blocks of ``N`` interactions ending at the run's last
+    interaction sums to ``>= 2.849`` (what the AI-norms loader stores as ``flipped``); a count's
+    ``end_of_run`` critical mass is the smallest tested count where a fraction ``>= level`` of runs
+    meet it.
 
-The flip probability per committed count gets a Clopper-Pearson interval; a logistic curve
-``P(flip) = 1 / (1 + exp(-(b0 + b1 c)))`` is fitted by Firth's penalised likelihood (finite even
-under complete separation, common here), and the critical mass ``c50 = -b0 / b1`` gets a
-bootstrap interval (runs resampled within each count). The count reported in seed 003 Table S3 is
-the smallest *tested* count that overturns the majority; ``first_count`` (smallest tested count
-with flip frequency >= ``level``) is its analogue.
+The readings differ on the published data: for Llama-3.1 overturning M, ``per_run`` gives 4
+(6 of 10 runs flip at some point) where the paper's ensemble rule gives 10.
 
 References
 ----------
 A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods "Committed
-Minorities", Fig. 3, Table S3, Fig. S7; D. Firth, Biometrika 80, 27 (1993); C. J. Clopper,
-E. S. Pearson, Biometrika 26, 404 (1934).
+Minorities", Fig. 3, Table S3, Fig. S7; the authors' ``plotter.ipynb`` cells 9-10
+(Ariel-Flint-Ashery/AI-norms at commit e57aeef); D. Firth, Biometrika 80, 27 (1993);
+C. J. Clopper, E. S. Pearson, Biometrika 26, 404 (1934).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ import pandas as pd
 from normlab._rng import as_generator
 from normlab.schema import GameLog
 
-__all__ = ["run_flips", "empirical_critical_mass", "EmpiricalCriticalMass", "firth_logistic"]
+__all__ = ["run_flips", "challenger_shares", "empirical_critical_mass", "EmpiricalCriticalMass", "firth_logistic"]
 
 FLIP_SUM = 2.849
 
@@ -58,15 +63,71 @@ def _challenger(row, names):
     return None if ct is None or (isinstance(ct, float) and np.isnan(ct)) else str(ct)
 
 
+def _consensus_runs(log: GameLog):
+    if not isinstance(log, GameLog):
+        raise TypeError(f"log must be a normlab.schema.GameLog; got {type(log).__name__}")
+    runs = log.runs[log.runs["initial"].astype(str).str.startswith("consensus:")]
+    if runs.empty:
+        raise ValueError("no run starts from a consensus (initial='consensus:<name>'); committed-minority runs needed")
+    d = log.decisions[log.decisions["run"].isin(runs["run"])]
+    d = d[d["valid"].to_numpy() & ~d["committed"].to_numpy()]
+    return runs, {r: g for r, g in d.groupby("run")}
+
+
+def _run_counts(r, g, y):
+    """Per round (bins of N from t = 0, last partial kept) and per interaction: challenger
+    productions and all valid productions of uncommitted agents."""
+    N, T = int(r["n_agents"]), int(r["n_interactions"])
+    nb = -(-T // N)
+    if g is None or y is None:
+        z = np.zeros(nb)
+        return z, z.copy(), np.zeros(T), np.zeros(T)
+    t = g["t"].to_numpy()
+    keep = t < T
+    t = t[keep]
+    hit = (g["name"].to_numpy()[keep] == y).astype(float)
+    tot_r = np.bincount(t // N, minlength=nb)[:nb].astype(float)
+    hit_r = np.bincount(t // N, weights=hit, minlength=nb)[:nb]
+    return hit_r, tot_r, np.bincount(t, weights=hit, minlength=T)[:T], np.bincount(t, minlength=T)[:T].astype(float)
+
+
+def challenger_shares(log: GameLog) -> pd.DataFrame:
+    """The challenger's share of the uncommitted agents' valid productions per run and round.
+
+    Parameters
+    ----------
+    log : normlab.schema.GameLog
+        Runs starting from a consensus (``initial = "consensus:<name>"``); others are ignored.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Tidy: ``run``, ``round`` (from 1; bins of ``N`` interactions from ``t = 0``, the last
+        partial bin kept), ``challenger``, ``hits``, ``productions``, ``share`` (NaN where the
+        round has no uncommitted production) -- the input of :mod:`normlab.theory.criteria`.
+    """
+    from normlab.theory.criteria import round_shares
+
+    runs, by_run = _consensus_runs(log)
+    frames = []
+    for _, r in runs.iterrows():
+        y = _challenger(r, str(r["names"]).split(","))
+        h, t, _, _ = _run_counts(r, by_run.get(r["run"]), y)
+        frames.append(pd.DataFrame({"run": r["run"], "round": np.arange(1, len(h) + 1), "challenger": y,
+                                    "hits": h.astype(int), "productions": t.astype(int),
+                                    "share": round_shares(h, t)}))
+    return pd.concat(frames, ignore_index=True)
+
+
 def run_flips(log: GameLog, *, within_rounds: int = 30, flip_sum: float = FLIP_SUM) -> pd.DataFrame:
-    """Classify every committed-minority (or unperturbed consensus) run by the flip criterion.
+    """Classify every committed-minority (or unperturbed consensus) run by the per-run criteria.
 
     Parameters
     ----------
     log : normlab.schema.GameLog
         Runs starting from a consensus (``initial = "consensus:<name>"``); other runs are ignored.
     within_rounds : int, optional
-        Window in population rounds (30 in seed 003 Methods).
+        Window in population rounds of the ``per_run`` reading (30 in seed 003 Methods).
     flip_sum : float, optional
         Threshold on the 3-round sum of the challenger's share (2.849).
 
@@ -75,27 +136,25 @@ def run_flips(log: GameLog, *, within_rounds: int = 30, flip_sum: float = FLIP_S
     pandas.DataFrame
         One row per run: ``run``, ``model``, ``kind``, ``n_agents``, ``memory``, ``majority``,
         ``challenger``, ``committed``, ``rounds`` (complete rounds observed), ``flipped``
-        (within the window), ``flip_round`` (NaN if not), ``censored``, ``final_share``
-        (challenger share over the last three complete rounds), ``consensus`` and, when the log
-        has them, the loader's ``flipped_at_end`` and ``flip_interaction``.
+        (``per_run``: first passage within the window), ``flip_round`` (NaN if not),
+        ``censored``, ``final_share`` (challenger share over the last three complete rounds),
+        ``end_sum`` and ``end_of_run`` (the ``end_of_run`` reading: 3-block sum ending at the last
+        interaction, and whether it reaches ``flip_sum``), ``consensus`` and, when the log has
+        them, the loader's ``flipped_at_end`` and ``flip_interaction``.
 
     Raises
     ------
     ValueError
-        No run starts from a consensus.
+        No run starts from a consensus; a bad window or threshold.
     """
     from normlab.theory._common import check_int
+    from normlab.theory.criteria import LAST_ROUNDS, end_of_run_sum, first_passage, round_shares
 
-    if not isinstance(log, GameLog):
-        raise TypeError(f"log must be a normlab.schema.GameLog; got {type(log).__name__}")
-    W_rounds = check_int(within_rounds, "within_rounds", low=3)
-    runs = log.runs[log.runs["initial"].astype(str).str.startswith("consensus:")]
-    if runs.empty:
-        raise ValueError("no run starts from a consensus (initial='consensus:<name>'); committed-minority runs needed")
-    d = log.decisions[log.decisions["run"].isin(runs["run"])]
-    d = d[d["valid"].to_numpy() & ~d["committed"].to_numpy()]
+    W_rounds = check_int(within_rounds, "within_rounds", low=LAST_ROUNDS)
+    if not 0 < float(flip_sum) <= LAST_ROUNDS:
+        raise ValueError(f"flip_sum must be in (0, {LAST_ROUNDS}]; got {flip_sum!r}")
+    runs, by_run = _consensus_runs(log)
     rows = []
-    by_run = {r: g for r, g in d.groupby("run")}
     for _, r in runs.iterrows():
         names = str(r["names"]).split(",")
         maj = str(r["initial"]).split(":", 1)[1]
@@ -103,29 +162,21 @@ def run_flips(log: GameLog, *, within_rounds: int = 30, flip_sum: float = FLIP_S
         N = int(r["n_agents"])
         n_int = int(r["n_interactions"])
         R = n_int // N  # complete rounds
-        g = by_run.get(r["run"])
-        tot = np.zeros(R)
-        cy = np.zeros(R)
-        if g is not None and R > 0:
-            rr = g["round"].to_numpy()
-            keep = rr < R
-            np.add.at(tot, rr[keep], 1)
-            np.add.at(cy, rr[keep], (g["name"].to_numpy()[keep] == y))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share = np.where(tot > 0, cy / np.maximum(tot, 1), np.nan)
-        s3 = np.convolve(np.nan_to_num(share), np.ones(3), mode="valid") if R >= 3 else np.zeros(0)
-        hit = np.flatnonzero(s3 >= flip_sum - 1e-12)
-        flip_round = float(hit[0] + 3) if hit.size else np.nan  # rounds from 1
+        h, t, hi, ti = _run_counts(r, by_run.get(r["run"]), y)
+        share = np.nan_to_num(round_shares(h, t))[:R]
+        flip_round = first_passage(share, window=max(R, LAST_ROUNDS), flip_sum=flip_sum) if R >= LAST_ROUNDS else np.nan
         cons = r["consensus"]
         if np.isnan(flip_round) and cons is not None and str(cons) == y:
             flip_round = float(-(-n_int // N))
         flipped = bool(not np.isnan(flip_round) and flip_round <= W_rounds)
         stopped = cons is not None and not (isinstance(cons, float))
         censored = (not flipped) and (not stopped) and R < W_rounds
+        end = end_of_run_sum(hi, ti, N)
         row = {"run": r["run"], "model": r["model"], "kind": r["kind"], "n_agents": N, "memory": int(r["memory"]),
                "majority": maj, "challenger": y, "committed": int(r["committed_count"]), "rounds": R,
                "flipped": flipped, "flip_round": flip_round if flipped else np.nan, "censored": bool(censored),
-               "final_share": float(s3[-1] / 3) if len(s3) else np.nan, "consensus": cons}
+               "final_share": float(share[-3:].sum() / 3) if R >= 3 else np.nan,
+               "end_sum": end, "end_of_run": bool(end >= flip_sum), "consensus": cons}
         for c in ("flipped", "flip_interaction"):
             if c in runs.columns:
                 v = r[c]
@@ -135,44 +186,10 @@ def run_flips(log: GameLog, *, within_rounds: int = 30, flip_sum: float = FLIP_S
 
 
 def firth_logistic(x, k, n, *, max_iter: int = 100, tol: float = 1e-10):
-    """Firth-penalised logistic regression ``logit P = b0 + b1 x`` on grouped binomial data.
+    """Firth-penalised logistic regression (see :func:`normlab.theory.criteria.firth_logistic`)."""
+    from normlab.theory.criteria import firth_logistic as _firth
 
-    Parameters
-    ----------
-    x, k, n : array_like
-        Covariate, successes and trials per group.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``[b0, b1]``.
-
-    References
-    ----------
-    D. Firth, "Bias reduction of maximum likelihood estimates", Biometrika 80, 27 (1993).
-    """
-    x, k, n = (np.asarray(v, float) for v in (x, k, n))
-    X = np.column_stack([np.ones_like(x), x])
-    b = np.zeros(2)
-    for _ in range(max_iter):
-        p = 1 / (1 + np.exp(-(X @ b)))
-        w = n * p * (1 - p)
-        I = X.T @ (X * w[:, None])
-        try:
-            Iinv = np.linalg.inv(I)
-        except np.linalg.LinAlgError:
-            Iinv = np.linalg.pinv(I)
-        h = w * np.einsum("ij,jk,ik->i", X, Iinv, X)
-        U = X.T @ (k - n * p + h * (0.5 - p))
-        step = Iinv @ U
-        # damping keeps the iteration stable under separation
-        m = np.max(np.abs(step))
-        if m > 5:
-            step *= 5 / m
-        b = b + step
-        if np.max(np.abs(step)) < tol:
-            break
-    return b
+    return _firth(x, k, n, max_iter=max_iter, tol=tol)
 
 
 @dataclass(frozen=True)
@@ -183,17 +200,25 @@ class EmpiricalCriticalMass:
     ----------
     curves : pandas.DataFrame
         One row per direction and committed count: ``model``, ``majority``, ``challenger``,
-        ``n_agents``, ``memory``, ``committed``, ``n_runs``, ``n_flips``, ``p_flip``, ``ci_low``,
-        ``ci_high`` (Clopper-Pearson 95%), ``n_censored``, ``n_flipped_at_end`` (loader column,
-        if present), ``mean_flip_round``.
+        ``n_agents``, ``memory``, ``committed``, ``n_runs``, ``n_flips`` (``per_run``),
+        ``p_flip``, ``ci_low``, ``ci_high`` (Clopper-Pearson 95%), ``n_censored``,
+        ``mean_flip_round``, ``published_last3`` (3-round sum of the ensemble mean) and
+        ``published_success`` (``published``), ``n_end_of_run`` (``end_of_run``),
+        ``n_flipped_at_end`` (loader column, if present).
     estimates : pandas.DataFrame
         One row per direction: ``model``, ``majority``, ``challenger``, ``n_agents``, ``memory``,
-        ``first_count`` (smallest tested count with ``p_flip >= level``; the analogue of Table S3),
-        ``first_all`` (smallest tested count where every run flipped), ``c50`` (logistic),
-        ``c50_low``, ``c50_high`` (bootstrap interval), ``b0``, ``b1``, ``n_runs``, ``counts``
-        (tested counts), ``separated`` (every tested count all-flip or all-stay on one side).
+        ``published`` (smallest tested count meeting the published rule, seed 003 Table S3;
+        ``inf`` when none), ``max_round`` (its window), ``published_unobserved`` (counts whose
+        runs are shorter than the window: rule not applied), ``first_count`` (``per_run``: smallest
+        tested count with ``p_flip >= level``), ``first_all`` (smallest tested count where every
+        run flipped), ``c50`` (logistic 50% point), ``c50_low``, ``c50_high`` (bootstrap
+        interval), ``end_of_run`` (smallest tested count where a fraction ``>= level`` of runs
+        met the threshold at their end), ``b0``, ``b1``, ``n_runs``, ``counts`` (tested counts),
+        ``separated`` (every tested count all-flip or all-stay on one side).
     runs : pandas.DataFrame
         The per-run classification (:func:`run_flips`).
+    shares : pandas.DataFrame
+        Challenger share per run and round (:func:`challenger_shares`).
     within_rounds : int
     level : float
 
@@ -208,6 +233,16 @@ class EmpiricalCriticalMass:
     within_rounds: int
     level: float = 0.5
     settings: dict = field(default_factory=dict)
+    shares: pd.DataFrame = None
+
+    def __repr__(self) -> str:
+        e = self.estimates
+        parts = [f"{r['majority']}<-{r['challenger']} N={r['n_agents']} H={r['memory']}: published {r['published']:g}, "
+                 f"per_run {r['first_count']:g}" for _, r in e.iterrows()]
+        return f"EmpiricalCriticalMass({'; '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        return self.estimates.drop(columns=["counts"], errors="ignore").to_html(index=False)
 
     def to_frame(self) -> pd.DataFrame:
         """The flip curves (tidy)."""
@@ -224,10 +259,20 @@ class EmpiricalCriticalMass:
             raise ValueError(f"{len(e)} directions match majority={majority!r}, n_agents={n_agents}, memory={memory}")
         return e.iloc[0].to_dict()
 
+    def critical_mass(self, majority: str, *, criterion: str = "published", n_agents: int | None = None,
+                      memory: int | None = None) -> float:
+        """The critical mass of one direction by one criterion (``published``: Table S3;
+        ``per_run``: ``c50``; ``end_of_run``)."""
+        from normlab.theory.criteria import check_criterion
 
-def empirical_critical_mass(log: GameLog, *, within_rounds: int = 30, level: float = 0.5, n_boot: int = 2000,
-                            include_evolved: bool = True, rng=None) -> EmpiricalCriticalMass:
-    """Flip probability vs committed count from committed-minority runs, with a logistic critical mass.
+        col = {"published": "published", "per_run": "c50", "end_of_run": "end_of_run"}[check_criterion(criterion)]
+        return float(self.estimate(majority, n_agents=n_agents, memory=memory)[col])
+
+
+def empirical_critical_mass(log: GameLog, *, within_rounds: int = 30, max_round: int | None = None,
+                            level: float = 0.5, n_boot: int = 2000, include_evolved: bool = True,
+                            strict_window: bool = False, rng=None) -> EmpiricalCriticalMass:
+    """Flip curves and critical masses of committed-minority runs by the three criteria.
 
     Parameters
     ----------
@@ -235,82 +280,108 @@ def empirical_critical_mass(log: GameLog, *, within_rounds: int = 30, level: flo
         Runs starting from a consensus (AI-norms ``swap``/``evolved`` files, normlab LLM runs,
         or simulations). Directions are grouped by model, majority, challenger, N and H.
     within_rounds : int, optional
-        Flip window in population rounds (30, seed 003 Methods).
+        Window of the ``per_run`` reading in population rounds (30, seed 003 Methods).
+    max_round : int, optional
+        Window of the ``published`` rule; default the authors' (:func:`~normlab.theory.criteria.
+        published_max_round`: 30, 21 for Llama-3 at N = 48).
     level : float, optional
-        Flip probability defining the critical mass (0.5).
+        Flip probability defining the ``per_run`` and ``end_of_run`` critical masses (0.5).
     n_boot : int, optional
         Bootstrap replicates of the logistic fit (0 to skip).
     include_evolved : bool, optional
         Count unperturbed consensus runs (``evolved``: nobody committed) as committed count 0.
+    strict_window : bool, optional
+        Raise when the ``published`` window is longer than the runs of some count (by default
+        such a count gets ``published_success = NA`` and is listed in the estimate's
+        ``published_unobserved``; the critical mass is the smallest count that succeeds).
     rng : optional
 
     Returns
     -------
     EmpiricalCriticalMass
 
+    Raises
+    ------
+    ValueError
+        Bad settings; no committed-minority run; with ``strict_window``, a ``published`` window
+        longer than the runs of some count.
+
     References
     ----------
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods "Committed
-    Minorities", Fig. 3, Table S3; Firth, Biometrika 80, 27 (1993).
+    Minorities", Fig. 3, Table S3; the authors' ``plotter.ipynb`` cells 9-10; Firth,
+    Biometrika 80, 27 (1993).
     """
-    from normlab.theory.sweeps import clopper_pearson
+    from normlab.theory._common import check_int
+    from normlab.theory.criteria import LAST_ROUNDS, per_run_curve, published_max_round, published_rule, smallest_count
 
     if not 0 < float(level) < 1:
         raise ValueError(f"level must be in (0, 1); got {level}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
         raise ValueError(f"n_boot must be an int >= 0; got {n_boot!r}")
+    if max_round is not None:
+        check_int(max_round, "max_round", low=LAST_ROUNDS)
     rf = run_flips(log, within_rounds=within_rounds)
     if not include_evolved:
         rf = rf[rf["kind"] != "evolved"]
     if rf.empty:
         raise ValueError("no committed-minority run to analyse")
+    sh = challenger_shares(log)
+    sh = sh[sh["run"].isin(rf["run"])]
+    traj = {r: g["share"].to_numpy() for r, g in sh.groupby("run")}
     g = as_generator(rng)
     curves, ests = [], []
     keys = ["model", "majority", "challenger", "n_agents", "memory"]
     for key, grp in rf.groupby(keys, sort=True):
+        kd = dict(zip(keys, key))
+        mr = published_max_round(kd["model"], kd["n_agents"]) if max_round is None else int(max_round)
         c = grp.groupby("committed").agg(
             n_runs=("flipped", "size"), n_flips=("flipped", "sum"), n_censored=("censored", "sum"),
-            mean_flip_round=("flip_round", "mean"),
+            mean_flip_round=("flip_round", "mean"), n_end_of_run=("end_of_run", "sum"),
         ).reset_index()
         if "flipped_at_end" in grp.columns:
             c["n_flipped_at_end"] = grp.groupby("committed")["flipped_at_end"].apply(
                 lambda s: int(np.nansum(pd.to_numeric(s, errors="coerce")))).to_numpy()
-        c["p_flip"] = c["n_flips"] / c["n_runs"]
-        lo, hi = clopper_pearson(c["n_flips"].to_numpy(), c["n_runs"].to_numpy())
-        c["ci_low"], c["ci_high"] = lo, hi
-        for kk, v in zip(keys, key):
-            c[kk] = v
-        curves.append(c)
+        pub, unobserved = [], []
+        for cc, gc in grp.groupby("committed"):
+            trs = [traj.get(r, np.zeros(0)) for r in gc["run"]]
+            try:
+                pub.append(published_rule(trs, max_round=mr))
+            except ValueError as err:
+                if strict_window:
+                    raise ValueError(f"{kd['model']} {kd['majority']}<-{kd['challenger']} N={kd['n_agents']} "
+                                     f"H={kd['memory']}, {cc} committed: {err}") from None
+                # the window is longer than these runs (e.g. 1000-interaction runs at N = 48 with
+                # max_round = 30): the rule cannot be applied; reported, not guessed
+                pub.append({"last3": np.nan, "success": pd.NA})
+                unobserved.append(int(cc))
+        c["published_last3"] = [p["last3"] for p in pub]
+        c["published_success"] = pd.array([p["success"] for p in pub], dtype="boolean")
         x = c["committed"].to_numpy(float)
         k = c["n_flips"].to_numpy(float)
         n = c["n_runs"].to_numpy(float)
-        p = k / n
-        first = x[p >= level]
-        first_all = x[k == n]
-        b0, b1 = firth_logistic(x, k, n) if len(x) >= 1 else (np.nan, np.nan)
-        c50 = -b0 / b1 if b1 > 0 else np.nan
-        lo50 = hi50 = np.nan
-        if n_boot and len(x) >= 2 and b1 > 0:
-            # resample runs within each count (binomial resampling of the flip indicator)
-            boots = []
-            for _ in range(int(n_boot)):
-                kb = g.binomial(n.astype(int), p)
-                bb0, bb1 = firth_logistic(x, kb, n)
-                boots.append(-bb0 / bb1 if bb1 > 0 else np.inf)
-            boots = np.asarray(boots)
-            lo50, hi50 = np.quantile(boots, [0.025, 0.975])
-        # separation: the flip frequency jumps from all-0 to all-1 between adjacent tested counts
-        sep = bool(np.all((p == 0) | (p == 1)) and np.all(np.diff(p[np.argsort(x)]) >= 0))
-        ests.append({**dict(zip(keys, key)),
-                     "first_count": float(first.min()) if first.size else np.inf,
-                     "first_all": float(first_all.min()) if first_all.size else np.inf,
-                     "c50": float(c50), "c50_low": float(lo50), "c50_high": float(hi50),
-                     "b0": float(b0), "b1": float(b1), "n_runs": int(n.sum()), "counts": [int(v) for v in x],
-                     "separated": sep})
-    cols = keys + ["committed", "n_runs", "n_flips", "p_flip", "ci_low", "ci_high", "n_censored", "mean_flip_round"]
+        pr = per_run_curve(x, k, n, level=level, n_boot=int(n_boot), rng=g)
+        c["p_flip"], c["ci_low"], c["ci_high"] = pr["p_flip"], pr["ci_low"], pr["ci_high"]
+        for kk, v in kd.items():
+            c[kk] = v
+        curves.append(c)
+        ests.append({**kd,
+                     "published": smallest_count(x, c["published_success"].fillna(False).to_numpy(bool)),
+                     "max_round": mr, "published_unobserved": unobserved,
+                     "first_count": pr["first_count"], "first_all": pr["first_all"],
+                     "c50": pr["c50"], "c50_low": pr["c50_low"], "c50_high": pr["c50_high"],
+                     "end_of_run": smallest_count(x, c["n_end_of_run"].to_numpy(float) / n >= level),
+                     "b0": pr["b0"], "b1": pr["b1"], "n_runs": int(n.sum()), "counts": [int(v) for v in x],
+                     "separated": pr["separated"]})
+    cols = keys + ["committed", "n_runs", "n_flips", "p_flip", "ci_low", "ci_high", "n_censored", "mean_flip_round",
+                   "published_last3", "published_success", "n_end_of_run"]
     curves = pd.concat(curves, ignore_index=True)
     curves = curves[cols + [c for c in curves.columns if c not in cols]]
     return EmpiricalCriticalMass(curves=curves, estimates=pd.DataFrame(ests), runs=rf,
-                                 within_rounds=int(within_rounds), level=float(level),
+                                 within_rounds=int(within_rounds), level=float(level), shares=sh.reset_index(drop=True),
                                  settings={"n_boot": int(n_boot), "include_evolved": bool(include_evolved),
-                                           "flip_sum": FLIP_SUM, "criterion": "any complete round within the window"})
+                                           "flip_sum": FLIP_SUM, "max_round": max_round,
+                                           "criteria": {"published": "ensemble mean over runs, last 3 rounds of "
+                                                                     "max_round (plotter.ipynb cells 9-10)",
+                                                        "per_run": "first passage at a complete round within the window",
+                                                        "end_of_run": "last 3N interactions of each run"}})

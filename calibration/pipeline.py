@@ -94,7 +94,7 @@ def streak_rounds(log: GameLog, streak_factor: int = 3) -> float:
 
 
 def observed_summary(log: GameLog, *, names, memory: int, n_agents: int, within_rounds: int = 30,
-                     model=None, rng=None) -> dict:
+                     max_round: int | None = None, model=None, rng=None) -> dict:
     """What the log shows at (names, H, N): consensus counts and rounds to 0.95 of the baseline
     runs, and the empirical critical masses of the committed runs (None where absent).
 
@@ -106,8 +106,12 @@ def observed_summary(log: GameLog, *, names, memory: int, n_agents: int, within_
         convergence streak), ``streak_rounds`` (mean time, in rounds, at which ``3N`` consecutive
         successes were first completed -- the theory's stop rule, comparable even where the
         published runs used a longer streak), ``n_agents`` -- the predicted N when such baselines exist, else
-        the most common N) and ``critical_mass`` (``overturn_<X>`` -> ``first_count``,
-        ``first_all``, ``c50``, ``c50_low``, ``c50_high``, ``counts``, ``n_runs``).
+        the most common N) and ``critical_mass`` (``overturn_<X>`` -> ``published`` and
+        ``per_run``, each ``{estimate, low, high, p_not_reached}`` as in the predictions --
+        ``published`` is the smallest tested count meeting the paper's ensemble rule, seed 003
+        Table S3 -- and ``first_count``, ``first_all``, ``c50``, ``c50_low``, ``c50_high``,
+        ``end_of_run``, ``counts``, ``n_runs``; see
+        :func:`~normlab.calibration.empirical_critical_mass`).
     """
     from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 
@@ -139,12 +143,27 @@ def observed_summary(log: GameLog, *, names, memory: int, n_agents: int, within_
     except ValueError:
         sw = None
     if sw is not None:
-        e = empirical_critical_mass(sw, within_rounds=within_rounds, n_boot=500, rng=rng)
+        e = empirical_critical_mass(sw, within_rounds=within_rounds, max_round=max_round, n_boot=500, rng=rng)
         cm = {}
+
+        def fin(v):
+            return None if isinstance(v, float) and not np.isfinite(v) else v
+
         for _, r in e.estimates.iterrows():
             key = f"overturn_{r['majority']}" if len(names) == 2 else f"overturn_{r['majority']}_by_{r['challenger']}"
-            cm[key] = {k: (None if isinstance(r[k], float) and not np.isfinite(r[k]) else r[k])
-                       for k in ("first_count", "first_all", "c50", "c50_low", "c50_high", "counts", "n_runs")}
+            cm[key] = {
+                # the same readings as the predictions: one observed experiment, so no interval
+                # for the published rule; per_run: the logistic 50% point with its bootstrap
+                # interval (the first count with >= 50% flips where the curve is separated)
+                "published": {"estimate": fin(r["published"]), "low": None, "high": None,
+                              "p_not_reached": float(np.isinf(r["published"])), "max_round": int(r["max_round"])},
+                "per_run": {"estimate": fin(r["c50"]) if np.isfinite(r["c50"]) else fin(r["first_count"]),
+                            "low": fin(r["c50_low"]), "high": fin(r["c50_high"]),
+                            "p_not_reached": float(np.isinf(r["first_count"])), "first_count": fin(r["first_count"]),
+                            "within_rounds": int(within_rounds)},
+                **{k: fin(r[k]) for k in ("first_count", "first_all", "c50", "c50_low", "c50_high", "end_of_run",
+                                          "counts", "n_runs")},
+            }
             cm[key]["censored_runs"] = int(e.curves[(e.curves["majority"] == r["majority"])]["n_censored"].sum())
         out["critical_mass"] = cm
         out["empirical"] = e
@@ -217,14 +236,15 @@ class Calibration:
             obs[("rounds_to_95", "")] = b.get("rounds_to_95")
             obs[("consensus_rounds", "")] = b.get("streak_rounds")
         for k, v in (self.observed.get("critical_mass") or {}).items():
-            obs[("critical_mass", k)] = v.get("first_count")
+            obs[("critical_mass", k)] = (v.get("published") or {}).get("estimate")
+            obs[("critical_mass_per_run", k)] = (v.get("per_run") or {}).get("first_count")
         pf["observed"] = [obs.get((q, k)) for q, k in zip(pf["quantity"], pf["key"])]
         return pf.rename(columns={"estimate": "predicted"})
 
 
 def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,
               fit_on="baseline", model: str = "hierarchical", llm=None, n_draws: int = 200,
-              within_rounds: int = 30, fit_kwargs: dict | None = None, predict_kwargs: dict | None = None,
+              within_rounds: int = 30, max_round: int | None = None, fit_kwargs: dict | None = None, predict_kwargs: dict | None = None,
               compare_observed: bool = True, source: str | None = None, rng=None) -> Calibration:
     """Fit a strategy on some runs of a log and predict the population's behaviour.
 
@@ -247,7 +267,9 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     n_draws : int, optional
         Posterior draws used by the prediction.
     within_rounds : int, optional
-        Flip window (30 rounds, seed 003 Methods).
+        Window of the ``per_run`` flip reading (30 rounds, seed 003 Methods).
+    max_round : int, optional
+        Window of the ``published`` rule (default the authors': 30, 21 for Llama-3 at N = 48).
     fit_kwargs, predict_kwargs : dict, optional
         Passed to the fitter and to :func:`normlab.calibration.predict`.
     compare_observed : bool, optional
@@ -295,13 +317,17 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     seeds = spawn(rng, 3)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}
     fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **(fit_kwargs or {}))
-    pk = dict(n_draws=n_draws, within_rounds=within_rounds)
+    from normlab.theory.criteria import published_max_round
+
+    mxr = published_max_round(llms[0], int(n_agents)) if max_round is None else max_round
+    pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr)
     pk.update(predict_kwargs or {})
     pred = predict(fit, n_agents=int(n_agents), rng=seeds[1], **pk)
     observed, emp = {}, None
     if compare_observed:
         observed = observed_summary(log, names=names, memory=memory, n_agents=int(n_agents),
-                                    within_rounds=within_rounds, model=llms[0], rng=seeds[2])
+                                    within_rounds=within_rounds, max_round=max_round, model=llms[0],
+                                    rng=seeds[2])
         emp = observed.pop("empirical", None)
     asym = None
     if len(names) == 2:

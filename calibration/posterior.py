@@ -41,6 +41,7 @@ __all__ = ["StrategyFit", "KINDS", "load_fit", "shipped_fits"]
 KINDS = ("empirical", "logit", "logit_symmetric", "hierarchical")
 _GRID = 161
 _GRID_HALF_WIDTH = 10.0
+_CHUNK = 4_000_000  # grid cells per block of conditional draws (about 32 MB per array)
 FORMAT_VERSION = 1
 
 
@@ -53,7 +54,8 @@ def _log_sigmoid(x):
 
 
 def conditional_deltas(mu, k, n, tau, u):
-    """Draw state effects from their one-dimensional conditionals (vectorised over states).
+    """Draw state effects from their one-dimensional conditionals (vectorised over states, and
+    over draws when ``tau`` is an array).
 
     Parameters
     ----------
@@ -61,8 +63,8 @@ def conditional_deltas(mu, k, n, tau, u):
         Feature-model log-odds ``x_s beta`` per state.
     k, n : numpy.ndarray
         Counts of name 1 and decisions per state (may be fractional).
-    tau : float
-        State-effect scale.
+    tau : float or numpy.ndarray
+        State-effect scale (one per element of ``mu`` if an array).
     u : numpy.ndarray
         Uniform draws, one per state.
 
@@ -72,39 +74,53 @@ def conditional_deltas(mu, k, n, tau, u):
         ``delta_s`` draws.
     """
     mu, k, n, u = (np.asarray(a, dtype=float) for a in (mu, k, n, u))
-    tau = float(tau)
+    tau = np.broadcast_to(np.asarray(tau, dtype=float), mu.shape)
+    out = np.empty_like(mu)
+    step = max(1, _CHUNK // _GRID)
+    for a in range(0, mu.size, step):
+        sl = slice(a, a + step)
+        out[sl] = _conditional_deltas(mu[sl], k[sl], n[sl], tau[sl], u[sl])
+    return out
+
+
+def _conditional_deltas(mu, k, n, tau, u):
     # Mode of the concave log density k log s(mu+d) + (n-k) log s(-mu-d) - d^2 / (2 tau^2):
     # Newton steps safeguarded by a bisection bracket (the gradient is decreasing in d).
-    lo = np.full_like(mu, -(np.abs(mu).max(initial=0.0) + 60.0 + 20.0 * tau))
+    lo = -(np.abs(mu).max(initial=0.0) + 60.0 + 20.0 * tau)
     hi = -lo
     d = np.zeros_like(mu)
+    t2 = tau**2
     for _ in range(200):
         s = _sigmoid(mu + d)
-        g = k - n * s - d / tau**2
+        g = k - n * s - d / t2
         lo = np.where(g > 0, d, lo)
         hi = np.where(g <= 0, d, hi)
-        h = n * s * (1 - s) + 1 / tau**2
+        h = n * s * (1 - s) + 1 / t2
         new = d + g / h
         outside = (new <= lo) | (new >= hi)
         new = np.where(outside, 0.5 * (lo + hi), new)
-        if np.max(np.abs(new - d)) < 1e-10:
+        if np.max(np.abs(new - d), initial=0.0) < 1e-10:
             d = new
             break
         d = new
     s = _sigmoid(mu + d)
-    sd = 1.0 / np.sqrt(n * s * (1 - s) + 1 / tau**2)
+    sd = 1.0 / np.sqrt(n * s * (1 - s) + 1 / t2)
     z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, _GRID)
     grid = d[:, None] + sd[:, None] * z[None, :]
     eta = mu[:, None] + grid
-    logf = k[:, None] * _log_sigmoid(eta) + (n - k)[:, None] * _log_sigmoid(-eta) - grid**2 / (2 * tau**2)
+    # k log s(eta) + (n - k) log s(-eta), with log s(-eta) = log s(eta) - eta
+    logf = n[:, None] * _log_sigmoid(eta) - (n - k)[:, None] * eta - grid**2 / (2 * t2[:, None])
     logf -= logf.max(axis=1, keepdims=True)
     f = np.exp(logf)
     cdf = np.concatenate([np.zeros((len(d), 1)), np.cumsum(0.5 * (f[:, 1:] + f[:, :-1]), axis=1)], axis=1)
     cdf /= cdf[:, -1:]
-    out = np.empty_like(d)
-    for i in range(len(d)):
-        out[i] = np.interp(u[i], cdf[i], grid[i])
-    return out
+    # linear interpolation of the inverse cdf at u, row by row (np.interp, vectorised)
+    j = np.clip(np.sum(cdf < u[:, None], axis=1), 1, _GRID - 1)
+    r = np.arange(len(d))
+    c0, c1 = cdf[r, j - 1], cdf[r, j]
+    g0, g1 = grid[r, j - 1], grid[r, j]
+    w = np.where(c1 > c0, (u - c0) / np.where(c1 > c0, c1 - c0, 1.0), 0.0)
+    return g0 + np.clip(w, 0.0, 1.0) * (g1 - g0)
 
 
 @dataclass(frozen=True)
@@ -236,18 +252,23 @@ class StrategyFit:
         n = self.counts.sum(axis=1)
         obs = n > 0
         obs[0] = False  # the empty memory has its own bias column and no state effect
-        for i, j in enumerate(order):
-            eta = X @ self.coef_draws[j]
-            if self.kind == "hierarchical":
-                tau = self.tau_draws[j]
-                delta = g.normal(0.0, tau, S)
-                delta[0] = 0.0
-                if obs.any():
-                    delta[obs] = conditional_deltas(eta[obs], k[obs], n[obs], tau, g.random(int(obs.sum())))
-                eta = eta + delta
-            p1 = _sigmoid(eta)
-            out[i, :, 1] = p1
-            out[i, :, 0] = 1.0 - p1
+        # all draws at once: unobserved states from the prior N(0, tau), observed ones from their
+        # one-dimensional conditionals
+        eta = self.coef_draws[order] @ X.T
+        if self.kind == "hierarchical":
+            tau = np.asarray(self.tau_draws, dtype=float)[order]
+            delta = g.normal(0.0, 1.0, (n_draws, S)) * tau[:, None]
+            delta[:, 0] = 0.0
+            n_obs = int(obs.sum())
+            if n_obs:
+                u = g.random((n_draws, n_obs))
+                delta[:, obs] = conditional_deltas(eta[:, obs].ravel(), np.tile(k[obs], n_draws),
+                                                   np.tile(n[obs], n_draws), np.repeat(tau, n_obs),
+                                                   u.ravel()).reshape(n_draws, n_obs)
+            eta = eta + delta
+        p1 = _sigmoid(eta)
+        out[:, :, 1] = p1
+        out[:, :, 0] = 1.0 - p1
         return out
 
     def tables(self, n_draws: int, *, rng=None) -> list:

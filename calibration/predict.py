@@ -19,15 +19,18 @@ Collective bias and speed (runs from empty memories, seed 003 Fig. 2B and Fig. 1
     **Time to consensus** is the mean stop time in rounds.
 Critical mass (seed 003 Methods "Committed Minorities", Fig. 3, Table S3)
     For each direction -- a consensus on ``X`` (every uncommitted memory holds ``H`` successful
-    plays of ``X``) attacked by ``c`` agents committed to ``Y`` -- ``n_runs_flip`` runs of at most
-    ``within_rounds`` population rounds for every ``c`` in ``0 .. N // 2``. A run flips when the
-    published criterion is met within the window (``Y``'s share of the uncommitted agents'
-    productions over the last three rounds >= 2.849 / 3, checked at round ends). With ``c = 0`` the
-    challenger is tracked without committed agents, so a consensus that collapses on its own has
-    critical mass 0. The draw's **critical mass** is the smallest ``c`` whose flip frequency is at
-    least ``level`` (0.5); ``inf`` when no swept count reaches it. With ``assume_monotone`` the
-    sweep stops after two consecutive counts where every run flipped (larger minorities are
-    counted as flipping).
+    plays of ``X``) attacked by ``c`` agents committed to ``Y`` -- ``max(n_runs_flip,
+    design_runs)`` runs of at most ``max(within_rounds, max_round)`` population rounds for every
+    ``c`` in ``0 .. N - 1`` (with ``c = 0`` the challenger is tracked without committed agents, so
+    a consensus that collapses on its own has critical mass 0). Two readings per draw (see
+    :mod:`normlab.theory.criteria`): **published** -- the first ``design_runs`` (10) runs, cut at
+    ``max_round`` (the authors' window), go through the paper's ensemble rule, and the draw's
+    critical mass is the smallest count that succeeds, so the interval over draws carries both
+    parameter uncertainty and the noise of a 10-run experiment, like Table S3 itself; **per_run**
+    -- the smallest ``c`` where at least ``flip_level`` (0.5) of ``n_runs_flip`` runs flip
+    (first passage within ``within_rounds``). ``inf``: not reached. With ``assume_monotone`` the
+    sweep stops after two consecutive counts where every run flipped and the published rule was
+    met (larger minorities are counted as flipping).
 Relative strength (Supplementary Text "Characterizing Relative Strength", Fig. S9)
     **Width** of ``X``'s basin: the population starts from a mixture -- a fraction ``f`` of the
     uncommitted agents hold a full memory of ``X``, the others of ``Y`` -- for ``f`` = 1/8 .. 7/8;
@@ -62,6 +65,8 @@ __all__ = ["Prediction", "predict", "table_draws"]
 
 NONE = "none"
 FLIP_LEVEL = 0.5
+#: Runs per committed count in seed 003's committed-minority experiments (Methods).
+DESIGN_RUNS = 10
 WIDTH_FRACTIONS = tuple(k / 8 for k in range(1, 8))
 
 
@@ -170,17 +175,36 @@ def _directions(names, directions):
     return out
 
 
+def _fit_llm(fit):
+    """The LLM a fit was made from (``meta["llm"]``, or the one model of its source runs)."""
+    if not isinstance(fit, StrategyFit):
+        return None
+    llm = fit.meta.get("llm")
+    models = (fit.meta.get("source") or {}).get("models") or []
+    return llm if llm else (models[0] if len(models) == 1 else None)
+
+
 def _key(x, y, W):
     return f"overturn_{x}" if W == 2 else f"overturn_{x}_by_{y}"
 
 
 # ----------------------------------------------------------------------------- per-draw work
+def _children(seed):
+    """Child seed sequences of ``seed`` in order, created only when used (the same children as
+    ``seed.spawn(n)``; ``seed`` itself is not advanced)."""
+    import itertools
+
+    ss = seed if isinstance(seed, np.random.SeedSequence) else spawn(seed, 1)[0]
+    for k in itertools.count():
+        yield np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (k,), pool_size=ss.pool_size)
+
+
 def _simulate_draw(table, d, seed, cfg) -> dict:
     """All simulations of one posterior draw (module level so process executors can pickle it)."""
     from normlab.theory import strategy_game
 
     N, H, names = cfg["n_agents"], table.memory, table.names
-    seeds = iter(spawn(seed, 4 + len(cfg["directions"]) * (len(cfg["committed"]) + 2 + len(WIDTH_FRACTIONS))))
+    seeds = _children(seed)
     out = {"consensus": [], "success": None, "stats": {}, "flips": [], "cm": [], "strength": []}
     # --- convergence from empty memories
     if cfg["consensus"]:
@@ -197,33 +221,46 @@ def _simulate_draw(table, d, seed, cfg) -> dict:
         out["stats"] = {"draw": d, "rounds_to_95": first_round_reaching(curve, 0.95),
                         "consensus_rounds": float(np.mean(st)) if st.size else float("nan"),
                         "converged": float(np.mean(res.stop_reason == "streak"))}
-    # --- critical mass sweeps
-    T = cfg["within_rounds"] * N
+    # --- critical mass sweeps: per count, max(n_runs_flip, design_runs) runs of the flip game;
+    # the first n_runs_flip give the per-run reading, the first design_runs the published one
+    from normlab.theory.criteria import published_rule, shares_from_result
+
+    wr, mr = cfg["within_rounds"], cfg["max_round"]
+    nrf, ndes = cfg["n_runs_flip"], cfg["design_runs"]
+    nsim = max(nrf, ndes)
+    T = max(wr, mr) * N
     for x, y in cfg["directions"]:
-        all_flip = 0
-        cm = math.inf
+        saturated = 0
+        cm = pub_cm = math.inf
         for c in cfg["committed"]:
             s = next(seeds)
-            if cfg["assume_monotone"] and all_flip >= 2:
-                k, n = cfg["n_runs_flip"], cfg["n_runs_flip"]
-                simulated = False
+            if cfg["assume_monotone"] and saturated >= 2:
+                k, n, last3, ok, simulated = nrf, nrf, 3.0, True, False
             else:
-                r = strategy_game(table, n_agents=N, memory=H, n_runs=cfg["n_runs_flip"], committed=int(c),
+                r = strategy_game(table, n_agents=N, memory=H, n_runs=nsim, committed=int(c),
                                   committed_name=y, initial=f"consensus:{x}", stop="flip", max_interactions=T,
                                   progress=False, rng=s)
-                k, n = int(r.flipped(within_rounds=cfg["within_rounds"]).sum()), r.n_runs
-                simulated = True
-            all_flip = all_flip + 1 if k == n else 0
-            out["flips"].append((d, x, y, int(c), n, k, simulated))
+                fl = r.flipped(within_rounds=wr)
+                k, n = int(fl[:nrf].sum()), nrf
+                # the paper's design: design_runs runs, window mr; a run stopped by the flip rule
+                # met the threshold at its end (padded with 1s)
+                tr = [t[:mr] for t in shares_from_result(r, y)[:ndes]]
+                ft = r.flip_times()[:ndes]
+                pub = published_rule(tr, max_round=mr, met=~np.isnan(ft) & (ft <= mr * N))
+                last3, ok, simulated = pub["last3"], pub["success"], True
+                saturated = saturated + 1 if (bool(fl.all()) and ok) else 0
+            out["flips"].append((d, x, y, int(c), n, k, simulated, float(last3), bool(ok)))
             if cm == math.inf and k / n >= cfg["level"]:
                 cm = float(c)
-        out["cm"].append((d, x, y, cm))
+            if pub_cm == math.inf and ok:
+                pub_cm = float(c)
+        out["cm"].append((d, x, y, pub_cm, cm))
         # --- relative strength
         if cfg["strength"]:
             shares = []
             for c in (0, 1):
                 r = strategy_game(table, n_agents=N, memory=H, n_runs=cfg["n_runs_flip"], committed=c,
-                                  committed_name=y, initial=f"consensus:{x}", stop="max", max_interactions=T,
+                                  committed_name=y, initial=f"consensus:{x}", stop="max", max_interactions=wr * N,
                                   progress=False, rng=next(seeds))
                 ps = r.production_share(n_rounds=cfg["within_rounds"])
                 shares.append(float(ps.loc[ps["name"] == y, "share"].mean()))
@@ -290,10 +327,13 @@ class Prediction:
         ``draw``, ``rounds_to_95``, ``consensus_rounds`` (mean stop time in rounds),
         ``converged`` (fraction of runs that stopped within ``max_rounds``).
     flips : pandas.DataFrame
-        ``draw``, ``majority``, ``challenger``, ``committed``, ``n_runs``, ``n_flips``,
-        ``simulated`` (False where the monotone shortcut filled the count in).
+        ``draw``, ``majority``, ``challenger``, ``committed``, ``n_runs``, ``n_flips``
+        (``per_run``), ``simulated`` (False where the monotone shortcut filled the count in),
+        ``published_last3`` and ``published_success`` (the published rule on the draw's
+        replication of the paper's experiment).
     critical_mass_draws : pandas.DataFrame
-        ``draw``, ``majority``, ``challenger``, ``critical_mass`` (``inf``: not reached).
+        ``draw``, ``majority``, ``challenger``, ``published``, ``per_run`` (``inf``: not
+        reached).
     strength : pandas.DataFrame
         ``draw``, ``majority``, ``challenger``, ``width``, ``boundary``, ``pull``,
         ``exploration`` and ``p_win_<f>`` (P(consensus on the majority name) from a mixture
@@ -372,36 +412,70 @@ class Prediction:
         return pd.DataFrame({"mean": g.mean(), "median": g.median(), "low": g.quantile(a),
                              "high": g.quantile(1 - a)}).reset_index()
 
-    def critical_mass(self) -> dict:
-        """Critical mass per direction: ``overturn_<X>`` -> estimate (median over draws), low,
-        high (credible interval; ``inf`` = not reached within ``0 .. N // 2``), ``p_not_reached``
-        and ``pooled`` (smallest count where the posterior predictive flip probability reaches
-        ``level``)."""
+    def critical_mass(self, criterion: str | None = None) -> dict:
+        """Critical mass per direction by the ``published`` and ``per_run`` criteria.
+
+        Parameters
+        ----------
+        criterion : {"published", "per_run"}, optional
+            Return only that reading (``overturn_<X>`` -> its dict); default both.
+
+        Returns
+        -------
+        dict
+            ``overturn_<X>`` -> ``published`` and ``per_run``, each ``estimate`` (median over
+            draws), ``low``, ``high`` (credible interval; ``inf`` = not reached within the swept
+            counts) and ``p_not_reached``; ``per_run`` also ``pooled`` (smallest count where the
+            pooled posterior predictive flip probability reaches ``flip_level``). The top-level
+            ``estimate``, ``low``, ``high``, ``p_not_reached`` repeat ``published`` (the reading of
+            seed 003 Table S3), with ``criterion``, ``majority``, ``challenger``, ``n_agents``.
+            ``published`` is the smallest count whose simulated replication of the paper's
+            experiment (``design_runs`` runs per count, window ``max_round``) meets the authors'
+            ensemble rule, per draw -- so its interval carries parameter *and* experiment-size
+            uncertainty; ``per_run`` the smallest count where at least ``flip_level`` of the
+            draw's ``n_runs_flip`` runs flip within ``within_rounds``.
+        """
+        if criterion is not None:
+            from normlab.theory.criteria import check_criterion
+
+            if check_criterion(criterion) == "end_of_run":
+                raise ValueError("predictions report the 'published' and 'per_run' criteria; got 'end_of_run'")
         out = {}
         W = len(self.names)
         curve = self.flip_curve()
         for (x, y), g in self.critical_mass_draws.groupby(["majority", "challenger"], sort=False):
-            v = g["critical_mass"].to_numpy(float)
-            est, lo, hi = _q(v, self.level)
+            entry = {}
+            for crit in ("published", "per_run"):
+                v = g[crit].to_numpy(float)
+                est, lo, hi = _q(v, self.level)
+                entry[crit] = {"estimate": est, "low": lo, "high": hi, "p_not_reached": float(np.mean(np.isinf(v)))}
             cv = curve[(curve["majority"] == x) & (curve["challenger"] == y)]
             pooled = cv.loc[cv["p_flip"] >= self.settings.get("flip_level", FLIP_LEVEL), "committed"]
-            out[_key(x, y, W)] = {"estimate": est, "low": lo, "high": hi, "p_not_reached": float(np.mean(np.isinf(v))),
-                                  "pooled": float(pooled.min()) if len(pooled) else math.inf,
-                                  "majority": x, "challenger": y, "n_agents": self.n_agents}
+            entry["per_run"]["pooled"] = float(pooled.min()) if len(pooled) else math.inf
+            if criterion is not None:
+                out[_key(x, y, W)] = entry[criterion]
+                continue
+            out[_key(x, y, W)] = {**{k: entry["published"][k] for k in ("estimate", "low", "high", "p_not_reached")},
+                                  "criterion": "published", "published": entry["published"],
+                                  "per_run": entry["per_run"], "majority": x, "challenger": y,
+                                  "n_agents": self.n_agents}
         return out
 
     def flip_curve(self) -> pd.DataFrame:
-        """Posterior predictive flip probability per committed count: ``majority``,
-        ``challenger``, ``committed``, ``p_flip`` (pooled runs), ``low``, ``high`` (interval of the
-        per-draw flip frequency)."""
+        """Posterior predictive flip curve per committed count: ``majority``, ``challenger``,
+        ``committed``, ``p_flip`` (``per_run``: pooled runs), ``low``, ``high`` (interval of the
+        per-draw flip frequency), ``n_flips``, ``n_runs``, ``p_published`` (fraction of draws
+        whose simulated replication of the paper's experiment meets the published rule at this
+        count)."""
         f = self.flips.copy()
         f["p"] = f["n_flips"] / f["n_runs"]
+        f["pub"] = f["published_success"].astype(float)
         a = (1 - self.level) / 2
         g = f.groupby(["majority", "challenger", "committed"], sort=False)
         out = g.agg(n_flips=("n_flips", "sum"), n_runs=("n_runs", "sum"), low=("p", lambda s: s.quantile(a)),
-                    high=("p", lambda s: s.quantile(1 - a))).reset_index()
+                    high=("p", lambda s: s.quantile(1 - a)), p_published=("pub", "mean")).reset_index()
         out["p_flip"] = out["n_flips"] / out["n_runs"]
-        return out[["majority", "challenger", "committed", "p_flip", "low", "high", "n_flips", "n_runs"]]
+        return out[["majority", "challenger", "committed", "p_flip", "low", "high", "n_flips", "n_runs", "p_published"]]
 
     def relative_strength(self) -> pd.DataFrame:
         """Per convention: median and interval of ``width``, ``boundary``, ``pull``, ``exploration``."""
@@ -427,8 +501,9 @@ class Prediction:
         cr = self.consensus_rounds()
         rows.append({"quantity": "consensus_rounds", "key": "", **cr})
         for k, v in self.critical_mass().items():
-            rows.append({"quantity": "sweeps", "key": k, "estimate": v["estimate"], "low": v["low"],
-                         "high": v["high"]})
+            for crit, q in (("published", "critical_mass"), ("per_run", "critical_mass_per_run")):
+                rows.append({"quantity": q, "key": k, "estimate": v[crit]["estimate"], "low": v[crit]["low"],
+                             "high": v[crit]["high"]})
         for _, r in self.relative_strength().iterrows():
             rows.append({"quantity": r["quantity"], "key": r["majority"], "estimate": r["estimate"], "low": r["low"],
                          "high": r["high"]})
@@ -436,9 +511,18 @@ class Prediction:
 
     def summary(self) -> dict:
         """JSON-friendly summary (the ``normlab calibrate --json`` output)."""
-        cm = {}
-        for k, v in self.critical_mass().items():
-            cm[k] = {kk: (_fin(vv) if isinstance(vv, float) else vv) for kk, vv in v.items()}
+        def clean(v):
+            if isinstance(v, dict):
+                return {kk: clean(vv) for kk, vv in v.items()}
+            return _fin(v) if isinstance(v, float) else v
+
+        cm = {k: clean(v) for k, v in self.critical_mass().items()}
+        fc = self.flip_curve()
+        curves = {}
+        for (x, y), g in fc.groupby(["majority", "challenger"], sort=False):
+            curves[_key(x, y, len(self.names))] = [
+                {"committed": int(r["committed"]), "p_flip": float(r["p_flip"]), "low": float(r["low"]),
+                 "high": float(r["high"]), "p_published": float(r["p_published"])} for _, r in g.iterrows()]
         r95 = {k: _fin(v) for k, v in self.rounds_to_95().items()}
         cons = self.consensus_summary().set_index("name")
         strength = {}
@@ -459,6 +543,7 @@ class Prediction:
             "rounds_to_95": r95,
             "consensus_rounds": {k: _fin(v) for k, v in self.consensus_rounds().items()},
             "critical_mass": cm,
+            "flip_curve": curves,
             "relative_strength": strength,
             "settings": dict(self.settings),
         }
@@ -468,7 +553,8 @@ class Prediction:
 def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, n_runs_consensus: int = 40,
             n_runs_flip: int = 16, max_rounds: int = 200, committed=None, directions=None, consensus: bool = True,
             strength: bool = True, assume_monotone: bool = True, level: float = 0.95, flip_level: float = FLIP_LEVEL,
-            threads: int | None = 1, executor=None, rng=None) -> Prediction:
+            design_runs: int = DESIGN_RUNS, max_round: int | None = None, threads: int | None = 1, executor=None,
+            rng=None) -> Prediction:
     """Predict collective bias, convergence speed, critical masses and relative strength.
 
     Parameters
@@ -485,22 +571,33 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     n_runs_consensus : int, optional
         Convergence runs per draw (40 per published experiment).
     n_runs_flip : int, optional
-        Runs per draw and committed count (and per mixture for the basin width).
+        Runs per draw and committed count of the ``per_run`` reading (and per mixture for the
+        basin width).
     max_rounds : int, optional
         Cap of the convergence runs.
     committed : sequence of int, optional
-        Committed counts swept (default ``0 .. N // 2``).
+        Committed counts swept (default ``0 .. N - 1``; seed 003 reports critical masses up to
+        two thirds of N).
     directions : sequence, optional
         Majority names (two-name pools) or ``(majority, challenger)`` pairs; default: every
         ordered pair.
     consensus, strength : bool, optional
         Skip the convergence runs / the relative-strength runs.
     assume_monotone : bool, optional
-        Stop a sweep after two consecutive counts where every run flipped.
+        Stop a sweep after two consecutive counts where every run flipped and the published
+        rule was met (saturation; larger counts are counted as flipping).
     level : float, optional
         Credible level of the reported intervals.
     flip_level : float, optional
-        Flip frequency defining a draw's critical mass (0.5).
+        Flip frequency defining a draw's ``per_run`` critical mass (0.5).
+    design_runs : int, optional
+        Runs per committed count of the simulated replication of the paper's experiment, to which
+        the ``published`` rule is applied (10, seed 003 Methods); the first ``design_runs`` of the
+        ``max(n_runs_flip, design_runs)`` runs simulated per count.
+    max_round : int, optional
+        Window of the published rule; default the authors' window for the fitted LLM at this N
+        (:func:`normlab.theory.criteria.published_max_round`: 30, 21 for Llama-3 at N = 48; the
+        LLM is read from the fit's ``meta``: ``llm``, or the single model of its source runs).
     threads : int or None, optional
         Numba threads per simulation call (default 1: the many small simulations are faster
         without a parallel region each; None keeps the current setting).
@@ -524,6 +621,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     Methods "Committed Minorities", Supplementary Text "Characterizing Relative Strength".
     """
     from normlab.theory._common import check_int
+    from normlab.theory.criteria import published_max_round
 
     N = check_int(n_agents, "n_agents", low=2)
     D = check_int(n_draws, "n_draws", low=1)
@@ -535,8 +633,13 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         raise ValueError(f"level must be in (0, 1); got {level}")
     if not 0 < float(flip_level) <= 1:
         raise ValueError(f"flip_level must be in (0, 1]; got {flip_level}")
+    nd = check_int(design_runs, "design_runs", low=1)
+    if max_round is None:
+        mxr = published_max_round(_fit_llm(fit), N)
+    else:
+        mxr = check_int(max_round, "max_round", low=3)
     if committed is None:
-        counts = list(range(0, N // 2 + 1))
+        counts = list(range(0, N))
     else:
         counts = sorted(set(int(c) for c in np.atleast_1d(committed)))
         if not counts or counts[0] < 0 or counts[-1] >= N:
@@ -554,7 +657,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     draw_seeds = spawn(seeds[1], D)
     cfg = dict(n_agents=N, within_rounds=wr, n_runs_consensus=nrc, n_runs_flip=nrf, max_rounds=mr,
                committed=counts, directions=dirs, consensus=bool(consensus), strength=bool(strength),
-               assume_monotone=bool(assume_monotone), level=float(flip_level))
+               assume_monotone=bool(assume_monotone), level=float(flip_level), design_runs=nd, max_round=mxr)
     ids = list(range(D))
     if executor is None:
         results = _run_chunk(tables, ids, draw_seeds, cfg, threads)
@@ -575,14 +678,19 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     stats = pd.DataFrame([r["stats"] for r in results if r["stats"]],
                          columns=["draw", "rounds_to_95", "consensus_rounds", "converged"])
     flips = pd.DataFrame([f for r in results for f in r["flips"]],
-                         columns=["draw", "majority", "challenger", "committed", "n_runs", "n_flips", "simulated"])
-    cmd = pd.DataFrame([c for r in results for c in r["cm"]], columns=["draw", "majority", "challenger", "critical_mass"])
+                         columns=["draw", "majority", "challenger", "committed", "n_runs", "n_flips", "simulated",
+                                  "published_last3", "published_success"])
+    cmd = pd.DataFrame([c for r in results for c in r["cm"]],
+                       columns=["draw", "majority", "challenger", "published", "per_run"])
     scol = ["draw", "majority", "challenger", "width", "boundary", "pull", "exploration"] + \
         [f"p_win_{f:.3f}" for f in WIDTH_FRACTIONS]
     strg = pd.DataFrame([s for r in results for s in r["strength"]], columns=scol)
     settings = dict(cfg, committed=list(counts), directions=[list(d) for d in dirs], flip_level=float(flip_level),
                     n_draws=D, stop="streak (3N consecutive successes)", winner_rule="majority of the last 3 rounds",
-                    flip_criterion="published: challenger share of uncommitted productions over 3 rounds >= 2.849/3")
+                    criteria={"published": f"ensemble rule of seed 003 Table S3 (plotter.ipynb cells 9-10) on "
+                                           f"{nd} runs per count, window {mxr} rounds",
+                              "per_run": f"first passage within {wr} rounds, {nrf} runs per count, "
+                                         f"flip frequency >= {float(flip_level)}"})
     fs = fit.summary() if isinstance(fit, StrategyFit) else {"kind": "fixed table"}
     return Prediction(names=tuple(names), memory=H, n_agents=N, n_draws=D, within_rounds=wr, level=float(level),
                       consensus=cons, success=success, draw_stats=stats, flips=flips, critical_mass_draws=cmd,

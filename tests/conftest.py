@@ -1,5 +1,5 @@
 """Shared fixtures. The published AI-norms data are read from ../shared/data/ai-norms beside the
-repository (never copied into it); tests that need them skip cleanly when the folder is absent."""
+repository or from $NORMLAB_AINORMS (never copied into it); tests that need them skip cleanly when the folder is absent."""
 
 from __future__ import annotations
 

@@ -319,13 +319,50 @@ def test_predict_fixed_table_agrees_with_theory_critical_mass(true_table):
                           initial="consensus:B", committed_name="A", progress=False, rng=3)
     ref_a = critical_mass("strategy", n_agents=N, n_runs=200, strategy=true_table, memory=H,
                           initial="consensus:A", committed_name="B", progress=False, rng=4)
-    assert abs(cm["overturn_B"]["estimate"] - ref_b.estimate) <= 1
-    assert abs(cm["overturn_A"]["estimate"] - ref_a.estimate) <= 1
-    assert cm["overturn_B"]["estimate"] > cm["overturn_A"]["estimate"]  # strong needs more
+    # the per-run reading is what theory.critical_mass locates (50% of runs flip)
+    assert abs(cm["overturn_B"]["per_run"]["estimate"] - ref_b.estimate) <= 1
+    assert abs(cm["overturn_A"]["per_run"]["estimate"] - ref_a.estimate) <= 1
+    assert cm["overturn_B"]["estimate"] > cm["overturn_A"]["estimate"]  # strong needs more (published)
+    assert cm["overturn_B"]["published"]["estimate"] == cm["overturn_B"]["estimate"]
     s = p.summary()
     json.dumps(s)  # JSON-friendly
     assert set(s["critical_mass"]) == {"overturn_A", "overturn_B"}
+    for k in ("overturn_A", "overturn_B"):
+        for crit in ("published", "per_run"):
+            assert {"estimate", "low", "high", "p_not_reached"} <= set(s["critical_mass"][k][crit])
+    assert {"committed", "p_flip", "low", "high", "p_published"} <= set(s["flip_curve"]["overturn_B"][0])
     assert p.to_frame()["quantity"].isin(["p_consensus", "rounds_to_95", "critical_mass"]).any()
+
+
+def test_predict_published_rule_per_draw_and_full_sweep(true_table):
+    p = predict(true_table, n_agents=N, n_draws=3, n_runs_flip=4, design_runs=10, consensus=False, strength=False,
+                rng=11)
+    f = p.flips
+    assert p.settings["committed"] == list(range(N))  # 0 .. N - 1
+    assert set(f["n_runs"]) == {4}
+    for (d, x), g in f.groupby(["draw", "majority"]):
+        g = g.sort_values("committed")
+        ok = g["published_success"].to_numpy(bool)
+        row = p.critical_mass_draws[(p.critical_mass_draws["draw"] == d) & (p.critical_mass_draws["majority"] == x)]
+        exp = g["committed"].to_numpy()[ok].min() if ok.any() else np.inf
+        assert row["published"].iloc[0] == exp
+        assert (g["published_success"] == (g["published_last3"] >= 2.849)).all()
+        # saturation: the sweep stops simulating after two all-flip counts
+        sim = g["simulated"].to_numpy()
+        assert not sim[-1] and sim[0]
+    assert p.settings["max_round"] == 30 and p.settings["design_runs"] == 10
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        p.critical_mass("bogus")
+    assert set(p.critical_mass("per_run")["overturn_A"]) >= {"estimate", "low", "high", "p_not_reached", "pooled"}
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(design_runs=0), "design_runs must be >= 1"),
+    (dict(max_round=2), "max_round must be >= 3"),
+])
+def test_predict_bad_design(true_table, kw, match):
+    with pytest.raises(ValueError, match=match):
+        predict(true_table, n_agents=N, n_draws=2, **kw)
 
 
 def test_predict_is_reproducible_and_executor_independent(true_table):
@@ -444,7 +481,7 @@ def test_synthetic_recovery_of_the_critical_masses(hier_fit, true_table):
     for maj, chall, seed in (("B", "A", 3), ("A", "B", 4)):
         ref = critical_mass("strategy", n_agents=N, n_runs=200, strategy=true_table, memory=H,
                             initial=f"consensus:{maj}", committed_name=chall, progress=False, rng=seed)
-        got = cm[f"overturn_{maj}"]
+        got = cm[f"overturn_{maj}"]["per_run"]
         assert got["low"] <= ref.estimate <= got["high"], (maj, got, ref.estimate)
     assert p.p_consensus()["B"] > 0.7
 

@@ -103,3 +103,15 @@ def test_generic_sweep_grid_and_executor_independence():
         sweep(minimal_naming_game, {"n_agents": [10]}, n_agents=10)
     with pytest.raises(ValueError, match="non-empty"):
         sweep(minimal_naming_game, {"n_agents": []})
+
+
+def test_sweep_reports_the_published_rule_too():
+    counts = [6, 9, 11, 13, 16]
+    res = critical_mass("strategy", counts, **KW)
+    ok = res.published_success
+    assert ok.dtype == bool and len(ok) == len(counts)
+    assert res.published == min(c for c, o in zip(counts, ok) if o)
+    assert ((res.published_last3 >= 2.849) == ok).all()
+    assert not ok[0] and ok[-1]  # nobody flips at 6, everybody at 16 (mean field C*_4 = 0.111)
+    assert abs(res.published - res.estimate) <= 4
+    assert {"published_last3", "published_success"} <= set(res.to_frame().columns)

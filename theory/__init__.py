@@ -8,6 +8,8 @@
   2011 committed minority, agents and mean field.
 - :func:`centola_critical_mass` -- mean-field critical mass of memory-M best response.
 - :func:`critical_mass` -- sweep committed sizes for any model and locate the tipping point.
+- :mod:`~normlab.theory.criteria` -- the flip criteria of committed-minority runs (``published``
+  ensemble rule of seed 003 Table S3, ``per_run`` first passage, ``end_of_run``), one home.
 - :func:`sweep` -- any simulator over a parameter grid, on any ``concurrent.futures`` executor.
 - :func:`norm_contagion_agents`, :func:`norm_contagion_ode` -- two-stage norm contagion (belief by
   contact, compliance after a lag; entrepreneurs as seeds), agents and mean field (CRSEC, seed 000).
@@ -50,6 +52,6 @@ _EXPORTS = {
     "ContagionResult": "norm_contagion",
     "ContagionODE": "norm_contagion",
 }
-_SUBMODULES = {"strategies", "itcmas"}
+_SUBMODULES = {"strategies", "itcmas", "criteria"}
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

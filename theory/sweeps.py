@@ -89,6 +89,13 @@ class CriticalMassResult:
         ``[low, high]`` given the sampling error of the sweep.
     model : str
         Description of the simulated model.
+    published_last3, published_success : numpy.ndarray
+        The published ensemble rule of seed 003 Table S3 (:mod:`normlab.theory.criteria`) applied
+        to each point's ``n_runs`` runs with window ``within_rounds``: the 3-round sum of the
+        mean challenger share, and whether it reaches 2.849 (NaN / False where the model has no
+        tracked challenger).
+    published : float
+        Smallest swept count meeting the published rule (NaN if none).
     """
 
     n_agents: int
@@ -106,6 +113,9 @@ class CriticalMassResult:
     low: float
     high: float
     model: str = ""
+    published_last3: np.ndarray = None
+    published_success: np.ndarray = None
+    published: float = float("nan")
 
     @property
     def fraction(self) -> float:
@@ -126,6 +136,8 @@ class CriticalMassResult:
                 "ci_low": self.ci_low,
                 "ci_high": self.ci_high,
                 "mean_flip_round": self.mean_flip_round,
+                "published_last3": self.published_last3,
+                "published_success": self.published_success,
             }
         )
 
@@ -139,6 +151,8 @@ class CriticalMassResult:
             "interpolated": self.interpolated,
             "low": self.low,
             "high": self.high,
+            "criterion": f"per_run (P(flip within the window) >= {self.level})",
+            "published": None if not np.isfinite(self.published) else float(self.published),
         }
 
 
@@ -178,7 +192,17 @@ def _sweep_point(simulate, committed, n_agents, n_runs, within_rounds, seed, kwa
                    max_interactions=within_rounds * n_agents, progress=False, rng=seed, **kwargs)
     flipped = res.flipped(within_rounds=within_rounds)
     ft = res.flip_times()[flipped] / n_agents
-    return int(committed), int(flipped.sum()), int(n_runs), float(ft.mean()) if ft.size else float("nan")
+    last3, ok = float("nan"), False
+    if res.n_names and res.committed_name >= 0:
+        # the published ensemble rule on the same runs (normlab.theory.criteria): runs stopped by
+        # the flip rule met the threshold at their end
+        from .criteria import published_rule, shares_from_result
+
+        tr = [t[:within_rounds] for t in shares_from_result(res)]
+        pub = published_rule(tr, max_round=within_rounds, met=flipped)
+        last3, ok = pub["last3"], pub["success"]
+    return (int(committed), int(flipped.sum()), int(n_runs), float(ft.mean()) if ft.size else float("nan"),
+            last3, bool(ok))
 
 
 def _resolve_model(model, kwargs):
@@ -301,11 +325,13 @@ def critical_mass(
             for f in futures:
                 results.append(f.result())
                 bar.update(1)
-    c, k, n, mfr = (np.array(x) for x in zip(*results))
+    c, k, n, mfr, last3, ok = (np.array(x) for x in zip(*results))
     p = k / n
     lo, hi = clopper_pearson(k, n)
     est, interp, low, high = locate_critical_mass(c, p, lo, hi, level)
-    return CriticalMassResult(N, within, float(level), c, n, k, p, lo, hi, mfr.astype(float), est, interp, low, high, label)
+    pub = float(c[ok.astype(bool)].min()) if ok.any() else float("nan")
+    return CriticalMassResult(N, within, float(level), c, n, k, p, lo, hi, mfr.astype(float), est, interp, low, high, label,
+                              published_last3=last3.astype(float), published_success=ok.astype(bool), published=pub)
 
 
 # ----------------------------------------------------------------------------- generic sweeps
