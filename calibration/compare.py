@@ -168,7 +168,7 @@ def theory_trajectories(fit, *, n_agents: int, n_rounds: int, n_draws: int = 100
     """
     from normlab.theory import strategy_game
 
-    from .predict import _numba_threads, table_draws
+    from .prediction import _numba_threads, table_draws
 
     seeds = spawn(rng, 2)
     tables = table_draws(fit, n_draws, rng=seeds[0])
@@ -193,7 +193,7 @@ def theory_trajectories(fit, *, n_agents: int, n_rounds: int, n_draws: int = 100
             S[i] = np.nanmean(m, axis=0)
             ps = r.production_share(n_rounds=n_rounds)
             if stop == "streak":
-                from .predict import _winners
+                from .prediction import _winners
 
                 win = _winners(r, names)
                 for k in np.flatnonzero(stopped):

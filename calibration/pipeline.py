@@ -293,7 +293,7 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     """
     from .asymmetry import strategy_asymmetry
     from .bayes import MODELS, fit_strategy
-    from .predict import predict
+    from .prediction import predict
 
     t0 = time.perf_counter()
     names = _check_names(names)

@@ -82,10 +82,11 @@ successes, else ``None``. ``initial`` is ``"empty"`` (baseline) or ``"consensus:
 
 References
 ----------
-.. [1] Ariel-Flint-Ashery/AI-norms (GitHub), commit e57aeef151a46108fd1521c66e345e557e57dbf6, MIT
-   licence: data archives, ``simulation_module.ipynb`` (``get_rules``, ``get_prompt``,
-   ``converge``, ``simulate_CM``, ``get_prepared_dataframe``), ``bias.ipynb``,
-   ``meta_prompting.ipynb``, ``plotter.ipynb``.
+.. [1] Ariel-Flint-Ashery/AI-norms (GitHub), MIT licence: the data archives and
+   ``plotter.ipynb`` at commit e57aeef; ``simulation_module.ipynb`` (``get_rules``,
+   ``get_prompt``, ``converge``, ``simulate_CM``, ``get_prepared_dataframe``) and
+   ``bias.ipynb`` at commit e7d8691; ``meta_prompting.ipynb`` at commit ac9e2d6 (the three
+   notebooks were deleted before e57aeef).
 .. [2] A. Flint Ashery, L. M. Aiello, A. Baronchelli, "Emergent social conventions and collective
    bias in LLM populations", Science Advances 11(20), eadu9368 (2025), Methods ("Naming game",
    "Committed minorities") and Supplementary Materials (individual bias, meta-prompting).
@@ -919,7 +920,7 @@ def load_ainorms(path, *, models=None, kinds=None, files: str | Sequence[str] | 
 
     References
     ----------
-    .. [1] Ariel-Flint-Ashery/AI-norms, commit e57aeef151a46108fd1521c66e345e557e57dbf6
+    .. [1] Ariel-Flint-Ashery/AI-norms, commit e7d8691
        (``simulation_module.ipynb``: ``converge``, ``simulate_CM``, ``get_prepared_dataframe``).
     .. [2] Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Methods and
        Supplementary Materials.
@@ -1025,7 +1026,7 @@ def load_ainorms_probes(path, *, models=None, probes=None, on_inconsistency: str
 
     References
     ----------
-    .. [1] Ariel-Flint-Ashery/AI-norms, commit e57aeef151a46108fd1521c66e345e557e57dbf6,
+    .. [1] Ariel-Flint-Ashery/AI-norms, commit e7d8691,
        ``bias.ipynb`` (``get_configuration_dataframe``, ``simulate``).
     .. [2] Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Supplementary
        Materials (individual bias).
@@ -1106,7 +1107,7 @@ def load_ainorms_meta(path, *, models=None, max_file_bytes: int = MAX_FILE_BYTES
 
     References
     ----------
-    .. [1] Ariel-Flint-Ashery/AI-norms, commit e57aeef151a46108fd1521c66e345e557e57dbf6,
+    .. [1] Ariel-Flint-Ashery/AI-norms, commit ac9e2d6,
        ``meta_prompting.ipynb`` (``get_question``, ``gold_sim``, ``run``).
     .. [2] Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Supplementary
        Materials (meta-prompting).
