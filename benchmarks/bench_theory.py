@@ -47,16 +47,16 @@ def numba_single_core(N: int, runs: int) -> float:
 
     def bufs():
         return (np.empty(R, np.int32), np.empty(R, np.int32), np.empty(R, np.int64), np.empty(R, np.int32),
-                np.empty((R, 0), np.int32), np.empty((R, 0), np.int32), np.empty(N_SCALARS, np.int64))
+                np.empty((R, 0), np.int32), np.empty((R, 0), np.int32), np.empty(0, np.int8), np.empty(N_SCALARS, np.int64))
 
-    _ng_run(seeds[0], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, *bufs())  # compile
+    _ng_run(seeds[0], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, True, *bufs())  # compile
     best = 0.0
     for _ in range(3):
         total, elapsed = 0, 0.0
         for k in range(runs):
             b = bufs()
             t0 = time.perf_counter()
-            _ng_run(seeds[k], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, *b)
+            _ng_run(seeds[k], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, True, *b)
             elapsed += time.perf_counter() - t0
             total += b[-1][0]
         best = max(best, total / elapsed)
@@ -71,12 +71,12 @@ def batch_kernel_rate(n_runs: int) -> float:
     R = T // N
     _, seeds = run_seeds(5, n_runs)
     args = (N, W, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1, np.zeros(0), 1.0,
-            np.full(N, -1, np.int64), T, 1, 0.95)
+            np.full(N, -1, np.int64), T, 1, 0.95, True)
     best = 0.0
     # buffers allocated once and pre-touched, so that page faults are not timed
     bufs = (np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int64),
             np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R, W), np.int32), np.zeros((n_runs, R, W), np.int32),
-            np.zeros((n_runs, N_SCALARS), np.int64))
+            np.zeros((n_runs, 0), np.int8), np.zeros((n_runs, N_SCALARS), np.int64))
     for _ in range(3):
         t0 = time.perf_counter()
         _ng_batch_serial(seeds, *args, *bufs)

@@ -34,21 +34,25 @@ def choose_kernel(parallel, serial, n_runs: int, max_interactions: int):
 
 
 def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, *, record=None,
-                 n_scalars=N_SCALARS):
+                 n_scalars=N_SCALARS, hits=None):
     """Call a batch kernel on chunks of runs and assemble ragged per-round outputs.
 
     ``args`` are the kernel's arguments between ``seeds`` and the per-round buffers. Buffers
     are allocated once and reused by every chunk (kernels zero each round row they start), so
     memory is touched in proportion to the rounds actually simulated. With ``record`` (an int,
     possibly 0) the kernel also takes ``(pairs, names)`` buffers of ``record`` interactions per
-    run, returned as ``out["pairs"]`` / ``out["names"]`` of shape ``(n_runs, T_used, 2)``.
+    run, returned as ``out["pairs"]`` / ``out["names"]`` of shape ``(n_runs, T_used, 2)``. With
+    ``hits`` (an int, possibly 0) the kernel also takes an int8 buffer of ``hits`` success
+    indicators per run, returned summed over runs as ``out["hit_sum"]`` (int64, one entry per
+    interaction index up to the longest run; a run adds to the indices it simulated).
     """
     from tqdm.auto import tqdm
 
     n_runs = len(seeds)
     max_rounds = -(-max_int // n_agents)
     rec_len = 0 if record is None else int(record)
-    per_run = max_rounds * (8 * 4 + 8 * max(n_cols, 0)) + 8 * n_scalars + 16 * rec_len
+    hit_len = 0 if hits is None else int(hits)
+    per_run = max_rounds * (8 * 4 + 8 * max(n_cols, 0)) + 8 * n_scalars + 16 * rec_len + hit_len
     bs = batch_size(n_runs, per_run, budget=32 * 2**20)
     bufs = dict(
         count=np.empty((bs, max_rounds), np.int32),
@@ -63,6 +67,10 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
     if record is not None:
         pairs_all = np.zeros((n_runs, rec_len, 2), np.int32)
         names_all = np.zeros((n_runs, rec_len, 2), np.int32)
+    if hits is not None:
+        hit_buf = np.empty((bs, hit_len), np.int8)
+        hit_sum = np.zeros(hit_len, np.int64)
+        hit_cols = np.arange(hit_len)
     cols = np.arange(max_rounds)
     with tqdm(total=n_runs, desc=desc, unit="run", disable=not progress, leave=False) as bar:
         for start in range(0, n_runs, bs):
@@ -71,6 +79,8 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
             view = {k: v[:B] for k, v in bufs.items()}
             scal = scal_all[start:stop]
             tail = (scal,) if record is None else (pairs_all[start:stop], names_all[start:stop], scal)
+            if hits is not None:
+                tail = (hit_buf[:B],) + tail
             kernel(seeds[start:stop], *args, view["count"], view["succ"], view["nw"], view["nd"],
                    view["prod"], view["produ"], *tail)
             n_used = -(-scal[:, S_NINT] // n_agents)
@@ -78,11 +88,17 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
             used = cols[None, :mu] < n_used[:, None]
             for k, arr in view.items():
                 parts[k].append(arr[:, :mu][used])  # boolean indexing copies, row-major = ragged order
+            if hit_len:
+                tu = int(min(hit_len, scal[:, S_NINT].max())) if B else 0
+                ran = hit_cols[None, :tu] < scal[:, S_NINT, None]
+                hit_sum[:tu] += np.where(ran, hit_buf[:B, :tu], 0).sum(axis=0)
             bar.update(B)
     lengths = -(-scal_all[:, S_NINT] // n_agents)
     out = {k: np.concatenate(v) for k, v in parts.items()}  # kernel dtypes (int32 counts, int64 N_w)
     out["offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     out["scal"] = scal_all
+    if hit_len:
+        out["hit_sum"] = hit_sum[:int(scal_all[:, S_NINT].max()) if n_runs else 0]
     if record is not None:
         T = int(scal_all[:, S_NINT].max()) if n_runs else 0
         out["pairs"] = pairs_all[:, :T]
@@ -136,4 +152,5 @@ def game_result(out, *, model, n_agents, n_names, names, memory, committed, comm
         seed=seed,
         params=params,
         interactions=interactions,
+        interaction_success=out.get("hit_sum"),
     )

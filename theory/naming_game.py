@@ -69,9 +69,13 @@ def _add_word(inv, ln, a, w, holders):
 
 @njit(cache=True)
 def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-            max_int, stop_code, flip_thr,
-            r_count, r_succ, r_nw, r_nd, r_prod, r_produ, scal):
+            max_int, stop_code, flip_thr, keep_invented,
+            r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits, scal):
     """One minimal-naming-game run; writes per-round rows and the scalar row ``scal``.
+
+    An empty speaker keeps the name it invents when ``keep_invented`` (normlab's default),
+    otherwise it only utters it (the authors' ``NG_module.py``). When ``hits`` is not empty, it
+    receives the success indicator of every interaction (``hits[t]`` for ``t < n_interactions``).
 
     Random draws per interaction, in this order (the reference twin consumes the same stream):
     speaker ``randbelow(N)``; hearer ``randbelow(N - 1)`` (complete graph) or
@@ -128,6 +132,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     ndmax = nd
     stop_reason = 0
     n_prod = r_prod.shape[1]
+    record_hits = hits.shape[0] > 0
     t = 0
     r = 0  # current round (from 0)
     in_round = 0  # interactions already done in round r
@@ -157,8 +162,9 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
                     next_word += 1
                 else:
                     w = _randbelow(s, n_words)
-                nd += _add_word(inv, ln, sp, w, holders)
-                nw += 1
+                if keep_invented:
+                    nd += _add_word(inv, ln, sp, w, holders)
+                    nw += 1
             elif k == 1:
                 w = inv[sp, 0]
             else:
@@ -201,7 +207,10 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
             if beta < 1.0:
                 collapse = beta > 0.0 and _uniform(s) < beta
             if collapse:
-                if not committed[sp]:
+                if ln[sp] == 0:  # a speaker that did not keep its invented name adopts it
+                    nd += _add_word(inv, ln, sp, w, holders)
+                    nw += 1
+                elif not committed[sp]:
                     dn, dd = _collapse(inv, ln, sp, w, holders)
                     nw += dn
                     nd += dd
@@ -231,6 +240,8 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
             if stop_code == 1:
                 stop_reason = 1
         ok = 1 if success else 0
+        if record_hits:
+            hits[t - 1] = ok
         wsum += ok - window[widx]
         window[widx] = ok
         widx += 1
@@ -288,22 +299,24 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
 
 @njit(parallel=True, cache=True)
 def _ng_batch(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-              max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, scal):
+              max_int, stop_code, flip_thr, keep_invented, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits,
+              scal):
     """Run ``seeds.shape[0]`` independent replicates in parallel (one per seed row)."""
     for b in prange(seeds.shape[0]):
         _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b],
-                r_produ[b], scal[b])
+                max_int, stop_code, flip_thr, keep_invented, r_count[b], r_succ[b], r_nw[b], r_nd[b],
+                r_prod[b], r_produ[b], hits[b], scal[b])
 
 
 @njit(cache=True)
 def _ng_batch_serial(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                     max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, scal):
+                     max_int, stop_code, flip_thr, keep_invented, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
+                     hits, scal):
     """:func:`_ng_batch` without threads (small batches: no parallel-region overhead)."""
     for b in range(seeds.shape[0]):
         _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b],
-                r_produ[b], scal[b])
+                max_int, stop_code, flip_thr, keep_invented, r_count[b], r_succ[b], r_nw[b], r_nd[b],
+                r_prod[b], r_produ[b], hits[b], scal[b])
 
 
 def _parse_initial(initial, n_agents, n_words, names):
@@ -354,6 +367,8 @@ def minimal_naming_game(
     stop: str = "consensus",
     flip_threshold: float = PUBLISHED_FLIP_THRESHOLD,
     names=None,
+    invent: str = "keep",
+    per_interaction: bool = False,
     progress: bool | None = None,
     rng=None,
 ) -> GameResult:
@@ -395,6 +410,15 @@ def minimal_naming_game(
         rounds that counts as a flip (default 2.849/3, the published criterion).
     names : sequence of str, optional
         Labels of the ``W`` names (default ``"0"``, ``"1"``, ...).
+    invent : {"keep", "discard"}, optional
+        What an empty speaker does with the name it invents (or draws from the pool): ``"keep"``
+        (default) adds it to its inventory, as in Baronchelli et al. (2006); ``"discard"`` only
+        utters it -- it holds the name only if the interaction succeeds -- as in the authors'
+        ``NG_module.py``, which produced the theory line of seed 003 Fig. 1A (round-1 success
+        0.058 instead of 0.112 at N = 24, W = 10).
+    per_interaction : bool, optional
+        Also record the success of every interaction, summed over runs, for
+        :meth:`GameResult.success_by_interaction` (the per-interaction curve of Fig. 1A's inset).
     progress : bool, optional
         Show a tqdm bar over runs (default: when more than 1000 runs).
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, optional
@@ -411,7 +435,7 @@ def minimal_naming_game(
     ----------
     Implements the minimal naming game of Baronchelli et al., Phys. Rev. E 73, 015102 (2006),
     with the finite pool of Flint Ashery et al., Sci. Adv. 11, eadu9368 (2025), Supplementary
-    Text; the β-model of Baronchelli et al., Phys. Rev. E 76, 051102 (2007); committed agents as
+    Text (``invent="discard"``: their published code, ``NG_module.py``, Fig. 1A); the β-model of Baronchelli et al., Phys. Rev. E 76, 051102 (2007); committed agents as
     in Xie et al., Phys. Rev. E 84, 011130 (2011).
 
     Examples
@@ -424,6 +448,10 @@ def minimal_naming_game(
     W = 0 if n_words is None else check_int(n_words, "n_words", low=1)
     R = check_int(n_runs, "n_runs", low=1)
     stop_code = check_stop(stop)
+    if not isinstance(invent, str) or invent not in ("keep", "discard"):
+        raise ValueError(f"invent must be 'keep' or 'discard'; got {invent!r}")
+    if not isinstance(per_interaction, (bool, np.bool_)):
+        raise TypeError(f"per_interaction must be True or False; got {per_interaction!r}")
     if not isinstance(beta, numbers.Real) or not 0.0 <= float(beta) <= 1.0:
         raise ValueError(f"beta must be a probability in [0, 1]; got {beta!r}")
     if not 0.0 < float(flip_threshold) <= 1.0:
@@ -465,14 +493,15 @@ def minimal_naming_game(
     if progress is None:
         progress = R > 1000
     ss, seeds = run_seeds(rng, R)
-    args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold))
+    args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold),
+            invent == "keep")
     kernel = choose_kernel(_ng_batch, _ng_batch_serial, R, T)
-    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game")
+    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0)
     warn_unfinished(stop, out["scal"][:, S_STOP], T)
     return game_result(
         out, model="minimal", n_agents=N, n_names=W, names=names, memory=0, committed=mask,
         committed_name=cword, stop=stop, max_interactions=T, seed=ss,
         params=dict(beta=float(beta), production_bias=bias.tolist() or None, initial_label=init_label,
                     graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)",
-                    flip_threshold=float(flip_threshold)),
+                    flip_threshold=float(flip_threshold), invent=invent),
     )
