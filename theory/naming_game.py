@@ -37,31 +37,15 @@ from ._common import (
     graph_to_csr,
     warn_unfinished,
 )
-from ._prng import _randbelow, _uniform
+from ._prng import _INV53, _next4
 from .results import GameResult
 
 
 
 @njit
-def _collapse(inv, ln, a, w, holders):
-    """Reduce agent ``a``'s inventory to ``w``; return (change of N_w, change of distinct names)."""
-    lost = 0
-    for m in range(ln[a]):
-        x = inv[a, m]
-        if x != w:
-            holders[x] -= 1
-            if holders[x] == 0:
-                lost += 1
-    dn = 1 - ln[a]
-    inv[a, 0] = w
-    ln[a] = 1
-    return dn, -lost
-
-
-@njit
-def _add_word(inv, ln, a, w, holders):
-    """Append ``w`` to agent ``a``'s inventory; return the change of distinct names (0 or 1)."""
-    inv[a, ln[a]] = w
+def _add_word(inv, ln, base, a, w, holders):
+    """Append ``w`` to agent ``a``'s inventory (at ``inv[base:]``); return the change of distinct names."""
+    inv[base + ln[a]] = w
     ln[a] += 1
     holders[w] += 1
     return 1 if holders[w] == 1 else 0
@@ -83,12 +67,19 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     holds k > 1 names, ``randbelow(k)`` (or one ``uniform`` with a production bias whose weights
     over the held names sum to > 0); on success with 0 < beta < 1, one ``uniform``.
     """
-    s = seed.copy()
+    s0 = seed[0]
+    s1 = seed[1]
+    s2 = seed[2]
+    s3 = seed[3]
+    sh32 = np.uint64(32)
+    sh11 = np.uint64(11)
     N = n_agents
+    uN = np.uint64(N)
+    uN1 = np.uint64(N - 1)
     unlimited = n_words == 0
     complete = indptr.shape[0] == 0
     has_bias = bias.shape[0] > 0
-    # inventories, insertion-ordered
+    # inventories, insertion-ordered: agent a's names are inv[a * cap : a * cap + ln[a]]
     max_init = -1
     for a in range(N):
         if init_word[a] > max_init:
@@ -101,7 +92,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
         cap = n_words
         n_ids = n_words
         next_word = 0
-    inv = np.empty((N, cap), np.int32)
+    inv = np.empty(N * cap, np.int32)
     ln = np.zeros(N, np.int64)
     holders = np.zeros(n_ids, np.int64)
     nw = 0  # total inventory size N_w
@@ -111,7 +102,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
         any_committed |= committed[a]
         w0 = cword if committed[a] else init_word[a]
         if w0 >= 0:
-            nd += _add_word(inv, ln, a, w0, holders)
+            nd += _add_word(inv, ln, a * cap, a, w0, holders)
             nw += 1
     L = 3 * N
     window = np.zeros(L, np.int8)
@@ -120,6 +111,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     streak = 0
     ring_c = np.zeros(3, np.int64)
     ring_u = np.zeros(3, np.int64)
+    slot = 0  # r % 3
     cur_c = 0
     cur_u = 0
     t_cons = -1
@@ -143,14 +135,19 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
                 r_prod[r, q] = 0
                 r_produ[r, q] = 0
         # --- pair
-        sp = _randbelow(s, N)
+        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+        sp = np.int64(((x >> sh32) * uN) >> sh32)
         if complete:
-            h = _randbelow(s, N - 1)
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            h = np.int64(((x >> sh32) * uN1) >> sh32)
             if h >= sp:
                 h += 1
         else:
             d = indptr[sp + 1] - indptr[sp]
-            h = nbrs[indptr[sp] + _randbelow(s, d)]
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            h = nbrs[indptr[sp] + np.int64(((x >> sh32) * np.uint64(d)) >> sh32)]
+        bs_ = sp * cap
+        bh = h * cap
         # --- speaker's utterance
         if any_committed and committed[sp]:
             w = cword
@@ -161,30 +158,37 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
                     w = next_word
                     next_word += 1
                 else:
-                    w = _randbelow(s, n_words)
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    w = np.int64(((x >> sh32) * np.uint64(n_words)) >> sh32)
                 if keep_invented:
-                    nd += _add_word(inv, ln, sp, w, holders)
+                    inv[bs_] = w
+                    ln[sp] = 1
+                    holders[w] += 1
+                    if holders[w] == 1:
+                        nd += 1
                     nw += 1
             elif k == 1:
-                w = inv[sp, 0]
+                w = inv[bs_]
             else:
                 tot = 0.0
                 if has_bias:
                     for m in range(k):
-                        tot += bias[inv[sp, m]]
+                        tot += bias[inv[bs_ + m]]
                 if tot > 0.0:
-                    u = _uniform(s) * tot
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    u = (np.float64(x >> sh11) * _INV53) * tot
                     acc = 0.0
                     w = -1
                     for m in range(k):
-                        bw = bias[inv[sp, m]]
+                        bw = bias[inv[bs_ + m]]
                         if bw > 0.0:
-                            w = inv[sp, m]
+                            w = inv[bs_ + m]
                             acc += bw
                             if u < acc:
                                 break
                 else:
-                    w = inv[sp, _randbelow(s, k)]
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    w = inv[bs_ + np.int64(((x >> sh32) * np.uint64(k)) >> sh32)]
             cur_u += 1
             if w == cword:
                 cur_c += 1
@@ -198,33 +202,52 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
             success = w == cword
         else:
             for m in range(ln[h]):
-                if inv[h, m] == w:
+                if inv[bh + m] == w:
                     success = True
                     break
         if success:
             succ += 1
             collapse = True
             if beta < 1.0:
-                collapse = beta > 0.0 and _uniform(s) < beta
+                collapse = False
+                if beta > 0.0:
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    collapse = np.float64(x >> sh11) * _INV53 < beta
             if collapse:
-                if ln[sp] == 0:  # a speaker that did not keep its invented name adopts it
-                    nd += _add_word(inv, ln, sp, w, holders)
-                    nw += 1
-                elif not committed[sp]:
-                    dn, dd = _collapse(inv, ln, sp, w, holders)
-                    nw += dn
-                    nd += dd
-                if not committed[h]:
-                    dn, dd = _collapse(inv, ln, h, w, holders)
-                    nw += dn
-                    nd += dd
+                for side in range(2):
+                    a = sp if side == 0 else h
+                    ba = bs_ if side == 0 else bh
+                    if ln[a] == 0:  # a speaker that did not keep its invented name adopts it
+                        inv[ba] = w
+                        ln[a] = 1
+                        holders[w] += 1
+                        if holders[w] == 1:
+                            nd += 1
+                        nw += 1
+                    elif not committed[a]:  # collapse to w (which a holds)
+                        for m in range(ln[a]):
+                            y = inv[ba + m]
+                            if y != w:
+                                holders[y] -= 1
+                                if holders[y] == 0:
+                                    nd -= 1
+                        nw += 1 - ln[a]
+                        inv[ba] = w
+                        ln[a] = 1
         elif not committed[h]:
             if ln[h] == cap:  # grow every inventory (unlimited pool only)
-                new = np.empty((N, 2 * cap), np.int32)
-                new[:, :cap] = inv
+                new = np.empty(2 * N * cap, np.int32)
+                for a in range(N):
+                    for m in range(ln[a]):
+                        new[2 * a * cap + m] = inv[a * cap + m]
                 inv = new
                 cap *= 2
-            nd += _add_word(inv, ln, h, w, holders)
+                bh = h * cap
+            inv[bh + ln[h]] = w
+            ln[h] += 1
+            holders[w] += 1
+            if holders[w] == 1:
+                nd += 1
             nw += 1
         t += 1
         in_round += 1
@@ -236,7 +259,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
             ndmax = nd
         if t_cons < 0 and nd == 1 and nw == N:
             t_cons = t
-            winner = inv[0, 0]
+            winner = inv[0]
             if stop_code == 1:
                 stop_reason = 1
         ok = 1 if success else 0
@@ -264,9 +287,11 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
             r_succ[r] = succ
             r_nw[r] = nw
             r_nd[r] = nd
-            slot = r % 3
             ring_c[slot] = cur_c
             ring_u[slot] = cur_u
+            slot += 1
+            if slot == 3:
+                slot = 0
             cur_c = 0
             cur_u = 0
             if cword >= 0 and t_flip < 0 and r >= 2:
