@@ -68,6 +68,10 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
     from tqdm.auto import tqdm
 
     n_runs = len(seeds)
+    # one compiled specialisation per kernel: every array argument C-contiguous and writeable
+    # (a read-only or strided table would otherwise compile, and cache, a second version)
+    args = tuple(np.require(a, requirements=["C", "W"]) if isinstance(a, np.ndarray) else a for a in args)
+    seeds = np.require(seeds, np.uint64, ["C", "W"])
     max_rounds = -(-max_int // n_agents)
     rec_len = 0 if record is None else int(record)
     hit_len = 0 if hits is None else int(hits)
