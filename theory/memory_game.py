@@ -47,6 +47,7 @@ SG_SCALARS = N_SCALARS + 1
 # Per-agent fields of the kernel's state array ``st`` (row ``a * _NF``).
 _HEAD, _MLEN, _CODE, _LASTP, _SRUN, _SNAME = range(6)
 _NF = 6
+_UHEAD, _UMLEN, _UCODE, _ULASTP, _USRUN, _USNAME = (np.uint64(v) for v in range(6))  # unsigned twins
 
 
 @njit
@@ -230,6 +231,8 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
     stop_reason = 0
     uN = np.uint64(N)
     uN1 = np.uint64(N - 1)
+    uH = np.uint64(H)
+    uW = np.uint64(W)
     sh32 = np.uint64(32)
     sh11 = np.uint64(11)
     t = 0
@@ -263,16 +266,16 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
                 continue
             x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
             u = np.float64(x >> sh11) * _INV53
-            f = a * _NF
-            k = st[f + _MLEN]
+            f = np.uint64(a * _NF)  # unsigned indices: no negative-index wrap-around test
+            k = st[f + _UMLEN]
             c = -1
             if kind == KIND_TABLE:
-                base = (offsets[k] + st[f + _CODE]) * W
+                base = np.uint64((offsets[k] + st[f + _UCODE]) * W)
                 tot = 0.0
                 open_ = True
                 bad = False
                 for q in range(W):
-                    pq = params[base + q]
+                    pq = params[base + np.uint64(q)]
                     if not (pq >= 0.0) or pq > 1.0 + 1e-9:
                         bad = True
                         break
@@ -284,30 +287,30 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
                 if bad or abs(tot - 1.0) > 1e-6:
                     c = -1
             elif kind == KIND_BEST_RESPONSE or (kind == KIND_WSLS and k == 0):
-                co = a * 2 * W + W  # partner counts
+                co = np.uint64(a * 2 * W + W)  # partner counts
                 top = 0
                 n_top = W
                 if k > 0:
                     for q in range(W):
-                        if cnt[co + q] > top:
-                            top = cnt[co + q]
+                        if cnt[co + np.uint64(q)] > top:
+                            top = cnt[co + np.uint64(q)]
                     n_top = 0
                     for q in range(W):
-                        if cnt[co + q] == top:
+                        if cnt[co + np.uint64(q)] == top:
                             n_top += 1
                 p = 1.0 / n_top
                 acc = 0.0
                 for q in range(W):
-                    if k == 0 or cnt[co + q] == top:
+                    if k == 0 or cnt[co + np.uint64(q)] == top:
                         c = q
                         acc += p
                         if u < acc:
                             break
             elif kind == KIND_WSLS:
-                c = st[f + _LASTP]  # the one-hot vector on the last partner's name
+                c = st[f + _ULASTP]  # the one-hot vector on the last partner's name
             else:
                 _chronological(a, k, H, st, ring, own, partner)
-                _strategy_probs(kind, own, partner, k, offsets[k] + st[f + _CODE], W, H, params, probs)
+                _strategy_probs(kind, own, partner, k, offsets[k] + st[f + _UCODE], W, H, params, probs)
                 c = _choose(u, probs, W)
             if side == 0:
                 ci = c
@@ -349,60 +352,64 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
                 y = ci
             if committed[a]:
                 continue
-            f = a * _NF
-            k = st[f + _MLEN]
+            f = np.uint64(a * _NF)  # unsigned indices: no negative-index wrap-around test
+            k = st[f + _UMLEN]
             e = x * W + y
-            ro = a * 2 * H
-            co = a * 2 * W
+            ro = np.uint64(a * 2 * H)
+            rp = ro + uH  # partner names
+            co = np.uint64(a * 2 * W)
+            cp = co + uW  # partner counts
             if k < H:
-                ring[ro + k] = x
-                ring[ro + H + k] = y
-                st[f + _MLEN] = k + 1
-                st[f + _CODE] = st[f + _CODE] * B + e
+                ring[ro + np.uint64(k)] = x
+                ring[rp + np.uint64(k)] = y
+                st[f + _UMLEN] = k + 1
+                st[f + _UCODE] = st[f + _UCODE] * B + e
             else:
-                pos = st[f + _HEAD]
+                pos = np.uint64(st[f + _UHEAD])
                 ox = ring[ro + pos]
-                oy = ring[ro + H + pos]
+                oy = ring[rp + pos]
                 ring[ro + pos] = x
-                ring[ro + H + pos] = y
-                pos += 1
-                if pos == H:
-                    pos = 0
-                st[f + _HEAD] = pos
-                st[f + _CODE] = (st[f + _CODE] - (ox * W + oy) * top_pow) * B + e
+                ring[rp + pos] = y
+                pos += np.uint64(1)
+                if pos == uH:
+                    pos = np.uint64(0)
+                st[f + _UHEAD] = np.int64(pos)
+                st[f + _UCODE] = (st[f + _UCODE] - (ox * W + oy) * top_pow) * B + e
                 for w in (ox, oy):
-                    c = cnt[co + w] - 1
-                    cnt[co + w] = c
+                    uw = np.uint64(w)
+                    c = cnt[co + uw] - 1
+                    cnt[co + uw] = c
                     if c == 0:
                         nw -= 1
-                        g = gs[w] - 1
-                        gs[w] = g
+                        g = gs[uw] - 1
+                        gs[uw] = g
                         if g == 0:
                             nd -= 1
-                cnt[co + W + oy] -= 1
+                cnt[cp + np.uint64(oy)] -= 1
             for w in (x, y):
-                c = cnt[co + w] + 1
-                cnt[co + w] = c
+                uw = np.uint64(w)
+                c = cnt[co + uw] + 1
+                cnt[co + uw] = c
                 if c == 1:
                     nw += 1
-                    g = gs[w] + 1
-                    gs[w] = g
+                    g = gs[uw] + 1
+                    gs[uw] = g
                     if g == 1:
                         nd += 1
-            cnt[co + W + y] += 1
-            st[f + _LASTP] = y
-            sn = st[f + _SNAME]
-            before = sn if st[f + _SRUN] >= H else -1
+            cnt[cp + np.uint64(y)] += 1
+            st[f + _ULASTP] = y
+            sn = st[f + _USNAME]
+            before = sn if st[f + _USRUN] >= H else -1
             if x == y:
                 if sn == x:
-                    st[f + _SRUN] += 1
+                    st[f + _USRUN] += 1
                 else:
-                    st[f + _SNAME] = x
-                    st[f + _SRUN] = 1
+                    st[f + _USNAME] = x
+                    st[f + _USRUN] = 1
             else:
-                st[f + _SNAME] = -1
-                st[f + _SRUN] = 0
-            after = st[f + _SNAME] if st[f + _SRUN] >= H else -1
+                st[f + _USNAME] = -1
+                st[f + _USRUN] = 0
+            after = st[f + _USNAME] if st[f + _USRUN] >= H else -1
             if before != after:
                 if before >= 0:
                     gs[W + before] -= 1

@@ -201,8 +201,9 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
         if any_committed and committed[h]:
             success = w == cword
         else:
+            ub = np.uint64(bh)  # unsigned indices: no negative-index wrap-around test per element
             for m in range(ln[h]):
-                if inv[bh + m] == w:
+                if inv[ub + np.uint64(m)] == w:
                     success = True
                     break
         if success:
@@ -225,8 +226,9 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
                             nd += 1
                         nw += 1
                     elif not committed[a]:  # collapse to w (which a holds)
+                        ub = np.uint64(ba)
                         for m in range(ln[a]):
-                            y = inv[ba + m]
+                            y = np.uint32(inv[ub + np.uint64(m)])
                             if y != w:
                                 holders[y] -= 1
                                 if holders[y] == 0:
