@@ -188,7 +188,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
                                 break
                 else:
                     x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-                    w = inv[bs_ + np.int64(((x >> sh32) * np.uint64(k)) >> sh32)]
+                    w = inv[np.uint64(bs_) + (((x >> sh32) * np.uint64(k)) >> sh32)]
             cur_u += 1
             if w == cword:
                 cur_c += 1
@@ -245,10 +245,11 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
                 inv = new
                 cap *= 2
                 bh = h * cap
-            inv[bh + ln[h]] = w
+            inv[np.uint64(bh + ln[h])] = w
             ln[h] += 1
-            holders[w] += 1
-            if holders[w] == 1:
+            uw = np.uint64(w)
+            holders[uw] += 1
+            if holders[uw] == 1:
                 nd += 1
             nw += 1
         t += 1
