@@ -31,16 +31,13 @@ Not a timed test: it prints figures.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from pathlib import Path
 
 import numba
@@ -146,6 +143,21 @@ def authors_rate(n_runs: int, seed: int) -> float | None:
     return total / (time.process_time() - t0)
 
 
+MEMORY_PROBE = """
+import resource, sys, tracemalloc
+from normlab.theory import minimal_naming_game
+minimal_naming_game(24, n_words=10, n_runs=10, rng=0, progress=False)
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+tracemalloc.start()
+res = minimal_naming_game(24, n_words=10, n_runs=int(sys.argv[1]), rng=99, progress=False)
+peak = tracemalloc.get_traced_memory()[1]
+rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+kept = sum(getattr(res, k).nbytes for k in ("round_count", "round_success", "round_n_words", "round_n_distinct",
+                                              "round_production", "round_production_uncommitted"))
+print(peak / 2**20, kept / 2**20, (rss1 - rss0) / 1024)
+"""
+
+
 def many_runs(n_runs: int, n_authors: int, reps: int) -> None:
     like = dict(n_words=10, n_runs=n_runs, invent="discard", stop="max", max_interactions=1000, progress=False)
     default = dict(n_words=10, n_runs=n_runs, progress=False)
@@ -160,15 +172,8 @@ def many_runs(n_runs: int, n_authors: int, reps: int) -> None:
         a = authors_rate(n_authors, rep)
         if a is not None:
             r_auth.append(a)
-    gc.collect()
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    tracemalloc.start()
-    res = minimal_naming_game(24, rng=99, **default)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kept = sum(getattr(res, k).nbytes for k in ("round_count", "round_success", "round_n_words", "round_n_distinct",
-                                                  "round_production", "round_production_uncommitted"))
+    mem = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(n_runs)], capture_output=True, text=True, check=True)
+    peak, kept, grew = (float(v) for v in mem.stdout.split())
     print(f"   normlab, the authors' rules (invent='discard', 1000 interactions): {med(r_like) / 1e6:6.1f} M interactions/s")
     print(f"   normlab, default rules, to consensus:                              {med(r_def) / 1e6:6.1f} M interactions/s")
     if r_auth:
@@ -176,8 +181,8 @@ def many_runs(n_runs: int, n_authors: int, reps: int) -> None:
               f"   (normlab / authors = {med(r_like) / med(r_auth):.0f}x like for like, {med(r_def) / med(r_auth):.0f}x default; goal >= 40x)")
     else:
         print(f"   (authors' code not found at {AUTHORS_CODE}: set NORMLAB_AINORMS_CODE)")
-    print(f"   memory of one default call: peak traced allocations {peak / 2**20:.0f} MiB "
-          f"(the per-round outputs it returns: {kept / 2**20:.0f} MiB); max RSS grew by {(rss1 - rss0) / 1024:.0f} MiB")
+    print(f"   memory of one default call (fresh process): peak traced allocations {peak:.0f} MiB (the per-round "
+          f"outputs it returns: {kept:.0f} MiB); max RSS grew by {grew:.0f} MiB")
 
 
 # ------------------------------------------------------------------ 3. strategy game vs C
