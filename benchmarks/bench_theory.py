@@ -16,7 +16,7 @@ against normlab before any number is printed.
    ``$NORMLAB_AINORMS_CODE`` (default ../shared/reference/ai-norms-code; never copied here) on a
    subset of runs: like for like (their rules, ``invent="discard"``, 1000 interactions per run)
    and normlab's default (to consensus). Goal: >= 40x. Memory of one normlab call: peak of
-   traced allocations and growth of the resident set.
+   traced allocations (numpy buffers included), in a fresh process.
 3. Strategy game, N = 24, H = 5, W = 2, 100 rounds per run: a table and best response, the
    serial batch kernel vs a plain C of the same rules (benchmarks/c/strategy_game.c). Goal:
    within 1.3x.
@@ -144,17 +144,15 @@ def authors_rate(n_runs: int, seed: int) -> float | None:
 
 
 MEMORY_PROBE = """
-import resource, sys, tracemalloc
+import sys, tracemalloc
 from normlab.theory import minimal_naming_game
 minimal_naming_game(24, n_words=10, n_runs=10, rng=0, progress=False)
-rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 tracemalloc.start()
 res = minimal_naming_game(24, n_words=10, n_runs=int(sys.argv[1]), rng=99, progress=False)
 peak = tracemalloc.get_traced_memory()[1]
-rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kept = sum(getattr(res, k).nbytes for k in ("round_count", "round_success", "round_n_words", "round_n_distinct",
                                               "round_production", "round_production_uncommitted"))
-print(peak / 2**20, kept / 2**20, (rss1 - rss0) / 1024)
+print(peak / 2**20, kept / 2**20)
 """
 
 
@@ -173,7 +171,7 @@ def many_runs(n_runs: int, n_authors: int, reps: int) -> None:
         if a is not None:
             r_auth.append(a)
     mem = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(n_runs)], capture_output=True, text=True, check=True)
-    peak, kept, grew = (float(v) for v in mem.stdout.split())
+    peak, kept = (float(v) for v in mem.stdout.split())
     print(f"   normlab, the authors' rules (invent='discard', 1000 interactions): {med(r_like) / 1e6:6.1f} M interactions/s")
     print(f"   normlab, default rules, to consensus:                              {med(r_def) / 1e6:6.1f} M interactions/s")
     if r_auth:
@@ -181,8 +179,8 @@ def many_runs(n_runs: int, n_authors: int, reps: int) -> None:
               f"   (normlab / authors = {med(r_like) / med(r_auth):.0f}x like for like, {med(r_def) / med(r_auth):.0f}x default; goal >= 40x)")
     else:
         print(f"   (authors' code not found at {AUTHORS_CODE}: set NORMLAB_AINORMS_CODE)")
-    print(f"   memory of one default call (fresh process): peak traced allocations {peak:.0f} MiB (the per-round "
-          f"outputs it returns: {kept:.0f} MiB); max RSS grew by {grew:.0f} MiB")
+    print(f"   memory of one default call (fresh process): peak of traced allocations {peak:.0f} MiB, of which "
+          f"{kept:.0f} MiB are the per-round outputs it returns")
 
 
 # ------------------------------------------------------------------ 3. strategy game vs C
