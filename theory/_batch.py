@@ -50,6 +50,26 @@ def _as_bytes(arr, rows):
     return arr[:rows].reshape(rows, -1).view(np.uint8)
 
 
+class _NoBar:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n):
+        pass
+
+
+def _progress_bar(progress, n_runs, desc):
+    """A tqdm bar over runs, or a stand-in that costs nothing (tqdm is imported only when shown)."""
+    if not progress:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=n_runs, desc=desc, unit="run", leave=False)
+
+
 def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, *, record=None,
                  n_scalars=N_SCALARS, hits=None):
     """Call a batch kernel on chunks of runs and assemble ragged per-round outputs.
@@ -65,8 +85,6 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
     indicators per run, returned summed over runs as ``out["hit_sum"]`` (int64, one entry per
     interaction index up to the longest run; a run adds to the indices it simulated).
     """
-    from tqdm.auto import tqdm
-
     n_runs = len(seeds)
     # one compiled specialisation per kernel: every array argument C-contiguous and writeable
     # (a read-only or strided table would otherwise compile, and cache, a second version)
@@ -97,7 +115,7 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
         hit_buf = np.empty((bs, hit_len), np.int8)
         hit_sum = np.zeros(hit_len, np.int64)
         hit_cols = np.arange(hit_len)
-    with tqdm(total=n_runs, desc=desc, unit="run", disable=not progress, leave=False) as bar:
+    with _progress_bar(progress, n_runs, desc) as bar:
         for start in range(0, n_runs, bs):
             stop = min(n_runs, start + bs)
             B = stop - start
