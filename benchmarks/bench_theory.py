@@ -2,22 +2,36 @@
 
 Run:  python benchmarks/bench_theory.py [--quick]
 
-1. Minimal naming game, unlimited pool, complete graph, N = 1000, one core: interactions per
-   second of the Numba kernel vs a straightforward C implementation of the same rules
-   (benchmarks/c/minimal_ng.c, compiled here with the system cc -O3).
-2. Many short runs (N = 24, W = 10, 20 000 runs to consensus) on one core, batched in one
-   kernel call, vs the published pure-Python model of seed 003 (re-implemented below in its
-   plain-Python style; measured on a subset of runs).
-3. One run at N = 100 000, unlimited pool, to consensus (wall time).
-4. Strategy game (best response, N = 24, H = 5), one core.
+Every comparison is interleaved (normlab, baseline, normlab, baseline, ...) and reports medians
+of CPU-time rates and of paired ratios, on one core (CPU time, not wall time: the machine may
+be shared); the C baselines are compiled here with the system ``cc -O3
+-march=native``, consume normlab's own xoshiro256** seed words and are checked run for run
+against normlab before any number is printed.
 
-Not a timed test: it prints figures; targets are >= 20 M interactions/s for 1 and 2, within
-1.5x of C for 1, and N = 100 000 well under a minute.
+1. Minimal naming game, unlimited pool, complete graph, N = 1000, to consensus: the single-run
+   kernel vs a plain C of the same rules (benchmarks/c/minimal_ng_plain.c; the older
+   benchmarks/c/minimal_ng.c, with its own seeding, is shown too). Goal: within 1.3x.
+2. 20 000 short runs, N = 24, W = 10, end to end (seeding, kernel, ragged outputs, GameResult)
+   vs the authors' own model, ``NG_module.py`` of seed 003, imported at run time from
+   ``$NORMLAB_AINORMS_CODE`` (default ../shared/reference/ai-norms-code; never copied here) on a
+   subset of runs: like for like (their rules, ``invent="discard"``, 1000 interactions per run)
+   and normlab's default (to consensus). Goal: >= 40x. Memory of one normlab call: peak of
+   traced allocations (numpy buffers included), in a fresh process.
+3. Strategy game, N = 24, H = 5, W = 2, 100 rounds per run: a table and best response, the
+   serial batch kernel vs a plain C of the same rules (benchmarks/c/strategy_game.c). Goal:
+   within 1.3x.
+4. One run at N = 100 000, unlimited pool, to consensus (wall time; skipped with --quick).
+5. Start-up: ``import normlab.theory`` + a first call served from the Numba cache, in a fresh
+   process (CPU seconds), next to Numba's own floor (``import numba`` + its registries, which
+   the first call of any cached function pays).
+
+Not a timed test: it prints figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import subprocess
@@ -29,17 +43,44 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from normlab.theory import minimal_naming_game, strategy_game
-from normlab.theory._batch import N_SCALARS
-from normlab.theory.naming_game import _ng_run
 from normlab._rng import run_seeds
+from normlab.theory import BestResponse, minimal_naming_game
+from normlab.theory._batch import N_SCALARS
+from normlab.theory.memory_game import SG_SCALARS, _sg_batch_serial
+from normlab.theory.naming_game import _ng_run
+from normlab.theory.strategies import KIND_BEST_RESPONSE, KIND_TABLE
 
 HERE = Path(__file__).resolve().parent
+AUTHORS_CODE = Path(os.environ.get("NORMLAB_AINORMS_CODE", HERE.parents[1] / "shared" / "reference" / "ai-norms-code"))
+if not AUTHORS_CODE.exists():  # a git worktree next to the main checkout
+    AUTHORS_CODE = Path("/work/shared/reference/ai-norms-code")
+TMP = Path(tempfile.mkdtemp(prefix="normlab-bench-"))
 
 
-def numba_single_core(N: int, runs: int) -> float:
-    """Interactions/s of the single-run kernel (N agents, unlimited pool), best of 3 repeats."""
+def compile_c(name: str) -> Path | None:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    exe = TMP / name
+    subprocess.run([cc, "-O3", "-march=native", "-o", str(exe), str(HERE / "c" / f"{name}.c")], check=True)
+    return exe
+
+
+def run_c(cmd) -> float:
+    out = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=True)
+    total, secs = out.stdout.split()
+    return int(total) / float(secs)
+
+
+def med(xs) -> float:
+    return float(np.median(xs))
+
+
+# ------------------------------------------------------------------ 1. minimal NG vs C
+def minimal_ng_vs_c(N: int, runs: int, reps: int) -> None:
     _, seeds = run_seeds(3, runs)
+    seed_file = TMP / "ng_seeds.bin"
+    seeds.tofile(seed_file)
     T = 10**9
     R = -(-T // N)
     e64, e32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
@@ -47,77 +88,153 @@ def numba_single_core(N: int, runs: int) -> float:
 
     def bufs():
         return (np.empty(R, np.int32), np.empty(R, np.int32), np.empty(R, np.int64), np.empty(R, np.int32),
-                np.empty((R, 0), np.int32), np.empty((R, 0), np.int32), np.empty(N_SCALARS, np.int64))
+                np.empty((R, 0), np.int32), np.empty((R, 0), np.int32), np.empty(0, np.int8),
+                np.empty(N_SCALARS, np.int64))
 
-    _ng_run(seeds[0], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, *bufs())  # compile
-    best = 0.0
-    for _ in range(3):
-        total, elapsed = 0, 0.0
+    def numba_run(k):
+        b = bufs()
+        t0 = time.process_time()
+        _ng_run(seeds[k], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, True, *b)
+        dt = time.process_time() - t0
+        n = b[-1][0]
+        return n / dt, [n, b[-1][3], b[-1][4], b[-1][5], int(b[1][:-(-n // N)].sum())]
+
+    numba_run(0)  # compile / load the cache
+    plain, old = compile_c("minimal_ng_plain"), compile_c("minimal_ng")
+    if plain is None:
+        print("   (no C compiler found: skipping the C baselines)")
+        return
+    nb, cp, ratio, co, rows = [], [], [], [], {}
+    for rep in range(reps):  # pairs: the same run in numba, then in C
         for k in range(runs):
-            b = bufs()
-            t0 = time.perf_counter()
-            _ng_run(seeds[k], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, *b)
-            elapsed += time.perf_counter() - t0
-            total += b[-1][0]
-        best = max(best, total / elapsed)
-    return best
+            r, rows[k] = numba_run(k)
+            seeds[k:k + 1].tofile(seed_file)
+            c = run_c([plain, N, seed_file, TMP / "ng_out.txt"])
+            same = np.array_equal(np.loadtxt(TMP / "ng_out.txt", dtype=np.int64), rows[k])
+            if not same:
+                print(f"   run {k}: normlab and the plain C disagree: {rows[k]} vs {np.loadtxt(TMP / 'ng_out.txt')}")
+                return
+            nb.append(r)
+            cp.append(c)
+            ratio.append(c / r)
+        co.append(run_c([old, N, runs, rep + 1]))
+    print(f"   {runs} runs x {reps}, each run for run identical to the plain C (t_conv, t_max, N_w max, distinct max, successes)")
+    print(f"   numba kernel          : {med(nb) / 1e6:6.1f} M interactions/s")
+    print(f"   plain C (same stream) : {med(cp) / 1e6:6.1f} M interactions/s   (C / numba, median of paired runs = "
+          f"{med(ratio):.2f}x, quartiles {np.percentile(ratio, 25):.2f}-{np.percentile(ratio, 75):.2f}; goal <= 1.3x)")
+    print(f"   older minimal_ng.c    : {med(co) / 1e6:6.1f} M interactions/s   (its own seeds and runs, wall time)")
 
 
-def batch_kernel_rate(n_runs: int) -> float:
-    """Interactions/s of one serial batch-kernel call running every N = 24, W = 10 run to consensus."""
-    from normlab.theory.naming_game import _ng_batch_serial
-
-    N, W, T = 24, 10, 24_000
-    R = T // N
-    _, seeds = run_seeds(5, n_runs)
-    args = (N, W, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1, np.zeros(0), 1.0,
-            np.full(N, -1, np.int64), T, 1, 0.95)
-    best = 0.0
-    # buffers allocated once and pre-touched, so that page faults are not timed
-    bufs = (np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int64),
-            np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R, W), np.int32), np.zeros((n_runs, R, W), np.int32),
-            np.zeros((n_runs, N_SCALARS), np.int64))
-    for _ in range(3):
-        t0 = time.perf_counter()
-        _ng_batch_serial(seeds, *args, *bufs)
-        best = max(best, bufs[-1][:, 0].sum() / (time.perf_counter() - t0))
-    return best
-
-
-def c_single_core(N: int, runs: int) -> float | None:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        print("  (no C compiler found: skipping the C baseline)")
+# ------------------------------------------------------------------ 2. many short runs vs the authors' model
+def authors_rate(n_runs: int, seed: int) -> float | None:
+    """Interactions/s of the authors' NG_module.py (N = 24, 1000 interactions, no committed agents)."""
+    if not (AUTHORS_CODE / "NG_module.py").exists():
         return None
-    with tempfile.TemporaryDirectory() as d:
-        exe = Path(d) / "minimal_ng"
-        subprocess.run([cc, "-O3", "-march=native", "-o", str(exe), str(HERE / "c" / "minimal_ng.c")], check=True)
-        best = 0.0
-        for rep in range(3):
-            out = subprocess.run([str(exe), str(N), str(runs), str(rep + 1)], capture_output=True, text=True, check=True)
-            total, secs = out.stdout.split()
-            best = max(best, int(total) / float(secs))
-    return best
+    if str(AUTHORS_CODE) not in sys.path:
+        sys.path.insert(0, str(AUTHORS_CODE))
+    from NG_module import NamingGame  # the published model, imported from the authors' checkout
+
+    random.seed(seed)
+    t0 = time.process_time()
+    total = 0
+    for _ in range(n_runs):
+        df = NamingGame({"N": 24, "interactions": 1000, "cm": 0, "bias": 0}).simulate()
+        total += len(df["tracker"]["outcome"])
+    return total / (time.process_time() - t0)
 
 
-def seed003_python_model(N: int, W: int, rng: random.Random) -> int:
-    """Minimal naming game with a finite pool in plain Python, as in the published model code
-    (lists of words per agent, random.choice); returns the interactions to consensus."""
-    inventories = [[] for _ in range(N)]
-    t = 0
-    while True:
-        speaker, hearer = rng.sample(range(N), 2)
-        if not inventories[speaker]:
-            inventories[speaker].append(rng.randrange(W))
-        word = rng.choice(inventories[speaker])
-        if word in inventories[hearer]:
-            inventories[speaker] = [word]
-            inventories[hearer] = [word]
-        else:
-            inventories[hearer].append(word)
-        t += 1
-        if t % N == 0 and all(len(inv) == 1 for inv in inventories) and len({inv[0] for inv in inventories}) == 1:
-            return t
+MEMORY_PROBE = """
+import sys, tracemalloc
+from normlab.theory import minimal_naming_game
+minimal_naming_game(24, n_words=10, n_runs=10, rng=0, progress=False)
+tracemalloc.start()
+res = minimal_naming_game(24, n_words=10, n_runs=int(sys.argv[1]), rng=99, progress=False)
+peak = tracemalloc.get_traced_memory()[1]
+kept = sum(getattr(res, k).nbytes for k in ("round_count", "round_success", "round_n_words", "round_n_distinct",
+                                              "round_production", "round_production_uncommitted"))
+print(peak / 2**20, kept / 2**20)
+"""
+
+
+def many_runs(n_runs: int, n_authors: int, reps: int) -> None:
+    like = dict(n_words=10, n_runs=n_runs, invent="discard", stop="max", max_interactions=1000, progress=False)
+    default = dict(n_words=10, n_runs=n_runs, progress=False)
+    minimal_naming_game(24, n_words=10, n_runs=10, rng=0, progress=False, invent="discard")  # load the cache
+    r_like, r_def, r_auth = [], [], []
+    for rep in range(reps):
+        for kw, acc in ((like, r_like), (default, r_def)):
+            t0 = time.process_time()
+            res = minimal_naming_game(24, rng=rep, **kw)
+            acc.append(res.n_interactions.sum() / (time.process_time() - t0))
+            del res
+        a = authors_rate(n_authors, rep)
+        if a is not None:
+            r_auth.append(a)
+    mem = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(n_runs)], capture_output=True, text=True, check=True)
+    peak, kept = (float(v) for v in mem.stdout.split())
+    print(f"   normlab, the authors' rules (invent='discard', 1000 interactions): {med(r_like) / 1e6:6.1f} M interactions/s")
+    print(f"   normlab, default rules, to consensus:                              {med(r_def) / 1e6:6.1f} M interactions/s")
+    if r_auth:
+        print(f"   authors' NG_module.py ({n_authors} runs, imported from {AUTHORS_CODE}): {med(r_auth) / 1e6:6.3f} M interactions/s"
+              f"   (normlab / authors = {med(r_like) / med(r_auth):.0f}x like for like, {med(r_def) / med(r_auth):.0f}x default; goal >= 40x)")
+    else:
+        print(f"   (authors' code not found at {AUTHORS_CODE}: set NORMLAB_AINORMS_CODE)")
+    print(f"   memory of one default call (fresh process): peak of traced allocations {peak:.0f} MiB, of which "
+          f"{kept:.0f} MiB are the per-round outputs it returns")
+
+
+# ------------------------------------------------------------------ 3. strategy game vs C
+def strategy_vs_c(n_runs: int, reps: int) -> None:
+    exe = compile_c("strategy_game")
+    if exe is None:
+        print("   (no C compiler found: skipping)")
+        return
+    N, W, H, T = 24, 2, 5, 2400
+    R = T // N
+    _, seeds = run_seeds(1, n_runs)
+    seeds.tofile(TMP / "sg_seeds.bin")
+    table = np.ascontiguousarray((0.9 * BestResponse(2).to_table(H).table + 0.05).reshape(-1))  # noisy best response
+    table.tofile(TMP / "sg_table.bin")
+    for label, kind, params, tfile in (("a table (noisy best response)", KIND_TABLE, table, TMP / "sg_table.bin"),
+                                       ("best response", KIND_BEST_RESPONSE, np.zeros(1), "-")):
+        args = (N, W, H, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1, kind, params,
+                np.zeros((N, H), np.int64), np.zeros(N, np.int64), T, 0, 2.849 / 3)
+        bufs = (np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int64),
+                np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R, W), np.int32), np.zeros((n_runs, R, W), np.int32),
+                np.zeros((n_runs, 0, 2), np.int32), np.zeros((n_runs, 0, 2), np.int32),
+                np.zeros((n_runs, SG_SCALARS), np.int64))
+        _sg_batch_serial(seeds[:2], *args, *(b[:2] for b in bufs))  # compile / load the cache
+        nb, cc = [], []
+        for _ in range(reps):  # pairs: the same runs in numba, then in C
+            t0 = time.process_time()
+            _sg_batch_serial(seeds, *args, *bufs)
+            nb.append(bufs[-1][:, 0].sum() / (time.process_time() - t0))
+            cc.append(run_c([exe, N, W, H, T, 0, -1, 0, -1, tfile, TMP / "sg_seeds.bin", TMP / "sg_out.txt"]))
+        ratio = np.array(cc) / np.array(nb)
+        c_out = np.loadtxt(TMP / "sg_out.txt", dtype=np.int64).reshape(-1, 10)
+        scal = bufs[-1]
+        same = np.array_equal(c_out[:, :9], scal[:, :9])
+        succ = bufs[1].sum(axis=1)
+        r = np.arange(1, R + 1)
+        chk = (bufs[1] * r + bufs[2] + 7 * bufs[3] + 11 * bufs[4][:, :, W - 1] + 13 * bufs[5][:, :, 0]).sum(axis=1)
+        same &= np.array_equal(c_out[:, 9], succ + 1000003 * (chk % 1000003))
+        print(f"   {label}: numba {med(nb) / 1e6:5.1f} M/s, plain C {med(cc) / 1e6:5.1f} M/s (C / numba, median of "
+              f"{reps} pairs = {med(ratio):.2f}x, range {ratio.min():.2f}-{ratio.max():.2f}; goal <= 1.3x); "
+              f"run for run identical: {same}")
+
+
+# ------------------------------------------------------------------ 5. start-up
+def startup(reps: int) -> None:
+    first = ("import time; c = time.process_time(); import normlab.theory as th; "
+             "th.minimal_naming_game(24, n_words=10, n_runs=10, rng=1, progress=False); print(time.process_time() - c)")
+    floor = ("import time; c = time.process_time(); import numba; from numba.core.registry import cpu_target; "
+             "cpu_target.target_context.refresh(); print(time.process_time() - c)")
+    a, b = [], []
+    for _ in range(reps):
+        a.append(float(subprocess.run([sys.executable, "-c", first], capture_output=True, text=True, check=True).stdout))
+        b.append(float(subprocess.run([sys.executable, "-c", floor], capture_output=True, text=True, check=True).stdout))
+    print(f"   import normlab.theory + first call (Numba cache): {med(a):.2f} s CPU; Numba's own floor "
+          f"(import + registries): {med(b):.2f} s; normlab's share {med(a) - med(b):.2f} s")
 
 
 def main() -> None:
@@ -125,52 +242,32 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller workloads")
     args = ap.parse_args()
     numba.set_num_threads(1)
-    print(f"normlab theory benchmarks (numba {numba.__version__}, 1 thread)\n")
+    q = args.quick
+    print(f"normlab theory benchmarks (numba {numba.__version__}, 1 thread; interleaved, medians)\n")
 
-    runs = 5 if args.quick else 20
-    print("1. Minimal NG, unlimited pool, complete graph, N = 1000, one core")
-    nb = numba_single_core(1000, runs)
-    c = c_single_core(1000, runs)
-    print(f"   numba kernel : {nb / 1e6:6.1f} M interactions/s")
-    if c:
-        print(f"   C baseline   : {c / 1e6:6.1f} M interactions/s   (C / numba = {c / nb:.2f}x)")
+    print("1. Minimal NG, unlimited pool, complete graph, N = 1000, to consensus, one core")
+    minimal_ng_vs_c(1000, 4 if q else 10, 3 if q else 5)
 
-    n_runs = 2000 if args.quick else 20_000
-    print(f"\n2. Many short runs: N = 24, W = 10, {n_runs} runs to consensus, one core, one call")
-    minimal_naming_game(24, n_words=10, n_runs=10, rng=0, progress=False)  # compile / load cache
-    best = None
-    for rep in range(5):
-        t0 = time.perf_counter()
-        res = minimal_naming_game(24, n_words=10, n_runs=n_runs, rng=rep, progress=False)
-        dt = time.perf_counter() - t0
-        rate = res.n_interactions.sum() / dt
-        best = rate if best is None or rate > best else best
-    print(f"   normlab (end to end, incl. seeding and tidy outputs): {best / 1e6:6.1f} M interactions/s")
-    print(f"   the batch kernel alone (one call, warm buffers):      {batch_kernel_rate(n_runs) / 1e6:6.1f} M interactions/s")
-    rng = random.Random(1)
-    n_py = 200 if args.quick else 1000
-    t0 = time.perf_counter()
-    tot = sum(seed003_python_model(24, 10, rng) for _ in range(n_py))
-    py_rate = tot / (time.perf_counter() - t0)
-    print(f"   plain-Python model ({n_py} runs):                    {py_rate / 1e6:6.2f} M interactions/s"
-          f"   (normlab / Python = {best / py_rate:.0f}x)")
+    n_runs = 2000 if q else 20_000
+    print(f"\n2. Many short runs: N = 24, W = 10, {n_runs} runs end to end, one core")
+    many_runs(n_runs, 50 if q else 200, 3)
 
-    print("\n3. One run, N = 100 000, unlimited pool, to consensus")
-    if args.quick:
+    print("\n3. Strategy game, N = 24, H = 5, W = 2, 100 rounds per run, serial batch kernel, one core")
+    strategy_vs_c(500 if q else 1000, 5 if q else 9)
+
+    print("\n4. One run, N = 100 000, unlimited pool, to consensus")
+    if q:
         print("   (skipped with --quick)")
     else:
         t0 = time.perf_counter()
         res = minimal_naming_game(100_000, rng=7, progress=False)
         dt = time.perf_counter() - t0
-        print(f"   {dt:6.1f} s  ({res.n_interactions[0] / 1e6:.0f} M interactions, "
+        print(f"   {dt:6.1f} s wall  ({res.n_interactions[0] / 1e6:.0f} M interactions, "
               f"{res.n_interactions[0] / dt / 1e6:.1f} M/s; t_conv/N^1.5 = {res.consensus_time[0] / 1e5**1.5:.2f})")
 
-    print("\n4. Strategy game, best response, N = 24, H = 5, to consensus, one core")
-    strategy_game("best_response", n_agents=24, memory=5, n_runs=10, rng=0, progress=False)
-    t0 = time.perf_counter()
-    res = strategy_game("best_response", n_agents=24, memory=5, n_runs=n_runs // 4, rng=1, progress=False)
-    dt = time.perf_counter() - t0
-    print(f"   {res.n_interactions.sum() / dt / 1e6:6.1f} M interactions/s ({2 * res.n_interactions.sum() / dt / 1e6:.1f} M decisions/s)")
+    print("\n5. Start-up in a fresh process")
+    startup(3)
+    shutil.rmtree(TMP, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -98,7 +98,8 @@ class EndpointConfig:
             raise ValueError(f"max_retries must be an int >= 0; got {self.max_retries!r}")
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError(f"concurrency must be an int >= 1; got {self.concurrency!r}")
-        if self.embedded_threads is not None and (not isinstance(self.embedded_threads, int) or self.embedded_threads < 1):
+        if self.embedded_threads is not None and (isinstance(self.embedded_threads, bool)
+                                                  or not isinstance(self.embedded_threads, int) or self.embedded_threads < 1):
             raise ValueError(f"embedded_threads must be an int >= 1 (or None for the default); got {self.embedded_threads!r}")
         if self.embedded_parallel < 1 or self.embedded_ctx < 256:
             raise ValueError("embedded_parallel must be >= 1 and embedded_ctx >= 256")
@@ -205,6 +206,8 @@ class EmbeddedServer:
 
     def __init__(self, model_path=None, *, n_threads: int | None = None, n_parallel: int = 2,
                  n_ctx: int = 4096, alias: str = EMBEDDED_MODEL):
+        if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1):
+            raise ValueError(f"n_threads must be an int >= 1 or None (automatic); got {n_threads!r}")
         self.model_path = Path(model_path) if model_path else None
         self.n_threads = n_threads
         self.n_parallel = int(n_parallel)

@@ -17,15 +17,18 @@ from normlab.theory.naming_game import _parse_initial
 
 
 def assert_matches_twin(N, W=None, graph=None, committed=0, bias=None, beta=1.0, initial=None, T=3000,
-                        stop="consensus", runs=3, seed=7):
+                        stop="consensus", runs=3, seed=7, invent="keep"):
     res = minimal_naming_game(N, n_words=W, n_runs=runs, graph=graph, committed=committed, production_bias=bias,
-                              beta=beta, initial=initial, max_interactions=T, stop=stop, rng=seed)
+                              beta=beta, initial=initial, max_interactions=T, stop=stop, rng=seed, invent=invent,
+                              per_interaction=True)
+    hit_sum = np.zeros(int(res.n_interactions.max()), np.int64)
     _, seeds = run_seeds(seed, runs)
     nbrs = None if graph is None else [[list(graph.nodes).index(v) for v in graph.adj[u]] for u in graph.nodes]
     init, _ = _parse_initial(initial, N, W or 0, tuple(str(k) for k in range(W or 0)))
     for k in range(runs):
         ref = ng_run_reference(seeds[k], N, W or 0, nbrs, list(res.committed), res.committed_name, bias, beta,
-                               list(init), T, STOP_CODES[stop], res.params["flip_threshold"])
+                               list(init), T, STOP_CODES[stop], res.params["flip_threshold"], invent=invent)
+        hit_sum[:len(ref["hits"])] += ref["hits"]
         got = res.to_frame().iloc[k]
         for key, rv in ref["scalars"].items():
             if key == "stop_reason":
@@ -41,6 +44,7 @@ def assert_matches_twin(N, W=None, graph=None, committed=0, bias=None, beta=1.0,
         if W:
             assert res.round_production[a:b].tolist() == ref["rounds"]["prod"]
             assert res.round_production_uncommitted[a:b].tolist() == ref["rounds"]["produ"]
+    assert res.interaction_success.tolist() == hit_sum.tolist()
     return res
 
 
@@ -58,6 +62,11 @@ def assert_matches_twin(N, W=None, graph=None, committed=0, bias=None, beta=1.0,
         dict(N=12, W=3, beta=0.2, T=600, stop="success95"),
         dict(N=12, W=3, stop="streak"),
         dict(N=15, committed=2, T=2000, initial=np.array([-1] * 5 + [3] * 10)),
+        dict(N=12, W=3, invent="discard"),
+        dict(N=10, invent="discard"),
+        dict(N=12, W=4, bias=[0.1, 0.2, 0.3, 0.4], invent="discard"),
+        dict(N=12, W=3, beta=0.3, T=800, invent="discard", stop="success95"),
+        dict(N=12, W=2, committed=3, initial=np.array([-1] * 6 + [0] * 6), stop="flip", invent="discard"),
     ],
 )
 def test_kernel_equals_twin(kw):
@@ -174,6 +183,49 @@ def test_finite_pool_peak_distinct_is_w():
     assert np.all(res.n_distinct_max == 7)
 
 
+def test_keep_is_the_default_and_unchanged():
+    a = minimal_naming_game(24, n_words=10, n_runs=50, rng=11)
+    b = minimal_naming_game(24, n_words=10, n_runs=50, rng=11, invent="keep", per_interaction=True)
+    assert a.n_interactions.tolist() == b.n_interactions.tolist()
+    assert a.round_success.tolist() == b.round_success.tolist()
+    assert a.interaction_success is None and b.interaction_success is not None
+    c = minimal_naming_game(24, n_words=10, n_runs=50, rng=11, invent="discard")
+    assert c.n_interactions.tolist() != a.n_interactions.tolist()
+
+
+def test_success_by_interaction_matches_rounds_and_fills_absorbed_runs():
+    N = 12
+    res = minimal_naming_game(N, n_words=4, n_runs=200, rng=3, per_interaction=True)
+    curve = res.success_by_interaction(n_interactions=40 * N)
+    assert list(curve.columns) == ["interaction", "round", "success_rate", "sem", "n_runs"]
+    assert (curve["n_runs"] == 200).all()  # consensus is absorbing: every run counts everywhere
+    assert curve["interaction"].iloc[0] == 1 and curve["round"].iloc[N - 1] == 1.0
+    per_round = curve["success_rate"].to_numpy().reshape(40, N).mean(axis=1)
+    np.testing.assert_allclose(per_round, res.success_rate(n_rounds=40)["success_rate"], rtol=1e-12)
+    assert curve["success_rate"].iloc[-1] == 1.0
+    with pytest.raises(ValueError, match="per_interaction"):
+        minimal_naming_game(N, n_words=4, n_runs=2, rng=3).success_by_interaction()
+
+
+def test_success_by_interaction_drops_runs_stopped_without_absorption():
+    res = minimal_naming_game(10, n_words=3, n_runs=30, rng=4, stop="success95", per_interaction=True)
+    curve = res.success_by_interaction()
+    n_int = np.sort(res.n_interactions)
+    assert curve["n_runs"].iloc[0] == 30
+    assert curve["n_runs"].iloc[-1] == (n_int >= len(curve)).sum() >= 1
+
+
+@pytest.mark.parametrize("invent, r1, r2", [("discard", 0.058, 0.194), ("keep", 0.112, 0.273)])
+def test_fig1a_early_rounds_tell_the_variants_apart(invent, r1, r2):
+    # Issue 9: the authors' NG_module.py (empty speakers discard the invented name) gives 0.058 and
+    # 0.194 in rounds 1 and 2 at N = 24, W = 10; normlab's keep-variant 0.112 and 0.273.
+    res = minimal_naming_game(24, n_words=10, n_runs=10_000, rng=2025, invent=invent, max_interactions=3 * 24,
+                              stop="max")
+    sr = res.success_rate().set_index("round")["success_rate"]
+    assert abs(sr.loc[1] - r1) < 0.01
+    assert abs(sr.loc[2] - r2) < 0.01
+
+
 @pytest.mark.slow
 def test_fig1a_theory_line():
     # Seed 003 Fig. 1A: N = 24, W = 10, mean success ≈ 0.93 at round 15 and ≈ 0.96 at round 17.
@@ -204,6 +256,7 @@ def test_fig1a_theory_line():
         (dict(n_agents=4, graph=nx.empty_graph(4)), "isolated"),
         (dict(n_agents=5, graph=nx.path_graph(4)), "nodes"),
         (dict(n_agents=4, graph=nx.DiGraph(nx.cycle_graph(4))), "directed"),
+        (dict(n_agents=10, invent="forget"), "invent"),
     ],
 )
 def test_bad_input(kw, match):
@@ -217,3 +270,5 @@ def test_bad_types():
         minimal_naming_game(10.5)
     with pytest.raises(TypeError):
         minimal_naming_game(10, graph="complete")
+    with pytest.raises(TypeError, match="per_interaction"):
+        minimal_naming_game(10, per_interaction=1)

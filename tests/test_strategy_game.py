@@ -207,6 +207,19 @@ def test_absorbing_and_flip_bookkeeping():
     assert flip.flipped().all() and (flip.flip_times() % 50 == 0).all()
 
 
+def test_read_only_table_reuses_the_compiled_kernel():
+    from normlab.theory.memory_game import _sg_batch_serial
+
+    t = np.random.default_rng(2).uniform(size=n_states(2, 2))
+    a = strategy_game(StrategyTable(t, memory=2), n_agents=8, memory=2, n_runs=3, max_interactions=200, stop="max", rng=1)
+    n_sigs = len(_sg_batch_serial.signatures)
+    ro = StrategyTable(t, memory=2)
+    ro.table.setflags(write=False)
+    b = strategy_game(ro, n_agents=8, memory=2, n_runs=3, max_interactions=200, stop="max", rng=1)
+    assert len(_sg_batch_serial.signatures) == n_sigs
+    assert a.round_success.tolist() == b.round_success.tolist()
+
+
 def test_reproducible_thread_and_kernel_independent(monkeypatch):
     import normlab.theory._batch as ng
 

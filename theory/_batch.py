@@ -10,6 +10,7 @@ of a game.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ._common import batch_size
 from .results import GameResult, stop_reason_labels
@@ -33,56 +34,125 @@ def choose_kernel(parallel, serial, n_runs: int, max_interactions: int):
     return serial
 
 
+@njit(cache=True)
+def _pack_rows(src, nbytes, dst, start):
+    """Append the first ``nbytes[b]`` bytes of each row ``b`` of ``src`` to ``dst`` from ``start``."""
+    pos = start
+    for b in range(src.shape[0]):
+        n = nbytes[b]
+        dst[pos:pos + n] = src[b, :n]
+        pos += n
+    return pos
+
+
+def _as_bytes(arr, rows):
+    """``arr[:rows]`` (C-contiguous) viewed as one row of bytes per first-axis entry."""
+    return arr[:rows].reshape(rows, -1).view(np.uint8)
+
+
+class _NoBar:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n):
+        pass
+
+
+def _progress_bar(progress, n_runs, desc):
+    """A tqdm bar over runs, or a stand-in that costs nothing (tqdm is imported only when shown)."""
+    if not progress:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=n_runs, desc=desc, unit="run", leave=False)
+
+
 def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, *, record=None,
-                 n_scalars=N_SCALARS):
+                 n_scalars=N_SCALARS, hits=None):
     """Call a batch kernel on chunks of runs and assemble ragged per-round outputs.
 
     ``args`` are the kernel's arguments between ``seeds`` and the per-round buffers. Buffers
     are allocated once and reused by every chunk (kernels zero each round row they start), so
-    memory is touched in proportion to the rounds actually simulated. With ``record`` (an int,
+    memory is touched in proportion to the rounds actually simulated; each chunk's rounds are
+    appended to the ragged outputs (sized from the first chunk, grown in place if needed, trimmed
+    in place at the end). With ``record`` (an int,
     possibly 0) the kernel also takes ``(pairs, names)`` buffers of ``record`` interactions per
-    run, returned as ``out["pairs"]`` / ``out["names"]`` of shape ``(n_runs, T_used, 2)``.
+    run, returned as ``out["pairs"]`` / ``out["names"]`` of shape ``(n_runs, T_used, 2)``. With
+    ``hits`` (an int, possibly 0) the kernel also takes an int8 buffer of ``hits`` success
+    indicators per run, returned summed over runs as ``out["hit_sum"]`` (int64, one entry per
+    interaction index up to the longest run; a run adds to the indices it simulated).
     """
-    from tqdm.auto import tqdm
-
     n_runs = len(seeds)
+    # one compiled specialisation per kernel: every array argument C-contiguous and writeable
+    # (a read-only or strided table would otherwise compile, and cache, a second version)
+    args = tuple(np.require(a, requirements=["C", "W"]) if isinstance(a, np.ndarray) else a for a in args)
+    seeds = np.require(seeds, np.uint64, ["C", "W"])
     max_rounds = -(-max_int // n_agents)
     rec_len = 0 if record is None else int(record)
-    per_run = max_rounds * (8 * 4 + 8 * max(n_cols, 0)) + 8 * n_scalars + 16 * rec_len
-    bs = batch_size(n_runs, per_run, budget=32 * 2**20)
+    hit_len = 0 if hits is None else int(hits)
+    per_run = max_rounds * (8 * 4 + 8 * max(n_cols, 0)) + 8 * n_scalars + 16 * rec_len + hit_len
+    bs = batch_size(n_runs, per_run, budget=8 * 2**20)
+    ncol = max(n_cols, 0)
     bufs = dict(
         count=np.empty((bs, max_rounds), np.int32),
         succ=np.empty((bs, max_rounds), np.int32),
         nw=np.empty((bs, max_rounds), np.int64),
         nd=np.empty((bs, max_rounds), np.int32),
-        prod=np.empty((bs, max_rounds, n_cols), np.int32),
-        produ=np.empty((bs, max_rounds, n_cols), np.int32),
+        prod=np.empty((bs, max_rounds, ncol), np.int32),
+        produ=np.empty((bs, max_rounds, ncol), np.int32),
     )
-    parts = {k: [] for k in bufs}
+    row_bytes = {k: v.itemsize * (ncol if v.ndim == 3 else 1) for k, v in bufs.items()}
+    out = {k: None for k in bufs}
+    filled = 0  # rounds appended so far
     scal_all = np.empty((n_runs, n_scalars), np.int64)
     if record is not None:
         pairs_all = np.zeros((n_runs, rec_len, 2), np.int32)
         names_all = np.zeros((n_runs, rec_len, 2), np.int32)
-    cols = np.arange(max_rounds)
-    with tqdm(total=n_runs, desc=desc, unit="run", disable=not progress, leave=False) as bar:
+    if hits is not None:
+        hit_buf = np.empty((bs, hit_len), np.int8)
+        hit_sum = np.zeros(hit_len, np.int64)
+        hit_cols = np.arange(hit_len)
+    with _progress_bar(progress, n_runs, desc) as bar:
         for start in range(0, n_runs, bs):
             stop = min(n_runs, start + bs)
             B = stop - start
-            view = {k: v[:B] for k, v in bufs.items()}
             scal = scal_all[start:stop]
             tail = (scal,) if record is None else (pairs_all[start:stop], names_all[start:stop], scal)
-            kernel(seeds[start:stop], *args, view["count"], view["succ"], view["nw"], view["nd"],
-                   view["prod"], view["produ"], *tail)
+            if hits is not None:
+                tail = (hit_buf[:B],) + tail
+            kernel(seeds[start:stop], *args, *(v[:B] for v in bufs.values()), *tail)
             n_used = -(-scal[:, S_NINT] // n_agents)
-            mu = int(n_used.max()) if B else 0  # only scan the rounds some run reached
-            used = cols[None, :mu] < n_used[:, None]
-            for k, arr in view.items():
-                parts[k].append(arr[:, :mu][used])  # boolean indexing copies, row-major = ragged order
+            need = filled + int(n_used.sum())
+            cap = 0 if out["count"] is None else len(out["count"])
+            if need > cap:  # first chunk: extrapolate to all runs (+15%); later: grow by a quarter
+                new_cap = (need * n_runs * 23) // (20 * stop) + 64 if cap == 0 else max(need, cap + cap // 4)
+                for k, v in bufs.items():
+                    if out[k] is None:
+                        out[k] = np.empty((new_cap,) + v.shape[2:], v.dtype)
+                    else:
+                        out[k].resize((new_cap,) + v.shape[2:], refcheck=False)
+            for k, v in bufs.items():
+                if row_bytes[k]:
+                    dst = out[k].reshape(-1).view(np.uint8)
+                    _pack_rows(_as_bytes(v, B), n_used * row_bytes[k], dst, filled * row_bytes[k])
+                    del dst  # no view may outlive a resize
+            filled = need
+            if hit_len:
+                tu = int(min(hit_len, scal[:, S_NINT].max())) if B else 0
+                ran = hit_cols[None, :tu] < scal[:, S_NINT, None]
+                hit_sum[:tu] += np.where(ran, hit_buf[:B, :tu], 0).sum(axis=0)
             bar.update(B)
+    del bufs
+    for k, v in out.items():
+        v.resize((filled,) + v.shape[1:], refcheck=False)  # in place: no second copy of the outputs
     lengths = -(-scal_all[:, S_NINT] // n_agents)
-    out = {k: np.concatenate(v) for k, v in parts.items()}  # kernel dtypes (int32 counts, int64 N_w)
     out["offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     out["scal"] = scal_all
+    if hit_len:
+        out["hit_sum"] = hit_sum[:int(scal_all[:, S_NINT].max()) if n_runs else 0]
     if record is not None:
         T = int(scal_all[:, S_NINT].max()) if n_runs else 0
         out["pairs"] = pairs_all[:, :T]
@@ -136,4 +206,5 @@ def game_result(out, *, model, n_agents, n_names, names, memory, committed, comm
         seed=seed,
         params=params,
         interactions=interactions,
+        interaction_success=out.get("hit_sum"),
     )

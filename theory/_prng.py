@@ -41,6 +41,20 @@ def _next(s):
 
 
 @njit(inline="always")
+def _next4(s0, s1, s2, s3):
+    """:func:`_next` on a state held in four scalars (registers): ``(output, s0, s1, s2, s3)``."""
+    result = _rotl(s1 * np.uint64(5), 7) * np.uint64(9)
+    t = s1 << np.uint64(17)
+    s2 ^= s0
+    s3 ^= s1
+    s1 ^= s2
+    s0 ^= s3
+    s2 ^= t
+    s3 = _rotl(s3, 45)
+    return result, s0, s1, s2, s3
+
+
+@njit(inline="always")
 def _uniform(s):
     return np.float64(_next(s) >> np.uint64(11)) * _INV53
 

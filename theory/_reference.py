@@ -15,16 +15,18 @@ def _rounds_template():
 
 
 def ng_run_reference(seed_words, n_agents, n_words, neighbours, committed, cword, bias, beta,
-                     init_word, max_int, stop_code, flip_thr):
+                     init_word, max_int, stop_code, flip_thr, invent="keep"):
     """Reference twin of :func:`normlab.theory.naming_game._ng_run` (one run).
 
     Parameters mirror the kernel's; ``neighbours`` is a list of neighbour lists or ``None``
-    (complete graph), ``bias`` a list of weights or ``None``.
+    (complete graph), ``bias`` a list of weights or ``None``; ``invent="discard"``: an empty
+    speaker utters the name it invents without keeping it (the authors' ``NG_module.py``).
 
     Returns
     -------
     dict
-        ``scalars`` (dict with the kernel's scalar row, by name) and ``rounds`` (dict of lists).
+        ``scalars`` (dict with the kernel's scalar row, by name), ``rounds`` (dict of lists) and
+        ``hits`` (success indicator of every interaction).
     """
     rng = PyXoshiro(seed_words)
     N, W = n_agents, n_words
@@ -75,7 +77,8 @@ def ng_run_reference(seed_words, n_agents, n_words, neighbours, committed, cword
                     next_word += 1
                 else:
                     word = rng.randbelow(W)
-                inv.append(word)
+                if invent == "keep":
+                    inv.append(word)
             elif len(inv) == 1:
                 word = inv[0]
             else:
@@ -149,7 +152,7 @@ def ng_run_reference(seed_words, n_agents, n_words, neighbours, committed, cword
     scalars = dict(n_interactions=t, consensus_time=t_cons, winner=winner, t_max=tmax,
                    n_words_max=nwmax, n_distinct_max=ndmax, success95_time=t_s95,
                    streak_time=t_streak, flip_time=t_flip, stop_reason=stop_reason)
-    return {"scalars": scalars, "rounds": rounds}
+    return {"scalars": scalars, "rounds": rounds, "hits": [int(h) for h in history]}
 
 
 def _choose_reference(u, probs):

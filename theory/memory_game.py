@@ -29,79 +29,97 @@ from ._common import (
     graph_to_csr,
     warn_unfinished,
 )
-from ._prng import _randbelow, _uniform
+from ._prng import _INV53, _next4
 from ._batch import (
     N_SCALARS, S_CONS, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN,
     choose_kernel, game_result, run_batches,
 )
 from .results import GameResult
-from .strategies import KIND_USER, Strategy, _strategy_probs, n_states, resolve_strategy, state_offsets
+from .strategies import (
+    KIND_BEST_RESPONSE, KIND_TABLE, KIND_USER, KIND_WSLS, Strategy, _strategy_probs, n_states, resolve_strategy,
+    state_offsets,
+)
 
 S_ERR = N_SCALARS  # extra scalar slot: first interaction with an invalid probability vector
 SG_SCALARS = N_SCALARS + 1
 
 
-@njit
-def _mem_inc(cnt, glob, a, w, acc):
-    """One more occurrence of name ``w`` in agent ``a``'s memory; ``acc = [N_w, n_distinct]``."""
-    cnt[a, w] += 1
-    if cnt[a, w] == 1:
-        acc[0] += 1
-        glob[w] += 1
-        if glob[w] == 1:
-            acc[1] += 1
+# Per-agent fields of the kernel's state array ``st`` (row ``a * _NF``).
+_HEAD, _MLEN, _CODE, _LASTP, _SRUN, _SNAME = range(6)
+_NF = 6
+_UHEAD, _UMLEN, _UCODE, _ULASTP, _USRUN, _USNAME = (np.uint64(v) for v in range(6))  # unsigned twins
 
 
 @njit
-def _mem_dec(cnt, glob, a, w, acc):
-    cnt[a, w] -= 1
-    if cnt[a, w] == 0:
-        acc[0] -= 1
-        glob[w] -= 1
-        if glob[w] == 0:
-            acc[1] -= 1
+def _push(a, x, y, W, H, B, top_pow, st, ring, cnt, gs, nw, nd):
+    """Record (own ``x``, partner ``y``) in agent ``a``'s memory; return (the name it is settled
+    on after the push or -1, N_w, n_distinct).
 
-
-@njit
-def _push(a, x, y, W, H, B, mem_own, mem_part, mem_len, mem_code, offsets, top_pow, cnt, glob, acc,
-          srun, sname, settled):
-    """Record (own ``x``, partner ``y``) in agent ``a``'s memory; return the name it is settled on
-    after the push (-1 if none) and update every incremental observable."""
-    k = mem_len[a]
+    State: ``st`` per-agent fields (above); ``ring`` the last ``H`` own names then the last ``H``
+    partner names of each agent (a ring, oldest at ``head`` once full); ``cnt`` per agent the
+    count of each name in its memory, then of each partner name; ``gs`` per name the agents
+    whose memory holds it, then the agents settled on it.
+    """
+    f = a * _NF
+    k = st[f + _MLEN]
     e = x * W + y
+    ro = a * 2 * H
+    co = a * 2 * W
     if k < H:
-        mem_own[a, k] = x
-        mem_part[a, k] = y
-        mem_len[a] = k + 1
-        mem_code[a] = mem_code[a] * B + e
+        ring[ro + k] = x
+        ring[ro + H + k] = y
+        st[f + _MLEN] = k + 1
+        st[f + _CODE] = st[f + _CODE] * B + e
     else:
-        _mem_dec(cnt, glob, a, mem_own[a, 0], acc)
-        _mem_dec(cnt, glob, a, mem_part[a, 0], acc)
-        for i in range(H - 1):
-            mem_own[a, i] = mem_own[a, i + 1]
-            mem_part[a, i] = mem_part[a, i + 1]
-        mem_own[a, H - 1] = x
-        mem_part[a, H - 1] = y
-        mem_code[a] = (mem_code[a] % top_pow) * B + e
-    _mem_inc(cnt, glob, a, x, acc)
-    _mem_inc(cnt, glob, a, y, acc)
-    before = sname[a] if srun[a] >= H else -1
+        pos = st[f + _HEAD]
+        ox = ring[ro + pos]
+        oy = ring[ro + H + pos]
+        ring[ro + pos] = x
+        ring[ro + H + pos] = y
+        pos += 1
+        if pos == H:
+            pos = 0
+        st[f + _HEAD] = pos
+        st[f + _CODE] = (st[f + _CODE] - (ox * W + oy) * top_pow) * B + e  # = (code % B**(H-1)) * B + e
+        for w in (ox, oy):
+            c = cnt[co + w] - 1
+            cnt[co + w] = c
+            if c == 0:
+                nw -= 1
+                g = gs[w] - 1
+                gs[w] = g
+                if g == 0:
+                    nd -= 1
+        cnt[co + W + oy] -= 1
+    for w in (x, y):
+        c = cnt[co + w] + 1
+        cnt[co + w] = c
+        if c == 1:
+            nw += 1
+            g = gs[w] + 1
+            gs[w] = g
+            if g == 1:
+                nd += 1
+    cnt[co + W + y] += 1
+    st[f + _LASTP] = y
+    sn = st[f + _SNAME]
+    before = sn if st[f + _SRUN] >= H else -1
     if x == y:
-        if sname[a] == x:
-            srun[a] += 1
+        if sn == x:
+            st[f + _SRUN] += 1
         else:
-            sname[a] = x
-            srun[a] = 1
+            st[f + _SNAME] = x
+            st[f + _SRUN] = 1
     else:
-        sname[a] = -1
-        srun[a] = 0
-    after = sname[a] if srun[a] >= H else -1
+        st[f + _SNAME] = -1
+        st[f + _SRUN] = 0
+    after = st[f + _SNAME] if st[f + _SRUN] >= H else -1
     if before != after:
         if before >= 0:
-            settled[before] -= 1
+            gs[W + before] -= 1
         if after >= 0:
-            settled[after] += 1
-    return after
+            gs[W + after] += 1
+    return after, nw, nd
 
 
 @njit
@@ -127,6 +145,19 @@ def _choose(u, probs, W):
     return choice
 
 
+@njit
+def _chronological(a, k, H, st, ring, own, partner):
+    """Copy agent ``a``'s ``k`` memory entries, oldest first, into ``own`` / ``partner``."""
+    pos = st[a * _NF + _HEAD]
+    ro = a * 2 * H
+    for i in range(k):
+        own[i] = ring[ro + pos]
+        partner[i] = ring[ro + H + pos]
+        pos += 1
+        if pos == H:
+            pos = 0
+
+
 def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, params, init_own,
                init_len, max_int, stop_code, flip_thr,
                r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs, rec_names, scal):
@@ -136,8 +167,15 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
     first agent ``randbelow(N)``; partner ``randbelow(N - 1)`` (complete graph) or
     ``randbelow(degree)``; then one ``uniform`` for each uncommitted agent of the pair, first
     agent first, turned into a name by :func:`_choose`.
+
+    Memories are rings of ``H`` entries with an incrementally kept base-``W**2`` state code;
+    tables, best response and win-stay-lose-shift pick a name without building a probability
+    vector, with the same partial sums (hence the same choices) as :func:`_choose`.
     """
-    s = seed.copy()
+    s0 = seed[0]
+    s1 = seed[1]
+    s2 = seed[2]
+    s3 = seed[3]
     N = n_agents
     B = W * W
     complete = indptr.shape[0] == 0
@@ -148,30 +186,28 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
         offsets[k] = offsets[k - 1] + pw
         pw *= B
     top_pow = pw // B  # B ** (H - 1)
-    mem_own = np.zeros((N, H), np.int64)
-    mem_part = np.zeros((N, H), np.int64)
-    mem_len = np.zeros(N, np.int64)
-    mem_code = np.zeros(N, np.int64)
-    cnt = np.zeros((N, W), np.int64)
-    glob = np.zeros(W, np.int64)
-    acc = np.zeros(2, np.int64)  # [N_w, n_distinct]
-    srun = np.zeros(N, np.int64)
-    sname = np.full(N, -1, np.int64)
-    settled = np.zeros(W, np.int64)
+    st = np.zeros(N * _NF, np.int64)
+    for a in range(N):
+        st[a * _NF + _SNAME] = -1
+    ring = np.zeros(N * 2 * H, np.int64)
+    cnt = np.zeros(N * 2 * W, np.int64)
+    gs = np.zeros(2 * W, np.int64)
+    nw = 0  # N_w: distinct names summed over memories (a committed agent counts its one name)
+    nd = 0  # distinct names present
     n_unc = 0
     for a in range(N):
         if committed[a]:
-            # a committed agent's "inventory" is its name
-            glob[cword] += 1
-            if glob[cword] == 1:
-                acc[1] += 1
-            acc[0] += 1
+            gs[cword] += 1
+            if gs[cword] == 1:
+                nd += 1
+            nw += 1
         else:
             n_unc += 1
             for i in range(init_len[a]):
-                _push(a, init_own[a, i], init_own[a, i], W, H, B, mem_own, mem_part, mem_len, mem_code,
-                      offsets, top_pow, cnt, glob, acc, srun, sname, settled)
+                _, nw, nd = _push(a, init_own[a, i], init_own[a, i], W, H, B, top_pow, st, ring, cnt, gs, nw, nd)
     probs = np.empty(W)
+    own = np.empty(H, np.int64)
+    partner = np.empty(H, np.int64)
     record = rec_pairs.shape[0] > 0
     L = 3 * N
     window = np.zeros(L, np.int8)
@@ -180,6 +216,7 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
     streak = 0
     ring_c = np.zeros(3, np.int64)
     ring_u = np.zeros(3, np.int64)
+    slot = 0  # r % 3
     cur_c = 0
     cur_u = 0
     t_cons = -1
@@ -188,10 +225,16 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
     t_streak = -1
     t_flip = -1
     t_err = -1
-    nwmax = acc[0]
+    nwmax = nw
     tmax = 0
-    ndmax = acc[1]
+    ndmax = nd
     stop_reason = 0
+    uN = np.uint64(N)
+    uN1 = np.uint64(N - 1)
+    uH = np.uint64(H)
+    uW = np.uint64(W)
+    sh32 = np.uint64(32)
+    sh11 = np.uint64(11)
     t = 0
     r = 0
     in_round = 0
@@ -201,27 +244,78 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
             for q in range(W):
                 r_prod[r, q] = 0
                 r_produ[r, q] = 0
-        i = _randbelow(s, N)
+        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+        i = np.int64(((x >> sh32) * uN) >> sh32)
         if complete:
-            j = _randbelow(s, N - 1)
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            j = np.int64(((x >> sh32) * uN1) >> sh32)
             if j >= i:
                 j += 1
         else:
             d = indptr[i + 1] - indptr[i]
-            j = nbrs[indptr[i] + _randbelow(s, d)]
-        # simultaneous choices (from the memories before this interaction)
-        if committed[i]:
-            ci = cword
-        else:
-            k = mem_len[i]
-            _strategy_probs(kind, mem_own[i], mem_part[i], k, offsets[k] + mem_code[i], W, H, params, probs)
-            ci = _choose(_uniform(s), probs, W)
-        if committed[j]:
-            cj = cword
-        else:
-            k = mem_len[j]
-            _strategy_probs(kind, mem_own[j], mem_part[j], k, offsets[k] + mem_code[j], W, H, params, probs)
-            cj = _choose(_uniform(s), probs, W)
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            j = nbrs[indptr[i] + np.int64(((x >> sh32) * np.uint64(d)) >> sh32)]
+        i_unc = not committed[i]
+        j_unc = not committed[j]
+        # simultaneous choices (from the memories before this interaction), first agent first
+        ci = cword
+        cj = cword
+        for side in range(2):
+            a = i if side == 0 else j
+            if committed[a]:
+                continue
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            u = np.float64(x >> sh11) * _INV53
+            f = np.uint64(a * _NF)  # unsigned indices: no negative-index wrap-around test
+            k = st[f + _UMLEN]
+            c = -1
+            if kind == KIND_TABLE:
+                base = np.uint64((offsets[k] + st[f + _UCODE]) * W)
+                tot = 0.0
+                open_ = True
+                bad = False
+                for q in range(W):
+                    pq = params[base + np.uint64(q)]
+                    if not (pq >= 0.0) or pq > 1.0 + 1e-9:
+                        bad = True
+                        break
+                    tot += pq  # adding a zero changes no partial sum: same sums as _choose
+                    if open_ and pq > 0.0:
+                        c = q
+                        if u < tot:
+                            open_ = False
+                if bad or abs(tot - 1.0) > 1e-6:
+                    c = -1
+            elif kind == KIND_BEST_RESPONSE or (kind == KIND_WSLS and k == 0):
+                co = np.uint64(a * 2 * W + W)  # partner counts
+                top = 0
+                n_top = W
+                if k > 0:
+                    for q in range(W):
+                        if cnt[co + np.uint64(q)] > top:
+                            top = cnt[co + np.uint64(q)]
+                    n_top = 0
+                    for q in range(W):
+                        if cnt[co + np.uint64(q)] == top:
+                            n_top += 1
+                p = 1.0 / n_top
+                acc = 0.0
+                for q in range(W):
+                    if k == 0 or cnt[co + np.uint64(q)] == top:
+                        c = q
+                        acc += p
+                        if u < acc:
+                            break
+            elif kind == KIND_WSLS:
+                c = st[f + _ULASTP]  # the one-hot vector on the last partner's name
+            else:
+                _chronological(a, k, H, st, ring, own, partner)
+                _strategy_probs(kind, own, partner, k, offsets[k] + st[f + _UCODE], W, H, params, probs)
+                c = _choose(u, probs, W)
+            if side == 0:
+                ci = c
+            else:
+                cj = c
         if ci < 0 or cj < 0:
             t_err = t
             break
@@ -232,12 +326,12 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
             rec_names[t, 1] = cj
         r_prod[r, ci] += 1
         r_prod[r, cj] += 1
-        if not committed[i]:
+        if i_unc:
             r_produ[r, ci] += 1
             cur_u += 1
             if ci == cword:
                 cur_c += 1
-        if not committed[j]:
+        if j_unc:
             r_produ[r, cj] += 1
             cur_u += 1
             if cj == cword:
@@ -245,23 +339,92 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
         success = ci == cj
         if success:
             succ += 1
+        # both record (own, partner): _push written out in the loop (calling it cost a third of the throughput)
         new_settled = -1
-        if not committed[i]:
-            new_settled = _push(i, ci, cj, W, H, B, mem_own, mem_part, mem_len, mem_code, offsets, top_pow,
-                                cnt, glob, acc, srun, sname, settled)
-        if not committed[j]:
-            sj = _push(j, cj, ci, W, H, B, mem_own, mem_part, mem_len, mem_code, offsets, top_pow,
-                       cnt, glob, acc, srun, sname, settled)
-            if sj >= 0:
-                new_settled = sj
+        for side in range(2):
+            if side == 0:
+                a = i
+                x = ci
+                y = cj
+            else:
+                a = j
+                x = cj
+                y = ci
+            if committed[a]:
+                continue
+            f = np.uint64(a * _NF)  # unsigned indices: no negative-index wrap-around test
+            k = st[f + _UMLEN]
+            e = x * W + y
+            ro = np.uint64(a * 2 * H)
+            rp = ro + uH  # partner names
+            co = np.uint64(a * 2 * W)
+            cp = co + uW  # partner counts
+            if k < H:
+                ring[ro + np.uint64(k)] = x
+                ring[rp + np.uint64(k)] = y
+                st[f + _UMLEN] = k + 1
+                st[f + _UCODE] = st[f + _UCODE] * B + e
+            else:
+                pos = np.uint64(st[f + _UHEAD])
+                ox = ring[ro + pos]
+                oy = ring[rp + pos]
+                ring[ro + pos] = x
+                ring[rp + pos] = y
+                pos += np.uint64(1)
+                if pos == uH:
+                    pos = np.uint64(0)
+                st[f + _UHEAD] = np.int64(pos)
+                st[f + _UCODE] = (st[f + _UCODE] - (ox * W + oy) * top_pow) * B + e
+                for w in (ox, oy):
+                    uw = np.uint64(w)
+                    c = cnt[co + uw] - 1
+                    cnt[co + uw] = c
+                    if c == 0:
+                        nw -= 1
+                        g = gs[uw] - 1
+                        gs[uw] = g
+                        if g == 0:
+                            nd -= 1
+                cnt[cp + np.uint64(oy)] -= 1
+            for w in (x, y):
+                uw = np.uint64(w)
+                c = cnt[co + uw] + 1
+                cnt[co + uw] = c
+                if c == 1:
+                    nw += 1
+                    g = gs[uw] + 1
+                    gs[uw] = g
+                    if g == 1:
+                        nd += 1
+            cnt[cp + np.uint64(y)] += 1
+            st[f + _ULASTP] = y
+            sn = st[f + _USNAME]
+            before = sn if st[f + _USRUN] >= H else -1
+            if x == y:
+                if sn == x:
+                    st[f + _USRUN] += 1
+                else:
+                    st[f + _USNAME] = x
+                    st[f + _USRUN] = 1
+            else:
+                st[f + _USNAME] = -1
+                st[f + _USRUN] = 0
+            after = st[f + _USNAME] if st[f + _USRUN] >= H else -1
+            if before != after:
+                if before >= 0:
+                    gs[W + before] -= 1
+                if after >= 0:
+                    gs[W + after] += 1
+            if side == 0 or after >= 0:
+                new_settled = after
         t += 1
         in_round += 1
-        if acc[0] > nwmax:
-            nwmax = acc[0]
+        if nw > nwmax:
+            nwmax = nw
             tmax = t
-        if acc[1] > ndmax:
-            ndmax = acc[1]
-        if t_cons < 0 and new_settled >= 0 and settled[new_settled] == n_unc and (cword < 0 or cword == new_settled):
+        if nd > ndmax:
+            ndmax = nd
+        if t_cons < 0 and new_settled >= 0 and gs[W + new_settled] == n_unc and (cword < 0 or cword == new_settled):
             t_cons = t
             winner = new_settled
             if stop_code == 1:
@@ -287,11 +450,13 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
         if in_round == N:
             r_count[r] = N
             r_succ[r] = succ
-            r_nw[r] = acc[0]
-            r_nd[r] = acc[1]
-            slot = r % 3
+            r_nw[r] = nw
+            r_nd[r] = nd
             ring_c[slot] = cur_c
             ring_u[slot] = cur_u
+            slot += 1
+            if slot == 3:
+                slot = 0
             cur_c = 0
             cur_u = 0
             if cword >= 0 and t_flip < 0 and r >= 2:
@@ -308,8 +473,8 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
     if in_round > 0:
         r_count[r] = in_round
         r_succ[r] = succ
-        r_nw[r] = acc[0]
-        r_nd[r] = acc[1]
+        r_nw[r] = nw
+        r_nd[r] = nd
     scal[S_NINT] = t
     scal[S_CONS] = t_cons
     scal[S_WIN] = winner

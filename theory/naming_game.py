@@ -37,31 +37,15 @@ from ._common import (
     graph_to_csr,
     warn_unfinished,
 )
-from ._prng import _randbelow, _uniform
+from ._prng import _INV53, _next4
 from .results import GameResult
 
 
 
 @njit
-def _collapse(inv, ln, a, w, holders):
-    """Reduce agent ``a``'s inventory to ``w``; return (change of N_w, change of distinct names)."""
-    lost = 0
-    for m in range(ln[a]):
-        x = inv[a, m]
-        if x != w:
-            holders[x] -= 1
-            if holders[x] == 0:
-                lost += 1
-    dn = 1 - ln[a]
-    inv[a, 0] = w
-    ln[a] = 1
-    return dn, -lost
-
-
-@njit
-def _add_word(inv, ln, a, w, holders):
-    """Append ``w`` to agent ``a``'s inventory; return the change of distinct names (0 or 1)."""
-    inv[a, ln[a]] = w
+def _add_word(inv, ln, base, a, w, holders):
+    """Append ``w`` to agent ``a``'s inventory (at ``inv[base:]``); return the change of distinct names."""
+    inv[base + ln[a]] = w
     ln[a] += 1
     holders[w] += 1
     return 1 if holders[w] == 1 else 0
@@ -69,9 +53,13 @@ def _add_word(inv, ln, a, w, holders):
 
 @njit(cache=True)
 def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-            max_int, stop_code, flip_thr,
-            r_count, r_succ, r_nw, r_nd, r_prod, r_produ, scal):
+            max_int, stop_code, flip_thr, keep_invented,
+            r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits, scal):
     """One minimal-naming-game run; writes per-round rows and the scalar row ``scal``.
+
+    An empty speaker keeps the name it invents when ``keep_invented`` (normlab's default),
+    otherwise it only utters it (the authors' ``NG_module.py``). When ``hits`` is not empty, it
+    receives the success indicator of every interaction (``hits[t]`` for ``t < n_interactions``).
 
     Random draws per interaction, in this order (the reference twin consumes the same stream):
     speaker ``randbelow(N)``; hearer ``randbelow(N - 1)`` (complete graph) or
@@ -79,12 +67,19 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     holds k > 1 names, ``randbelow(k)`` (or one ``uniform`` with a production bias whose weights
     over the held names sum to > 0); on success with 0 < beta < 1, one ``uniform``.
     """
-    s = seed.copy()
+    s0 = seed[0]
+    s1 = seed[1]
+    s2 = seed[2]
+    s3 = seed[3]
+    sh32 = np.uint64(32)
+    sh11 = np.uint64(11)
     N = n_agents
+    uN = np.uint64(N)
+    uN1 = np.uint64(N - 1)
     unlimited = n_words == 0
     complete = indptr.shape[0] == 0
     has_bias = bias.shape[0] > 0
-    # inventories, insertion-ordered
+    # inventories, insertion-ordered: agent a's names are inv[a * cap : a * cap + ln[a]]
     max_init = -1
     for a in range(N):
         if init_word[a] > max_init:
@@ -97,7 +92,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
         cap = n_words
         n_ids = n_words
         next_word = 0
-    inv = np.empty((N, cap), np.int32)
+    inv = np.empty(N * cap, np.int32)
     ln = np.zeros(N, np.int64)
     holders = np.zeros(n_ids, np.int64)
     nw = 0  # total inventory size N_w
@@ -107,7 +102,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
         any_committed |= committed[a]
         w0 = cword if committed[a] else init_word[a]
         if w0 >= 0:
-            nd += _add_word(inv, ln, a, w0, holders)
+            nd += _add_word(inv, ln, a * cap, a, w0, holders)
             nw += 1
     L = 3 * N
     window = np.zeros(L, np.int8)
@@ -116,6 +111,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     streak = 0
     ring_c = np.zeros(3, np.int64)
     ring_u = np.zeros(3, np.int64)
+    slot = 0  # r % 3
     cur_c = 0
     cur_u = 0
     t_cons = -1
@@ -128,6 +124,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     ndmax = nd
     stop_reason = 0
     n_prod = r_prod.shape[1]
+    record_hits = hits.shape[0] > 0
     t = 0
     r = 0  # current round (from 0)
     in_round = 0  # interactions already done in round r
@@ -138,14 +135,19 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
                 r_prod[r, q] = 0
                 r_produ[r, q] = 0
         # --- pair
-        sp = _randbelow(s, N)
+        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+        sp = np.int64(((x >> sh32) * uN) >> sh32)
         if complete:
-            h = _randbelow(s, N - 1)
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            h = np.int64(((x >> sh32) * uN1) >> sh32)
             if h >= sp:
                 h += 1
         else:
             d = indptr[sp + 1] - indptr[sp]
-            h = nbrs[indptr[sp] + _randbelow(s, d)]
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            h = nbrs[indptr[sp] + np.int64(((x >> sh32) * np.uint64(d)) >> sh32)]
+        bs_ = sp * cap
+        bh = h * cap
         # --- speaker's utterance
         if any_committed and committed[sp]:
             w = cword
@@ -156,29 +158,37 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
                     w = next_word
                     next_word += 1
                 else:
-                    w = _randbelow(s, n_words)
-                nd += _add_word(inv, ln, sp, w, holders)
-                nw += 1
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    w = np.int64(((x >> sh32) * np.uint64(n_words)) >> sh32)
+                if keep_invented:
+                    inv[bs_] = w
+                    ln[sp] = 1
+                    holders[w] += 1
+                    if holders[w] == 1:
+                        nd += 1
+                    nw += 1
             elif k == 1:
-                w = inv[sp, 0]
+                w = inv[bs_]
             else:
                 tot = 0.0
                 if has_bias:
                     for m in range(k):
-                        tot += bias[inv[sp, m]]
+                        tot += bias[inv[bs_ + m]]
                 if tot > 0.0:
-                    u = _uniform(s) * tot
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    u = (np.float64(x >> sh11) * _INV53) * tot
                     acc = 0.0
                     w = -1
                     for m in range(k):
-                        bw = bias[inv[sp, m]]
+                        bw = bias[inv[bs_ + m]]
                         if bw > 0.0:
-                            w = inv[sp, m]
+                            w = inv[bs_ + m]
                             acc += bw
                             if u < acc:
                                 break
                 else:
-                    w = inv[sp, _randbelow(s, k)]
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    w = inv[np.uint64(bs_) + (((x >> sh32) * np.uint64(k)) >> sh32)]
             cur_u += 1
             if w == cword:
                 cur_c += 1
@@ -191,31 +201,56 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
         if any_committed and committed[h]:
             success = w == cword
         else:
+            ub = np.uint64(bh)  # unsigned indices: no negative-index wrap-around test per element
             for m in range(ln[h]):
-                if inv[h, m] == w:
+                if inv[ub + np.uint64(m)] == w:
                     success = True
                     break
         if success:
             succ += 1
             collapse = True
             if beta < 1.0:
-                collapse = beta > 0.0 and _uniform(s) < beta
+                collapse = False
+                if beta > 0.0:
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    collapse = np.float64(x >> sh11) * _INV53 < beta
             if collapse:
-                if not committed[sp]:
-                    dn, dd = _collapse(inv, ln, sp, w, holders)
-                    nw += dn
-                    nd += dd
-                if not committed[h]:
-                    dn, dd = _collapse(inv, ln, h, w, holders)
-                    nw += dn
-                    nd += dd
+                for side in range(2):
+                    a = sp if side == 0 else h
+                    ba = bs_ if side == 0 else bh
+                    if ln[a] == 0:  # a speaker that did not keep its invented name adopts it
+                        inv[ba] = w
+                        ln[a] = 1
+                        holders[w] += 1
+                        if holders[w] == 1:
+                            nd += 1
+                        nw += 1
+                    elif not committed[a]:  # collapse to w (which a holds)
+                        ub = np.uint64(ba)
+                        for m in range(ln[a]):
+                            y = np.uint32(inv[ub + np.uint64(m)])
+                            if y != w:
+                                holders[y] -= 1
+                                if holders[y] == 0:
+                                    nd -= 1
+                        nw += 1 - ln[a]
+                        inv[ba] = w
+                        ln[a] = 1
         elif not committed[h]:
             if ln[h] == cap:  # grow every inventory (unlimited pool only)
-                new = np.empty((N, 2 * cap), np.int32)
-                new[:, :cap] = inv
+                new = np.empty(2 * N * cap, np.int32)
+                for a in range(N):
+                    for m in range(ln[a]):
+                        new[2 * a * cap + m] = inv[a * cap + m]
                 inv = new
                 cap *= 2
-            nd += _add_word(inv, ln, h, w, holders)
+                bh = h * cap
+            inv[np.uint64(bh + ln[h])] = w
+            ln[h] += 1
+            uw = np.uint64(w)
+            holders[uw] += 1
+            if holders[uw] == 1:
+                nd += 1
             nw += 1
         t += 1
         in_round += 1
@@ -227,10 +262,12 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
             ndmax = nd
         if t_cons < 0 and nd == 1 and nw == N:
             t_cons = t
-            winner = inv[0, 0]
+            winner = inv[0]
             if stop_code == 1:
                 stop_reason = 1
         ok = 1 if success else 0
+        if record_hits:
+            hits[t - 1] = ok
         wsum += ok - window[widx]
         window[widx] = ok
         widx += 1
@@ -253,9 +290,11 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
             r_succ[r] = succ
             r_nw[r] = nw
             r_nd[r] = nd
-            slot = r % 3
             ring_c[slot] = cur_c
             ring_u[slot] = cur_u
+            slot += 1
+            if slot == 3:
+                slot = 0
             cur_c = 0
             cur_u = 0
             if cword >= 0 and t_flip < 0 and r >= 2:
@@ -288,22 +327,24 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
 
 @njit(parallel=True, cache=True)
 def _ng_batch(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-              max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, scal):
+              max_int, stop_code, flip_thr, keep_invented, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits,
+              scal):
     """Run ``seeds.shape[0]`` independent replicates in parallel (one per seed row)."""
     for b in prange(seeds.shape[0]):
         _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b],
-                r_produ[b], scal[b])
+                max_int, stop_code, flip_thr, keep_invented, r_count[b], r_succ[b], r_nw[b], r_nd[b],
+                r_prod[b], r_produ[b], hits[b], scal[b])
 
 
 @njit(cache=True)
 def _ng_batch_serial(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                     max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, scal):
+                     max_int, stop_code, flip_thr, keep_invented, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
+                     hits, scal):
     """:func:`_ng_batch` without threads (small batches: no parallel-region overhead)."""
     for b in range(seeds.shape[0]):
         _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b],
-                r_produ[b], scal[b])
+                max_int, stop_code, flip_thr, keep_invented, r_count[b], r_succ[b], r_nw[b], r_nd[b],
+                r_prod[b], r_produ[b], hits[b], scal[b])
 
 
 def _parse_initial(initial, n_agents, n_words, names):
@@ -354,6 +395,8 @@ def minimal_naming_game(
     stop: str = "consensus",
     flip_threshold: float = PUBLISHED_FLIP_THRESHOLD,
     names=None,
+    invent: str = "keep",
+    per_interaction: bool = False,
     progress: bool | None = None,
     rng=None,
 ) -> GameResult:
@@ -395,6 +438,15 @@ def minimal_naming_game(
         rounds that counts as a flip (default 2.849/3, the published criterion).
     names : sequence of str, optional
         Labels of the ``W`` names (default ``"0"``, ``"1"``, ...).
+    invent : {"keep", "discard"}, optional
+        What an empty speaker does with the name it invents (or draws from the pool): ``"keep"``
+        (default) adds it to its inventory, as in Baronchelli et al. (2006); ``"discard"`` only
+        utters it -- it holds the name only if the interaction succeeds -- as in the authors'
+        ``NG_module.py``, which produced the theory line of seed 003 Fig. 1A (round-1 success
+        0.058 instead of 0.112 at N = 24, W = 10).
+    per_interaction : bool, optional
+        Also record the success of every interaction, summed over runs, for
+        :meth:`GameResult.success_by_interaction` (the per-interaction curve of Fig. 1A's inset).
     progress : bool, optional
         Show a tqdm bar over runs (default: when more than 1000 runs).
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, optional
@@ -411,7 +463,7 @@ def minimal_naming_game(
     ----------
     Implements the minimal naming game of Baronchelli et al., Phys. Rev. E 73, 015102 (2006),
     with the finite pool of Flint Ashery et al., Sci. Adv. 11, eadu9368 (2025), Supplementary
-    Text; the β-model of Baronchelli et al., Phys. Rev. E 76, 051102 (2007); committed agents as
+    Text (``invent="discard"``: their published code, ``NG_module.py``, Fig. 1A); the β-model of Baronchelli et al., Phys. Rev. E 76, 051102 (2007); committed agents as
     in Xie et al., Phys. Rev. E 84, 011130 (2011).
 
     Examples
@@ -424,6 +476,10 @@ def minimal_naming_game(
     W = 0 if n_words is None else check_int(n_words, "n_words", low=1)
     R = check_int(n_runs, "n_runs", low=1)
     stop_code = check_stop(stop)
+    if not isinstance(invent, str) or invent not in ("keep", "discard"):
+        raise ValueError(f"invent must be 'keep' or 'discard'; got {invent!r}")
+    if not isinstance(per_interaction, (bool, np.bool_)):
+        raise TypeError(f"per_interaction must be True or False; got {per_interaction!r}")
     if not isinstance(beta, numbers.Real) or not 0.0 <= float(beta) <= 1.0:
         raise ValueError(f"beta must be a probability in [0, 1]; got {beta!r}")
     if not 0.0 < float(flip_threshold) <= 1.0:
@@ -465,14 +521,15 @@ def minimal_naming_game(
     if progress is None:
         progress = R > 1000
     ss, seeds = run_seeds(rng, R)
-    args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold))
+    args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold),
+            invent == "keep")
     kernel = choose_kernel(_ng_batch, _ng_batch_serial, R, T)
-    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game")
+    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0)
     warn_unfinished(stop, out["scal"][:, S_STOP], T)
     return game_result(
         out, model="minimal", n_agents=N, n_names=W, names=names, memory=0, committed=mask,
         committed_name=cword, stop=stop, max_interactions=T, seed=ss,
         params=dict(beta=float(beta), production_bias=bias.tolist() or None, initial_label=init_label,
                     graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)",
-                    flip_threshold=float(flip_threshold)),
+                    flip_threshold=float(flip_threshold), invent=invent),
     )

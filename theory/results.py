@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from ._common import STOP_NAMES
 
@@ -70,6 +69,9 @@ class GameResult:
         Parent seed sequence; run ``k`` used ``seed.spawn`` child ``k``.
     params : dict
         Remaining settings (for provenance).
+    interaction_success : numpy.ndarray of int64 or None
+        Successes at each interaction index summed over the runs that simulated it (only when
+        the simulator was asked for ``per_interaction=True``); see :meth:`success_by_interaction`.
     """
 
     model: str
@@ -102,6 +104,7 @@ class GameResult:
     seed: np.random.SeedSequence
     params: dict = field(default_factory=dict)
     interactions: object = None  # optional (players, answers) per run, see GameResult.to_log
+    interaction_success: object = None  # optional successes summed over runs per interaction index
 
     # ------------------------------------------------------------------ basic views
     @property
@@ -123,6 +126,8 @@ class GameResult:
             ``t_max``, ``n_words_max``, ``n_distinct_max``, ``success95_time``, ``streak_time``,
             ``flip_time``, ``stop_reason``.
         """
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "run": np.arange(self.n_runs),
@@ -148,6 +153,8 @@ class GameResult:
             Columns ``run``, ``round``, ``interactions``, ``successes``, ``success_rate``,
             ``n_words``, ``n_distinct``.
         """
+        import pandas as pd
+
         lengths = np.diff(self.round_offsets)
         run = np.repeat(np.arange(self.n_runs), lengths)
         rnd = np.concatenate([np.arange(1, m + 1) for m in lengths]) if len(lengths) else np.zeros(0, int)
@@ -210,6 +217,8 @@ class GameResult:
             ``n_runs`` (runs contributing). Runs that stopped in an absorbing consensus
             contribute success 1 to later rounds.
         """
+        import pandas as pd
+
         m = self.success_matrix(n_rounds)
         n = np.sum(~np.isnan(m), axis=0)
         import warnings
@@ -222,6 +231,45 @@ class GameResult:
         return pd.DataFrame(
             {"round": np.arange(1, m.shape[1] + 1), "success_rate": mean, "sem": sd / np.sqrt(np.maximum(n, 1)), "n_runs": n}
         )
+
+    def success_by_interaction(self, n_interactions: int | None = None):
+        """Mean success per interaction index over runs (seed 003 Fig. 1A inset; ``run_NG.py``).
+
+        Needs a result simulated with ``per_interaction=True``. Runs that stopped in an
+        absorbing consensus count as successes at every later interaction; runs that stopped
+        otherwise drop out of the later means.
+
+        Parameters
+        ----------
+        n_interactions : int, optional
+            Interactions to report (default: the longest run).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``interaction`` (from 1), ``round`` (``interaction / n_agents``, a float),
+            ``success_rate`` (mean over contributing runs), ``sem`` and ``n_runs``.
+        """
+        import pandas as pd
+
+        if self.interaction_success is None:
+            raise ValueError("this result holds no per-interaction successes; simulate with per_interaction=True")
+        hs = np.asarray(self.interaction_success, dtype=np.int64)
+        T = len(hs) if n_interactions is None else int(n_interactions)
+        succ = np.zeros(T, np.int64)
+        m = min(T, len(hs))
+        succ[:m] = hs[:m]
+        t = np.arange(T)
+        ran = np.searchsorted(np.sort(self.n_interactions), t, side="right")  # runs with n_int <= t
+        ended = np.sort(self.n_interactions[self.absorbing])
+        absorbed = np.searchsorted(ended, t, side="right")  # absorbed runs already over at t
+        n = (self.n_runs - ran) + absorbed
+        succ = succ + absorbed
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = succ / n
+            sem = np.sqrt(p * (1 - p) / np.maximum(n - 1, 1))
+        return pd.DataFrame({"interaction": t + 1, "round": (t + 1) / self.n_agents, "success_rate": p,
+                             "sem": sem, "n_runs": n})
 
     def production_share(self, *, uncommitted: bool = True, n_rounds: int | None = None) -> pd.DataFrame:
         """Production probability of each name per run and round (long format; seed 003 Fig. 3A, S3).
@@ -238,6 +286,8 @@ class GameResult:
         pandas.DataFrame
             Columns ``run``, ``round``, ``name``, ``share``.
         """
+        import pandas as pd
+
         if self.n_names == 0:
             raise ValueError("production shares are recorded only for a finite name pool (n_words=W)")
         prod = (self.round_production_uncommitted if uncommitted else self.round_production).astype(float)
@@ -269,6 +319,8 @@ class GameResult:
         pandas.DataFrame
             Columns ``name``, ``runs``, ``probability``.
         """
+        import pandas as pd
+
         labels = pd.Series([self.name_label(w) for w in self.winner], dtype=object)
         counts = labels.value_counts(dropna=False)
         return pd.DataFrame(
@@ -316,6 +368,8 @@ class GameResult:
         -------
         normlab.schema.GameLog
         """
+        import pandas as pd
+
         from normlab.schema import GameLog, rebuild_decisions
 
         if self.interactions is None:

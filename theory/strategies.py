@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from normlab.schema import memory_state_string, parse_memory_state, validate_names
 
 # Strategy kinds understood by the cached strategy-game kernel.
 KIND_TABLE, KIND_BEST_RESPONSE, KIND_WSLS, KIND_LOGIT, KIND_USER = 0, 1, 2, 3, 4
@@ -41,6 +40,12 @@ N_FEATURES = len(FEATURE_NAMES)
 
 
 # ----------------------------------------------------------------------------- state encoding
+def _validate_names(names):
+    from normlab.schema import validate_names  # schema imports pandas: only when names are given
+
+    return validate_names(names)
+
+
 def n_states(n_names: int, memory: int) -> int:
     """Number of memory states with up to ``memory`` entries: ``sum_{k<=H} (W**2)**k``.
 
@@ -204,7 +209,7 @@ class StrategyTable(Strategy):
         if t.shape[0] != S:
             raise ValueError(f"a table for W={W}, H={memory} needs {S} rows (one per memory state); got {t.shape[0]}")
         _check_probs(t, "strategy table")
-        names = validate_names(names) if names is not None else tuple(str(k) for k in range(W))
+        names = _validate_names(names) if names is not None else tuple(str(k) for k in range(W))
         if len(names) != W:
             raise ValueError(f"got {len(names)} names for a table with W={W}")
         t = t.copy()
@@ -224,10 +229,14 @@ class StrategyTable(Strategy):
 
     def state_label(self, index: int) -> str:
         """Schema string (``"own,partner;..."`` with name labels) of state ``index``."""
+        from normlab.schema import memory_state_string
+
         return memory_state_string((self.names[o], self.names[p]) for o, p in decode_state(index, self.n_names, self.memory))
 
     def state_index(self, state: str) -> int:
         """Index of a schema memory-state string (inverse of :meth:`state_label`)."""
+        from normlab.schema import parse_memory_state
+
         pos = {n: k for k, n in enumerate(self.names)}
         try:
             entries = [(pos[o], pos[p]) for o, p in parse_memory_state(state)]
@@ -270,7 +279,7 @@ class StrategyTable(Strategy):
         -------
         StrategyTable
         """
-        names = validate_names(names)
+        names = _validate_names(names)
         missing = {"memory_state", "name", "p"} - set(frame.columns)
         if missing:
             raise ValueError(f"frame is missing columns {sorted(missing)}")
