@@ -26,6 +26,7 @@ import pandas as pd
 from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
 from normlab.schema import GameLog, rebuild_decisions, validate_names
+from normlab.theory.criteria import FLIP_SUM
 
 from .backend import EndpointConfig, EndpointError, open_endpoint
 from .exact import MULTI_TOKEN_MODES, choose, name_distribution
@@ -52,8 +53,9 @@ COMMITTED_MODES = ("swap", "inject")
 UNBOUNDED = "unbounded"
 #: Safety limit of ``max_reasks="unbounded"``: requests per decision before the run stops.
 REASK_SAFETY_LIMIT = 1000
-#: Published flip criterion (seed 003 Methods / AI-norms README), for reporting only.
-FLIP_THRESHOLD = 2.849 / 3.0
+#: Flip threshold of the live stop rule (first passage, the per-run reading of
+#: :mod:`normlab.theory.criteria`): mean challenger share over the last three rounds.
+FLIP_THRESHOLD = FLIP_SUM / 3.0
 
 
 

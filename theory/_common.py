@@ -15,7 +15,7 @@ STOP_NAMES = {v: k for k, v in STOP_CODES.items()}
 
 #: Published flip criterion (AI-norms README / seed 003 Methods): the committed name's production
 #: share among uncommitted agents over the last 3 population rounds is >= 2.849 / 3.
-PUBLISHED_FLIP_THRESHOLD = 2.849 / 3.0
+PUBLISHED_FLIP_THRESHOLD = 2.849 / 3.0  # = criteria.FLIP_SUM / 3 (criteria imports _validate only)
 
 
 def check_stop(stop: str) -> int:
