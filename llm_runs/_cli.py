@@ -144,14 +144,13 @@ def _guard(command: str, fn, out=None):
     try:
         return fn()
     except ReaskLimitError as exc:
-        print(f"normlab {command}: error: {exc}", file=sys.stderr)
-        if out is not None and (Path(out) / "journal.jsonl").exists():
-            print(f"normlab {command}: completed interactions are kept in {out}", file=sys.stderr)
+        kept = out is not None and (Path(out) / "journal.jsonl").exists()
+        print(f"normlab {command}: error: {exc}" + (f" -- completed interactions are kept in {out}" if kept else ""),
+              file=sys.stderr)
         return 3
     except EndpointError as exc:
-        print(f"normlab {command}: endpoint error: {exc}", file=sys.stderr)
-        if saved or (out is not None and (Path(out) / "journal.jsonl").exists()):
-            print(f"normlab {command}: {hint}", file=sys.stderr)
+        kept = saved or (out is not None and (Path(out) / "journal.jsonl").exists())
+        print(f"normlab {command}: endpoint error: {exc}" + (f" -- {hint}" if kept else ""), file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         print(f"\nnormlab {command}: interrupted" + (f"; {hint}" if out is not None else ""), file=sys.stderr)

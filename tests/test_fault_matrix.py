@@ -86,3 +86,18 @@ def test_fifty_concurrent_runs_leak_nothing(tmp_path):
     assert len(results) == 50 and all(r.log.decisions.shape[0] == 48 for r in results)
     assert _fds() <= fds + 2, f"file descriptors grew from {fds} to {_fds()}"
     assert threading.active_count() <= threads + 1
+
+
+def test_endpoint_dying_mid_run_is_one_line_and_resumable(tmp_path, capsys):
+    with StubServer(["Q", "M"]) as stub:
+        ref = tmp_path / "ref"
+        assert main([*ARGS, "--base-url", stub.base_url, "--out", str(ref)]) == 0
+        out = tmp_path / "run"
+        stub.inject(*(["ok"] * 30 + ["500"] * 50))  # the endpoint dies after 30 requests
+        capsys.readouterr()
+        assert main([*ARGS, "--base-url", stub.base_url, "--out", str(out), "--max-retries", "1"]) == 3
+        lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+        assert len(lines) == 1 and "HTTP 500" in lines[0] and "rerun the same command to resume" in lines[0]
+        stub._faults.clear()
+        assert main([*ARGS, "--base-url", stub.base_url, "--out", str(out)]) == 0
+    assert _table(out).equals(_table(ref))
