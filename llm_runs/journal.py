@@ -57,17 +57,7 @@ class Journal:
         """Open for appending, holding an exclusive lock (one writer per run directory)."""
         if self.path is not None and self._f is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            f = open(self.path, "a", encoding="utf-8")
-            try:
-                import fcntl
-
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except ImportError:  # pragma: no cover - no advisory locks on this platform
-                pass
-            except OSError:
-                f.close()
-                raise ValueError(f"{self.path.parent} is in use by another normlab process; wait for it to finish "
-                                 "or use another directory") from None
+            f = _open_locked(self.path, self.path.parent)
             self._f = f
             st = os.fstat(f.fileno())
             self._identity = (st.st_dev, st.st_ino)
@@ -154,6 +144,22 @@ class Journal:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _open_locked(path: Path, directory: Path):
+    """``path`` opened for appending under an exclusive advisory lock (one writer per run)."""
+    f = open(path, "a", encoding="utf-8")
+    try:
+        import fcntl
+
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except ImportError:  # pragma: no cover - no advisory locks on this platform
+        pass
+    except OSError:
+        f.close()
+        raise ValueError(f"{directory} is in use by another normlab process; wait for it to finish "
+                         "or use another directory") from None
+    return f
 
 
 class JournalLost(RuntimeError):
@@ -278,18 +284,7 @@ class DirectoryLock:
             raise ValueError(f"--out {self.directory} exists and is not a directory")
         self._created = not self.directory.exists()
         self.directory.mkdir(parents=True, exist_ok=True)
-        f = open(self.directory / LOCK_FILE, "a")
-        try:
-            import fcntl
-
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # pragma: no cover - no advisory locks on this platform
-            pass
-        except OSError:
-            f.close()
-            raise ValueError(f"{self.directory} is in use by another normlab process; wait for it to finish "
-                             "or use another directory") from None
-        self._f = f
+        self._f = _open_locked(self.directory / LOCK_FILE, self.directory)
         return self
 
     def __exit__(self, *exc) -> None:
