@@ -134,7 +134,7 @@ def _guard(command: str, fn, out=None):
     """Run ``fn``; endpoint failures and interrupts become one clear message, not a traceback."""
     from pathlib import Path
 
-    from normlab.llm_runs.backend import EndpointError
+    from normlab.llm_runs.backend import EndpointError, NotOpenAICompatible
 
     saved = out is not None and (Path(out) / "journal.jsonl").exists()
     hint = f"completed work is kept in {out}; rerun the same command to resume"
@@ -147,6 +147,9 @@ def _guard(command: str, fn, out=None):
         print(f"normlab {command}: error: {exc}", file=sys.stderr)
         if out is not None and (Path(out) / "journal.jsonl").exists():
             print(f"normlab {command}: completed interactions are kept in {out}", file=sys.stderr)
+        return 3
+    except NotOpenAICompatible as exc:  # nothing was sent: no resume advice
+        print(f"normlab {command}: endpoint error: {exc}", file=sys.stderr)
         return 3
     except EndpointError as exc:
         print(f"normlab {command}: endpoint error: {exc}", file=sys.stderr)
