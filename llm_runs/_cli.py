@@ -252,11 +252,55 @@ def _probe(args) -> int:
         if args.out is not None:
             path = Path(args.out) / f"{args.probe}.parquet"
             frame.to_parquet(path, index=False)
-            summary["table"] = str(path)
+        else:  # what the model calls computed is never lost: a CSV in the current directory
+            path = _default_table_path(args.probe)
+            frame.to_csv(path, index=False)
+        summary["table"] = str(path)
         emit(summary, args.json)
+        if not args.json:
+            shown = _compact_table(args.probe, r, frame)
+            print()
+            print(shown)
+            print(f"\nfull table ({len(frame)} rows): {path}" + ("" if args.out is not None else
+                                                                 "  (pass --out DIR to choose where)"))
         return 0
 
     return _guard("llm-probe", go, args.out)
+
+
+def _default_table_path(probe: str):
+    """``llm-probe-<probe>.csv`` in the current directory, never overwriting an earlier one."""
+    from pathlib import Path
+
+    path = Path(f"llm-probe-{probe}.csv")
+    k = 2
+    while path.exists():
+        path = Path(f"llm-probe-{probe}-{k}.csv")
+        k += 1
+    return path
+
+
+def _compact_table(probe: str, result, frame, max_rows: int = 16) -> str:
+    """A few readable lines of what a probe computed (the full table is saved)."""
+    import pandas as pd
+
+    if probe == "bias":
+        cols = [c for c in ("name", "count", "n", "share", "p_exact") if c in frame.columns]
+        t = frame[cols]
+    elif probe == "strategy":
+        t = frame.pivot_table(index="memory_state", columns="name", values="p", sort=False)
+        t = t[[n for n in result.names if n in t.columns]]
+        t.columns = [f"p({n})" for n in t.columns]
+        t = t.reset_index().replace({"memory_state": {"": "(empty)"}})
+    elif probe == "meta":
+        t = result.accuracy()[["question", "n", "correct", "accuracy"]]
+    else:
+        t = frame[[c for c in ("pool", "jsd", "p_first", "accepted") if c in frame.columns]]
+    more = len(t) - max_rows
+    text = t.head(max_rows).to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-")
+    if more > 0:
+        text += f"\n... {more} more row{'s' if more > 1 else ''}"
+    return text if isinstance(t, pd.DataFrame) else str(t)
 
 
 def register(subparsers) -> None:

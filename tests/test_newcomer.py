@@ -209,3 +209,46 @@ def test_theory_tour_plot_shows_the_p010_flip():
     a = binary_agreement_ode(0.10, t_max=t_max).to_frame().query("state == 'A_total'")
     assert a["density"].iloc[-1] > 0.9  # the flip is inside the plotted window
     assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")  # stripped
+
+
+# ----------------------------------------------------------------------------- 6. probes show or save
+@pytest.mark.parametrize("probe, extra, shown", [
+    ("bias", ["--trials", "20"], "p_exact"),
+    ("strategy", ["--memory", "2"], "p(Q)"),
+    ("meta", ["--memory", "2", "--states", "2"], "accuracy"),
+    ("neutral", ["--max-pools", "2", "--length", "4"], "accepted"),
+])
+def test_every_probe_prints_and_saves_its_table(probe, extra, shown, tmp_path, capsys, monkeypatch):
+    import pandas as pd
+
+    from normlab.llm_runs import StubServer
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / f"llm-probe-{probe}.csv").write_text("an earlier table\n")  # never overwritten
+    with StubServer(["Q", "M"]) as stub:
+        assert main(["llm-probe", probe, *extra, "--base-url", stub.base_url, "--no-progress", "--seed", "1"]) == 0
+        out = capsys.readouterr().out
+        assert shown in out and f"llm-probe-{probe}-2.csv" in out and "pass --out DIR" in out
+        saved = pd.read_csv(tmp_path / f"llm-probe-{probe}-2.csv")
+        assert len(saved) >= 2 and f"full table ({len(saved)} rows)" in out
+        assert (tmp_path / f"llm-probe-{probe}.csv").read_text() == "an earlier table\n"
+        # --json: the saved table is named in the JSON
+        assert main(["llm-probe", probe, *extra, "--base-url", stub.base_url, "--no-progress", "--seed", "1",
+                     "--json"]) == 0
+        s = json.loads(capsys.readouterr().out)
+        assert s["table"] == f"llm-probe-{probe}-3.csv" and (tmp_path / s["table"]).exists()
+
+
+def test_strategy_probe_table_shows_the_probabilities(tmp_path, capsys, monkeypatch):
+    import pandas as pd
+
+    from normlab.llm_runs import StubServer
+
+    monkeypatch.chdir(tmp_path)
+    with StubServer(["Q", "M"]) as stub:
+        assert main(["llm-probe", "strategy", "--memory", "1", "--base-url", stub.base_url, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    f = pd.read_csv(tmp_path / "llm-probe-strategy.csv", keep_default_na=False)
+    p = f[(f["memory_state"] == "Q,M") & (f["name"] == "M")]["p"].iloc[0]
+    row = next(line for line in out.splitlines() if line.strip().startswith("Q,M "))
+    assert f"{p:.3f}" in row.split() and "(empty)" in out
