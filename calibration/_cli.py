@@ -15,9 +15,10 @@ Fits p(name | memory state) on the chosen runs (default: baseline/convergence ru
 posterior draws of the table in the strategy game and prints: P(consensus on each name),
 rounds to 0.95 success, critical mass for each direction (overturn_<X>: a consensus on X attacked
 by agents committed to the other name) by two criteria -- "published": the authors' ensemble rule
-behind seed 003 Table S3, applied per posterior draw to a simulated 10-run experiment with their
-window (--max-round); "per_run": smallest count where half the runs flip within --within-rounds --
-relative strength, and -- when the data hold them -- the observed values by the same rules.
+behind Table S3 of Flint Ashery, Aiello & Baronchelli (2025), applied per posterior draw to a
+simulated 10-run experiment with their window (--max-round); "per_run": smallest count where half
+the runs flip within --within-rounds -- relative strength, and -- when the data hold them -- the
+observed values by the same rules.
 """
 
 
@@ -26,7 +27,8 @@ def register(sub) -> None:
         "calibrate",
         help="fit LLM strategy tables and predict collective bias and critical mass",
         description="Fit LLM strategy tables from game logs and predict collective bias, convergence speed "
-                    "and critical mass with credible intervals (seed 003: Table 1, Figs. 2-3, S8-S10).",
+                    "and critical mass with credible intervals (Flint Ashery, Aiello & Baronchelli 2025: Table 1, "
+                    "Figs. 2-3, S8-S10).",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -252,3 +252,64 @@ def test_strategy_probe_table_shows_the_probabilities(tmp_path, capsys, monkeypa
     p = f[(f["memory_state"] == "Q,M") & (f["name"] == "M")]["p"].iloc[0]
     row = next(line for line in out.splitlines() if line.strip().startswith("Q,M "))
     assert f"{p:.3f}" in row.split() and "(empty)" in out
+
+
+# ----------------------------------------------------------------------------- 8. --help
+def _subparsers(parser):
+    import argparse
+
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            return a
+    return None
+
+
+def _command(name):
+    return _subparsers(build_parser()).choices[name]
+
+
+@pytest.mark.parametrize("command", ["simulate", "llm-run", "llm-probe", "calibrate", "critical-mass"])
+def test_every_command_help_has_examples(command):
+    import argparse
+
+    p = _command(command)
+    assert p.formatter_class is argparse.RawDescriptionHelpFormatter
+    assert "examples:\n  normlab " + command in (p.epilog or "")
+
+
+def test_critical_mass_options_documented_and_stop_explained():
+    p = _command("critical-mass")
+    undocumented = [a.option_strings for a in p._actions if a.option_strings and not a.help]
+    assert undocumented == []
+    stop = next(a for a in _subparsers(_command("simulate")).choices["minimal"]._actions if "--stop" in a.option_strings)
+    assert all(choice + " (" in stop.help for choice in stop.choices)
+
+
+def test_each_probe_has_its_own_help():
+    probes = _subparsers(_command("llm-probe")).choices
+    assert set(probes) == {"bias", "strategy", "meta", "neutral"}
+    descriptions = {p.description for p in probes.values()}
+    assert len(descriptions) == 4 and all(p.epilog.startswith("examples:") for p in probes.values())
+    opts = {k: {o for a in p._actions for o in a.option_strings} for k, p in probes.items()}
+    assert "--trials" in opts["bias"] and "--trials" not in opts["strategy"]
+    assert "--max-pools" in opts["neutral"] and "--memory" not in opts["neutral"]
+
+
+def test_no_seed_003_in_cli_help():
+    texts = []
+
+    def walk(parser):
+        texts.extend([parser.description or "", parser.epilog or ""])
+        for a in parser._actions:
+            texts.append(a.help or "")
+        for g in parser._action_groups:
+            texts.append(g.title or "")
+        sub = _subparsers(parser)
+        if sub is not None:
+            texts.extend(ca.help or "" for ca in sub._choices_actions)
+            for child in sub.choices.values():
+                walk(child)
+
+    walk(build_parser())
+    bad = [t for t in texts if "seed 003" in t.lower()]
+    assert bad == [] and sum("Flint Ashery" in t for t in texts) >= 5
