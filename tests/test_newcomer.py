@@ -313,3 +313,66 @@ def test_no_seed_003_in_cli_help():
     walk(build_parser())
     bad = [t for t in texts if "seed 003" in t.lower()]
     assert bad == [] and sum("Flint Ashery" in t for t in texts) >= 5
+
+
+# ----------------------------------------------------------------------------- 7. calibrate output
+def _table_summary(capsys, *extra):
+    rc = main(["calibrate", "--table", "llama31_70b_QM_H5", "--n-agents", "24", "--draws", "6", "--runs-flip", "3",
+               "--runs-consensus", "3", "--no-strength", "--seed", "1", *extra])
+    assert rc == 0
+    return capsys.readouterr()
+
+
+def test_calibrate_prints_a_readable_summary(capsys):
+    text = _table_summary(capsys).out
+    lines = text.splitlines()
+    assert len(lines) >= 10 and max(map(len, lines)) <= 120, text
+    assert not text.lstrip().startswith("{") and "null" not in text and "None" not in text
+    assert "P(consensus on M)" in text and "overturn_M" in text and "rounds to 95% success" in text
+    s = json.loads(_table_summary(capsys, "--json").out)  # --json unchanged: the whole object
+    assert {"critical_mass", "flip_curve", "settings"} <= set(s)
+
+
+def test_null_estimates_are_explained():
+    from normlab.calibration._cli import format_summary
+
+    s = {"llm": "m", "names": ["Q", "M"], "memory": 3, "n_agents": 24, "draws": 10, "level": 0.95,
+         "within_rounds": 30, "model": "empirical", "p_consensus": {"Q": 0.3, "M": 0.5}, "p_no_consensus": 0.2,
+         "p_consensus_interval": {"Q": [0.1, 0.5], "M": [0.3, 0.7]},
+         "rounds_to_95": {"estimate": None, "low": 40.0, "high": None, "p_not_reached": 0.6},
+         "consensus_rounds": {"estimate": 30.0, "low": 20.0, "high": 50.0},
+         "critical_mass": {"overturn_M": {"estimate": None, "majority": "M", "challenger": "Q",
+                                          "published": {"estimate": None, "low": 8.0, "high": None,
+                                                        "p_not_reached": 0.7},
+                                          "per_run": {"estimate": 9.0, "low": 7.0, "high": None,
+                                                      "p_not_reached": 0.2}}},
+         "settings": {"max_rounds": 200}}
+    text = format_summary(s)
+    assert "None" not in text and "null" not in text
+    assert "published not reached with up to 23 committed" in text
+    assert "per-run 9 [7, not reached with up to 23 committed]" in text
+    assert "rounds to 95% success  not reached within 200 rounds (60% of draws" in text
+    assert "70% of draws did not flip with up to 23 committed agents" in text
+
+
+def test_calibrate_shows_progress_on_a_terminal(capsys, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    err = _table_summary(capsys).err
+    assert "predicting (6 posterior draws)" in err and "elapsed" in err
+    assert "predicting" not in _table_summary(capsys, "--no-progress").err
+
+
+def test_divergences_become_one_warning_line(capsys):
+    import warnings
+
+    from normlab.calibration._cli import _warnings_as_lines
+    from normlab.calibration.bayes import divergence_warning
+
+    assert divergence_warning({"divergences": 0, "chains": 2, "draws": 500}) is None
+    msg = divergence_warning({"divergences": 7, "chains": 2, "draws": 500})
+    assert "7 divergent transitions of 1000 draws" in msg and "target_accept" in msg
+    with _warnings_as_lines():
+        warnings.warn(msg, RuntimeWarning)
+        warnings.warn(msg, RuntimeWarning)  # printed once
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"normlab calibrate: warning: {msg}"]
