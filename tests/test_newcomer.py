@@ -99,6 +99,7 @@ def test_interval_invariant_on_random_curves():
 
 
 # ----------------------------------------------------------------------------- 5. winners
+@pytest.mark.filterwarnings("ignore:.*reached max_interactions:RuntimeWarning")
 def test_runs_without_winner_are_none_in_json_and_text(capsys):
     from normlab.theory import minimal_naming_game
 
@@ -376,3 +377,31 @@ def test_divergences_become_one_warning_line(capsys):
         warnings.warn(msg, RuntimeWarning)  # printed once
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"normlab calibrate: warning: {msg}"]
+
+
+def test_every_help_example_parses():
+    import shlex
+
+    def examples(parser, out):
+        text = (parser.epilog or "").split("examples:", 1)
+        if len(text) == 2:
+            block = text[1].replace("\\\n", " ")
+            mine = []
+            for line in block.splitlines():
+                line = line.split("#", 1)[0].strip()
+                if not line.startswith("normlab "):
+                    if mine and not line:
+                        break
+                    continue
+                mine.append(shlex.split(line)[1:])
+            assert mine, parser.prog
+            out.extend(mine)
+        sub = _subparsers(parser)
+        for child in (sub.choices.values() if sub else []):
+            examples(child, out)
+        return out
+
+    found = examples(build_parser(), [])
+    assert len(found) >= 15
+    for argv in found:
+        build_parser().parse_args(argv)  # SystemExit (a usage error) fails the test
