@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 _EPILOG = """\
 examples:
@@ -15,9 +16,10 @@ Fits p(name | memory state) on the chosen runs (default: baseline/convergence ru
 posterior draws of the table in the strategy game and prints: P(consensus on each name),
 rounds to 0.95 success, critical mass for each direction (overturn_<X>: a consensus on X attacked
 by agents committed to the other name) by two criteria -- "published": the authors' ensemble rule
-behind seed 003 Table S3, applied per posterior draw to a simulated 10-run experiment with their
-window (--max-round); "per_run": smallest count where half the runs flip within --within-rounds --
-relative strength, and -- when the data hold them -- the observed values by the same rules.
+behind Table S3 of Flint Ashery, Aiello & Baronchelli (2025), applied per posterior draw to a
+simulated 10-run experiment with their window (--max-round); "per_run": smallest count where half
+the runs flip within --within-rounds -- relative strength, and -- when the data hold them -- the
+observed values by the same rules.
 """
 
 
@@ -26,7 +28,8 @@ def register(sub) -> None:
         "calibrate",
         help="fit LLM strategy tables and predict collective bias and critical mass",
         description="Fit LLM strategy tables from game logs and predict collective bias, convergence speed "
-                    "and critical mass with credible intervals (seed 003: Table 1, Figs. 2-3, S8-S10).",
+                    "and critical mass with credible intervals (Flint Ashery, Aiello & Baronchelli 2025: Table 1, "
+                    "Figs. 2-3, S8-S10).",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -58,7 +61,9 @@ def register(sub) -> None:
     p.add_argument("--samples", type=int, default=1000, help="NUTS draws per chain (default 1000)")
     p.add_argument("--save-fit", metavar="JSON", default=None, help="write the fitted table (StrategyFit JSON)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (default: a readable summary)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (default: shown when stderr is a terminal)")
     p.set_defaults(func=_calibrate)
 
 
@@ -95,6 +100,7 @@ def _calibrate(args) -> int:
     if args.memory is not None and args.memory < 1:
         raise ValueError(f"--memory must be >= 1; got {args.memory}")
     pk = dict(n_runs_flip=args.runs_flip, n_runs_consensus=args.runs_consensus, strength=not args.no_strength)
+    progress = not args.no_progress and sys.stderr.isatty()
     if args.table:
         from normlab.calibration import load_fit, predict
 
@@ -104,13 +110,16 @@ def _calibrate(args) -> int:
         if args.memory is not None and args.memory != fit.memory:
             raise ValueError(f"memory length mismatch: --memory {args.memory} but the table is for H={fit.memory}")
         n = args.n_agents or int((fit.meta.get("source") or {}).get("n_agents", [24])[0])
-        pred = predict(fit, n_agents=n, n_draws=args.draws, within_rounds=args.within_rounds,
-                       max_round=args.max_round, rng=args.seed, **pk)
+        from normlab.calibration.pipeline import elapsed_bar
+
+        with _warnings_as_lines(), elapsed_bar(f"predicting ({args.draws} posterior draws)", enabled=progress):
+            pred = predict(fit, n_agents=n, n_draws=args.draws, within_rounds=args.within_rounds,
+                           max_round=args.max_round, rng=args.seed, **pk)
         out = pred.summary()
         out = {"llm": fit.meta.get("llm"), "source": str(args.table), "model": fit.kind, **out,
                "fit": {k: v for k, v in fit.summary().items() if k in ("decisions", "states_observed", "states_total",
                                                                         "decay", "diagnostics")}}
-        emit(out, args.json)
+        _print_result(out, args.json)
         return 0
     if args.names is None:
         raise ValueError("--names is required with --ainorms/--log (e.g. --names Q,M)")
@@ -137,11 +146,179 @@ def _calibrate(args) -> int:
 
     fit_kwargs = {} if args.fit_model == "empirical" else {"chains": args.chains, "cores": min(args.chains, 2),
                                                             "draws": args.samples}
-    cal = calibrate(log, names=names, memory=args.memory, n_agents=args.n_agents, fit_on=args.fit_on,
-                    model=args.fit_model, llm=llm, n_draws=args.draws, within_rounds=args.within_rounds,
-                    max_round=args.max_round,
-                    fit_kwargs=fit_kwargs, predict_kwargs=pk, source=source, rng=args.seed)
+    with _warnings_as_lines():
+        cal = calibrate(log, names=names, memory=args.memory, n_agents=args.n_agents, fit_on=args.fit_on,
+                        model=args.fit_model, llm=llm, n_draws=args.draws, within_rounds=args.within_rounds,
+                        max_round=args.max_round, fit_kwargs=fit_kwargs, predict_kwargs=pk, source=source,
+                        rng=args.seed, progress=progress)
     if args.save_fit:
         cal.fit.to_json(args.save_fit)
-    emit(cal.summary(), args.json)
+    _print_result(cal.summary(), args.json)
     return 0
+
+
+class _warnings_as_lines:
+    """Collect warnings (sampler divergences, data inconsistencies) and print each distinct one
+    as a single ``normlab calibrate: warning: ...`` line on stderr."""
+
+    def __enter__(self):
+        import warnings
+
+        self._cm = warnings.catch_warnings(record=True)
+        self._log = self._cm.__enter__()
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        return self
+
+    def __exit__(self, *exc):
+        self._cm.__exit__(*exc)
+        seen = set()
+        for w in self._log:
+            msg = " ".join(str(w.message).split())
+            if msg and msg not in seen:
+                seen.add(msg)
+                print(f"normlab calibrate: warning: {msg}", file=sys.stderr)
+        return False
+
+
+def _print_result(summary: dict, as_json: bool) -> None:
+    if as_json:
+        from normlab.cli import emit
+
+        emit(summary, True)
+    else:
+        print(format_summary(summary))
+
+
+def _num(v, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (int, float)) and float(v) == int(v) and abs(v) < 1e9:
+        return str(int(v))
+    return f"{v:.{digits}g}"
+
+
+def _p(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _interval(d: dict, none_text: str) -> str:
+    """``est [low, high]`` of a summary entry; ``None`` ends become ``none_text``."""
+    est, lo, hi = d.get("estimate"), d.get("low"), d.get("high")
+    if est is None:
+        return none_text
+    return f"{_num(est)} [{_num(lo) if lo is not None else none_text}, {_num(hi) if hi is not None else none_text}]"
+
+
+def format_summary(s: dict) -> str:
+    """The readable multi-line summary ``normlab calibrate`` prints without ``--json``.
+
+    Every ``null`` of the JSON is spelled out: a critical mass that is ``null`` was not reached
+    with up to N - 1 committed agents; rounds to 95% success that are ``null`` were not reached
+    within the simulated rounds.
+    """
+    names = s.get("names") or []
+    N = s.get("n_agents")
+    lines = []
+    head = f"{s.get('llm') or 'strategy table'}: names {','.join(map(str, names))}, memory H = {s.get('memory')}, N = {N}"
+    lines.append(head)
+    fit = s.get("fit") or {}
+    if s.get("source"):
+        lines.append(f"data: {s['source']}")
+    bits = [f"{s.get('model')}" + (f" on {s['fit_on']} runs" if s.get("fit_on") else "")]
+    if fit.get("runs") is not None:
+        bits.append(f"{fit['runs']} runs")
+    if fit.get("decisions") is not None:
+        bits.append(f"{int(fit['decisions']):,} decisions")
+    if fit.get("states_observed") is not None:
+        bits.append(f"{fit['states_observed']} of {fit['states_total']} memory states observed")
+    lines.append("fit: " + ", ".join(bits))
+    dg = fit.get("diagnostics") or {}
+    if dg:
+        div = int(dg.get("divergences") or 0)
+        ess = dg.get("ess_bulk_min")
+        lines.append(f"sampler: R-hat max {_num(dg.get('r_hat_max'), 4)}, bulk ESS min {_num(None if ess is None else round(ess))}, "
+                     f"{div} divergent transition{'s' if div != 1 else ''}"
+                     + (" (see the warning above)" if div else ""))
+    settings = s.get("settings") or {}
+    max_rounds = settings.get("max_rounds")
+    obs = s.get("observed") or {}
+    base = obs.get("baseline") or {}
+    if base and base.get("n_agents") != N:
+        base = {}
+    pct = int(round(100 * float(s.get("level") or 0.95)))
+    lines.append("")
+    lines.append(f"predicted (median and {pct}% interval over {s.get('draws')} posterior draws)"
+                 + ("; observed in the data" if base else "") + ":")
+    rows = []
+    pci = s.get("p_consensus_interval") or {}
+    for nm in names:
+        p = (s.get("p_consensus") or {}).get(nm)
+        iv = pci.get(nm) or [None, None]
+        o = (base.get("p_consensus") or {}).get(nm) if base else None
+        rows.append((f"P(consensus on {nm})", f"{_p(p)} [{_p(iv[0])}, {_p(iv[1])}]",
+                     "" if o is None else f"observed {_p(o)}"))
+    rows.append(("P(no consensus)", _p(s.get("p_no_consensus")), ""))
+    not_reached = "not reached" + (f" within {max_rounds} rounds" if max_rounds else "")
+    r95 = s.get("rounds_to_95") or {}
+    extra = ""
+    if r95.get("p_not_reached"):
+        extra = f" ({_num(100 * r95['p_not_reached'])}% of draws: {not_reached})"
+    rows.append(("rounds to 95% success", _interval(r95, not_reached) + extra,
+                 f"observed {_num(base.get('rounds_to_95'))}" if base else ""))
+    cr = s.get("consensus_rounds") or {}
+    rows.append(("rounds to consensus", _interval(cr, not_reached),
+                 f"observed {_num(base.get('streak_rounds'))}" if base else ""))
+    w = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    lines += [f"  {a:<{w}}  {b:<{w2}}  {c}".rstrip() for a, b, c in rows]
+
+    cm = s.get("critical_mass") or {}
+    if cm:
+        lines.append("")
+        lines.append(f"critical mass: committed agents that overturn a consensus (N = {N}) -- published: the authors'")
+        lines.append(f"ensemble rule; per-run: half the runs flip within {s.get('within_rounds')} rounds "
+                     "(median [interval] over draws):")
+        none_cm = f"not reached with up to {N - 1} committed" if N else "not reached"
+        ocm = obs.get("critical_mass") or {}
+        for key, e in cm.items():
+            maj, ch = e.get("majority"), e.get("challenger")
+            pub, per = e.get("published") or {}, e.get("per_run") or {}
+            txt = f"  {key} ({ch} committed against a consensus on {maj}): published {_interval(pub, none_cm)}; " \
+                  f"per-run {_interval(per, none_cm)}"
+            lines.append(txt)
+            o = ocm.get(key)
+            if o:
+                op, orr = o.get("published") or {}, o.get("per_run") or {}
+                ot = f"observed at counts {o.get('counts')}: " if o.get("counts") else "observed: "
+                ot += "published " + (_num(op.get("estimate")) if op.get("estimate") is not None
+                                      else "not reached at the observed counts")
+                ot += "; first count where half the runs flip " + (
+                    _num(orr.get("first_count")) if orr.get("first_count") is not None else "none observed")
+                lines.append("      " + ot)
+            for crit, d in (("published", pub), ("per-run", per)):
+                p_nr = d.get("p_not_reached")
+                if p_nr:
+                    lines.append(f"      {crit}: {_num(100 * p_nr)}% of draws did not flip with up to {N - 1} "
+                                 "committed agents")
+    rs = s.get("relative_strength") or {}
+    if rs:
+        lines.append("")
+        lines.append("relative strength of each name's consensus (median [interval]):")
+        for nm, q in rs.items():
+            lines.append(f"  {nm}: " + ", ".join(f"{k} {_interval(v, '-')}" for k, v in q.items()))
+    a = s.get("asymmetry")
+    if a:
+        lines.append("")
+        lines.append(f"asymmetry: the fitted strategy favours {a.get('a')} over {a.get('b')} by "
+                     f"{_num(a.get('post_bias_visits'))} [{_num(a.get('post_bias_low'))}, {_num(a.get('post_bias_high'))}] "
+                     "(probability, weighted by state visits);")
+        lines.append(f"  {a.get('n_significant')} of {a.get('n_pairs_tested')} tested state pairs differ significantly")
+    if s.get("seconds") is not None:
+        lines.append("")
+        lines.append(f"done in {_num(s['seconds'])} s; --json prints every number (flip curves, settings)")
+    else:
+        lines.append("")
+        lines.append("--json prints every number (flip curves, settings)")
+    return "\n".join(lines)

@@ -245,7 +245,20 @@ def _diagnostics(idata, sampling_seconds):
     }
 
 
-def _fit_pymc(kind, counts, *, decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata):
+def divergence_warning(diagnostics: dict) -> str | None:
+    """One line saying how many NUTS transitions diverged (``None`` when none did)."""
+    n = int(diagnostics.get("divergences") or 0)
+    if n <= 0:
+        return None
+    total = int(diagnostics.get("chains", 0)) * int(diagnostics.get("draws", 0))
+    of = f" of {total} draws" if total else ""
+    return (f"the NUTS sampler reported {n} divergent transition{'s' if n > 1 else ''}{of}: the posterior may be "
+            "biased where they occurred; refit with a higher target_accept (e.g. 0.95) or more tuning steps and "
+            "check fit.diagnostics")
+
+
+def _fit_pymc(kind, counts, *, decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata,
+              progress=False):
     import pymc as pm
 
     _quiet()
@@ -261,9 +274,12 @@ def _fit_pymc(kind, counts, *, decay, draws, tune, chains, cores, target_accept,
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=min(cores, chains), random_seed=seeds,
-                          target_accept=target_accept, progressbar=False, compute_convergence_checks=False)
+                          target_accept=target_accept, progressbar=bool(progress), compute_convergence_checks=False)
     secs = time.perf_counter() - t0
     diag = _diagnostics(idata, secs)
+    msg = divergence_warning(diag)
+    if msg:
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
     post = idata.posterior
     beta = np.asarray(post["beta"]).reshape(-1, len(cols))
     coef = np.zeros((beta.shape[0], len(COLUMNS)))
@@ -290,7 +306,7 @@ def _resolve_decay(counts, decay, rng):
 
 def fit_logit(counts: StateCounts, *, symmetric: bool = False, decay="auto", draws: int = 1000, tune: int = 1000,
               chains: int = 2, cores: int = 2, target_accept: float = 0.9, rng=None, meta: dict | None = None,
-              return_idata: bool = False):
+              return_idata: bool = False, progress: bool = False):
     """Fit the feature-only logistic strategy (``logit``, or ``logit_symmetric``) with NUTS.
 
     Parameters
@@ -310,6 +326,8 @@ def fit_logit(counts: StateCounts, *, symmetric: bool = False, decay="auto", dra
     meta : dict, optional
     return_idata : bool, optional
         Also return the ArviZ ``InferenceData`` (then the result is a tuple).
+    progress : bool, optional
+        Show the sampler's progress bar. Divergent transitions always raise a ``RuntimeWarning``.
 
     Returns
     -------
@@ -324,19 +342,19 @@ def fit_logit(counts: StateCounts, *, symmetric: bool = False, decay="auto", dra
     d = _resolve_decay(counts, decay, rng)
     return _fit_pymc("logit_symmetric" if symmetric else "logit", counts, decay=d, draws=draws, tune=tune,
                      chains=chains, cores=cores, target_accept=target_accept, rng=rng, meta=meta,
-                     return_idata=return_idata)
+                     return_idata=return_idata, progress=progress)
 
 
 def fit_hierarchical(counts: StateCounts, *, decay="auto", draws: int = 1000, tune: int = 1000, chains: int = 2,
                      cores: int = 2, target_accept: float = 0.9, rng=None, meta: dict | None = None,
-                     return_idata: bool = False):
+                     return_idata: bool = False, progress: bool = False):
     """Fit the hierarchical strategy: feature logit plus partially pooled state effects (NUTS).
 
     Parameters
     ----------
     counts : StateCounts
         Two-name decision counts.
-    decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata
+    decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata, progress
         As for :func:`fit_logit`.
 
     Returns
@@ -359,7 +377,8 @@ def fit_hierarchical(counts: StateCounts, *, decay="auto", draws: int = 1000, tu
     _check_sampler(draws, tune, chains, cores, target_accept)
     d = _resolve_decay(counts, decay, rng)
     return _fit_pymc("hierarchical", counts, decay=d, draws=draws, tune=tune, chains=chains, cores=cores,
-                     target_accept=target_accept, rng=rng, meta=meta, return_idata=return_idata)
+                     target_accept=target_accept, rng=rng, meta=meta, return_idata=return_idata,
+                     progress=progress)
 
 
 def fit_strategy(counts: StateCounts, model: str = "hierarchical", *, rng=None, **kwargs) -> StrategyFit:

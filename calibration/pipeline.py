@@ -242,10 +242,44 @@ class Calibration:
         return pf.rename(columns={"estimate": "predicted"})
 
 
+class elapsed_bar:
+    """Context manager: a progress line on stderr showing the elapsed time of a step whose length
+    is not known in advance (a tqdm bar without total, refreshed twice a second by a thread)."""
+
+    def __init__(self, desc: str, *, enabled: bool = True):
+        self.desc, self.enabled = desc, bool(enabled)
+        self._bar = self._thread = self._stop = None
+
+    def __enter__(self):
+        if self.enabled:
+            import threading
+
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=None, desc=self.desc, bar_format="{desc}: {elapsed} elapsed", leave=False)
+            self._stop = threading.Event()
+
+            def tick():
+                while not self._stop.wait(0.5):
+                    self._bar.refresh()
+
+            self._thread = threading.Thread(target=tick, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._stop.set()
+            self._thread.join()
+            self._bar.close()
+        return False
+
+
 def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,
               fit_on="baseline", model: str = "hierarchical", llm=None, n_draws: int = 200,
               within_rounds: int = 30, max_round: int | None = None, fit_kwargs: dict | None = None, predict_kwargs: dict | None = None,
-              compare_observed: bool = True, source: str | None = None, rng=None) -> Calibration:
+              compare_observed: bool = True, source: str | None = None, rng=None,
+              progress: bool = False) -> Calibration:
     """Fit a strategy on some runs of a log and predict the population's behaviour.
 
     Parameters
@@ -277,6 +311,8 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     source : str, optional
         Label of the data source (stored in the settings).
     rng : optional
+    progress : bool, optional
+        Show the sampler's progress bar and an elapsed-time bar while the prediction runs.
 
     Returns
     -------
@@ -316,13 +352,17 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     counts = counts_from_log(sel, names=names, memory=memory)
     seeds = spawn(rng, 3)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}
-    fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **(fit_kwargs or {}))
+    fk = dict(fit_kwargs or {})
+    if progress and model != "empirical":
+        fk.setdefault("progress", True)
+    fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **fk)
     from normlab.theory.criteria import published_max_round
 
     mxr = published_max_round(llms[0], int(n_agents)) if max_round is None else max_round
     pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr)
     pk.update(predict_kwargs or {})
-    pred = predict(fit, n_agents=int(n_agents), rng=seeds[1], **pk)
+    with elapsed_bar(f"predicting ({pk['n_draws']} posterior draws)", enabled=progress):
+        pred = predict(fit, n_agents=int(n_agents), rng=seeds[1], **pk)
     observed, emp = {}, None
     if compare_observed:
         observed = observed_summary(log, names=names, memory=memory, n_agents=int(n_agents),

@@ -24,7 +24,7 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--embedded-threads", type=int, default=None, metavar="N",
                    help="CPU threads of the embedded server (default: 1 on up to 2 cores, else all but one, at most 8; "
                         "more threads than free cores spin and slow every call down)")
-    s = p.add_argument_group("sampling (seed 003 Table S4 defaults)")
+    s = p.add_argument_group("sampling (defaults of Flint Ashery, Aiello & Baronchelli 2025, Table S4)")
     s.add_argument("--mode", default=None, choices=("exact", "sample"),
                    help="sample: generate and parse (the paper's protocol; default of llm-run); exact: next-token "
                         "probabilities of the names, cached per prompt (default of llm-probe)")
@@ -134,7 +134,7 @@ def _guard(command: str, fn, out=None):
     """Run ``fn``; endpoint failures and interrupts become one clear message, not a traceback."""
     from pathlib import Path
 
-    from normlab.llm_runs.backend import EndpointError
+    from normlab.llm_runs.backend import EndpointError, NotOpenAICompatible
 
     saved = out is not None and (Path(out) / "journal.jsonl").exists()
     hint = f"completed work is kept in {out}; rerun the same command to resume"
@@ -147,6 +147,9 @@ def _guard(command: str, fn, out=None):
         kept = out is not None and (Path(out) / "journal.jsonl").exists()
         print(f"normlab {command}: error: {exc}" + (f" -- completed interactions are kept in {out}" if kept else ""),
               file=sys.stderr)
+        return 3
+    except NotOpenAICompatible as exc:  # nothing was sent: no resume advice
+        print(f"normlab {command}: endpoint error: {exc}", file=sys.stderr)
         return 3
     except EndpointError as exc:
         kept = saved or (out is not None and (Path(out) / "journal.jsonl").exists())
@@ -248,24 +251,87 @@ def _probe(args) -> int:
         if args.out is not None:
             path = Path(args.out) / f"{args.probe}.parquet"
             frame.to_parquet(path, index=False)
-            summary["table"] = str(path)
+        else:  # what the model calls computed is never lost: a CSV in the current directory
+            path = _default_table_path(args.probe)
+            frame.to_csv(path, index=False)
+        summary["table"] = str(path)
         emit(summary, args.json)
+        if not args.json:
+            shown = _compact_table(args.probe, r, frame)
+            print()
+            print(shown)
+            print(f"\nfull table ({len(frame)} rows): {path}" + ("" if args.out is not None else
+                                                                 "  (pass --out DIR to choose where)"))
         return 0
 
     return _guard("llm-probe", go, args.out)
 
 
+def _default_table_path(probe: str):
+    """``llm-probe-<probe>.csv`` in the current directory, never overwriting an earlier one."""
+    from pathlib import Path
+
+    path = Path(f"llm-probe-{probe}.csv")
+    k = 2
+    while path.exists():
+        path = Path(f"llm-probe-{probe}-{k}.csv")
+        k += 1
+    return path
+
+
+def _compact_table(probe: str, result, frame, max_rows: int = 16) -> str:
+    """A few readable lines of what a probe computed (the full table is saved)."""
+    import pandas as pd
+
+    if probe == "bias":
+        cols = [c for c in ("name", "count", "n", "share", "p_exact") if c in frame.columns]
+        t = frame[cols]
+    elif probe == "strategy":
+        t = frame.pivot_table(index="memory_state", columns="name", values="p", sort=False)
+        t = t[[n for n in result.names if n in t.columns]]
+        t.columns = [f"p({n})" for n in t.columns]
+        t = t.reset_index().replace({"memory_state": {"": "(empty)"}})
+    elif probe == "meta":
+        t = result.accuracy()[["question", "n", "correct", "accuracy"]]
+    else:
+        t = frame[[c for c in ("pool", "jsd", "p_first", "accepted") if c in frame.columns]]
+    more = len(t) - max_rows
+    text = t.head(max_rows).to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-")
+    if more > 0:
+        text += f"\n... {more} more row{'s' if more > 1 else ''}"
+    return text if isinstance(t, pd.DataFrame) else str(t)
+
+
+_RUN_EXAMPLES = """\
+examples:
+  normlab llm-run --n-agents 24 --memory 5 --names Q,M --max-interactions 2000 --out runs/qm
+  normlab llm-run --n-agents 24 --memory 5 --names Q,M --max-interactions 2000 --out runs/qm   # resumes
+  normlab llm-run --n-agents 24 --memory 5 --names Q,M --committed 6:M --initial consensus:Q --stop flip \\
+      --max-interactions 2000 --out runs/cm6
+  normlab llm-run --base-url http://127.0.0.1:8000/v1 --model meta-llama/Llama-3.1-70B-Instruct \\
+      --n-agents 24 --memory 5 --names Q,M --max-interactions 2000 --mode sample --out runs/llama
+"""
+
+_PROBE_EXAMPLES = """\
+examples:
+  normlab llm-probe bias --names Q,M --trials 100
+  normlab llm-probe strategy --names Q,M --memory 3 --out probes/h3
+  normlab llm-probe meta --memory 3 --states 10
+  normlab llm-probe neutral --n-names 2 --length 6
+"""
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "llm-run",
-        help="play the naming game with LLM agents (seed 003); resumable",
+        help="play the naming game with LLM agents (Flint Ashery, Aiello & Baronchelli 2025); resumable",
         description=(
             "Play (or resume) replicate runs of the LLM naming game of Flint Ashery et al. (2025) through an "
             "OpenAI-compatible endpoint, or the embedded llama.cpp server with SmolLM2-135M-Instruct when none is "
             "configured. Writes OUT/decisions.parquet and OUT/runs.parquet (normlab.schema.GameLog), "
             "OUT/calls.parquet and an append-only OUT/journal.jsonl; rerunning with the same settings resumes."
         ),
-        epilog=EXIT_CODES,
+        epilog=_RUN_EXAMPLES + "\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--n-agents", type=int, required=True, help="population size N")
@@ -301,27 +367,69 @@ def register(subparsers) -> None:
     q = subparsers.add_parser(
         "llm-probe",
         help="individual bias, strategy table, meta-prompting or neutral-name search with an LLM",
-        description="Probes of Flint Ashery et al. (2025): individual bias (Fig. 2B, S4, S5), strategy table "
-                    "(Table 1, Fig. S8), meta-prompting comprehension (Table S7, Fig. S1) and the search for "
-                    "neutral random name pools (Figs. S11, S12). Default mode: exact.",
+        description="Probes of Flint Ashery, Aiello & Baronchelli (2025): individual bias (Fig. 2B, S4, S5), "
+                    "strategy table (Table 1, Fig. S8), meta-prompting comprehension (Table S7, Fig. S1) and the "
+                    "search for neutral random name pools (Figs. S11, S12). Default mode: exact. Each probe prints "
+                    "a compact table and saves the full one (OUT/<probe>.parquet, or llm-probe-<probe>.csv in the "
+                    "current directory without --out). 'normlab llm-probe PROBE --help' lists a probe's options.",
+        epilog=_PROBE_EXAMPLES + "\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    q.add_argument("probe", choices=("bias", "strategy", "meta", "neutral"))
-    q.add_argument("--names", default="Q,M", help="name pool (default %(default)s)")
-    q.add_argument("--memory", type=int, default=3, help="strategy/meta: memory length H (default %(default)s)")
-    q.add_argument("--trials", type=int, default=100, help="bias: decisions with empty memory (default %(default)s)")
-    q.add_argument("--samples", type=int, default=20, help="strategy, sample mode: answers per state")
-    q.add_argument("--states", type=int, default=10, help="meta: random memory states (default %(default)s)")
-    q.add_argument("--meta-protocol", default="authors",
-                   help="meta: authors (their observer line, 'Answer saying ...' questions, 15 tokens, re-asks; "
+    probes_sub = q.add_subparsers(dest="probe", metavar="PROBE", required=True)
+
+    def probe_parser(name, help, description, examples):
+        pp = probes_sub.add_parser(name, help=help, description=description, epilog=examples + "\n" + EXIT_CODES,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+        pp.set_defaults(func=_probe, probe=name)
+        return pp
+
+    b = probe_parser(
+        "bias", "individual bias: which name an agent with empty memory picks",
+        "Individual bias (Fig. 2B, S4, S5): the names a fresh agent (empty memory) picks, with a binomial or "
+        "chi-square test against uniform and, in exact mode, the next-token probability of each name.",
+        "examples:\n  normlab llm-probe bias --names Q,M --trials 100\n"
+        "  normlab llm-probe bias --names Q,M --mode sample --trials 200 --out probes/bias\n")
+    b.add_argument("--names", default="Q,M", help="name pool (default %(default)s)")
+    b.add_argument("--trials", type=int, default=100, help="decisions with empty memory (default %(default)s)")
+    st = probe_parser(
+        "strategy", "strategy table: p(name | memory state) for every memory state",
+        "Strategy table (Table 1, Fig. S8): the probability of each name in every memory state of length up to "
+        "H, exact (next-token probabilities) or sampled.",
+        "examples:\n  normlab llm-probe strategy --names Q,M --memory 3\n"
+        "  normlab llm-probe strategy --names Q,M --memory 3 --mode sample --samples 20 --out probes/h3\n"
+        "  normlab llm-probe strategy --names Q,M --memory 5 --cache runs/qm   # reuse a run's journaled calls\n")
+    st.add_argument("--names", default="Q,M", help="name pool (default %(default)s)")
+    st.add_argument("--memory", type=int, default=3, help="memory length H (default %(default)s)")
+    st.add_argument("--samples", type=int, default=20, help="sample mode: answers per state (default %(default)s)")
+    m = probe_parser(
+        "meta", "meta-prompting: does the model understand the game's rules and its memory?",
+        "Meta-prompting comprehension (Table S7, Fig. S1): questions about the rules, the round and the memory "
+        "shown, asked in random memory states and scored against the true answers.",
+        "examples:\n  normlab llm-probe meta --names Q,M --memory 3 --states 10\n"
+        "  normlab llm-probe meta --memory 3 --meta-protocol normlab --meta-scoring strict\n")
+    m.add_argument("--names", default="Q,M", help="name pool (default %(default)s)")
+    m.add_argument("--memory", type=int, default=3, help="memory length H (default %(default)s)")
+    m.add_argument("--states", type=int, default=10, help="random memory states (default %(default)s)")
+    m.add_argument("--meta-protocol", default="authors",
+                   help="authors (their observer line, 'Answer saying ...' questions, 15 tokens, re-asks; "
                         "default) | normlab (Table S7 wording)")
-    q.add_argument("--meta-scoring", default=None,
-                   help="meta: substring (the authors', default with their protocol) | strict (normlab's)")
-    q.add_argument("--n-names", type=int, default=2, help="neutral: pool size")
-    q.add_argument("--length", type=int, default=6, help="neutral: characters per name")
-    q.add_argument("--threshold", type=float, default=0.005, help="neutral: JSD from uniform")
-    q.add_argument("--max-pools", type=int, default=20, help="neutral: pools tried at most")
-    q.add_argument("--out", default=None, help="directory for the journal (resumable) and <probe>.parquet")
-    q.add_argument("--cache", action="append", default=None, metavar="DIR",
-                   help="bias/strategy, exact mode: reuse next-token distributions journaled in DIR; repeatable")
-    _add_endpoint_args(q)
-    q.set_defaults(func=_probe)
+    m.add_argument("--meta-scoring", default=None,
+                   help="substring (the authors', default with their protocol) | strict (normlab's)")
+    ne = probe_parser(
+        "neutral", "search random name pools the model treats as neutral",
+        "Neutral names (Figs. S11, S12): draw random pools of names until one has no individual bias (JSD of "
+        "the first-choice distribution from uniform below --threshold).",
+        "examples:\n  normlab llm-probe neutral --n-names 2 --length 6 --max-pools 20\n"
+        "  normlab llm-probe neutral --n-names 10 --threshold 0.01 --out probes/neutral\n")
+    ne.add_argument("--n-names", type=int, default=2, help="pool size (default %(default)s)")
+    ne.add_argument("--length", type=int, default=6, help="characters per name (default %(default)s)")
+    ne.add_argument("--threshold", type=float, default=0.005, help="JSD from uniform (default %(default)s)")
+    ne.add_argument("--max-pools", type=int, default=20, help="pools tried at most (default %(default)s)")
+    for name, pp in (("bias", b), ("strategy", st), ("meta", m), ("neutral", ne)):
+        pp.add_argument("--out", default=None,
+                        help="directory for the journal (resumable) and <probe>.parquet (default: no journal; the "
+                             "table goes to llm-probe-<probe>.csv in the current directory)")
+        if name in ("bias", "strategy"):
+            pp.add_argument("--cache", action="append", default=None, metavar="DIR",
+                            help="exact mode: reuse next-token distributions journaled in DIR; repeatable")
+        _add_endpoint_args(pp)

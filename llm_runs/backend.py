@@ -31,6 +31,11 @@ class EndpointError(RuntimeError):
     """The LLM endpoint is unreachable, refuses requests, or keeps failing after retries."""
 
 
+class NotOpenAICompatible(EndpointError):
+    """The server at ``base_url`` answers, but not like an OpenAI-compatible API (``GET /models``
+    gave an HTML page, a 404 page or JSON of another shape): nothing was sent to it."""
+
+
 @dataclass(frozen=True)
 class EndpointConfig:
     """Where and how to call an OpenAI-compatible chat-completions endpoint.
@@ -313,6 +318,30 @@ def _describe(exc) -> str:
     return f"{type(inner).__name__}: {str(inner)[:200]}"
 
 
+def _model_ids(resp) -> list | None:
+    """Model ids of an OpenAI-shaped ``GET /models`` answer (``{"data": [{"id": ...}, ...]}``);
+    ``None`` when the answer is not JSON of that shape."""
+    try:
+        obj = resp.json()
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
+        return None
+    ids = [m.get("id") for m in obj["data"] if isinstance(m, dict)]
+    if len(ids) != len(obj["data"]) or not all(isinstance(i, str) for i in ids):
+        return None
+    return ids
+
+
+def _json_error(resp) -> bool:
+    """True when an error answer is JSON (an API's error), not an HTML or text page."""
+    try:
+        resp.json()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
 def _refused(exc) -> bool:
     """True when nothing listens at the address (as opposed to a dropped connection)."""
     inner = exc
@@ -447,14 +476,19 @@ class LLMClient:
     async def check(self) -> str:
         """Fail fast with one clear error when the endpoint is down; return the model name.
 
-        Lists ``/models`` (fills in :attr:`model` when it is ``None``); servers without that
-        route are accepted when they answer at all.
+        Lists ``/models`` (fills in :attr:`model` when it is ``None``). A server answering that
+        route with an HTML or non-JSON page, or with JSON not shaped like an OpenAI model list,
+        is refused with :class:`NotOpenAICompatible`; an OpenAI-style JSON error (a compatible
+        server without the route) is accepted when ``model`` is given.
         """
         import openai
 
         try:
-            page = await self._client.models.list(timeout=min(self.config.timeout, 30.0))
-            ids = [m.id for m in getattr(page, "data", [])]
+            raw = await self._client.models.with_raw_response.list(timeout=min(self.config.timeout, 30.0))
+            resp = raw.http_response
+            ids = _model_ids(resp)
+            if ids is None:
+                raise self._not_openai(resp)
             if self.model is None:
                 if not ids:
                     raise self._error(f"{self.base_url}/models lists no model; pass --model")
@@ -472,11 +506,25 @@ class LLMClient:
                 f"{self.config.api_key_env} or OPENAI_API_KEY"
             ) from None
         except openai.APIStatusError as exc:
+            if not _json_error(exc.response):
+                raise self._not_openai(exc.response) from None
             if self.model is None:
                 raise self._error(
                     f"{self.base_url}/models answered HTTP {exc.status_code}; pass --model explicitly"
                 ) from None
         return self.model
+
+    def _not_openai(self, resp) -> "NotOpenAICompatible":
+        ctype = (resp.headers.get("content-type") or "no content type").split(";")[0].strip()
+        try:
+            head = " ".join(resp.text.split())[:60]
+        except Exception:  # pragma: no cover - undecodable body
+            head = ""
+        detail = f"HTTP {resp.status_code}, {ctype}" + (f": {head!r}" if head else "")
+        return NotOpenAICompatible(self._redact(
+            f"{self.base_url} does not look like an OpenAI-compatible server (GET /models answered {detail}); "
+            "check --base-url (it usually ends in /v1) or omit it to use the embedded SmolLM2 server"
+        ))
 
     def _backoff(self, attempt: int) -> float:
         base = min(self.config.backoff_max, self.config.backoff * 2**attempt)

@@ -121,7 +121,8 @@ def test_endpoint_down_prints_one_line_without_traceback(tmp_path):
     assert len(lines) == 1 and "cannot reach the OpenAI-compatible endpoint at http://127.0.0.1:9/v1" in lines[0]
 
 
-def test_llm_probe_commands(tmp_path, capsys):
+def test_llm_probe_commands(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # probes without --out save llm-probe-<probe>.csv in the current directory
     with StubServer(["Q", "M"]) as stub:
         assert main(["llm-probe", "bias", "--base-url", stub.base_url, "--trials", "30", "--json", "--no-progress",
                      "--seed", "1", "--out", str(tmp_path / "b")]) == 0

@@ -323,8 +323,11 @@ class GameResult:
 
         labels = pd.Series([self.name_label(w) for w in self.winner], dtype=object)
         counts = labels.value_counts(dropna=False)
+        # value_counts turns None into NaN; runs without a winner are reported as None
+        names = [None if (n is None or (isinstance(n, float) and np.isnan(n))) else n for n in counts.index]
         return pd.DataFrame(
-            {"name": list(counts.index), "runs": counts.to_numpy(), "probability": counts.to_numpy() / self.n_runs}
+            {"name": pd.Series(names, dtype=object), "runs": counts.to_numpy(),
+             "probability": counts.to_numpy() / self.n_runs}
         )
 
     def flip_times(self) -> np.ndarray:
@@ -418,7 +421,9 @@ class GameResult:
             "mean_t_max": float(np.mean(self.t_max)),
             "mean_n_words_max": float(np.mean(self.n_words_max)),
             "mean_n_distinct_max": float(np.mean(self.n_distinct_max)),
-            "winners": {str(r["name"]): int(r["runs"]) for _, r in self.consensus_counts().iterrows()},
+            # runs without a consensus have no winner: key "none" (JSON keys cannot be null)
+            "winners": {("none" if r["name"] is None else str(r["name"])): int(r["runs"])
+                        for _, r in self.consensus_counts().iterrows()},
             "stop_reasons": {str(k): int(v) for k, v in zip(*np.unique(self.stop_reason, return_counts=True))},
         }
         if self.committed_name >= 0:

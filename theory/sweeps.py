@@ -85,8 +85,11 @@ class CriticalMassResult:
     interpolated : float
         Count where the piecewise-linear flip curve crosses ``level``.
     low, high : float
-        Smallest count whose upper / lower CI bound reaches ``level``: the critical mass lies in
-        ``[low, high]`` given the sampling error of the sweep.
+        Where the piecewise-linear upper CI bound first reaches ``level`` (``low``), and the
+        smallest swept count whose lower CI bound reaches it (``high``): the critical mass lies in
+        ``[low, high]`` given the sampling error of the sweep, and so do ``estimate`` and
+        ``interpolated`` (``low`` is interpolated like ``interpolated``, so it may fall between
+        swept counts).
     model : str
         Description of the simulated model.
     published_last3, published_success : numpy.ndarray
@@ -159,6 +162,13 @@ class CriticalMassResult:
 def locate_critical_mass(committed, p_flip, ci_low, ci_high, level: float = 0.5):
     """Estimate, interpolated crossing and bounds of the critical mass from a flip curve.
 
+    ``estimate`` is the smallest swept count with ``p_flip >= level``; ``interpolated`` where the
+    piecewise-linear flip curve first reaches ``level``; ``low`` where the piecewise-linear upper
+    CI bound first reaches it; ``high`` the smallest swept count whose lower CI bound reaches it.
+    Since ``ci_low <= p_flip <= ci_high`` at every point, ``low <= interpolated <= estimate <=
+    high`` whenever they are defined (a grid ``low`` could exceed ``interpolated``: with the
+    curve at 0.1 and 0.9 at counts 4 and 6, the crossing 5 lies below a grid bound of 6).
+
     Returns
     -------
     (float, float, float, float)
@@ -171,18 +181,21 @@ def locate_critical_mass(committed, p_flip, ci_low, ci_high, level: float = 0.5)
         idx = np.flatnonzero(mask)
         return float(c[idx[0]]) if idx.size else float("nan")
 
-    est = first(p >= level)
-    low = first(np.asarray(ci_high) >= level)
-    high = first(np.asarray(ci_low) >= level)
-    interp = float("nan")
-    idx = np.flatnonzero(p >= level)
-    if idx.size:
+    def crossing(y):
+        y = np.asarray(y, dtype=float)
+        idx = np.flatnonzero(y >= level)
+        if not idx.size:
+            return float("nan")
         k = idx[0]
         if k == 0:
-            interp = float(c[0])
-        else:
-            p0, p1 = p[k - 1], p[k]
-            interp = float(c[k - 1] + (level - p0) / (p1 - p0) * (c[k] - c[k - 1]))
+            return float(c[0])
+        y0, y1 = y[k - 1], y[k]
+        return float(c[k - 1] + (level - y0) / (y1 - y0) * (c[k] - c[k - 1]))
+
+    est = first(p >= level)
+    low = crossing(ci_high)
+    high = first(np.asarray(ci_low) >= level)
+    interp = crossing(p)
     return est, interp, low, high
 
 
