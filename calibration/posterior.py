@@ -73,14 +73,84 @@ def conditional_deltas(mu, k, n, tau, u):
     numpy.ndarray
         ``delta_s`` draws.
     """
-    mu, k, n, u = (np.asarray(a, dtype=float) for a in (mu, k, n, u))
-    tau = np.broadcast_to(np.asarray(tau, dtype=float), mu.shape)
+    mu, k, n, u = (np.ascontiguousarray(a, dtype=float).reshape(-1) for a in (mu, k, n, u))
+    tau = np.ascontiguousarray(np.broadcast_to(np.asarray(tau, dtype=float), mu.shape))
     out = np.empty_like(mu)
-    step = max(1, _CHUNK // _GRID)
-    for a in range(0, mu.size, step):
-        sl = slice(a, a + step)
-        out[sl] = _conditional_deltas(mu[sl], k[sl], n[sl], tau[sl], u[sl])
+    _conditional_deltas_kernel()(mu, k, n, tau, u, out)
     return out
+
+
+_CD_KERNEL = []
+
+
+def _conditional_deltas_kernel():
+    """:func:`_conditional_deltas_loop` compiled (on first use: ``import`` stays free of Numba)."""
+    if not _CD_KERNEL:
+        from numba import njit
+
+        _CD_KERNEL.append(njit(cache=True)(_conditional_deltas_loop))
+    return _CD_KERNEL[0]
+
+
+def _conditional_deltas_loop(mu, k, n, tau, u, out):
+    """One state at a time, the algorithm of :func:`_conditional_deltas` (each state's Newton
+    iteration stops when *it* has converged; the vectorised one iterates until all have, so
+    the two agree to about 1e-10)."""
+    G = _GRID
+    z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, G)
+    grid = np.empty(G)
+    logf = np.empty(G)
+    cdf = np.empty(G)
+    for i in range(mu.shape[0]):
+        m, kk, nn, t2 = mu[i], k[i], n[i], tau[i] ** 2
+        lo = -(abs(m) + 60.0 + 20.0 * tau[i])
+        hi = -lo
+        d = 0.0
+        for _ in range(200):
+            s = 0.5 * (1.0 + np.tanh(0.5 * (m + d)))
+            g = kk - nn * s - d / t2
+            if g > 0:
+                lo = d
+            else:
+                hi = d
+            h = nn * s * (1 - s) + 1 / t2
+            new = d + g / h
+            if new <= lo or new >= hi:
+                new = 0.5 * (lo + hi)
+            if abs(new - d) < 1e-10:
+                d = new
+                break
+            d = new
+        s = 0.5 * (1.0 + np.tanh(0.5 * (m + d)))
+        sd = 1.0 / np.sqrt(nn * s * (1 - s) + 1 / t2)
+        top = -np.inf
+        for j in range(G):
+            gr = d + sd * z[j]
+            eta = m + gr
+            # log s(eta) = -logaddexp(0, -eta)
+            ls = -(max(0.0, -eta) + np.log1p(np.exp(-abs(eta))))
+            v = nn * ls - (nn - kk) * eta - gr * gr / (2 * t2)
+            grid[j] = gr
+            logf[j] = v
+            if v > top:
+                top = v
+        cdf[0] = 0.0
+        prev = np.exp(logf[0] - top)
+        for j in range(1, G):
+            f = np.exp(logf[j] - top)
+            cdf[j] = cdf[j - 1] + 0.5 * (f + prev)
+            prev = f
+        tot = cdf[G - 1]
+        uu = u[i]
+        jj = 0
+        for j in range(G):
+            cdf[j] /= tot
+            if cdf[j] < uu:
+                jj += 1
+        jj = min(max(jj, 1), G - 1)
+        c0, c1 = cdf[jj - 1], cdf[jj]
+        w = (uu - c0) / (c1 - c0) if c1 > c0 else 0.0
+        out[i] = grid[jj - 1] + min(max(w, 0.0), 1.0) * (grid[jj] - grid[jj - 1])
 
 
 def _conditional_deltas(mu, k, n, tau, u):
