@@ -218,6 +218,10 @@ class StrategyFit:
         Sampler diagnostics (max R-hat, min ESS, divergences...); empty for ``empirical``.
     meta : dict
         Provenance: data source, model, runs, settings.
+    stored_mean : numpy.ndarray, shape (n_states, W), optional
+        The result of ``mean_table()`` with its default arguments, computed once and stored
+        (the shipped hierarchical fits carry it: the Monte Carlo mean costs seconds); empty if
+        not stored.
 
     References
     ----------
@@ -236,6 +240,7 @@ class StrategyFit:
     tau_draws: np.ndarray = field(default_factory=lambda: np.zeros(0))
     diagnostics: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    stored_mean: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     def __post_init__(self):
         from normlab.theory.strategies import n_states
@@ -258,8 +263,12 @@ class StrategyFit:
             raise ValueError("a hierarchical fit needs one positive tau draw per coefficient draw")
         if not self.prior > 0:
             raise ValueError(f"prior must be > 0; got {self.prior}")
-        for a in (c, cd, td):
+        sm = np.asarray(self.stored_mean, dtype=float)
+        if sm.size and sm.shape != c.shape:
+            raise ValueError(f"stored_mean must have the shape of counts {c.shape}; got {sm.shape}")
+        for a in (c, cd, td, sm):
             a.setflags(write=False)
+        object.__setattr__(self, "stored_mean", sm)
         object.__setattr__(self, "names", names)
         object.__setattr__(self, "memory", int(self.memory))
         object.__setattr__(self, "counts", c)
@@ -349,7 +358,8 @@ class StrategyFit:
 
     def mean_table(self, *, n_draws: int = 400, rng=0):
         """Posterior-mean table (exact for ``empirical``/``logit``; Monte Carlo with ``n_draws``
-        conditional draws and a fixed seed for ``hierarchical``).
+        conditional draws and a fixed seed for ``hierarchical``, read from :attr:`stored_mean`
+        when the fit carries it and the arguments are the defaults).
 
         Returns
         -------
@@ -363,9 +373,18 @@ class StrategyFit:
         elif self.kind in ("logit", "logit_symmetric"):
             p1 = _sigmoid(self.coef_draws @ self.design().T).mean(axis=0)
             t = np.column_stack([1 - p1, p1])
+        elif self.stored_mean.size and n_draws == 400 and isinstance(rng, int) and rng == 0:
+            t = self.stored_mean.copy()
         else:
             t = self.sample_tables(n_draws, rng=rng).mean(axis=0)
         return StrategyTable(t, memory=self.memory, names=self.names)
+
+    def with_stored_mean(self) -> "StrategyFit":
+        """A copy carrying ``mean_table()`` (default arguments) in :attr:`stored_mean`."""
+        import dataclasses
+
+        plain = dataclasses.replace(self, stored_mean=np.zeros((0, 0)))
+        return dataclasses.replace(self, stored_mean=plain.mean_table().table)
 
     def to_logit_strategy(self):
         """The posterior-mean feature model as a :class:`~normlab.theory.strategies.LogitStrategy`
@@ -474,6 +493,7 @@ class StrategyFit:
             "counts": counts,
             "diagnostics": _jsonable(self.diagnostics),
             "meta": _jsonable(self.meta),
+            **({"mean_table": self.stored_mean.tolist()} if self.stored_mean.size else {}),
         }
 
     @classmethod
@@ -502,6 +522,7 @@ class StrategyFit:
             coef_draws=np.asarray(d.get("coef_draws", []), dtype=float).reshape(-1, ncoef) if ncoef else np.zeros((0, 0)),
             tau_draws=np.asarray(d.get("tau_draws", []), dtype=float),
             diagnostics=d.get("diagnostics", {}), meta=d.get("meta", {}),
+            stored_mean=np.asarray(d["mean_table"], dtype=float) if d.get("mean_table") else np.zeros((0, 0)),
         )
 
     def to_json(self, path) -> Path:
