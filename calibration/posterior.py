@@ -80,6 +80,19 @@ def conditional_deltas(mu, k, n, tau, u):
     return out
 
 
+def _conditional_deltas_reference(mu, k, n, tau, u):
+    """The former :func:`conditional_deltas`: :func:`_conditional_deltas` on blocks of states
+    (kept as the reference of the compiled loop, and for ``benchmarks/bench_calibration.py``)."""
+    mu, k, n, u = (np.asarray(a, dtype=float) for a in (mu, k, n, u))
+    tau = np.broadcast_to(np.asarray(tau, dtype=float), mu.shape)
+    out = np.empty_like(mu)
+    step = max(1, _CHUNK // _GRID)
+    for a in range(0, mu.size, step):
+        sl = slice(a, a + step)
+        out[sl] = _conditional_deltas(mu[sl], k[sl], n[sl], tau[sl], u[sl])
+    return out
+
+
 _CD_KERNEL = []
 
 
