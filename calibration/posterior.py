@@ -136,14 +136,29 @@ def _conditional_deltas_loop(mu, k, n, tau, u, out):
             d = new
         s = 0.5 * (1.0 + np.tanh(0.5 * (m + d)))
         sd = 1.0 / np.sqrt(nn * s * (1 - s) + 1 / t2)
+        # exp(-|eta_j|) on the grid (eta_j = mu + d + sd z_j, z_j = -10 + j/8 exactly) by two
+        # geometric runs from the grid points either side of eta = 0: one exp per state instead
+        # of one per point (relative error ~1e-14)
+        for j in range(G):
+            grid[j] = d + sd * z[j]
+        j0 = 0
+        while j0 < G and m + grid[j0] < 0.0:
+            j0 += 1
+        r = np.exp(-sd * (z[1] - z[0]))
+        e = 0.0
+        for j in range(j0 - 1, -1, -1):
+            e = np.exp(m + grid[j]) if j == j0 - 1 else e * r
+            logf[j] = e
+        for j in range(j0, G):
+            e = np.exp(-(m + grid[j])) if j == j0 else e * r
+            logf[j] = e
         top = -np.inf
         for j in range(G):
-            gr = d + sd * z[j]
+            gr = grid[j]
             eta = m + gr
-            # log s(eta) = -logaddexp(0, -eta)
-            ls = -(max(0.0, -eta) + np.log1p(np.exp(-abs(eta))))
+            # log s(eta) = -logaddexp(0, -eta) = -(max(0, -eta) + log1p(exp(-|eta|)))
+            ls = -(max(0.0, -eta) + np.log1p(logf[j]))
             v = nn * ls - (nn - kk) * eta - gr * gr / (2 * t2)
-            grid[j] = gr
             logf[j] = v
             if v > top:
                 top = v
@@ -154,10 +169,9 @@ def _conditional_deltas_loop(mu, k, n, tau, u, out):
             cdf[j] = cdf[j - 1] + 0.5 * (f + prev)
             prev = f
         tot = cdf[G - 1]
-        uu = u[i]
+        uu = u[i] * tot  # compare unnormalised: cdf_j / tot < u  <=>  cdf_j < u tot
         jj = 0
         for j in range(G):
-            cdf[j] /= tot
             if cdf[j] < uu:
                 jj += 1
         jj = min(max(jj, 1), G - 1)
