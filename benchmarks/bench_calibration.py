@@ -96,6 +96,20 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
         o, n = statistics.median(v["old"]), statistics.median(v["new"])
         out[k] = {"old_cpu_s": round(o, 4), "new_cpu_s": round(n, 4), "ratio": round(o / n, 1),
                   "old_all": [round(x, 3) for x in v["old"]], "new_all": [round(x, 3) for x in v["new"]]}
+    # the compiled design alone (tables drawn beforehand): interactions per CPU second
+    from normlab._rng import spawn
+    from normlab.calibration.prediction import _run_design
+    from normlab.theory.criteria import published_max_round
+
+    tabs = fit.tables(draws, rng=1)
+    cfg = dict(n_agents=24, within_rounds=30, n_runs_consensus=40, n_runs_flip=16, max_rounds=200,
+               committed=list(range(24)), directions=[("Q", "M"), ("M", "Q")], consensus=True, strength=True,
+               assume_monotone=True, level=0.5, design_runs=10, max_round=published_max_round(fit.meta.get("llm"), 24),
+               names=fit.names, memory=fit.memory)
+    ks = [_cpu(lambda: _run_design(tabs, list(range(draws)), spawn(2, 1)[0], cfg)) for _ in range(reps)]
+    kt = statistics.median(k[0] for k in ks)
+    n_int = int(ks[0][1]["interactions"].sum())
+    out["design_kernel"] = {"cpu_s": round(kt, 3), "interactions": n_int, "M_per_cpu_s": round(n_int / kt / 1e6, 1)}
     a, b = results[("predict", "old")], results[("predict", "new")]
     out["predict"]["same_critical_mass"] = a.critical_mass() == b.critical_mass()
     out["predict"]["overturn_M_new"] = [b.critical_mass()["overturn_M"][q] for q in ("estimate", "low", "high")]

@@ -773,7 +773,8 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
        won by ``x``).
 
     Every run is :func:`_sg_run` itself, so each one is bit-identical to the
-    :func:`strategy_game` call with the same seed words.
+    :func:`strategy_game` call with the same seed words. Returns ``(runs with an invalid
+    probability vector, interactions simulated)``.
     """
     N = n_agents
     nsim = max(n_flip, n_design)
@@ -799,6 +800,7 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
     mean = np.empty(window)
     prod = np.zeros(W, np.int64)
     n_err = 0
+    n_int = 0
     for d in range(tables.shape[0]):
         params = tables[d]
         g = 0
@@ -811,6 +813,7 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                         rec_names, scal)
                 if scal[S_ERR] >= 0:
                     n_err += 1
+                n_int += scal[S_NINT]
                 t = scal[S_NINT]
                 nr = (t + N - 1) // N
                 stopped = scal[S_STOP] == 3
@@ -856,6 +859,7 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                                 rec_pairs, rec_names, scal)
                         if scal[S_ERR] >= 0:
                             n_err += 1
+                        n_int += scal[S_NINT]
                         ft = scal[S_FLIP]
                         fl = ft >= 0 and ft <= within * N
                         all_f = all_f and fl
@@ -900,6 +904,7 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                                 rec_pairs, rec_names, scal)
                         if scal[S_ERR] >= 0:
                             n_err += 1
+                        n_int += scal[S_NINT]
                         nr = min((scal[S_NINT] + N - 1) // N, within)
                         for q in range(nr):
                             tot = 0
@@ -921,12 +926,13 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                                 rec_pairs, rec_names, scal)
                         if scal[S_ERR] >= 0:
                             n_err += 1
+                        n_int += scal[S_NINT]
                         if scal[S_STOP] == 3:
                             nr = (scal[S_NINT] + N - 1) // N
                             if _last3_winner(r_prod, nr, W, prod) == x:
                                 st_wins[d, i, f] += 1
                     g += 1
-    return n_err
+    return n_err, n_int
 
 
 def _last3_winner_py(r_prod, nr, W, prod):
@@ -992,7 +998,8 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
     dict of numpy.ndarray
         ``cons_wins (D, W + 1)``, ``cons_curve (D, cons_rounds)``, ``cons_streak (D, n_cons)``,
         ``fl_k``, ``fl_sim``, ``fl_last3``, ``fl_ok``, ``fl_all`` ``(D, n_dirs, n_counts)``,
-        ``cm_pub``, ``cm_run`` ``(D, n_dirs)``, ``st_share (D, n_dirs, 2)``, ``st_wins (D, n_dirs, n_mix)``.
+        ``cm_pub``, ``cm_run`` ``(D, n_dirs)``, ``st_share (D, n_dirs, 2)``, ``st_wins (D, n_dirs, n_mix)``,
+        ``interactions`` (one entry: interactions simulated in all).
     """
     tables = np.ascontiguousarray(tables, dtype=np.float64)
     D, S, W = tables.shape
@@ -1016,7 +1023,7 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
     cm_run = np.full((D, nd), np.inf)
     st_share = np.full((D, nd, 2), np.nan)
     st_wins = np.zeros((D, nd, nm), np.int64)
-    n_err = _sg_design(seeds, flat, int(n_agents), W, H, bool(consensus), int(n_cons), int(cons_rounds),
+    n_err, n_int = _sg_design(seeds, flat, int(n_agents), W, H, bool(consensus), int(n_cons), int(cons_rounds),
                        np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]),
                        np.ascontiguousarray(counts, np.int64), int(n_flip), int(n_design), int(within), int(window),
                        bool(monotone), float(level), float(flip_threshold), float(flip_sum), bool(strength),
@@ -1029,4 +1036,4 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
         curve = np.where(cons_n > 0, cons_sum / np.maximum(cons_n, 1), np.nan)
     return dict(cons_wins=cons_wins, cons_curve=curve, cons_streak=cons_streak, fl_k=fl_k, fl_sim=fl_sim,
                 fl_last3=fl_last3, fl_ok=fl_ok, fl_all=fl_all, cm_pub=cm_pub, cm_run=cm_run, st_share=st_share,
-                st_wins=st_wins)
+                st_wins=st_wins, interactions=np.array([n_int], np.int64))
