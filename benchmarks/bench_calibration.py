@@ -106,10 +106,23 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
                committed=list(range(24)), directions=[("Q", "M"), ("M", "Q")], consensus=True, strength=True,
                assume_monotone=True, level=0.5, design_runs=10, max_round=published_max_round(fit.meta.get("llm"), 24),
                names=fit.names, memory=fit.memory)
-    ks = [_cpu(lambda: _run_design(tabs, list(range(draws)), spawn(2, 1)[0], cfg)) for _ in range(reps)]
-    kt = statistics.median(k[0] for k in ks)
+    from normlab.theory import strategy_game
+
+    def batch():  # baseline in the same run: one big strategy_game batch of flip-sweep-like runs
+        return strategy_game(tabs[0], n_agents=24, memory=fit.memory, n_runs=20000, committed=6, committed_name="Q",
+                             initial="consensus:M", stop="max", max_interactions=24 * 30, progress=False, rng=1)
+
+    batch()
+    ks, bs = [], []
+    for _ in range(reps):
+        ks.append(_cpu(lambda: _run_design(tabs, list(range(draws)), spawn(2, 1)[0], cfg)))
+        bs.append(_cpu(batch))
     n_int = int(ks[0][1]["interactions"].sum())
-    out["design_kernel"] = {"cpu_s": round(kt, 3), "interactions": n_int, "M_per_cpu_s": round(n_int / kt / 1e6, 1)}
+    kr = statistics.median(n_int / k[0] / 1e6 for k in ks)
+    br = statistics.median(int(b[1].n_interactions.sum()) / b[0] / 1e6 for b in bs)
+    out["design_kernel"] = {"cpu_s": round(statistics.median(k[0] for k in ks), 3), "interactions": n_int,
+                            "M_per_cpu_s": round(kr, 1), "strategy_game_batch_M_per_cpu_s": round(br, 1),
+                            "design_vs_batch": round(kr / br, 2)}
     a, b = results[("predict", "old")], results[("predict", "new")]
     out["predict"]["same_critical_mass"] = a.critical_mass() == b.critical_mass()
     out["predict"]["overturn_M_new"] = [b.critical_mass()["overturn_M"][q] for q in ("estimate", "low", "high")]

@@ -41,6 +41,16 @@ Relative strength (Supplementary Text "Characterizing Relative Strength", Fig. S
     setting of Fig. S9 C-D; 1 = the perturbation is absorbed). **Exploration**: the same share
     with nobody committed (Fig. S9 A-B).
 
+Engines
+-------
+``engine="kernel"`` (default) runs every simulation of every draw in one compiled call
+(:func:`normlab.theory.memory_game.strategy_design`), with the reductions above inside it and the
+seed words of all runs derived at once; ``engine="reference"`` makes one
+:func:`~normlab.theory.strategy_game` call per draw and setting and reduces in Python. Run ``k``
+of seed group ``g`` (consensus; each committed count; each strength setting, in that order) of
+draw ``d`` uses the same child seed in both, so they simulate the same runs and return the same
+prediction (tested; float means may differ in the last bits).
+
 References
 ----------
 A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 1, Fig. 2B,
@@ -331,8 +341,8 @@ def _run_design(tables, draw_ids, parent, cfg):
     from normlab.theory.criteria import FLIP_SUM
     from normlab.theory.memory_game import strategy_design
 
-    names = tuple(tables[0].names) if hasattr(tables[0], "names") else cfg["names"]
-    arr = np.stack([t.table if hasattr(t, "table") else t for t in tables])
+    names = cfg["names"]
+    arr = np.stack([t.table for t in tables])
     N = cfg["n_agents"]
     dirs = [(names.index(x), names.index(y)) for x, y in cfg["directions"]]
     return strategy_design(
