@@ -9,6 +9,16 @@ the hierarchical model (PyTensor compilation included; the first run on a fresh 
 compiles PyTensor's C modules -- run with PYTENSOR_FLAGS=compiledir=/tmp/fresh to measure that),
 drawing the tables, and the prediction (convergence runs, critical-mass sweeps for both
 directions, relative strength) with ``--draws`` posterior draws.
+
+``--engines`` instead times the prediction engine alone, on the shipped Llama-3.1 fit, old and
+new measured in the same run, interleaved (CPU seconds of this process; one thread):
+
+    python benchmarks/bench_calibration.py --engines [--reps 3]
+
+old = ``predict(..., engine="reference")`` with the former NumPy table draws (one
+``strategy_game`` call per draw and setting, pandas reductions); new = the compiled design
+(``engine="kernel"``) with the compiled table draws. Also ``fit.mean_table()`` recomputed vs
+read from the stored mean, and the table draws alone. Prints medians and old/new ratios.
 """
 
 from __future__ import annotations
@@ -22,12 +32,114 @@ AINORMS = Path(__file__).resolve().parents[2] / "shared" / "data" / "ai-norms"
 SETTINGS = {"llama31": ("Llama-3.1-70B-Instruct", 5, 24, 24), "llama3": ("Llama-3-70B-Instruct", 3, 24, 48)}
 
 
+def _cpu(fn):
+    t = time.process_time()
+    out = fn()
+    return time.process_time() - t, out
+
+
+def bench_engines(reps: int = 3, draws: int = 200) -> dict:
+    """Old vs new prediction engine, interleaved, CPU seconds (see the module docstring)."""
+    import contextlib
+    import dataclasses
+    import statistics
+
+    import numba
+    import numpy as np
+
+    from normlab.calibration import load_fit, predict
+    from normlab.calibration import posterior as post
+
+    numba.set_num_threads(1)
+    fit = load_fit("llama31_70b_QM_H5")
+    plain = dataclasses.replace(fit, stored_mean=np.zeros((0, 0)))
+
+    @contextlib.contextmanager
+    def old_draws():
+        new = post.conditional_deltas
+        post.conditional_deltas = post._conditional_deltas_reference
+        try:
+            yield
+        finally:
+            post.conditional_deltas = new
+
+    def old_predict():
+        with old_draws():
+            return predict(fit, n_agents=24, n_draws=draws, engine="reference", rng=2)
+
+    def new_predict():
+        return predict(fit, n_agents=24, n_draws=draws, rng=2)
+
+    def old_mean():
+        with old_draws():
+            return plain.mean_table()
+
+    def old_tables():
+        with old_draws():
+            return fit.sample_tables(draws, rng=1)
+
+    tasks = {"predict": (old_predict, new_predict), "mean_table": (old_mean, fit.mean_table),
+             "table_draws": (old_tables, lambda: fit.sample_tables(draws, rng=1))}
+    # warm-up: compile / load every kernel once
+    predict(fit, n_agents=6, n_draws=1, n_runs_consensus=2, n_runs_flip=2, rng=1)
+    predict(fit, n_agents=6, n_draws=1, n_runs_consensus=2, n_runs_flip=2, engine="reference", rng=1)
+    times = {k: {"old": [], "new": []} for k in tasks}
+    results = {}
+    for _ in range(reps):
+        for k, (old, new) in tasks.items():
+            for which, fn in (("old", old), ("new", new)):
+                dt, res = _cpu(fn)
+                times[k][which].append(dt)
+                results[(k, which)] = res
+    out = {}
+    for k, v in times.items():
+        o, n = statistics.median(v["old"]), statistics.median(v["new"])
+        out[k] = {"old_cpu_s": round(o, 4), "new_cpu_s": round(n, 4), "ratio": round(o / n, 1),
+                  "old_all": [round(x, 3) for x in v["old"]], "new_all": [round(x, 3) for x in v["new"]]}
+    # the compiled design alone (tables drawn beforehand): interactions per CPU second
+    from normlab._rng import spawn
+    from normlab.calibration.prediction import _run_design
+    from normlab.theory.criteria import published_max_round
+
+    tabs = fit.tables(draws, rng=1)
+    cfg = dict(n_agents=24, within_rounds=30, n_runs_consensus=40, n_runs_flip=16, max_rounds=200,
+               committed=list(range(24)), directions=[("Q", "M"), ("M", "Q")], consensus=True, strength=True,
+               assume_monotone=True, level=0.5, design_runs=10, max_round=published_max_round(fit.meta.get("llm"), 24),
+               names=fit.names, memory=fit.memory)
+    from normlab.theory import strategy_game
+
+    def batch():  # baseline in the same run: one big strategy_game batch of flip-sweep-like runs
+        return strategy_game(tabs[0], n_agents=24, memory=fit.memory, n_runs=20000, committed=6, committed_name="Q",
+                             initial="consensus:M", stop="max", max_interactions=24 * 30, progress=False, rng=1)
+
+    batch()
+    ks, bs = [], []
+    for _ in range(reps):
+        ks.append(_cpu(lambda: _run_design(tabs, list(range(draws)), spawn(2, 1)[0], cfg)))
+        bs.append(_cpu(batch))
+    n_int = int(ks[0][1]["interactions"].sum())
+    kr = statistics.median(n_int / k[0] / 1e6 for k in ks)
+    br = statistics.median(int(b[1].n_interactions.sum()) / b[0] / 1e6 for b in bs)
+    out["design_kernel"] = {"cpu_s": round(statistics.median(k[0] for k in ks), 3), "interactions": n_int,
+                            "M_per_cpu_s": round(kr, 1), "strategy_game_batch_M_per_cpu_s": round(br, 1),
+                            "design_vs_batch": round(kr / br, 2)}
+    a, b = results[("predict", "old")], results[("predict", "new")]
+    out["predict"]["same_critical_mass"] = a.critical_mass() == b.critical_mass()
+    out["predict"]["overturn_M_new"] = [b.critical_mass()["overturn_M"][q] for q in ("estimate", "low", "high")]
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--draws", type=int, default=200)
     ap.add_argument("--model", choices=sorted(SETTINGS), default="llama31")
     ap.add_argument("--no-strength", action="store_true")
+    ap.add_argument("--engines", action="store_true", help="time the old and new prediction engines only")
+    ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args(argv)
+    if args.engines:
+        print(json.dumps(bench_engines(args.reps, args.draws), indent=2))
+        return 0
     import logging
 
     import pymc  # noqa: F401

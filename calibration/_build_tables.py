@@ -76,6 +76,8 @@ def build(ainorms, out, *, settings=SETTINGS, cv: bool = True, seed: int = 20250
                             coef_names=fit.coef_names, coef_draws=fit.coef_draws[keep], tau_draws=fit.tau_draws[keep],
                             diagnostics=fit.diagnostics, meta={**fit.meta, "draws_kept": int(len(keep))})
         path = small.to_json(out / f"{stem}.json")
+        # store the posterior-mean table of the fit as loaded back (coefficients rounded by to_json)
+        path = StrategyFit.from_json(path).with_stored_mean().to_json(path)
         rec = {"table": stem, "seconds": round(time.perf_counter() - t0, 1), "decay": decay,
                "diagnostics": fit.diagnostics, "bytes": path.stat().st_size}
         print(json.dumps(rec, default=str), flush=True)

@@ -73,6 +73,16 @@ def conditional_deltas(mu, k, n, tau, u):
     numpy.ndarray
         ``delta_s`` draws.
     """
+    mu, k, n, u = (np.ascontiguousarray(a, dtype=float).reshape(-1) for a in (mu, k, n, u))
+    tau = np.ascontiguousarray(np.broadcast_to(np.asarray(tau, dtype=float), mu.shape))
+    out = np.empty_like(mu)
+    _conditional_deltas_kernel()(mu, k, n, tau, u, out)
+    return out
+
+
+def _conditional_deltas_reference(mu, k, n, tau, u):
+    """The former :func:`conditional_deltas`: :func:`_conditional_deltas` on blocks of states
+    (kept as the reference of the compiled loop, and for ``benchmarks/bench_calibration.py``)."""
     mu, k, n, u = (np.asarray(a, dtype=float) for a in (mu, k, n, u))
     tau = np.broadcast_to(np.asarray(tau, dtype=float), mu.shape)
     out = np.empty_like(mu)
@@ -81,6 +91,93 @@ def conditional_deltas(mu, k, n, tau, u):
         sl = slice(a, a + step)
         out[sl] = _conditional_deltas(mu[sl], k[sl], n[sl], tau[sl], u[sl])
     return out
+
+
+_CD_KERNEL = []
+
+
+def _conditional_deltas_kernel():
+    """:func:`_conditional_deltas_loop` compiled (on first use: ``import`` stays free of Numba)."""
+    if not _CD_KERNEL:
+        from numba import njit
+
+        _CD_KERNEL.append(njit(cache=True)(_conditional_deltas_loop))
+    return _CD_KERNEL[0]
+
+
+def _conditional_deltas_loop(mu, k, n, tau, u, out):
+    """One state at a time, the algorithm of :func:`_conditional_deltas` (each state's Newton
+    iteration stops when *it* has converged; the vectorised one iterates until all have, so
+    the two agree to about 1e-10)."""
+    G = _GRID
+    z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, G)
+    grid = np.empty(G)
+    logf = np.empty(G)
+    cdf = np.empty(G)
+    for i in range(mu.shape[0]):
+        m, kk, nn, t2 = mu[i], k[i], n[i], tau[i] ** 2
+        lo = -(abs(m) + 60.0 + 20.0 * tau[i])
+        hi = -lo
+        d = 0.0
+        for _ in range(200):
+            s = 0.5 * (1.0 + np.tanh(0.5 * (m + d)))
+            g = kk - nn * s - d / t2
+            if g > 0:
+                lo = d
+            else:
+                hi = d
+            h = nn * s * (1 - s) + 1 / t2
+            new = d + g / h
+            if new <= lo or new >= hi:
+                new = 0.5 * (lo + hi)
+            if abs(new - d) < 1e-10:
+                d = new
+                break
+            d = new
+        s = 0.5 * (1.0 + np.tanh(0.5 * (m + d)))
+        sd = 1.0 / np.sqrt(nn * s * (1 - s) + 1 / t2)
+        # exp(-|eta_j|) on the grid (eta_j = mu + d + sd z_j, z_j = -10 + j/8 exactly) by two
+        # geometric runs from the grid points either side of eta = 0: one exp per state instead
+        # of one per point (relative error ~1e-14)
+        for j in range(G):
+            grid[j] = d + sd * z[j]
+        j0 = 0
+        while j0 < G and m + grid[j0] < 0.0:
+            j0 += 1
+        r = np.exp(-sd * (z[1] - z[0]))
+        e = 0.0
+        for j in range(j0 - 1, -1, -1):
+            e = np.exp(m + grid[j]) if j == j0 - 1 else e * r
+            logf[j] = e
+        for j in range(j0, G):
+            e = np.exp(-(m + grid[j])) if j == j0 else e * r
+            logf[j] = e
+        top = -np.inf
+        for j in range(G):
+            gr = grid[j]
+            eta = m + gr
+            # log s(eta) = -logaddexp(0, -eta) = -(max(0, -eta) + log1p(exp(-|eta|)))
+            ls = -(max(0.0, -eta) + np.log1p(logf[j]))
+            v = nn * ls - (nn - kk) * eta - gr * gr / (2 * t2)
+            logf[j] = v
+            if v > top:
+                top = v
+        cdf[0] = 0.0
+        prev = np.exp(logf[0] - top)
+        for j in range(1, G):
+            f = np.exp(logf[j] - top)
+            cdf[j] = cdf[j - 1] + 0.5 * (f + prev)
+            prev = f
+        tot = cdf[G - 1]
+        uu = u[i] * tot  # compare unnormalised: cdf_j / tot < u  <=>  cdf_j < u tot
+        jj = 0
+        for j in range(G):
+            if cdf[j] < uu:
+                jj += 1
+        jj = min(max(jj, 1), G - 1)
+        c0, c1 = cdf[jj - 1], cdf[jj]
+        w = (uu - c0) / (c1 - c0) if c1 > c0 else 0.0
+        out[i] = grid[jj - 1] + min(max(w, 0.0), 1.0) * (grid[jj] - grid[jj - 1])
 
 
 def _conditional_deltas(mu, k, n, tau, u):
@@ -148,6 +245,10 @@ class StrategyFit:
         Sampler diagnostics (max R-hat, min ESS, divergences...); empty for ``empirical``.
     meta : dict
         Provenance: data source, model, runs, settings.
+    stored_mean : numpy.ndarray, shape (n_states, W), optional
+        The result of ``mean_table()`` with its default arguments, computed once and stored
+        (the shipped hierarchical fits carry it: the Monte Carlo mean costs seconds); empty if
+        not stored.
 
     References
     ----------
@@ -166,6 +267,7 @@ class StrategyFit:
     tau_draws: np.ndarray = field(default_factory=lambda: np.zeros(0))
     diagnostics: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    stored_mean: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     def __post_init__(self):
         from normlab.theory.strategies import n_states
@@ -188,8 +290,12 @@ class StrategyFit:
             raise ValueError("a hierarchical fit needs one positive tau draw per coefficient draw")
         if not self.prior > 0:
             raise ValueError(f"prior must be > 0; got {self.prior}")
-        for a in (c, cd, td):
+        sm = np.asarray(self.stored_mean, dtype=float)
+        if sm.size and sm.shape != c.shape:
+            raise ValueError(f"stored_mean must have the shape of counts {c.shape}; got {sm.shape}")
+        for a in (c, cd, td, sm):
             a.setflags(write=False)
+        object.__setattr__(self, "stored_mean", sm)
         object.__setattr__(self, "names", names)
         object.__setattr__(self, "memory", int(self.memory))
         object.__setattr__(self, "counts", c)
@@ -279,7 +385,8 @@ class StrategyFit:
 
     def mean_table(self, *, n_draws: int = 400, rng=0):
         """Posterior-mean table (exact for ``empirical``/``logit``; Monte Carlo with ``n_draws``
-        conditional draws and a fixed seed for ``hierarchical``).
+        conditional draws and a fixed seed for ``hierarchical``, read from :attr:`stored_mean`
+        when the fit carries it and the arguments are the defaults).
 
         Returns
         -------
@@ -293,9 +400,18 @@ class StrategyFit:
         elif self.kind in ("logit", "logit_symmetric"):
             p1 = _sigmoid(self.coef_draws @ self.design().T).mean(axis=0)
             t = np.column_stack([1 - p1, p1])
+        elif self.stored_mean.size and n_draws == 400 and isinstance(rng, int) and rng == 0:
+            t = self.stored_mean.copy()
         else:
             t = self.sample_tables(n_draws, rng=rng).mean(axis=0)
         return StrategyTable(t, memory=self.memory, names=self.names)
+
+    def with_stored_mean(self) -> "StrategyFit":
+        """A copy carrying ``mean_table()`` (default arguments) in :attr:`stored_mean`."""
+        import dataclasses
+
+        plain = dataclasses.replace(self, stored_mean=np.zeros((0, 0)))
+        return dataclasses.replace(self, stored_mean=plain.mean_table().table)
 
     def to_logit_strategy(self):
         """The posterior-mean feature model as a :class:`~normlab.theory.strategies.LogitStrategy`
@@ -404,6 +520,7 @@ class StrategyFit:
             "counts": counts,
             "diagnostics": _jsonable(self.diagnostics),
             "meta": _jsonable(self.meta),
+            **({"mean_table": self.stored_mean.tolist()} if self.stored_mean.size else {}),
         }
 
     @classmethod
@@ -432,6 +549,7 @@ class StrategyFit:
             coef_draws=np.asarray(d.get("coef_draws", []), dtype=float).reshape(-1, ncoef) if ncoef else np.zeros((0, 0)),
             tau_draws=np.asarray(d.get("tau_draws", []), dtype=float),
             diagnostics=d.get("diagnostics", {}), meta=d.get("meta", {}),
+            stored_mean=np.asarray(d["mean_table"], dtype=float) if d.get("mean_table") else np.zeros((0, 0)),
         )
 
     def to_json(self, path) -> Path:

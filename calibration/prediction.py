@@ -41,6 +41,16 @@ Relative strength (Supplementary Text "Characterizing Relative Strength", Fig. S
     setting of Fig. S9 C-D; 1 = the perturbation is absorbed). **Exploration**: the same share
     with nobody committed (Fig. S9 A-B).
 
+Engines
+-------
+``engine="kernel"`` (default) runs every simulation of every draw in one compiled call
+(:func:`normlab.theory.memory_game.strategy_design`), with the reductions above inside it and the
+seed words of all runs derived at once; ``engine="reference"`` makes one
+:func:`~normlab.theory.strategy_game` call per draw and setting and reduces in Python. Run ``k``
+of seed group ``g`` (consensus; each committed count; each strength setting, in that order) of
+draw ``d`` uses the same child seed in both, so they simulate the same runs and return the same
+prediction (tested; float means may differ in the last bits).
+
 References
 ----------
 A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 1, Fig. 2B,
@@ -291,6 +301,120 @@ def _run_chunk(tables, draw_ids, seeds, cfg, threads):
         # runs that never converge within max_rounds are an outcome here ("none"), not a problem
         warnings.filterwarnings("ignore", message=".*reached max_interactions.*", category=RuntimeWarning)
         return [_simulate_draw(t, d, s, cfg) for t, d, s in zip(tables, draw_ids, seeds)]
+
+
+# ----------------------------------------------------------------------------- kernel engine
+def _design_layout(cfg):
+    """Runs per seed group of one draw, in the order :func:`_simulate_draw` consumes its children
+    (consensus; per direction one group per committed count, then 2 + len(WIDTH_FRACTIONS)
+    strength groups)."""
+    sizes = [cfg["n_runs_consensus"]] if cfg["consensus"] else []
+    nsim = max(cfg["n_runs_flip"], cfg["design_runs"])
+    for _ in cfg["directions"]:
+        sizes += [nsim] * len(cfg["committed"])
+        if cfg["strength"]:
+            sizes += [cfg["n_runs_flip"]] * (2 + len(WIDTH_FRACTIONS))
+    return np.asarray(sizes, np.int64)
+
+
+def _design_seeds(parent, draw_ids, cfg):
+    """Kernel seed words of every run of every draw in one vectorised derivation: run ``k`` of
+    group ``g`` of draw ``d`` is child ``k`` of child ``g`` of child ``d`` of ``parent`` -- the
+    seeds the reference engine's ``strategy_game`` calls use, so both engines simulate the same
+    runs."""
+    from normlab._rng import descendant_seed_words
+
+    sizes = _design_layout(cfg)
+    G, M = len(sizes), int(sizes.max(initial=1))
+    draw_ids = np.asarray(draw_ids, np.int64)
+    g = np.repeat(np.arange(G), sizes)
+    k = np.arange(len(g)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    n = len(g)
+    keys = np.column_stack([np.repeat(draw_ids, n), np.tile(g, len(draw_ids)), np.tile(k, len(draw_ids))])
+    out = np.zeros((len(draw_ids), G, M, 4), np.uint64)
+    out[np.repeat(np.arange(len(draw_ids)), n), keys[:, 1], keys[:, 2]] = descendant_seed_words(parent, keys)
+    return out
+
+
+def _run_design(tables, draw_ids, parent, cfg):
+    """The kernel engine on a chunk of draws: one seed derivation, one compiled call."""
+    from normlab.theory.criteria import FLIP_SUM
+    from normlab.theory.memory_game import strategy_design
+
+    names = cfg["names"]
+    arr = np.stack([t.table for t in tables])
+    N = cfg["n_agents"]
+    dirs = [(names.index(x), names.index(y)) for x, y in cfg["directions"]]
+    return strategy_design(
+        arr, _design_seeds(parent, draw_ids, cfg), n_agents=N, memory=cfg["memory"], consensus=cfg["consensus"],
+        n_cons=cfg["n_runs_consensus"], cons_rounds=cfg["max_rounds"], directions=dirs,
+        counts=np.asarray(cfg["committed"], np.int64), n_flip=cfg["n_runs_flip"], n_design=cfg["design_runs"],
+        within=cfg["within_rounds"], window=cfg["max_round"], monotone=cfg["assume_monotone"], level=cfg["level"],
+        flip_sum=FLIP_SUM, strength=cfg["strength"],
+        mix_kx=np.array([int(round(f * N)) for f in WIDTH_FRACTIONS], np.int64))
+
+
+def _frames_from_design(o, draw_ids, names, cfg):
+    """The tidy tables of a :class:`Prediction` from :func:`_run_design`'s arrays (vectorised)."""
+    D = len(draw_ids)
+    draws = np.asarray(draw_ids, np.int64)
+    W = len(names)
+    dirs = cfg["directions"]
+    counts = np.asarray(cfg["committed"], np.int64)
+    nd, nc = len(dirs), len(counts)
+    if cfg["consensus"]:
+        nrc, R = cfg["n_runs_consensus"], cfg["max_rounds"]
+        cons = pd.DataFrame({"draw": np.repeat(draws, W + 1),
+                             "name": np.tile(np.array(list(names) + [NONE], dtype=object), D),
+                             "runs": o["cons_wins"].reshape(-1), "n_runs": np.full(D * (W + 1), nrc, np.int64)})
+        curve = o["cons_curve"]
+        success = pd.DataFrame({"draw": np.repeat(draws, R), "round": np.tile(np.arange(1, R + 1), D),
+                                "success_rate": curve.reshape(-1)})
+        hit = curve >= 0.95 - 1e-9
+        r95 = np.where(hit.any(axis=1), hit.argmax(axis=1) + 1.0, np.nan)
+        st = o["cons_streak"]
+        ok = ~np.isnan(st)
+        n_ok = ok.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cr = np.where(n_ok > 0, np.where(ok, st, 0.0).sum(axis=1) / np.maximum(n_ok, 1), np.nan)
+        stats = pd.DataFrame({"draw": draws, "rounds_to_95": r95, "consensus_rounds": cr, "converged": n_ok / nrc})
+    else:
+        cons = pd.DataFrame(columns=["draw", "name", "runs", "n_runs"])
+        success = pd.DataFrame(columns=["draw", "round", "success_rate"])
+        stats = pd.DataFrame(columns=["draw", "rounds_to_95", "consensus_rounds", "converged"])
+    maj = np.array([x for x, _ in dirs], dtype=object)
+    cha = np.array([y for _, y in dirs], dtype=object)
+    flips = pd.DataFrame({"draw": np.repeat(draws, nd * nc), "majority": np.tile(np.repeat(maj, nc), D),
+                          "challenger": np.tile(np.repeat(cha, nc), D), "committed": np.tile(counts, D * nd),
+                          "n_runs": np.full(D * nd * nc, cfg["n_runs_flip"], np.int64),
+                          "n_flips": o["fl_k"].reshape(-1), "simulated": o["fl_sim"].reshape(-1),
+                          "published_last3": o["fl_last3"].reshape(-1), "published_success": o["fl_ok"].reshape(-1)})
+    cmd = pd.DataFrame({"draw": np.repeat(draws, nd), "majority": np.tile(maj, D), "challenger": np.tile(cha, D),
+                        "published": o["cm_pub"].reshape(-1), "per_run": o["cm_run"].reshape(-1)})
+    scol = ["draw", "majority", "challenger", "width", "boundary", "pull", "exploration"] + \
+        [f"p_win_{f:.3f}" for f in WIDTH_FRACTIONS]
+    if cfg["strength"]:
+        px = o["st_wins"] / cfg["n_runs_flip"]
+        rows = []
+        for a, d in enumerate(draws):
+            for i, (x, y) in enumerate(dirs):
+                p = px[a, i]
+                b = _crossing(WIDTH_FRACTIONS, p, 0.5)
+                if np.isnan(b):
+                    b = 1.0
+                elif b == WIDTH_FRACTIONS[0] and p[0] >= 0.5:
+                    b = 0.0
+                sh = o["st_share"][a, i]
+                rows.append((int(d), x, y, 1.0 - b, b, 1.0 - float(sh[1]), float(sh[0]), *(float(v) for v in p)))
+        strg = pd.DataFrame(rows, columns=scol)
+    else:
+        strg = pd.DataFrame(columns=scol)
+    return cons, success, stats, flips, cmd, strg
+
+
+def _design_chunk(tables, draw_ids, parent, cfg):
+    """Kernel engine on a chunk of draws (module level so process executors can pickle it)."""
+    return draw_ids, _run_design(tables, draw_ids, parent, cfg)
 
 
 # ----------------------------------------------------------------------------- result type
@@ -549,12 +673,60 @@ class Prediction:
         }
 
 
+def _predict_kernel(tables, ids, parent, cfg, names, H, executor):
+    """The kernel engine: all draws in one compiled call (or one per chunk on ``executor``)."""
+    cfg = dict(cfg, names=tuple(names), memory=H)
+    if executor is None:
+        out = _run_design(tables, ids, parent, cfg)
+    else:
+        D = len(ids)
+        n_chunks = max(1, min(D, 4 * int(getattr(executor, "_max_workers", 2) or 2)))
+        parts = [p for p in np.array_split(np.arange(D), n_chunks) if len(p)]
+        futs = [executor.submit(_design_chunk, [tables[i] for i in p], [ids[i] for i in p], parent, cfg)
+                for p in parts]
+        res = [f.result()[1] for f in futs]
+        out = {k: np.concatenate([r[k] for r in res]) for k in res[0]}
+    return _frames_from_design(out, ids, tuple(names), cfg)
+
+
+def _predict_reference(tables, ids, draw_seeds, cfg, threads, executor):
+    """The reference engine: one ``strategy_game`` call per draw and setting, reduced in Python."""
+    D = len(ids)
+    if executor is None:
+        results = _run_chunk(tables, ids, draw_seeds, cfg, threads)
+    else:
+        n_chunks = max(1, min(D, 4 * int(getattr(executor, "_max_workers", 2) or 2)))
+        parts = np.array_split(np.arange(D), n_chunks)
+        futs = [executor.submit(_run_chunk, [tables[i] for i in p], [ids[i] for i in p],
+                                [draw_seeds[i] for i in p], cfg, threads) for p in parts if len(p)]
+        results = [r for f in futs for r in f.result()]
+    cons = pd.DataFrame([c for r in results for c in r["consensus"]], columns=["draw", "name", "runs", "n_runs"])
+    succ_rows = []
+    for r in results:
+        if r["success"] is not None:
+            d = r["stats"]["draw"]
+            succ_rows.append(pd.DataFrame({"draw": d, "round": np.arange(1, len(r["success"]) + 1),
+                                           "success_rate": r["success"]}))
+    success = pd.concat(succ_rows, ignore_index=True) if succ_rows else pd.DataFrame(columns=["draw", "round", "success_rate"])
+    stats = pd.DataFrame([r["stats"] for r in results if r["stats"]],
+                         columns=["draw", "rounds_to_95", "consensus_rounds", "converged"])
+    flips = pd.DataFrame([f for r in results for f in r["flips"]],
+                         columns=["draw", "majority", "challenger", "committed", "n_runs", "n_flips", "simulated",
+                                  "published_last3", "published_success"])
+    cmd = pd.DataFrame([c for r in results for c in r["cm"]],
+                       columns=["draw", "majority", "challenger", "published", "per_run"])
+    scol = ["draw", "majority", "challenger", "width", "boundary", "pull", "exploration"] + \
+        [f"p_win_{f:.3f}" for f in WIDTH_FRACTIONS]
+    strg = pd.DataFrame([s for r in results for s in r["strength"]], columns=scol)
+    return cons, success, stats, flips, cmd, strg
+
+
 # ----------------------------------------------------------------------------- entry point
 def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, n_runs_consensus: int = 40,
             n_runs_flip: int = 16, max_rounds: int = 200, committed=None, directions=None, consensus: bool = True,
             strength: bool = True, assume_monotone: bool = True, level: float = 0.95, flip_level: float = FLIP_LEVEL,
             design_runs: int = DESIGN_RUNS, max_round: int | None = None, threads: int | None = 1, executor=None,
-            rng=None) -> Prediction:
+            engine: str = "kernel", rng=None) -> Prediction:
     """Predict collective bias, convergence speed, critical masses and relative strength.
 
     Parameters
@@ -599,11 +771,19 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         (:func:`normlab.theory.criteria.published_max_round`: 30, 21 for Llama-3 at N = 48; the
         LLM is read from the fit's ``meta``: ``llm``, or the single model of its source runs).
     threads : int or None, optional
-        Numba threads per simulation call (default 1: the many small simulations are faster
-        without a parallel region each; None keeps the current setting).
+        Numba threads per simulation call of the ``"reference"`` engine (default 1: the many
+        small simulations are faster without a parallel region each; None keeps the current
+        setting). The kernel engine runs on one thread; use ``executor`` to spread draws.
     executor : concurrent.futures.Executor, optional
         Runs chunks of draws in parallel (a ``ProcessPoolExecutor`` with the ``spawn`` context,
         or a dask client's executor); results do not depend on it.
+    engine : {"kernel", "reference"}, optional
+        ``"kernel"`` (default): every simulation of every draw in one compiled call
+        (:func:`normlab.theory.memory_game.strategy_design`) with the reductions inside it and
+        one vectorised seed derivation; ``"reference"``: one
+        :func:`~normlab.theory.strategy_game` call per draw and setting, reduced in Python (the
+        original implementation, kept as the reference). Both simulate the same runs from the
+        same seeds and return the same prediction (up to the last bits of float means).
     rng : optional
 
     Returns
@@ -623,6 +803,8 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     from normlab.theory._common import check_int
     from normlab.theory.criteria import published_max_round
 
+    if engine not in ("kernel", "reference"):
+        raise ValueError(f"engine must be 'kernel' or 'reference'; got {engine!r}")
     N = check_int(n_agents, "n_agents", low=2)
     D = check_int(n_draws, "n_draws", low=1)
     wr = check_int(within_rounds, "within_rounds", low=3)
@@ -654,37 +836,15 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     dirs = _directions(tuple(names), directions)
     seeds = spawn(rng, 2)
     tables = table_draws(fit, D, rng=seeds[0])
-    draw_seeds = spawn(seeds[1], D)
+    draw_seeds = spawn(seeds[1], D) if engine == "reference" else None
     cfg = dict(n_agents=N, within_rounds=wr, n_runs_consensus=nrc, n_runs_flip=nrf, max_rounds=mr,
                committed=counts, directions=dirs, consensus=bool(consensus), strength=bool(strength),
                assume_monotone=bool(assume_monotone), level=float(flip_level), design_runs=nd, max_round=mxr)
     ids = list(range(D))
-    if executor is None:
-        results = _run_chunk(tables, ids, draw_seeds, cfg, threads)
+    if engine == "kernel":
+        cons, success, stats, flips, cmd, strg = _predict_kernel(tables, ids, seeds[1], cfg, names, H, executor)
     else:
-        n_chunks = max(1, min(D, 4 * int(getattr(executor, "_max_workers", 2) or 2)))
-        parts = np.array_split(np.arange(D), n_chunks)
-        futs = [executor.submit(_run_chunk, [tables[i] for i in p], [ids[i] for i in p],
-                                [draw_seeds[i] for i in p], cfg, threads) for p in parts if len(p)]
-        results = [r for f in futs for r in f.result()]
-    cons = pd.DataFrame([c for r in results for c in r["consensus"]], columns=["draw", "name", "runs", "n_runs"])
-    succ_rows = []
-    for r in results:
-        if r["success"] is not None:
-            d = r["stats"]["draw"]
-            succ_rows.append(pd.DataFrame({"draw": d, "round": np.arange(1, len(r["success"]) + 1),
-                                           "success_rate": r["success"]}))
-    success = pd.concat(succ_rows, ignore_index=True) if succ_rows else pd.DataFrame(columns=["draw", "round", "success_rate"])
-    stats = pd.DataFrame([r["stats"] for r in results if r["stats"]],
-                         columns=["draw", "rounds_to_95", "consensus_rounds", "converged"])
-    flips = pd.DataFrame([f for r in results for f in r["flips"]],
-                         columns=["draw", "majority", "challenger", "committed", "n_runs", "n_flips", "simulated",
-                                  "published_last3", "published_success"])
-    cmd = pd.DataFrame([c for r in results for c in r["cm"]],
-                       columns=["draw", "majority", "challenger", "published", "per_run"])
-    scol = ["draw", "majority", "challenger", "width", "boundary", "pull", "exploration"] + \
-        [f"p_win_{f:.3f}" for f in WIDTH_FRACTIONS]
-    strg = pd.DataFrame([s for r in results for s in r["strength"]], columns=scol)
+        cons, success, stats, flips, cmd, strg = _predict_reference(tables, ids, draw_seeds, cfg, threads, executor)
     settings = dict(cfg, committed=list(counts), directions=[list(d) for d in dirs], flip_level=float(flip_level),
                     n_draws=D, stop="streak (3N consecutive successes)", winner_rule="majority of the last 3 rounds",
                     criteria={"published": f"ensemble rule of seed 003 Table S3 (plotter.ipynb cells 9-10) on "

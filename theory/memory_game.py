@@ -740,3 +740,300 @@ def strategy_game(
                     flip_threshold=float(flip_threshold),
                     graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes)"),
     )
+
+
+# ----------------------------------------------------------------------------- batch design
+def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, dir_x, dir_y, counts, n_flip,
+                  n_design, within, window, monotone, level, flip_thr, flip_sum, do_strength, mix_kx,
+                  cons_wins, cons_sum, cons_n, cons_streak, fl_k, fl_sim, fl_last3, fl_ok, fl_all, cm_pub, cm_run,
+                  st_share, st_wins):
+    """A whole prediction design of strategy-table games, every posterior draw in one call.
+
+    Per draw ``d`` (table ``tables[d]``), in this order, run ``k`` of group ``g`` seeded by
+    ``seeds[d, g, k]`` (groups numbered as they come):
+
+    1. (``do_cons``) ``n_cons`` runs from empty memories, ``stop="streak"``, at most
+       ``cons_rounds`` rounds: per draw the number of runs won by each name (winner: the name
+       produced most in the last three recorded rounds of a stopped run; column ``W`` = none),
+       per round the sum and count of success rates (stopped runs padded with 1) and per run the
+       streak time in rounds (NaN if it did not stop);
+    2. per direction ``(dir_x[i], dir_y[i])`` and committed count ``counts[j]`` (one group each):
+       ``max(n_flip, n_design)`` runs from a consensus on ``x`` with the last ``c`` agents
+       committed to ``y``, ``stop="flip"``, at most ``max(within, window)`` rounds; ``fl_k``: flips
+       within ``within`` rounds among the first ``n_flip`` runs; ``fl_last3``/``fl_ok``: the
+       published ensemble rule (:func:`normlab.theory.criteria.published_rule`, same arithmetic)
+       on the first ``n_design`` runs cut at ``window`` rounds; ``fl_all``: every run flipped.
+       With ``monotone`` a sweep stops simulating after two consecutive counts where every run
+       flipped and the rule was met (``fl_sim`` False, counted as flipping); ``cm_run``/``cm_pub``:
+       the smallest count reaching ``level`` / meeting the rule (inf if none);
+    3. (``do_strength``) two groups of ``n_flip`` runs of ``within`` rounds from a consensus on
+       ``x`` with 0 and 1 agent committed to ``y`` (``st_share``: mean share of ``y`` among
+       uncommitted productions over runs and rounds), then one group of ``n_flip`` streak runs
+       per mixture (``mix_kx[f]`` agents start on ``x``, the others on ``y``; ``st_wins``: runs
+       won by ``x``).
+
+    Every run is :func:`_sg_run` itself, so each one is bit-identical to the
+    :func:`strategy_game` call with the same seed words. Returns ``(runs with an invalid
+    probability vector, interactions simulated)``.
+    """
+    N = n_agents
+    nsim = max(n_flip, n_design)
+    T_flip = max(within, window) * N
+    n_rows = max(cons_rounds, within, window) + 1
+    r_count = np.empty(n_rows, np.int32)
+    r_succ = np.empty(n_rows, np.int32)
+    r_nw = np.empty(n_rows, np.int64)
+    r_nd = np.empty(n_rows, np.int32)
+    r_prod = np.empty((n_rows, W), np.int32)
+    r_produ = np.empty((n_rows, W), np.int32)
+    rec_pairs = np.zeros((0, 2), np.int32)
+    rec_names = np.zeros((0, 2), np.int32)
+    scal = np.empty(SG_SCALARS, np.int64)
+    indptr = np.zeros(0, np.int64)
+    nbrs = np.zeros(0, np.int32)
+    mask = np.zeros(N, np.bool_)
+    init_own = np.zeros((N, H), np.int64)
+    init_len = np.zeros(N, np.int64)
+    sh = np.empty((max(n_design, 1), window))
+    lens = np.zeros(max(n_design, 1), np.int64)
+    pad = np.zeros(max(n_design, 1), np.bool_)
+    mean = np.empty(window)
+    prod = np.zeros(W, np.int64)
+    n_err = 0
+    n_int = 0
+    for d in range(tables.shape[0]):
+        params = tables[d]
+        g = 0
+        if do_cons:
+            mask[:] = False
+            init_len[:] = 0
+            for k in range(n_cons):
+                _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, -1, KIND_TABLE, params, init_own, init_len,
+                        cons_rounds * N, 3, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
+                        rec_names, scal)
+                if scal[S_ERR] >= 0:
+                    n_err += 1
+                n_int += scal[S_NINT]
+                t = scal[S_NINT]
+                nr = (t + N - 1) // N
+                stopped = scal[S_STOP] == 3
+                for q in range(cons_rounds):
+                    if q < nr:
+                        cons_sum[d, q] += r_succ[q] / max(r_count[q], 1)
+                        cons_n[d, q] += 1
+                    elif stopped:
+                        cons_sum[d, q] += 1.0
+                        cons_n[d, q] += 1
+                if stopped:
+                    cons_streak[d, k] = scal[S_STREAK] / N
+                    cons_wins[d, _last3_winner(r_prod, nr, W, prod)] += 1
+                else:
+                    cons_streak[d, k] = np.nan
+                    cons_wins[d, W] += 1
+            g += 1
+        for i in range(dir_x.shape[0]):
+            x = dir_x[i]
+            y = dir_y[i]
+            saturated = 0
+            cm_run[d, i] = np.inf
+            cm_pub[d, i] = np.inf
+            for j in range(counts.shape[0]):
+                c = counts[j]
+                if monotone and saturated >= 2:
+                    fl_k[d, i, j] = n_flip
+                    fl_sim[d, i, j] = False
+                    fl_last3[d, i, j] = 3.0
+                    fl_ok[d, i, j] = True
+                    fl_all[d, i, j] = True
+                else:
+                    mask[:] = False
+                    for a in range(N - c, N):
+                        mask[a] = True
+                    init_own[:, :] = x
+                    init_len[:] = H
+                    kf = 0
+                    all_f = True
+                    for k in range(nsim):
+                        _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, y, KIND_TABLE, params, init_own,
+                                init_len, T_flip, 4, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
+                                rec_pairs, rec_names, scal)
+                        if scal[S_ERR] >= 0:
+                            n_err += 1
+                        n_int += scal[S_NINT]
+                        ft = scal[S_FLIP]
+                        fl = ft >= 0 and ft <= within * N
+                        all_f = all_f and fl
+                        if k < n_flip and fl:
+                            kf += 1
+                        if k < n_design:
+                            nr = (scal[S_NINT] + N - 1) // N
+                            ln = min(nr, window)
+                            s = 0.0
+                            for q in range(ln):
+                                tot = 0
+                                for w in range(W):
+                                    tot += r_produ[q, w]
+                                sh[k, q] = r_produ[q, y] / max(tot, 1) if tot > 0 else np.nan
+                            for q in range(max(0, ln - 3), ln):
+                                s += sh[k, q]
+                            lens[k] = ln
+                            pad[k] = ln >= 1 and (s >= flip_sum or (ft >= 0 and ft <= window * N))
+                    last3, ok = _published_from_shares(sh, lens, pad, n_design, window, flip_sum, mean)
+                    fl_k[d, i, j] = kf
+                    fl_sim[d, i, j] = True
+                    fl_last3[d, i, j] = last3
+                    fl_ok[d, i, j] = ok
+                    fl_all[d, i, j] = all_f
+                    saturated = saturated + 1 if (all_f and ok) else 0
+                if cm_run[d, i] == np.inf and fl_k[d, i, j] / n_flip >= level:
+                    cm_run[d, i] = c
+                if cm_pub[d, i] == np.inf and fl_ok[d, i, j]:
+                    cm_pub[d, i] = c
+                g += 1
+            if do_strength:
+                for c in range(2):
+                    mask[:] = False
+                    mask[N - 1] = c == 1
+                    init_own[:, :] = x
+                    init_len[:] = H
+                    s = 0.0
+                    n = 0
+                    for k in range(n_flip):
+                        _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, y, KIND_TABLE, params, init_own,
+                                init_len, within * N, 0, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
+                                rec_pairs, rec_names, scal)
+                        if scal[S_ERR] >= 0:
+                            n_err += 1
+                        n_int += scal[S_NINT]
+                        nr = min((scal[S_NINT] + N - 1) // N, within)
+                        for q in range(nr):
+                            tot = 0
+                            for w in range(W):
+                                tot += r_produ[q, w]
+                            if tot > 0:
+                                s += r_produ[q, y] / tot
+                                n += 1
+                    st_share[d, i, c] = s / n if n > 0 else np.nan
+                    g += 1
+                mask[:] = False
+                for f in range(mix_kx.shape[0]):
+                    for a in range(N):
+                        init_own[a, :] = x if a < mix_kx[f] else y
+                    init_len[:] = H
+                    for k in range(n_flip):
+                        _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, -1, KIND_TABLE, params, init_own,
+                                init_len, cons_rounds * N, 3, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
+                                rec_pairs, rec_names, scal)
+                        if scal[S_ERR] >= 0:
+                            n_err += 1
+                        n_int += scal[S_NINT]
+                        if scal[S_STOP] == 3:
+                            nr = (scal[S_NINT] + N - 1) // N
+                            if _last3_winner(r_prod, nr, W, prod) == x:
+                                st_wins[d, i, f] += 1
+                    g += 1
+    return n_err, n_int
+
+
+def _last3_winner_py(r_prod, nr, W, prod):
+    """Name produced most in recorded rounds ``nr - 3 .. nr - 1`` (first on ties)."""
+    for w in range(W):
+        prod[w] = 0
+    for q in range(max(0, nr - 3), nr):
+        for w in range(W):
+            prod[w] += r_prod[q, w]
+    best = 0
+    for w in range(1, W):
+        if prod[w] > prod[best]:
+            best = w
+    return best
+
+
+def _published_from_shares_py(sh, lens, pad, n_runs, window, flip_sum, mean):
+    """:func:`normlab.theory.criteria.published_rule` on per-run shares already cut at ``window``
+    (``lens``: rounds per run, ``pad``: runs padded with 1s), with the same summation order;
+    returns ``(last3, success)``."""
+    longest = 0
+    any_pad = False
+    for k in range(n_runs):
+        longest = max(longest, lens[k])
+        any_pad = any_pad or pad[k]
+    L = min(window, longest + 30) if any_pad else min(window, longest)
+    for q in range(L):
+        s = 0.0
+        n = 0
+        for k in range(n_runs):
+            if q < lens[k]:
+                v = sh[k, q]
+                if not np.isnan(v):
+                    s += v
+                    n += 1
+            elif pad[k]:
+                s += 1.0
+                n += 1
+        mean[q] = s / n if n > 0 else np.nan
+    last3 = 0.0
+    for q in range(max(0, L - 3), L):
+        last3 += mean[q]
+    return last3, last3 >= flip_sum
+
+
+_last3_winner = njit(cache=True)(_last3_winner_py)
+_published_from_shares = njit(cache=True)(_published_from_shares_py)
+_sg_design = njit(cache=True)(_sg_design_py)
+
+
+def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_rounds, directions, counts, n_flip,
+                    n_design, within, window, monotone, level, flip_sum, strength, mix_kx,
+                    flip_threshold=PUBLISHED_FLIP_THRESHOLD) -> dict:
+    """Run :func:`_sg_design` (one compiled call for every draw) and return its reductions.
+
+    ``tables``: ``(D, n_states, W)`` probabilities; ``seeds``: ``(D, n_groups, n_runs_max, 4)``
+    kernel seed words laid out as :func:`_sg_design` reads them; ``directions``: ``(x, y)`` name
+    index pairs. Used by :func:`normlab.calibration.predict`; no input checks beyond shapes (the
+    caller validates).
+
+    Returns
+    -------
+    dict of numpy.ndarray
+        ``cons_wins (D, W + 1)``, ``cons_curve (D, cons_rounds)``, ``cons_streak (D, n_cons)``,
+        ``fl_k``, ``fl_sim``, ``fl_last3``, ``fl_ok``, ``fl_all`` ``(D, n_dirs, n_counts)``,
+        ``cm_pub``, ``cm_run`` ``(D, n_dirs)``, ``st_share (D, n_dirs, 2)``, ``st_wins (D, n_dirs, n_mix)``,
+        ``interactions`` (one entry: interactions simulated in all).
+    """
+    tables = np.ascontiguousarray(tables, dtype=np.float64)
+    D, S, W = tables.shape
+    H = int(memory)
+    if S != n_states(W, H):
+        raise ValueError(f"tables must have {n_states(W, H)} states for W={W}, H={H}; got {S}")
+    flat = np.ascontiguousarray(tables.reshape(D, S * W))
+    seeds = np.require(seeds, np.uint64, ["C", "W"])
+    dirs = np.asarray(directions, np.int64).reshape(-1, 2)
+    nd, nc, nm = len(dirs), len(counts), len(mix_kx)
+    cons_wins = np.zeros((D, W + 1), np.int64)
+    cons_sum = np.zeros((D, cons_rounds))
+    cons_n = np.zeros((D, cons_rounds), np.int64)
+    cons_streak = np.full((D, n_cons), np.nan)
+    fl_k = np.zeros((D, nd, nc), np.int64)
+    fl_sim = np.zeros((D, nd, nc), np.bool_)
+    fl_last3 = np.zeros((D, nd, nc))
+    fl_ok = np.zeros((D, nd, nc), np.bool_)
+    fl_all = np.zeros((D, nd, nc), np.bool_)
+    cm_pub = np.full((D, nd), np.inf)
+    cm_run = np.full((D, nd), np.inf)
+    st_share = np.full((D, nd, 2), np.nan)
+    st_wins = np.zeros((D, nd, nm), np.int64)
+    n_err, n_int = _sg_design(seeds, flat, int(n_agents), W, H, bool(consensus), int(n_cons), int(cons_rounds),
+                       np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]),
+                       np.ascontiguousarray(counts, np.int64), int(n_flip), int(n_design), int(within), int(window),
+                       bool(monotone), float(level), float(flip_threshold), float(flip_sum), bool(strength),
+                       np.ascontiguousarray(mix_kx, np.int64), cons_wins, cons_sum, cons_n, cons_streak, fl_k, fl_sim,
+                       fl_last3, fl_ok, fl_all, cm_pub, cm_run, st_share, st_wins)
+    if n_err:
+        raise ValueError(f"a table returned an invalid probability vector (negative, NaN or not summing to 1) in "
+                         f"{n_err} run(s)")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        curve = np.where(cons_n > 0, cons_sum / np.maximum(cons_n, 1), np.nan)
+    return dict(cons_wins=cons_wins, cons_curve=curve, cons_streak=cons_streak, fl_k=fl_k, fl_sim=fl_sim,
+                fl_last3=fl_last3, fl_ok=fl_ok, fl_all=fl_all, cm_pub=cm_pub, cm_run=cm_run, st_share=st_share,
+                st_wins=st_wins, interactions=np.array([n_int], np.int64))

@@ -117,19 +117,48 @@ def child_seed_words(ss: np.random.SeedSequence, n: int, start: int = 0) -> np.n
     numpy.ndarray
         Shape ``(n, 4)``, dtype ``uint64``; an all-zero row is replaced (xoshiro forbids it).
     """
-    from numpy.random.bit_generator import _coerce_to_uint32_array
-
     idx = np.arange(start, start + n, dtype=np.uint64)
     if n and int(idx.max()) >= 2**32:
         raise ValueError("child index must be < 2**32")
+    return descendant_seed_words(ss, idx[:, None])
+
+
+def descendant_seed_words(ss: np.random.SeedSequence, keys) -> np.ndarray:
+    """Seed words of descendants of ``ss`` given by spawn-key suffixes, vectorised.
+
+    Row ``k`` equals ``SeedSequence(ss.entropy, spawn_key=ss.spawn_key + tuple(keys[k]),
+    pool_size=ss.pool_size).generate_state(4, numpy.uint64)``: with one column, child
+    ``keys[k, 0]`` of ``ss``; with two, child ``keys[k, 1]`` of child ``keys[k, 0]`` (what nested
+    ``spawn`` calls give), and so on.
+
+    Parameters
+    ----------
+    ss : numpy.random.SeedSequence
+    keys : array_like of int, shape (n, m)
+        Spawn-key suffixes, each entry in ``[0, 2**32)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(n, 4)``, dtype ``uint64``; an all-zero row is replaced (xoshiro forbids it).
+    """
+    from numpy.random.bit_generator import _coerce_to_uint32_array
+
+    keys = np.asarray(keys)
+    if keys.ndim != 2 or keys.shape[1] < 1:
+        raise ValueError(f"keys must be a 2-D array with one spawn-key suffix per row; got shape {keys.shape}")
+    n = keys.shape[0]
+    if n and (int(keys.min()) < 0 or int(keys.max()) >= 2**32):
+        raise ValueError("spawn-key entries must lie in [0, 2**32)")
     pool = ss.pool_size
     run_entropy = _coerce_to_uint32_array(ss.entropy)
     if len(run_entropy) < pool:  # children always have a spawn key, so pad as numpy does
         run_entropy = np.concatenate([run_entropy, np.zeros(pool - len(run_entropy), np.uint32)])
     base = np.concatenate([run_entropy, _coerce_to_uint32_array(tuple(ss.spawn_key))]).astype(np.uint32)
-    ent = np.empty((len(base) + 1, n), np.uint32)
-    ent[:-1] = base[:, None]
-    ent[-1] = idx.astype(np.uint32)
+    m = keys.shape[1]
+    ent = np.empty((len(base) + m, n), np.uint32)
+    ent[:len(base)] = base[:, None]
+    ent[len(base):] = keys.T.astype(np.uint32)
     with np.errstate(over="ignore"):
         hc = [_INIT_A]
         mixer = [None] * pool

@@ -1,0 +1,135 @@
+"""The prediction engine: the compiled design (``engine="kernel"``) against the original
+per-call implementation (``engine="reference"``), its seeds, the compiled table draws and the
+stored posterior-mean tables."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from normlab._rng import child_seed_words, descendant_seed_words
+from normlab.calibration import load_fit, predict
+from normlab.calibration.posterior import _conditional_deltas_reference, conditional_deltas
+from normlab.theory.strategies import StrategyTable
+
+FRAMES = ("consensus", "success", "draw_stats", "flips", "critical_mass_draws", "strength")
+
+
+def _assert_same(a, b):
+    for f in FRAMES:
+        x, y = getattr(a, f).reset_index(drop=True), getattr(b, f).reset_index(drop=True)
+        # float means may differ in the last bits (summation order); everything else is exact
+        pd.testing.assert_frame_equal(x, y, check_dtype=False, rtol=1e-12, atol=0)
+
+
+@pytest.fixture(scope="module")
+def fit_h3():
+    return load_fit("llama3_70b_QM_H3")
+
+
+def test_kernel_engine_equals_reference_on_posterior_draws(fit_h3):
+    kw = dict(n_agents=12, n_draws=3, n_runs_consensus=6, n_runs_flip=4, max_rounds=60, rng=5)
+    a = predict(fit_h3, engine="kernel", **kw)
+    b = predict(fit_h3, engine="reference", **kw)
+    _assert_same(a, b)
+    assert a.critical_mass() == b.critical_mass()
+    sa, sb = a.summary(), b.summary()
+    ra, rb = sa.pop("relative_strength"), sb.pop("relative_strength")
+    assert sa == sb
+    for x in ra:
+        for q in ra[x]:
+            assert ra[x][q] == pytest.approx(rb[x][q], rel=1e-12, abs=1e-14)
+    assert (a.flips["simulated"] == False).any()  # noqa: E712 -- the monotone shortcut was exercised
+
+
+@pytest.mark.parametrize("kw", [
+    dict(consensus=False, strength=False, assume_monotone=False, committed=[0, 2, 5], design_runs=6, n_runs_flip=3),
+    dict(strength=False, within_rounds=12, max_round=8, committed=[1, 4], directions=["Q"], flip_level=0.75),
+])
+def test_kernel_engine_equals_reference_across_settings(fit_h3, kw):
+    table = fit_h3.mean_table()
+    base = dict(n_agents=10, n_draws=2, n_runs_consensus=5, n_runs_flip=4, max_rounds=40, rng=9)
+    base.update(kw)
+    _assert_same(predict(table, engine="kernel", **base), predict(table, engine="reference", **base))
+
+
+def test_kernel_engine_three_names_and_executor():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(4)
+    t = rng.dirichlet(np.ones(3) * 0.7, size=1 + 9 + 81)
+    table = StrategyTable(t, memory=2, names=("a", "b", "c"))
+    kw = dict(n_agents=8, n_draws=3, n_runs_consensus=4, n_runs_flip=3, max_rounds=40, committed=[0, 3],
+              directions=[("a", "b"), ("c", "a")], rng=2)
+    a = predict(table, engine="kernel", **kw)
+    _assert_same(a, predict(table, engine="reference", **kw))
+    with ThreadPoolExecutor(2) as ex:
+        _assert_same(a, predict(table, engine="kernel", executor=ex, **kw))
+
+
+def test_statistics_of_independent_streams_agree(fit_h3):
+    """Different seeds: the two engines' consensus probabilities and critical masses agree within
+    sampling error (both are the same design)."""
+    table = fit_h3.mean_table()
+    kw = dict(n_agents=12, n_draws=12, n_runs_consensus=10, n_runs_flip=6, max_rounds=60, strength=False)
+    a = predict(table, engine="kernel", rng=1, **kw)
+    b = predict(table, engine="reference", rng=2, **kw)
+    n = 12 * 10
+    for nm in ("Q", "M"):
+        pa, pb = a.p_consensus()[nm], b.p_consensus()[nm]
+        se = np.sqrt(max(pa * (1 - pa), pb * (1 - pb), 0.05) * 2 / n)
+        assert abs(pa - pb) < 4 * se
+    for crit in ("published", "per_run"):
+        x = a.critical_mass_draws[crit].to_numpy()
+        y = b.critical_mass_draws[crit].to_numpy()
+        assert abs(np.median(x) - np.median(y)) <= 2
+        assert np.isfinite(x).mean() == pytest.approx(np.isfinite(y).mean(), abs=0.35)
+
+
+def test_bad_engine_raises(fit_h3):
+    with pytest.raises(ValueError, match="engine must be"):
+        predict(fit_h3, n_agents=8, n_draws=1, engine="fast")
+
+
+def test_descendant_seed_words_match_nested_spawn():
+    ss = np.random.SeedSequence(1234).spawn(2)[1]
+    keys = np.array([[0, 0, 0], [3, 1, 7], [199, 66, 39]])
+    got = descendant_seed_words(ss, keys)
+    for row, k in zip(got, keys):
+        ref = np.random.SeedSequence(1234).spawn(2)[1]  # fresh: spawn() advances its parent
+        for j in k:
+            ref = ref.spawn(int(j) + 1)[int(j)]
+        assert (row == ref.generate_state(4, np.uint64)).all()
+    assert (child_seed_words(ss, 3, start=2) == descendant_seed_words(ss, [[2], [3], [4]])).all()
+    with pytest.raises(ValueError, match="2-D"):
+        descendant_seed_words(ss, [1, 2])
+
+
+def test_compiled_conditional_draws_match_the_vectorised_ones():
+    rng = np.random.default_rng(8)
+    m = 3000
+    mu = rng.normal(0, 3, m)
+    n = rng.integers(0, 400, m).astype(float)
+    k = np.floor(n * rng.random(m))
+    tau = rng.uniform(0.3, 4.0, m)
+    u = rng.random(m)
+    a = conditional_deltas(mu, k, n, tau, u)
+    b = _conditional_deltas_reference(mu, k, n, tau, u)
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-8)
+
+
+def test_shipped_fits_store_their_mean_table(tmp_path):
+    fit = load_fit("llama3_70b_QM_H3")
+    assert fit.stored_mean.shape == fit.counts.shape
+    plain = dataclasses.replace(fit, stored_mean=np.zeros((0, 0)))
+    np.testing.assert_allclose(fit.mean_table().table, plain.mean_table().table, rtol=0, atol=1e-9)
+    # other arguments are computed, not read
+    assert not np.array_equal(fit.mean_table(n_draws=50, rng=1).table, fit.mean_table().table)
+    back = type(fit).from_json(fit.to_json(tmp_path / "f.json"))
+    assert np.array_equal(back.stored_mean, fit.stored_mean)
+    assert "mean_table" not in plain.to_dict()
+    with pytest.raises(ValueError, match="stored_mean"):
+        dataclasses.replace(fit, stored_mean=np.zeros((3, 2)))
