@@ -161,6 +161,8 @@ def _guard(command: str, fn, out=None):
     except JournalLost as exc:
         print(f"normlab {command}: error: {exc}", file=sys.stderr)
         return 4
+    except FileNotFoundError:
+        raise  # a missing input file is bad input: exit 2 from normlab.cli
     except OSError as exc:  # disk full, read-only directory, permissions, quota
         import errno
 
