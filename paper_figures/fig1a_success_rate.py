@@ -74,7 +74,7 @@ def main(argv=None) -> pd.DataFrame:
     if len(llm):
         for src, sub in llm.groupby("source", sort=False):
             ax.plot(sub["round"], sub["success_rate"], marker="o", ms=3, lw=1.5, label=src)
-        ax.legend(frameon=False, fontsize=8, loc="upper left")
+        ax.legend(frameon=False, fontsize=8, loc="center right", bbox_to_anchor=(1.0, 0.62))
     ax.set(xlabel="Population Round", ylabel="Success Rate", ylim=(-0.02, 1.05), xlim=(0, args.rounds + 1),
            title="Spontaneous emergence of conventions (N = 24, W = 10)")
     sns.despine(ax=ax)
