@@ -869,6 +869,19 @@ async def _audit(sess: _Session, ep: Episode, seeds) -> Episode:
     return replace(ep, audit=label)
 
 
+def _label_one(ep, step, endpoint, settings, rng) -> Episode:
+    """Run one labelling step (:func:`_judge` or :func:`_audit`) on a copy of ``ep``."""
+    settings = _settings(settings)
+    if not isinstance(ep, Episode):
+        raise TypeError(f"ep must be an Episode; got {type(ep).__name__}")
+
+    async def go():
+        async with _Session(endpoint, None, settings, rng) as sess:
+            return await step(sess, replace(ep, meta=copy.deepcopy(ep.meta)), _seeds(sess.ss))
+
+    return run_sync(go)
+
+
 def judge_episode(ep: Episode, *, endpoint=None, settings: SceneSettings | None = None, rng=None) -> Episode:
     """Label an episode's turns with the judge prompt (Appendix B.6); returns a new Episode.
 
@@ -878,26 +891,10 @@ def judge_episode(ep: Episode, *, endpoint=None, settings: SceneSettings | None 
     ``meta["judge_metrics_derived"]``. An answer without any readable label leaves ``judge``
     ``None`` with ``meta["judge_status"] == "unparseable"``.
     """
-    settings = _settings(settings)
-    if not isinstance(ep, Episode):
-        raise TypeError(f"ep must be an Episode; got {type(ep).__name__}")
-
-    async def go():
-        async with _Session(endpoint, None, settings, rng) as sess:
-            return await _judge(sess, replace(ep, meta=copy.deepcopy(ep.meta)), _seeds(sess.ss))
-
-    return run_sync(go)
+    return _label_one(ep, _judge, endpoint, settings, rng)
 
 
 def audit_episode(ep: Episode, *, endpoint=None, settings: SceneSettings | None = None, rng=None) -> Episode:
     """Fidelity audit of an episode (Appendix B.7): ``audit`` becomes VALID / PARTIAL / INVALID,
     or UNPARSEABLE when the answer names none of them."""
-    settings = _settings(settings)
-    if not isinstance(ep, Episode):
-        raise TypeError(f"ep must be an Episode; got {type(ep).__name__}")
-
-    async def go():
-        async with _Session(endpoint, None, settings, rng) as sess:
-            return await _audit(sess, replace(ep, meta=copy.deepcopy(ep.meta)), _seeds(sess.ss))
-
-    return run_sync(go)
+    return _label_one(ep, _audit, endpoint, settings, rng)
