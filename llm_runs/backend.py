@@ -857,6 +857,10 @@ class LLMClient:
         for attempt in range(self.config.max_retries + 1):
             wait = None
             async with self._sem:
+                if self._client is None:
+                    # the session ended (another request failed or hit the budget) while this one
+                    # waited for its turn: abandon it quietly, nothing was sent
+                    raise asyncio.CancelledError()
                 self.n_attempts += 1
                 t0 = time.perf_counter()
                 try:

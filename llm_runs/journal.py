@@ -353,7 +353,14 @@ def read_manifest(directory) -> dict | None:
     return d
 
 
+_MANIFEST_ORDER = ("format", "kind", "created", "updated", "model", "seed", "settings_hash", "groups", "settings",
+                   "ledger", "tables", "sessions")
+
+
 def _write_json_atomic(path: Path, obj: dict) -> None:
+    if obj.get("format") == MANIFEST_FORMAT:  # a readable order: what and where first, the sessions last
+        obj = {**{k: obj[k] for k in _MANIFEST_ORDER if k in obj}, **{k: v for k, v in obj.items()
+                                                                      if k not in _MANIFEST_ORDER}}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1, default=str))
     os.replace(tmp, path)
