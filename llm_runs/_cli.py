@@ -243,6 +243,8 @@ def _run(args) -> int:
                   initial=args.initial, stop=args.stop, endpoint=endpoint, name_order=args.name_order,
                   committed_placement=args.committed_placement, committed_mode=args.committed_mode,
                   groups=args.group, **kw)
+    if args.out is None and not args.dry_run:
+        raise ValueError("--out DIR is required: the run directory (its journal makes the run resumable)")
     if args.dry_run:
         from normlab.llm_runs.runner import estimate_game
 
@@ -460,8 +462,10 @@ examples:
       --max-interactions 2000 --out runs/cm6
   normlab llm-run --base-url http://127.0.0.1:8000/v1 --model meta-llama/Llama-3.1-70B-Instruct \\
       --n-agents 24 --memory 5 --names Q,M --max-interactions 2000 --mode sample --out runs/llama
-  normlab llm-run ... --price-input 0.6 --price-output 0.6 --dry-run      # expected requests, tokens, cost
-  normlab llm-run ... --price-input 0.6 --price-output 0.6 --budget '$2'  # stop cleanly at $2 (exit 5)
+  normlab llm-run --base-url https://api.example.com/v1 --model big-model --n-agents 24 --memory 5 --names Q,M \\
+      --max-interactions 2000 --mode sample --price-input 0.6 --price-output 2.4 --dry-run   # requests, tokens, cost
+  normlab llm-run --base-url https://api.example.com/v1 --model big-model --n-agents 24 --memory 5 --names Q,M \\
+      --max-interactions 2000 --mode sample --price-input 0.6 --price-output 2.4 --budget '$2' --out runs/big
   normlab llm-run --base-url http://127.0.0.1:11434/v1 --n-agents 24 --memory 5 --names Q,M \\
       --max-interactions 2000 --group 12:model=llama3.1 --group 12:model=qwen2.5,temperature=0.7 --out runs/mixed
 """
@@ -511,7 +515,8 @@ def register(subparsers) -> None:
                    help="streak: 3N consecutive successes (default); success95: 95%% of the last 3N; "
                         "consensus: every memory full of one name; flip: the committed name reached 2.849/3 "
                         "of uncommitted productions over 3 rounds; max: run to --max-interactions")
-    p.add_argument("--out", required=True, help="run directory (created; resumed when it holds the same run)")
+    p.add_argument("--out", default=None,
+                   help="run directory (created; resumed when it holds the same run); required unless --dry-run")
     p.add_argument("--cache", action="append", default=None, metavar="DIR",
                    help="exact mode: reuse next-token distributions journaled in DIR (another run or a strategy "
                         "table with the same model, template and memory); repeatable")
@@ -558,6 +563,7 @@ def register(subparsers) -> None:
         "Strategy table (Table 1, Fig. S8): the probability of each name in every memory state of length up to "
         "H, exact (next-token probabilities) or sampled.",
         "examples:\n  normlab llm-probe strategy --names Q,M --memory 3\n"
+        "  normlab llm-probe strategy --names Q,M --memory 5 --dry-run   # requests and tokens first\n"
         "  normlab llm-probe strategy --names Q,M --memory 3 --mode sample --samples 20 --out probes/h3\n"
         "  normlab llm-probe strategy --names Q,M --memory 5 --cache runs/qm   # reuse a run's journaled calls\n")
     st.add_argument("--names", default="Q,M", help="name pool (default %(default)s)")

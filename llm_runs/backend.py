@@ -409,9 +409,10 @@ class SpendingCap:
     No request is sent that could pass a cap: each request reserves its estimated tokens
     (prompt: the largest prompt its client has seen answered, else half its characters;
     completion: ``max_tokens``) while it is in flight, so concurrent requests cannot pass the
-    cap together. A prompt longer than any before it can still overshoot by its excess. Once
-    one request is refused every later one is (:class:`BudgetExhausted`), so a run stops at one
-    clean point. Tokens are the prompt + completion tokens the server reports; USD are priced
+    cap together; a request that does not fit waits for those in flight (they may use less than
+    they hold). A prompt longer than any before it can still overshoot by its excess. When a
+    request does not fit and none is in flight it is refused, and so is every later one
+    (:class:`BudgetExhausted`): the run stops at one clean point with nothing in flight. Tokens are the prompt + completion tokens the server reports; USD are priced
     per request at its client's prices.
 
     Parameters
@@ -427,6 +428,8 @@ class SpendingCap:
         self.usd = 0.0
         self._res_tokens = 0.0
         self._res_usd = 0.0
+        self._in_flight = 0
+        self._released: asyncio.Event | None = None
         self.exhausted: str | None = None
 
     @property
@@ -442,26 +445,36 @@ class SpendingCap:
         self.tokens += prompt_tokens + completion_tokens
         self.usd += self._usd(prompt_tokens, completion_tokens, prices)
 
-    def reserve(self, est_prompt: float, est_completion: float, prices) -> tuple[float, float]:
-        """Hold an estimate for a request about to be sent, or refuse it."""
-        if self.exhausted is not None:
-            raise BudgetExhausted(self.exhausted)
-        tok, usd = est_prompt + est_completion, self._usd(est_prompt, est_completion, prices)
-        why = None
-        if self.budget_tokens is not None and self.tokens + self._res_tokens + tok > self.budget_tokens:
-            why = f"{self.tokens:,.0f} of the budget of {self.budget_tokens:,.0f} tokens are spent"
-        elif self.budget_usd is not None and self.usd + self._res_usd + usd > self.budget_usd:
-            why = f"${self.usd:.4f} of the budget of ${self.budget_usd:g} is spent"
-        if why is not None:
-            self.exhausted = f"budget reached: {why}; the next request (about {tok:,.0f} tokens) could pass it"
-            raise BudgetExhausted(self.exhausted)
-        self._res_tokens += tok
-        self._res_usd += usd
-        return (est_prompt, est_completion)
+    async def acquire(self, est_prompt: float, est_completion: float, prices) -> tuple[float, float]:
+        """Hold an estimate for a request about to be sent; wait while requests in flight might
+        leave room; refuse it (:class:`BudgetExhausted`) when none are and it does not fit."""
+        while True:
+            if self.exhausted is not None:
+                raise BudgetExhausted(self.exhausted)
+            tok, usd = est_prompt + est_completion, self._usd(est_prompt, est_completion, prices)
+            why = None
+            if self.budget_tokens is not None and self.tokens + self._res_tokens + tok > self.budget_tokens:
+                why = f"{self.tokens:,.0f} of the budget of {self.budget_tokens:,.0f} tokens are spent"
+            elif self.budget_usd is not None and self.usd + self._res_usd + usd > self.budget_usd:
+                why = f"${self.usd:.4f} of the budget of ${self.budget_usd:g} is spent"
+            if why is None:
+                self._res_tokens += tok
+                self._res_usd += usd
+                self._in_flight += 1
+                return (est_prompt, est_completion)
+            if self._in_flight == 0:
+                self.exhausted = f"budget reached: {why}; the next request (about {tok:,.0f} tokens) could pass it"
+                raise BudgetExhausted(self.exhausted)
+            ev = self._released = self._released or asyncio.Event()
+            await ev.wait()  # a request in flight may use less than it holds
 
     def release(self, reserved, prices) -> None:
         self._res_tokens -= reserved[0] + reserved[1]
         self._res_usd -= self._usd(reserved[0], reserved[1], prices)
+        self._in_flight -= 1
+        ev, self._released = self._released, None
+        if ev is not None:
+            ev.set()
 
 
 @dataclass
@@ -842,7 +855,9 @@ class LLMClient:
     async def _post(self, route: str, body: dict, parse) -> CallResult:
         if self._client is None:
             raise RuntimeError("LLMClient used outside `async with`")
-        reserved = self._reserve(body)
+        reserved = await self._reserve(body)
+        if not self.cap.active:
+            return await self._attempts(route, body, parse)
         try:
             return await self._attempts(route, body, parse)
         finally:
@@ -979,7 +994,7 @@ class LLMClient:
         return (prompt_tokens * self.config.price_input + completion_tokens * self.config.price_output) / 1e6
 
     # --- spending caps (see SpendingCap)
-    def _reserve(self, body: dict) -> tuple[float, float]:
+    async def _reserve(self, body: dict) -> tuple[float, float]:
         if not self.cap.active:
             return (0.0, 0.0)
         if self._largest_prompt:
@@ -987,7 +1002,7 @@ class LLMClient:
         else:  # before the first answer: half the characters, more than any tokenizer makes of English
             text = body.get("prompt") or "".join(str(m.get("content") or "") for m in body.get("messages", []))
             est_p = len(text) / 2 + 16
-        return self.cap.reserve(est_p, float(body.get("max_tokens") or 0), self.prices)
+        return await self.cap.acquire(est_p, float(body.get("max_tokens") or 0), self.prices)
 
     @property
     def prices(self) -> tuple[float, float]:
