@@ -87,6 +87,9 @@ class EndpointConfig:
         Embedded server: host-memory prompt cache in MiB (default
         :data:`DEFAULT_PROMPT_CACHE_MIB`; ``0`` turns it off). Every request resumes from the
         cached KV state with the longest common prefix; see :class:`EmbeddedServer`.
+    embedded_slot_similarity : float
+        Embedded server: llama.cpp's slot prompt similarity (``0``, default: every request
+        consults the prompt cache; llama.cpp's own default is 0.1).
     budget_tokens, budget_usd : float, optional
         Spending caps (prompt + completion tokens; USD at ``price_input`` / ``price_output``).
         No request is sent that could pass a cap; the caller then gets :class:`BudgetExhausted`
@@ -110,6 +113,7 @@ class EndpointConfig:
     embedded_parallel: int = 2
     embedded_ctx: int | None = None
     embedded_cache_mib: int | None = None
+    embedded_slot_similarity: float = 0.0
     budget_tokens: float | None = None
     budget_usd: float | None = None
 
@@ -130,6 +134,8 @@ class EndpointConfig:
             raise ValueError(f"embedded_parallel must be an int >= 1; got {self.embedded_parallel!r}")
         if self.embedded_ctx is not None and (not isinstance(self.embedded_ctx, int) or self.embedded_ctx < 256):
             raise ValueError(f"embedded_ctx must be an int >= 256 or None (sized to the prompts); got {self.embedded_ctx!r}")
+        if not isinstance(self.embedded_slot_similarity, (int, float)) or not 0 <= self.embedded_slot_similarity <= 1:
+            raise ValueError(f"embedded_slot_similarity must be in [0, 1]; got {self.embedded_slot_similarity!r}")
         if self.embedded_cache_mib is not None and (not isinstance(self.embedded_cache_mib, int)
                                                     or self.embedded_cache_mib < 0):
             raise ValueError(f"embedded_cache_mib must be an int >= 0 or None; got {self.embedded_cache_mib!r}")
@@ -199,8 +205,8 @@ def ctx_for_prompt(max_prompt_bytes: int, max_new_tokens: int = 16) -> int:
     A byte-level BPE tokenizer (SmolLM2's, GPT-2's, Llama-3's) never makes more tokens than the
     text has bytes, so ``bytes + CHAT_TEMPLATE_ALLOWANCE + max_new_tokens`` is an upper bound
     whatever the names or template; 10 % margin, rounded up to a multiple of 256. For
-    the main prompt at H = 3 (about 1 400 bytes, 372 SmolLM2 tokens) this gives 1 792 tokens per slot
-    instead of 4 096 (``benchmarks/bench_embedded.py`` reports the memory).
+    the main prompt at H = 3 (1 225 bytes at most, 372 SmolLM2 tokens) this gives 1 536 tokens per
+    slot instead of 4 096 (``benchmarks/bench_embedded.py`` reports the memory).
 
     Parameters
     ----------
@@ -1078,7 +1084,8 @@ class open_endpoint:
         cfg = self.config
         if cfg.embedded:
             self.server = EmbeddedServer(n_threads=cfg.embedded_threads, n_parallel=cfg.embedded_parallel,
-                                         n_ctx=self.embedded_ctx(), cache_mib=cfg.embedded_cache_mib)
+                                         n_ctx=self.embedded_ctx(), cache_mib=cfg.embedded_cache_mib,
+                                         slot_similarity=cfg.embedded_slot_similarity)
             await asyncio.to_thread(self.server.start)
             base_url, model = self.server.base_url, self.server.model
         else:

@@ -1057,14 +1057,15 @@ def expected_interactions(s: GameSettings) -> float:
     """A prior for the interactions a run needs before its stop rule ends it (progress and
     ``--dry-run``; no decision depends on it).
 
-    ``max``: the cap. Otherwise 15 population rounds plus the ``3N`` streak (``18 N``), about
-    what the populations of Flint Ashery et al. (2025) needed (N = 24: consensus within 10-15
-    rounds) and SmolLM2 needs in README's main job (N = 10: 5-21 rounds); committed-minority runs
-    (``flip``) may never flip: the cap. Never more than ``max_interactions``.
+    ``max``: the cap. Otherwise 9 population rounds plus the ``3N`` streak (``12 N``), about
+    what SmolLM2 needs in README's main job (N = 10: 5 to 21 rounds, 9 on average) and the
+    Llama-3 populations of Flint Ashery et al. (2025) needed to agree (about 10 rounds);
+    committed-minority runs (``flip``) may never flip: the cap. Never more than
+    ``max_interactions``.
     """
     if s.stop in ("max", "flip"):
         return float(s.max_interactions)
-    return float(min(s.max_interactions, 18 * s.n_agents))
+    return float(min(s.max_interactions, 12 * s.n_agents))
 
 
 # ----------------------------------------------------------------------------- building the log
@@ -1470,7 +1471,7 @@ def estimate_game(n_agents: int, memory: int, names, *, max_interactions: int, g
         how = ["sample mode: one request per decision; at most " + (f"{extra} (re-asks)" if extra else
                                                                       "no bound (re-asks until a name appears)")]
     how.insert(0, f"typical: {expected_interactions(s):,.0f} interactions per run "
-                  f"({'the cap' if s.stop in ('max', 'flip') else '18 N: 15 population rounds plus the 3N streak'}); "
+                  f"({'the cap' if s.stop in ('max', 'flip') else '12 N: 9 population rounds plus the 3N streak'}); "
                   f"at most: the cap of {s.max_interactions:,}")
     prices = _group_prices(s, endpoint, specs)
     model = "embedded SmolLM2-135M-Instruct" if endpoint.embedded else (endpoint.model or "the endpoint's first model")

