@@ -7,7 +7,10 @@ import json
 import sys
 
 
-def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
+def _add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False) -> None:
+    """Endpoint, embedded-server, price and sampling flags; ``run_controls`` adds ``--budget``
+    and ``--dry-run`` (llm-run and llm-probe handle them; other commands reusing these flags
+    would not)."""
     g = p.add_argument_group("endpoint (default: NORMLAB_LLM_BASE_URL, else the embedded SmolLM2 server)")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", default=None, help="model name (default: the first model the endpoint lists)")
@@ -31,13 +34,8 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
     c = p.add_argument_group("cost")
     c.add_argument("--price-input", type=float, default=0.0, help="USD per million prompt tokens (cost accounting)")
     c.add_argument("--price-output", type=float, default=0.0, help="USD per million completion tokens")
-    c.add_argument("--budget", default=None, metavar="AMOUNT",
-                   help="stop cleanly before spending more: tokens (50000, 50k, 2M; prompt + completion) or USD "
-                        "($1.50 or 1.5usd, with --price-input/--price-output). Counts what earlier runs in --out spent; "
-                        "exit 5 when reached, and the same command with a larger --budget continues")
-    c.add_argument("--dry-run", action="store_true",
-                   help="print the expected requests, tokens and cost (an estimate from the prompts and the design) "
-                        "and exit without sending anything or writing files")
+    if run_controls:
+        _add_run_controls(c)
     s = p.add_argument_group("sampling (defaults of Flint Ashery, Aiello & Baronchelli 2025, Table S4)")
     s.add_argument("--mode", default=None, choices=("exact", "sample"),
                    help="sample: generate and parse (the paper's protocol; default of llm-run); exact: next-token "
@@ -75,6 +73,16 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def _add_run_controls(c) -> None:
+    c.add_argument("--budget", default=None, metavar="AMOUNT",
+                   help="stop cleanly before spending more: tokens (50000, 50k, 2M; prompt + completion) or USD "
+                        "($1.50 or 1.5usd, with --price-input/--price-output). Counts what earlier runs in --out spent; "
+                        "exit 5 when reached, and the same command with a larger --budget continues")
+    c.add_argument("--dry-run", action="store_true",
+                   help="print the expected requests, tokens and cost (an estimate from the prompts and the design) "
+                        "and exit without sending anything or writing files")
+
+
 def _endpoint(args):
     from normlab.llm_runs.backend import EndpointConfig
 
@@ -93,7 +101,7 @@ def _endpoint(args):
             raise ValueError(f"--extra-body must be a JSON object: {exc}") from None
         if not isinstance(extra, dict):
             raise ValueError("--extra-body must be a JSON object")
-    tokens, usd = _budget(args.budget)
+    tokens, usd = _budget(getattr(args, "budget", None))
     if usd is not None and not (args.price_input or args.price_output):
         raise ValueError(f"--budget {args.budget} is in USD: give --price-input/--price-output (USD per million "
                          "tokens), or a budget in tokens (e.g. --budget 200k)")
@@ -101,8 +109,8 @@ def _endpoint(args):
         base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, concurrency=args.concurrency,
         extra_body=extra,
         timeout=args.timeout, max_retries=args.max_retries, price_input=args.price_input,
-        price_output=args.price_output, embedded_threads=args.embedded_threads, embedded_ctx=args.embedded_ctx,
-        embedded_cache_mib=args.embedded_cache_mib, budget_tokens=tokens, budget_usd=usd,
+        price_output=args.price_output, embedded_threads=args.embedded_threads, embedded_ctx=getattr(args, "embedded_ctx", None),
+        embedded_cache_mib=getattr(args, "embedded_cache_mib", None), budget_tokens=tokens, budget_usd=usd,
     )
 
 
@@ -138,9 +146,22 @@ def _unit_or_none(text, flag: str):
     return v
 
 
+def _template(text: str) -> str:
+    """A template file that is not JSON is named in the error (not only the parser's position)."""
+    from pathlib import Path
+
+    path = Path(text)
+    if path.suffix == ".json" and path.is_file():
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--template {text} is not valid JSON ({exc})") from None
+    return text
+
+
 def _sampling(args, *, meta: bool = False) -> dict:
     return dict(
-        template=args.template, temperature=args.temperature, top_k=args.top_k or None,
+        template=_template(args.template), temperature=args.temperature, top_k=args.top_k or None,
         max_tokens=args.max_tokens if (meta or args.max_tokens is not None) else 6,
         top_logprobs=args.top_logprobs,
         max_reasks=args.reask if (meta or args.reask is not None) else 2,
@@ -525,7 +546,7 @@ def register(subparsers) -> None:
                         "--n-agents; keys: name, model, base_url, template, temperature, top_k, top_p, min_p, "
                         "max_tokens, price_input, price_output (the rest as the run), e.g. --group 12:model=A "
                         "--group 12:model=B,temperature=0.7. The decisions table records each agent's group and model")
-    _add_endpoint_args(p)
+    _add_endpoint_args(p, run_controls=True)
     p.set_defaults(func=_run)
     _one_line_errors(p)
 
@@ -600,4 +621,4 @@ def register(subparsers) -> None:
         if name in ("bias", "strategy"):
             pp.add_argument("--cache", action="append", default=None, metavar="DIR",
                             help="exact mode: reuse next-token distributions journaled in DIR; repeatable")
-        _add_endpoint_args(pp)
+        _add_endpoint_args(pp, run_controls=True)

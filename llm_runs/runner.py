@@ -411,7 +411,10 @@ def make_groups(groups, s: GameSettings, run_tpl: PromptTemplate, *, embedded: b
                 raise ValueError(f"group {name}: {key} must be >= {low}; got {v}")
             return v
 
-        tpl = load_template(d["template"]) if d.get("template") is not None else run_tpl
+        try:
+            tpl = load_template(d["template"]) if d.get("template") is not None else run_tpl
+        except ValueError as exc:  # a file that is not a template: say which group named it
+            raise ValueError(f"group {name}: template {d['template']!r}: {exc}") from None
         top_k = num("top_k", s.top_k, int, 1, none_words=("none", "0"))
         top_p = _check_unit(num("top_p", s.top_p, none_words=("none",)), f"group {name}: top_p")
         min_p = _check_unit(num("min_p", s.min_p, none_words=("none",)), f"group {name}: min_p")
