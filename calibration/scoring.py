@@ -232,15 +232,6 @@ def _covers_at_resolution(lo: float, hi: float, k_obs: int, n_obs: int) -> bool:
     return bool(math.floor(lo * n_obs + 0.5) <= k_obs <= math.floor(hi * n_obs + 0.5))
 
 
-def _clopper_pearson(k, n, level=0.95):
-    from scipy.stats import beta
-
-    a = (1.0 - level) / 2.0
-    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1.0 - a, k + 1, n - k))
-    return lo, hi
-
-
 # ----------------------------------------------------------------------------- result type
 @dataclass(frozen=True)
 class Scores:
@@ -346,6 +337,40 @@ class Scores:
         head = f"<p><code>{html.escape(repr(self))}</code></p>"
         return head + self.to_frame().to_html(index=False, float_format=lambda v: f"{v:.3f}")
 
+    def plot_intervals(self, key=None, ax=None):
+        """Flip fraction per committed count: the underlying interval (thick), the interval of an
+        experiment of the observed size (thin) and the observed fraction (dot; open when outside
+        the experiment interval), for one direction ``key`` (``"overturn_<X>"``; default the first)."""
+        import matplotlib.pyplot as plt
+
+        c = self.coverage[self.coverage["quantity"] == "flip_fraction"]
+        if c.empty:
+            raise ValueError("no flip fractions to show: the observed runs hold no committed-minority runs")
+        key = c["key"].iloc[0] if key is None else key
+        c = c[c["key"] == key]
+        if c.empty:
+            raise ValueError(f"no flip fractions for {key!r}; available: {sorted(self.coverage['key'].unique())}")
+        if ax is None:
+            _, ax = plt.subplots(figsize=(5.4, 3.6), layout="constrained")
+        u = c[c["interval"] == "underlying"].set_index("committed")
+        e = c[c["interval"] == "experiment"].set_index("committed")
+        x = u.index.to_numpy(float)
+        ax.vlines(x - 0.08, u["low"], u["high"], color="C0", lw=5, alpha=0.55, label="underlying probability")
+        ax.vlines(x + 0.08, e["low"], e["high"], color="C1", lw=1.6, label="experiment of the observed size")
+        for col in ("low", "high"):  # end ticks keep a zero-width interval visible
+            ax.plot(x + 0.08, e[col], "_", color="C1", ms=7, mew=1.6)
+            ax.plot(x - 0.08, u[col], "_", color="C0", ms=9, mew=2, alpha=0.7)
+        ok = e["covered"].to_numpy(bool)
+        ax.plot(x[ok], e["observed"].to_numpy()[ok], "ko", ms=5, label="observed (inside)")
+        if (~ok).any():
+            ax.plot(x[~ok], e["observed"].to_numpy()[~ok], "o", mfc="w", mec="k", ms=6, label="observed (outside)")
+        for xi, n in zip(x, e["n_obs"]):
+            ax.annotate(f"{int(n)}", (xi, 1.04), ha="center", fontsize=7, color="0.4")
+        ax.set(xlabel="committed agents", ylabel="flip fraction", ylim=(-0.05, 1.12),
+               title=f"{key}: {int(self.settings.get('level', 0.95) * 100)}% intervals (runs observed on top)")
+        ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(0.0, 0.93))
+        return ax
+
     def plot(self, ax=None):
         """Reliability diagram: observed frequency against predicted probability, per target
         (flip events; each name's consensus, one-vs-rest), with Clopper-Pearson bars and marker
@@ -353,7 +378,7 @@ class Scores:
         import matplotlib.pyplot as plt
 
         if ax is None:
-            _, ax = plt.subplots(figsize=(4.6, 4.2))
+            _, ax = plt.subplots(figsize=(4.6, 4.2), layout="constrained")
         ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
         rel = self.reliability
         for k, (tgt, g) in enumerate(rel.groupby("target", sort=False)):
@@ -568,6 +593,8 @@ def _rounds_coverage(sub_cons: GameLog, prediction, level):
 
 
 def _reliability(rows: pd.DataFrame, names, bins: int = RELIABILITY_BINS) -> pd.DataFrame:
+    from normlab.theory.sweeps import clopper_pearson
+
     ev = []
     fl = rows[rows["target"] == "flip"]
     ev += [("flip", p, y) for p, y in zip(fl["p_event"], fl["observed"])]
@@ -590,7 +617,7 @@ def _reliability(rows: pd.DataFrame, names, bins: int = RELIABILITY_BINS) -> pd.
             if not n:
                 continue
             k = int(g["y"].to_numpy()[m].sum())
-            lo, hi = _clopper_pearson(k, n)
+            lo, hi = (float(v) for v in clopper_pearson(k, n))
             out.append({"target": tgt, "bin_low": edges[i], "bin_high": edges[i + 1], "n": n,
                         "mean_p": float(g["p"].to_numpy()[m].mean()), "freq": k / n, "low": lo, "high": hi})
     return pd.DataFrame(out, columns=["target", "bin_low", "bin_high", "n", "mean_p", "freq", "low", "high"])
