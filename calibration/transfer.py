@@ -474,3 +474,54 @@ def transfer_scores(sources: dict, log: GameLog, *, names=("Q", "M"), targets=No
                     memory_transfer=memory_transfer, sources=list(sources))
     coverage = pd.concat(cov, ignore_index=True) if cov else pd.DataFrame()
     return TransferScores(table=pd.DataFrame(rows), coverage=coverage, scores=all_scores, settings=settings)
+
+
+# ----------------------------------------------------------------------------- command line
+_SHIPPED = {"Llama-3 N=24 H=3": "llama3_70b_QM_H3", "Llama-3 N=24 H=5": "llama3_70b_QM_H5",
+            "Llama-3.1 N=24 H=5": "llama31_70b_QM_H5"}
+
+
+def main(argv=None) -> int:
+    """``python -m normlab.calibration.transfer``: the transfer scores of the shipped fits on the
+    published Q/M runs (README's table)."""
+    import argparse
+
+    from normlab.llm_runs.published.ainorms import load_ainorms
+
+    from .pipeline import find_ainorms
+    from .posterior import load_fit
+
+    ap = argparse.ArgumentParser(description="Transfer scores of the shipped Llama-3 / Llama-3.1 fits on the "
+                                             "published AI-norms Q/M runs (fit at one N and H, predict the others).")
+    ap.add_argument("--ainorms", default=None, help="folder of the AI-norms archives (default: found like the tests)")
+    ap.add_argument("--draws", type=int, default=200, help="posterior draws per prediction (default 200)")
+    ap.add_argument("--memory-transfer", default="suffix", choices=MEMORY_TRANSFERS)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cells", action="store_true", help="also print every (source, target) cell")
+    args = ap.parse_args(argv)
+    path = args.ainorms or find_ainorms()
+    if path is None:
+        print("published AI-norms data not found (set NORMLAB_AINORMS or pass --ainorms)")
+        return 2
+    t0 = time.perf_counter()
+    log = load_ainorms(path, kinds=["baseline", "swap", "evolved"], files=["*_Q_M_*", "*_M_Q_*"],
+                       on_inconsistency="warn")
+    src = {k: load_fit(v) for k, v in _SHIPPED.items()}
+    ts = transfer_scores(src, log, n_draws=args.draws, memory_transfer=args.memory_transfer, rng=args.seed)
+    pd.set_option("display.width", 200)
+    b = ts.by_relation()
+    cols = ["relation", "cells", "n_flip_runs", "brier_flip", "log_score_flip", "n_consensus_runs", "brier_consensus",
+            "log_score_consensus", "coverage_experiment", "n_experiment", "coverage_underlying", "n_underlying"]
+    print(f"transfer scores of the shipped fits ({args.draws} draws, memory transfer {args.memory_transfer!r}, "
+          f"seed {args.seed}); Brier/log: lower is better (uninformed: flip 0.25 / 0.693)")
+    print(b[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.cells:
+        c = ts.table[["source", "target", "relation", "n_flip_runs", "brier_flip", "n_consensus_runs",
+                      "brier_consensus", "coverage_experiment", "coverage_underlying", "note"]]
+        print(c.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"done in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
