@@ -351,7 +351,7 @@ class Scores:
         if c.empty:
             raise ValueError(f"no flip fractions for {key!r}; available: {sorted(self.coverage['key'].unique())}")
         if ax is None:
-            _, ax = plt.subplots(figsize=(5.4, 3.6), layout="constrained")
+            _, ax = plt.subplots(figsize=(5.4, 4.0), layout="constrained")
         u = c[c["interval"] == "underlying"].set_index("committed")
         e = c[c["interval"] == "experiment"].set_index("committed")
         x = u.index.to_numpy(float)
@@ -368,7 +368,7 @@ class Scores:
             ax.annotate(f"{int(n)}", (xi, 1.04), ha="center", fontsize=7, color="0.4")
         ax.set(xlabel="committed agents", ylabel="flip fraction", ylim=(-0.05, 1.12),
                title=f"{key}: {int(self.settings.get('level', 0.95) * 100)}% intervals (runs observed on top)")
-        ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(0.0, 0.93))
+        ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
         return ax
 
     def plot(self, ax=None):
@@ -472,7 +472,6 @@ def _flip_coverage(flip_rows, prediction, level, rng, n_resample):
     """Coverage rows of flip fractions and critical masses at the observed counts."""
     out = []
     f = prediction.flips
-    a = (1.0 - level) / 2.0
     for (x, y), obs in flip_rows.groupby(["majority", "challenger"], sort=False):
         fd = f[(f["majority"] == x) & (f["challenger"] == y)]
         counts = sorted(int(c) for c in obs["committed"].unique())
@@ -559,7 +558,6 @@ def _consensus_coverage(cons_runs, prediction, level):
     c = prediction.consensus
     n_obs = int(len(cons_runs))
     names = list(prediction.names)
-    a = (1.0 - level) / 2.0
     won = cons_runs["consensus"].astype(object).where(cons_runs["consensus"].notna(), NONE).astype(str)
     for nm in names + [NONE]:
         d = c[c["name"] == nm].sort_values("draw")

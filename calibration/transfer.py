@@ -245,6 +245,7 @@ class TransferScores:
             cols = [j for j in range(len(targets)) if np.isfinite(M[:, j]).any()]
             Ms = M[:, cols]
             im = ax.imshow(Ms, cmap="viridis_r", vmin=0, vmax=ref, aspect="auto")
+            ax.grid(False)
             for i in range(Ms.shape[0]):
                 for jj, j in enumerate(cols):
                     if np.isfinite(M[i, j]):
@@ -497,7 +498,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draws", type=int, default=200, help="posterior draws per prediction (default 200)")
     ap.add_argument("--memory-transfer", default="suffix", choices=MEMORY_TRANSFERS)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cells", action="store_true", help="also print every (source, target) cell")
+    ap.add_argument("--cells", action="store_true", help="also print every (source, target) cell and the observed "
+                                                        "values outside their experiment-size intervals")
     args = ap.parse_args(argv)
     path = args.ainorms or find_ainorms()
     if path is None:
@@ -519,6 +521,11 @@ def main(argv=None) -> int:
         c = ts.table[["source", "target", "relation", "n_flip_runs", "brier_flip", "n_consensus_runs",
                       "brier_consensus", "coverage_experiment", "coverage_underlying", "note"]]
         print(c.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        cv = ts.coverage
+        miss = cv[(cv["interval"] == "experiment") & ~cv["covered"].astype(bool)]
+        print("observed values outside the experiment-size 95% interval:")
+        print(miss[["source", "target", "quantity", "key", "committed", "observed", "n_obs", "low", "high"]]
+              .to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     print(f"done in {time.perf_counter() - t0:.0f} s")
     return 0
 

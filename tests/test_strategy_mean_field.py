@@ -177,8 +177,8 @@ def test_agrees_with_a_large_population_within_monte_carlo_error():
     share = prod[:, :, 1] / prod.sum(axis=2)
     mean, se = share.mean(axis=0), share.std(axis=0, ddof=1) / np.sqrt(runs)
     mf = strategy_mean_field(tab, max_rounds=R, steps_per_round=40, stability=False)
-    for r in range(1, R + 1):  # sim round r covers t in (r - 1, r]
-        m = mf.share[(mf.t > r - 1) & (mf.t <= r), 1].mean()
+    for r in range(1, R + 1):  # sim round r holds the productions of t in [r - 1, r)
+        m = mf.share[(mf.t >= r - 1) & (mf.t < r), 1].mean()
         assert abs(mean[r - 1] - m) < 4 * se[r - 1] + 0.01, (r, mean[r - 1], se[r - 1], m)
     assert mf.share[-1, 1] > 0.9 and mean[-1] > 0.9
 
