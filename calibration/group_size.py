@@ -15,7 +15,7 @@ Each run is read two ways:
     settled on, whether or not it meets the convergence rule.
 
 The limit ``N -> infinity`` comes from the table directly
-(:func:`normlab.theory.strategy_mean_field.strategy_mean_field`): the deterministic map on the
+(:func:`normlab.theory.memory_mean_field.strategy_mean_field`): the deterministic map on the
 distribution of memory states, iterated from the empty memory to its fixed point. Comparing the
 limit with ``p(name | empty memory)`` -- the individual bias an agent shows before any interaction
 (seed 003 Fig. 2A) -- classifies the collective bias (Flint Ashery, Aiello, Pastor-Satorras &
@@ -209,7 +209,7 @@ def _read_runs(res, names, N, R):
 
 
 def _limit_rows(tables, mf_kwargs):
-    from normlab.theory.strategy_mean_field import strategy_mean_field
+    from normlab.theory.memory_mean_field import strategy_mean_field
 
     rows = []
     for d, t in enumerate(tables):
@@ -245,7 +245,7 @@ def group_size_curve(strategy, *, sizes=DEFAULT_SIZES, n_runs: int = 100, max_ro
         individual bias. For a fit the individual bias is read from 400 posterior draws of the
         empty-memory row: a bias when its 95 % interval excludes ``1/W``.
     mean_field_kwargs : dict, optional
-        Passed to :func:`normlab.theory.strategy_mean_field.strategy_mean_field`.
+        Passed to :func:`normlab.theory.memory_mean_field.strategy_mean_field`.
     progress : bool, optional
         A progress bar over sizes.
     rng : optional
@@ -337,7 +337,7 @@ def group_size_curve(strategy, *, sizes=DEFAULT_SIZES, n_runs: int = 100, max_ro
                       "rounds_mean": float(rr[ok].mean()) if ok.any() else np.nan})
     curve = pd.DataFrame(rows)
     # the limit N -> infinity
-    from normlab.theory.strategy_mean_field import strategy_mean_field
+    from normlab.theory.memory_mean_field import strategy_mean_field
 
     mk = dict(mean_field_kwargs or {})
     base = tables[0] if D == 1 else StrategyTable(np.mean([t.table for t in tables], axis=0), memory=H, names=names)

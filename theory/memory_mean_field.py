@@ -417,7 +417,7 @@ def strategy_mean_field(strategy, *, memory: int | None = None, initial=None, ma
 
     Examples
     --------
-    >>> from normlab.theory.strategy_mean_field import strategy_mean_field
+    >>> from normlab.theory.memory_mean_field import strategy_mean_field
     >>> strategy_mean_field("best_response", memory=3).outcome   # symmetric: noise decides
     'split'
     """

@@ -1,4 +1,4 @@
-"""Mean field of the memory-H strategy game (normlab.theory.strategy_mean_field).
+"""Mean field of the memory-H strategy game (normlab.theory.memory_mean_field).
 
 Tiers: the state algebra against the encoding of normlab.theory.strategies; closed forms (a table
 that always says A goes to all-A, a uniform table stays mixed, a relabelling-symmetric table keeps
@@ -14,7 +14,7 @@ import pytest
 
 from normlab.theory import strategy_game
 from normlab.theory.strategies import StrategyTable, decode_state, encode_state, n_states
-from normlab.theory.strategy_mean_field import (
+from normlab.theory.memory_mean_field import (
     _apply,
     _jacobian_spectrum,
     _swap_states,
@@ -144,7 +144,7 @@ def _fd_spectrum(x, P, succ, eps=1e-6):
 
 
 def test_jacobian_spectrum_matches_finite_differences_and_arpack(monkeypatch):
-    import normlab.theory.strategy_mean_field as m
+    import normlab.theory.memory_mean_field as m
 
     rng = np.random.default_rng(3)
     H = 2
