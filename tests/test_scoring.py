@@ -220,3 +220,13 @@ def test_scores_api(observed, hand_prediction):
         score(hand_prediction, observed.runs)
     with pytest.raises(TypeError, match="Prediction"):
         score({}, observed)
+
+
+def test_calibrate_summary_prints_the_scores_block(observed, hand_prediction):
+    from normlab.calibration._cli import format_summary
+
+    s = score(hand_prediction, observed, rng=0).summary()
+    text = format_summary({"names": ["A", "B"], "n_agents": 6, "memory": 2, "scores": s})
+    assert "scores on the runs the fit did not use" in text
+    assert f"Brier {s['brier_flip']:.3f} (0.250)" in text and f"{s['n_consensus_runs']} runs" in text
+    assert "experiment" in text and "not scored:" in text and "censored" in text
