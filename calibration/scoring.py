@@ -254,7 +254,7 @@ class Scores:
     excluded : pandas.DataFrame
         Runs matching the prediction's setting but not scored: ``run``, ``reason``
         (``"used by the fit"``, ``"censored"``, ``"count not predicted"``, ``"direction not
-        predicted"``).
+        predicted"``, ``"consensus not predicted"``).
     settings : dict
 
     References
@@ -686,6 +686,9 @@ def score(prediction, observed_log: GameLog, *, exclude=None, llm=None, level: f
                          f"H = {prediction.memory}, N = {prediction.n_agents}"
                          + (f" and model {llm}" if llm else "") + (" outside the excluded runs" if len(excluded) else ""))
     cons_rows, cons_runs = _consensus_rows(sub, prediction)
+    if cons_rows.empty and len(cons_runs):  # predicted with consensus=False
+        excluded = pd.concat([excluded, pd.DataFrame({"run": cons_runs["run"].to_numpy(),
+                                                      "reason": "consensus not predicted"})], ignore_index=True)
     flip_rows, flip_ex, _ = _flip_rows(sub, prediction)
     excluded = pd.concat([excluded, flip_ex], ignore_index=True) if len(flip_ex) else excluded
     rows = pd.concat([r for r in (cons_rows, flip_rows) if len(r)], ignore_index=True) if (len(cons_rows) or len(flip_rows)) \
