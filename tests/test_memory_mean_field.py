@@ -211,4 +211,4 @@ def test_result_api():
 
     matplotlib.use("Agg")
     ax = mf.plot()
-    assert len(ax.lines) == 3
+    assert len(ax.lines) == 4 and "settles on B" in ax.get_title()

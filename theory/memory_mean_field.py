@@ -304,8 +304,10 @@ class StrategyMeanField:
             ax.plot(self.t, self.share[:, k], label=f"share of {nm}")
         if success:
             ax.plot(self.t, self.success, "k--", lw=1, label="P(success)")
+            ax.axhline(CONSENSUS_SUCCESS, color="0.5", ls=":", lw=1, label="convergence rule (95 %)")
+        what = f"settles on {self.outcome}" if self.outcome in self.names else self.outcome
         ax.set(xlabel="population rounds", ylabel="mean field", ylim=(-0.02, 1.02),
-               title=f"mean field (N → ∞), H = {self.memory}: {self.outcome}")
+               title=f"mean field (N → ∞), H = {self.memory}: {what}")
         ax.legend(frameon=False, fontsize=8)
         return ax
 
