@@ -176,7 +176,7 @@ def present(arch: Archives, models=MODELS, *, kind=None, names=None, memory=None
 def missing_note(what: str, have, models=MODELS) -> str | None:
     """``"<what>: Claude-3.5-Sonnet, Llama-2-70B-Chat not drawn (archives absent)"`` or ``None``."""
     miss = [m for m in models if m not in have]
-    return f"{what}: {', '.join(miss)} not drawn (no data for them)" if miss else None
+    return f"{what}: {', '.join(miss)} left out (no data for them)" if miss else None
 
 
 def with_notes(df: pd.DataFrame, notes) -> pd.DataFrame:
