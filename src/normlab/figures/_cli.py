@@ -44,6 +44,9 @@ def register(sub) -> None:
 
 
 def _run(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no window
     from normlab.figures.registry import FIGURES, figure_keys, make
 
     if args.list:

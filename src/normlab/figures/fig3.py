@@ -122,7 +122,9 @@ def fig3a_draw(df: pd.DataFrame):
     import matplotlib.pyplot as plt
 
     models = [m for m in MODELS if m in set(df["model"])]
-    fig, axes = plt.subplots(2, len(models), figsize=(4.2 * len(models) + 0.6, 7.2), squeeze=False)
+    many = df.groupby("model")["committed"].nunique().max() > 3  # legends beside, not above, the panels
+    fig, axes = plt.subplots(2, len(models), figsize=((6.4 if many else 4.2) * len(models) + 0.6, 7.2),
+                             squeeze=False)
     for j, m in enumerate(models):
         d = df[df["model"] == m]
         cs = sorted(d["committed"].unique())
@@ -147,13 +149,17 @@ def fig3a_draw(df: pd.DataFrame):
                         label=f"{c} committed ({c / r['n_agents'].iloc[0]:.2f})" + ("" if ok else ": no flip"))
             ax.set(ylim=(-0.05, 1.05), xlim=(0, 31), yticks=[0, 0.5, 1])
             integer_ticks(ax)
-            ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8)
+            if many:
+                ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+            else:
+                ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8)
             if j == 0:
                 ax.set_ylabel(f"majority {maj} ({'weak' if maj == 'Q' else 'strong'})\nProduction Probability")
             if i == 1:
                 ax.set_xlabel("Population Round")
         n, h = int(d["n_agents"].iloc[0]), int(d["memory"].iloc[0])
-        axes[0, j].set_title(f"{SHORT.get(m, m)} (N = {n}, H = {h})", fontsize=11, fontweight="bold", pad=48)
+        axes[0, j].set_title(f"{SHORT.get(m, m)} (N = {n}, H = {h})", fontsize=11, fontweight="bold",
+                             pad=6 if many else 14 + 13 * len(cs))
     fig.suptitle("Fig. 3A  Challenger's production probability among uncommitted agents (mean over runs)",
                  fontsize=10)
     fig.tight_layout()

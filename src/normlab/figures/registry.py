@@ -18,7 +18,7 @@ import pandas as pd
 
 from ._common import FigureSkipped, archives
 
-__all__ = ["FigureSpec", "FIGURES", "FigureOutcome", "make", "figure_keys"]
+__all__ = ["FigureSpec", "FIGURES", "FigureOutcome", "make", "figure_keys", "script"]
 
 
 @dataclass(frozen=True)
@@ -116,12 +116,51 @@ class FigureOutcome:
     seconds: float = 0.0
 
 
-def _call(fn, **kw):
+def _kw(fn, **kw) -> dict:
     params = inspect.signature(fn).parameters
-    return fn(**{k: v for k, v in kw.items() if k in params})
+    return {k: v for k, v in kw.items() if k in params}
 
 
-def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, report=print) -> list[FigureOutcome]:
+def script(keys, doc: str, argv=None, *, add_arguments=None, options=None, draw_options=None):
+    """Command line of a ``paper_figures/<figure>.py`` script: ``--out DIR`` (default ``figures``),
+    ``--data DIR``, ``--small``, ``--dpi``, plus the script's own flags.
+
+    Parameters
+    ----------
+    keys : str or sequence of str
+        Registry keys the script makes.
+    doc : str
+        The script's docstring (its ``--help``).
+    argv : list of str, optional
+    add_arguments : callable, optional
+        ``add_arguments(parser)`` adds the script's own flags.
+    options, draw_options : callable, optional
+        ``options(args)`` -> per-key keyword arguments of the data / drawing functions.
+
+    Returns
+    -------
+    list of FigureOutcome
+    """
+    import argparse
+
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no window
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path("figures"), help="output folder (default: figures)")
+    ap.add_argument("--data", type=Path, default=None, help="folder holding published AI-norms archives "
+                                                            "(default: $NORMLAB_AINORMS or shared/data/ai-norms)")
+    ap.add_argument("--small", action="store_true", help="fewer simulation runs (fast)")
+    ap.add_argument("--dpi", type=int, default=150)
+    if add_arguments is not None:
+        add_arguments(ap)
+    args = ap.parse_args(argv)
+    return make(keys, out=args.out, data=args.data, small=args.small, dpi=args.dpi,
+                options=options(args) if options else None, draw_options=draw_options(args) if draw_options else None)
+
+
+def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, options: dict | None = None,
+         draw_options: dict | None = None, report=print) -> list[FigureOutcome]:
     """Regenerate figures and tables into ``out``.
 
     Parameters
@@ -136,6 +175,9 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, repo
     small : bool
         Fewer simulation runs and posterior draws (seconds instead of minutes).
     dpi : int
+    options, draw_options : dict, optional
+        Per key, extra keyword arguments of the data / drawing function (e.g.
+        ``{"fig1a": {"invent": "keep"}}``, ``{"fig1a": {"theory_line": True}}``).
     report : callable or None
         Receives one line per event (default ``print``).
 
@@ -150,14 +192,15 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, repo
     FileNotFoundError
         ``data`` names a path that does not exist.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; restored below
     import matplotlib.pyplot as plt
 
     from ._common import style
 
     keys = figure_keys(only)
+    options, draw_options = options or {}, draw_options or {}
+    for k in list(options) + list(draw_options):
+        if k not in keys:
+            raise ValueError(f"options given for {k!r}, which is not among the figures made ({', '.join(keys)})")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     arch = archives(data, required=False)
@@ -172,7 +215,7 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, repo
         t0 = time.perf_counter()
         fdata, fdraw = spec.functions()
         try:
-            df = _call(fdata, data=arch, small=small)
+            df = fdata(**{**_kw(fdata, data=arch, small=small), **options.get(key, {})})
         except FigureSkipped as exc:
             outcomes.append(FigureOutcome(key, "skipped", reason=str(exc), seconds=time.perf_counter() - t0))
             say(f"{key:16s} skipped: {exc}")
@@ -182,7 +225,7 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, repo
         _tidy_for_csv(df).to_csv(csv, index=False)
         files.append(csv)
         if fdraw is not None:
-            fig = fdraw(df)
+            fig = fdraw(df, **draw_options.get(key, {}))
             png = out / f"{key}.png"
             fig.savefig(png, dpi=dpi, bbox_inches="tight")
             plt.close(fig)
