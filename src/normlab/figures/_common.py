@@ -65,6 +65,8 @@ class Archives:
 
         try:
             return load_ainorms(self.path)
+        except FileNotFoundError:  # a folder without any .zip/.pkl
+            return None
         except ValueError as exc:
             if "no AI-norms file" in str(exc):
                 return None
@@ -77,6 +79,8 @@ class Archives:
 
         try:
             return load_ainorms_probes(self.path)
+        except FileNotFoundError:
+            return pd.DataFrame(columns=list(PROBE_COLUMNS))
         except ValueError as exc:
             if "no AI-norms probe file" in str(exc):
                 return pd.DataFrame(columns=list(PROBE_COLUMNS))
@@ -89,6 +93,8 @@ class Archives:
 
         try:
             return load_ainorms_meta(self.path)
+        except FileNotFoundError:
+            return pd.DataFrame(columns=list(META_COLUMNS))
         except ValueError as exc:
             if "no AI-norms meta-prompting file" in str(exc):
                 return pd.DataFrame(columns=list(META_COLUMNS))
@@ -251,12 +257,15 @@ def _pad_row(r: pd.Series, pad) -> pd.Series:
 
 
 # ----------------------------------------------------------------------------- style
-def style():
-    """The figures' look: seaborn ``ticks``, readable fonts, no top/right spines."""
+def style() -> dict:
+    """The figures' look as matplotlib rc settings (seaborn ``ticks``, ``notebook`` context, no
+    top/right spines, no legend frame); :func:`normlab.figures.make` draws inside
+    ``matplotlib.rc_context(style())``, leaving the caller's settings alone."""
     import seaborn as sns
+    from cycler import cycler
 
-    sns.set_theme(style="ticks", context="notebook", rc={"axes.spines.top": False, "axes.spines.right": False,
-                                                         "legend.frameon": False, "figure.dpi": 100})
+    return {**sns.axes_style("ticks"), **sns.plotting_context("notebook"), "axes.spines.top": False,
+            "axes.spines.right": False, "legend.frameon": False, "axes.prop_cycle": cycler(color=sns.color_palette())}
 
 
 def integer_ticks(ax, axis: str = "x"):

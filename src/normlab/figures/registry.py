@@ -192,7 +192,7 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
     FileNotFoundError
         ``data`` names a path that does not exist.
     """
-    import matplotlib.pyplot as plt
+    import matplotlib
 
     from ._common import style
 
@@ -208,38 +208,47 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
     if arch is None:
         say("no published AI-norms data found: figures drawn from the LLM runs are skipped "
             "(pass --data DIR or set NORMLAB_AINORMS)")
-    style()
     outcomes = []
-    for key in keys:
-        spec = FIGURES[key]
-        t0 = time.perf_counter()
-        fdata, fdraw = spec.functions()
-        try:
-            df = fdata(**{**_kw(fdata, data=arch, small=small), **options.get(key, {})})
-        except FigureSkipped as exc:
-            outcomes.append(FigureOutcome(key, "skipped", reason=str(exc), seconds=time.perf_counter() - t0))
-            say(f"{key:16s} skipped: {exc}")
-            continue
-        files = []
-        csv = out / f"{key}.csv"
-        _tidy_for_csv(df).to_csv(csv, index=False)
-        files.append(csv)
-        if fdraw is not None:
-            fig = fdraw(df, **draw_options.get(key, {}))
-            png = out / f"{key}.png"
-            fig.savefig(png, dpi=dpi, bbox_inches="tight")
-            plt.close(fig)
-            files.insert(0, png)
-        notes = tuple(df.attrs.get("notes", ()))
-        dt = time.perf_counter() - t0
-        outcomes.append(FigureOutcome(key, "written", tuple(str(f) for f in files), notes=notes, seconds=dt))
-        say(f"{key:16s} wrote {', '.join(str(f) for f in files)} ({dt:.1f} s)")
-        for n in notes:
-            say(f"{'':16s}   {n}")
+    with matplotlib.rc_context(style()):
+        for key in keys:
+            outcomes.append(_make_one(FIGURES[key], out, arch, small, dpi, options.get(key, {}),
+                                      draw_options.get(key, {}), say))
     n_w = sum(o.status == "written" for o in outcomes)
     skipped = [o.key for o in outcomes if o.status == "skipped"]
     say(f"{n_w} written, {len(skipped)} skipped" + (f" ({', '.join(skipped)})" if skipped else ""))
     return outcomes
+
+
+def _make_one(spec, out, arch, small, dpi, opts, draw_opts, say) -> FigureOutcome:
+    import matplotlib.pyplot as plt
+
+    key = spec.key
+    t0 = time.perf_counter()
+    fdata, fdraw = spec.functions()
+    try:
+        df = fdata(**{**_kw(fdata, data=arch, small=small), **opts})
+    except FigureSkipped as exc:
+        why = str(exc)
+        if arch is not None and str(arch.path) not in why:
+            why += f" (data folder: {arch.path})"
+        say(f"{key:16s} skipped: {why}")
+        return FigureOutcome(key, "skipped", reason=why, seconds=time.perf_counter() - t0)
+    files = []
+    csv = out / f"{key}.csv"
+    _tidy_for_csv(df).to_csv(csv, index=False)
+    files.append(csv)
+    if fdraw is not None:
+        fig = fdraw(df, **draw_opts)
+        png = out / f"{key}.png"
+        fig.savefig(png, dpi=dpi, bbox_inches="tight")
+        plt.close(fig)
+        files.insert(0, png)
+    notes = tuple(df.attrs.get("notes", ()))
+    dt = time.perf_counter() - t0
+    say(f"{key:16s} wrote {', '.join(str(f) for f in files)} ({dt:.1f} s)")
+    for n in notes:
+        say(f"{'':16s}   {n}")
+    return FigureOutcome(key, "written", tuple(str(f) for f in files), notes=notes, seconds=dt)
 
 
 def _tidy_for_csv(df: pd.DataFrame) -> pd.DataFrame:

@@ -43,13 +43,14 @@ def paper_memory(state: str) -> str:
     return "{" + "; ".join(f"{k}: {e}" for k, e in enumerate(state.split(";"), start=1)) + "}"
 
 
-def _strategy_probes(data, model: str) -> pd.DataFrame:
+def _strategy_probes(data, model: str, what: str) -> pd.DataFrame:
     pr = archives(data).probes
     if pr.empty:
-        raise FigureSkipped("no probe files in the data")
+        raise FigureSkipped(f"{what}: no probe files in the data")
     pr = pr[(pr["model"] == model) & (pr["names"] == "Q,M") & pr["valid"]]
     if not (pr["probe"] == "strategy").any():
-        raise FigureSkipped(f"no strategy probes (*_bias_test_*) of {model} in the data (published for Llama-3.1 only)")
+        raise FigureSkipped(f"{what}: no strategy probes (*_bias_test_*) of {model} in the data (published for "
+                            "Llama-3.1 only, in llama31_data.zip)")
     return pr
 
 
@@ -74,7 +75,7 @@ def table1_data(data=None, *, model: str = "Llama-3.1-70B-Instruct") -> pd.DataF
     """
     from normlab.calibration import counts_from_probes, strategy_asymmetry
 
-    pr = _strategy_probes(data, model)
+    pr = _strategy_probes(data, model, "Table 1")
     c = _counts(pr)
     by_len = strategy_asymmetry(counts_from_probes(pr, names=QM, memory=2)).by_length.set_index("memory_len")
     c.insert(0, "interaction", c["memory_len"] + 1)
@@ -124,7 +125,7 @@ def tableS5_data(data=None, *, model: str = "Llama-3.1-70B-Instruct", two_sided:
     from normlab._rng import spawn
     from normlab.llm_runs.probes import bootstrap_p
 
-    c = _counts(_strategy_probes(data, model))
+    c = _counts(_strategy_probes(data, model, "Table S5"))
     c = c[c["memory_len"] > 0].reset_index(drop=True)
     pd_, pdd = [], []
     for r, child in zip(c.itertuples(), spawn(rng, len(c))):
