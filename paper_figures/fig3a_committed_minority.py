@@ -14,7 +14,8 @@ from normlab.figures.registry import script
 
 
 def _args(ap):
-    ap.add_argument("--all-counts", action="store_true", help="every tested committed count, not only the critical ones")
+    ap.add_argument("--all-counts", action="store_true",
+                    help="every tested committed count, not only the critical ones")
 
 
 if __name__ == "__main__":

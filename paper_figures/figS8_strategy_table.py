@@ -18,4 +18,5 @@ def _args(ap):
 
 
 if __name__ == "__main__":
-    script("figS8", __doc__, add_arguments=_args, options=lambda a: {"figS8": {"source": "counts" if a.counts else "fit"}})
+    script("figS8", __doc__, add_arguments=_args,
+           options=lambda a: {"figS8": {"source": "counts" if a.counts else "fit"}})

@@ -41,6 +41,13 @@ class FigureSkipped(Exception):
     """A figure cannot be drawn from the data at hand; ``str(exc)`` says why."""
 
 
+def check_model(model) -> str:
+    """Return ``model`` if it is one of :data:`MODELS`, else raise a one-line ``ValueError``."""
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {list(MODELS)}; got {model!r}")
+    return model
+
+
 # ----------------------------------------------------------------------------- the archives
 @dataclass(frozen=True, eq=False)
 class Archives:

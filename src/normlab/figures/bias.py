@@ -30,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._common import COLORS, MODELS, SHORT, TEN, FigureSkipped, archives, integer_ticks, missing_note, with_notes
+from ._common import (COLORS, MODELS, SHORT, TEN, FigureSkipped, archives, check_model, integer_ticks, missing_note,
+                      with_notes)
 from .fig2 import first_move_counts
 
 __all__ = ["figS3_data", "figS3_draw", "figS4_data", "figS4_draw", "figS5_data", "figS5_draw", "LATIN"]
@@ -152,6 +153,7 @@ def figS4_data(data=None, *, model: str = "Llama-3-70B-Instruct") -> pd.DataFram
     pandas.DataFrame
         ``panel`` (``individual``/``collective``), ``name``, ``count``, ``n``, ``share``.
     """
+    check_model(model)
     arch = archives(data)
     log = arch.need_runs("Fig. S4", model=model, kind="baseline", names=LATIN, memory=5, n_agents=24)
     d = log.decisions.sort_values(["run", "t"])

@@ -20,11 +20,10 @@ A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025), Fi
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from ._common import (CB_COLORS, COLORS, MODELS, SHORT, FigureSkipped, archives, integer_ticks, missing_note, pad_mean,
-                      production_by_run, success_by_run, with_notes)
+from ._common import (CB_COLORS, COLORS, MODELS, SHORT, FigureSkipped, archives, check_model, integer_ticks,
+                      missing_note, pad_mean, production_by_run, success_by_run, with_notes)
 
 __all__ = ["figS2_data", "figS2_draw", "figS6_data", "figS6_draw", "figS7_data", "figS7_draw"]
 
@@ -46,6 +45,7 @@ def figS2_data(data=None, *, model: str = "Llama-3-70B-Instruct") -> pd.DataFram
         ``setting`` (``"W = 2, H = 5, N = 200"``), ``W``, ``memory``, ``n_agents``, ``n_runs``,
         ``round``, ``success_rate``.
     """
+    check_model(model)
     arch = archives(data)
     curves, notes = {}, []
     for names, H, N in S2_SETTINGS:
@@ -105,6 +105,7 @@ def figS6_data(data=None, *, model: str = "Llama-3-70B-Instruct", max_round: int
         ``pool``, ``strong``, ``panel`` (``success``/``production``), ``curve`` (``run``/``mean``),
         ``run``, ``round``, ``value``; ``attrs["consensus"]``: consensus counts per pool.
     """
+    check_model(model)
     arch = archives(data)
     frames, notes, cons = [], [], {}
     for pool in S6_POOLS:
@@ -158,8 +159,7 @@ def figS6_draw(df: pd.DataFrame):
         ax = axes[1, j]
         for _, r in d[d["panel"] == "production"].groupby("run"):
             ax.plot(r["round"], r["value"], lw=0.6, color=col, alpha=0.8)
-        ax.set(ylim=(-0.05, 1.02))
-        ax.text(0.97, 0.04, f"strong: {d['strong'].iloc[0]}", transform=ax.transAxes, ha="right", fontsize=9)
+        ax.set(ylim=(-0.05, 1.02), title=f"production of {d['strong'].iloc[0]} (strong)")
         for a in axes[:, j]:
             integer_ticks(a)
             a.set_xlabel("Population Round")

@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._common import (COLORS, MARKERS, MODELS, SHORT, TEN, FigureSkipped, archives, integer_ticks, missing_note,
-                      pad_mean, success_by_run, with_notes)
+from ._common import (COLORS, MARKERS, MODELS, SHORT, TEN, FigureSkipped, archives, check_model, integer_ticks,
+                      missing_note, pad_mean, success_by_run, with_notes)
 
 __all__ = ["fig1a_data", "fig1a_draw", "fig1b_data", "fig1b_draw"]
 
@@ -179,6 +179,7 @@ def fig1b_data(data=None, *, model: str = "Llama-3.1-70B-Instruct", run: int = 6
         ``name``, ``round``, ``share``, ``n`` (productions in the round) and with ``errors``
         ``sem``.
     """
+    check_model(model)
     arch = archives(data)
     log = arch.need_runs("Fig. 1B", model=model, kind="baseline", names=TEN, memory=5, n_agents=24)
     src = log.runs.set_index("run")["source_run"]

@@ -102,7 +102,8 @@ def fig3a_data(data=None, *, counts: str = "critical") -> pd.DataFrame:
             except ValueError:  # runs shorter than the window: the rule cannot be read
                 continue
             frames.append(pd.DataFrame({"model": m, "majority": maj, "challenger": ch, "n_agents": N, "memory": H,
-                                        "committed": int(c), "fraction": c / N, "round": np.arange(1, len(res["mean"]) + 1),
+                                        "committed": int(c), "fraction": c / N,
+                                        "round": np.arange(1, len(res["mean"]) + 1),
                                         "share": res["mean"], "n_runs": res["n_runs"], "success": res["success"],
                                         "last3": res["last3"], "max_round": mr}))
         notes.append(f"{m} (N = {N}, H = {H}): critical mass {crit.get('M', np.nan):g} to overturn M, "
@@ -296,8 +297,13 @@ def fig3_prediction_draw(df: pd.DataFrame):
                    ylabel="P(flip within window)")
             integer_ticks(ax)
             ax.set_title(f"{SHORT[m]} (N = {N}, H = {H}): overturning {maj}", fontsize=10)
-            ax.legend(loc="lower right", fontsize=8)
+    handles = {}  # one legend for all panels, above them
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
     fig.suptitle(f"Critical mass predicted from the baseline runs ({df.attrs.get('draws', '')} posterior draws) "
                  "vs the committed-minority runs", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.legend(list(handles.values()), list(handles), loc="upper center",
+               bbox_to_anchor=(0.5, 0.965), ncols=2, fontsize=9)
     return fig

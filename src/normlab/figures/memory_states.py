@@ -159,7 +159,8 @@ def figS8_draw(df: pd.DataFrame):
         ax.set_title(SHORT.get(m, m), fontsize=11)
     _colorbar(fig, axes[0])
     how = ("posterior mean of the table fitted on the 40 baseline runs; dot: state never visited there"
-           if df.attrs.get("source") == "fit" else "observed frequency of M in the 40 baseline runs; grey: never visited")
+           if df.attrs.get("source") == "fit" else
+           "observed frequency of M in the 40 baseline runs; grey: never visited")
     fig.suptitle(f"Fig. S8  Strategy p(M | memory) over all {size} x {size} memory states, H = {L}\n({how})",
                  fontsize=10)
     return fig
@@ -226,8 +227,9 @@ def figS9_data(data=None, *, small: bool = False, rounds: int = 100, runs: int =
                 got = True
                 fr = _circles(_frequencies(log, [H]), tab, model=m, source="published runs", setting=setting)
                 frames.append(fr)
-                notes.append(f"{m}, {setting}: {len(log.runs)} published runs, {int(log.runs['n_interactions'].max()) // N}"
-                             f" rounds; {len(fr)} states visited")
+                rounds = int(log.runs["n_interactions"].max()) // N
+                notes.append(f"{m}, {setting}: {len(log.runs)} published runs, {rounds} rounds; "
+                             f"{len(fr)} states visited")
             if not got:
                 notes.append(f"{m}: no published runs from a consensus on M at N = {N}, H = {H}; fitted table only")
         fit = load_fit(FITS[m])
@@ -278,7 +280,8 @@ def figS9_draw(df: pd.DataFrame):
             _circle_panel(ax, d, 5, 4.2, 160)
             ax.set_title(f"{SHORT.get(m, m)}, {src}\n{s}", fontsize=9)
     _colorbar(fig, axes)
-    fig.suptitle("Fig. S9  Memory states visited around a consensus on M (N = 24, H = 5); circle area ~ sqrt(frequency) "
+    fig.suptitle("Fig. S9  Memory states visited around a consensus on M (N = 24, H = 5); "
+                 "circle area ~ sqrt(frequency) "
                  f"among uncommitted agents; fitted-table panels: {df.attrs.get('rounds', '')} rounds", fontsize=10)
     return fig
 
@@ -345,7 +348,8 @@ def figS10_draw(df: pd.DataFrame):
             d = df[(df["model"] == m) & (df["memory_len"] == L)]
             _circle_panel(ax, d, int(L), 9 if L <= 2 else 7, 900 / 2 ** L)
             a = agg.get((m, L))
-            extra = f"\np(M): {a['p_M_visited']:.2f} as visited, {a['p_M_all_states']:.2f} all states alike" if a else ""
+            extra = (f"\np(M): {a['p_M_visited']:.2f} as visited, {a['p_M_all_states']:.2f} all states alike"
+                     if a else "")
             ax.set_title(f"{SHORT.get(m, m)}: interaction {L + 1} (memory of {L}){extra}", fontsize=8.5)
     _colorbar(fig, axes)
     fig.suptitle("Fig. S10  Memory states visited during emergence (40 Q/M runs, N = 24, H = 5); "

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import _published as PUB
-from ._common import MODELS, FigureSkipped, archives, missing_note, with_notes
+from ._common import MODELS, FigureSkipped, archives, check_model, missing_note, with_notes
 
 __all__ = ["table1_data", "tableS1_data", "tableS2_data", "tableS3_data", "tableS5_data", "paper_memory"]
 
@@ -73,6 +73,7 @@ def table1_data(data=None, *, model: str = "Llama-3.1-70B-Instruct") -> pd.DataF
         ``p_interaction`` (exact binomial test of the interaction's pooled answers),
         ``published_name`` and ``published`` (the values printed in the text, where any).
     """
+    check_model(model)
     from normlab.calibration import counts_from_probes, strategy_asymmetry
 
     pr = _strategy_probes(data, model, "Table 1")
@@ -90,8 +91,9 @@ def table1_data(data=None, *, model: str = "Llama-3.1-70B-Instruct") -> pd.DataF
     stay = (i2.loc["M,M", "k_M"] + i2.loc["Q,Q", "k_Q"]) / (i2.loc["M,M", "n"] + i2.loc["Q,Q", "n"])
     switch = (i2.loc["M,Q", "k_Q"] + i2.loc["Q,M", "k_M"]) / (i2.loc["M,Q", "n"] + i2.loc["Q,M", "n"])
     i3 = c[c["interaction"] == 3]
-    notes = [f"interaction-level p: {', '.join(f'{i}: {p:.3g}' for i, p in c.groupby('interaction')['p_interaction'].first().items())}"
-             " (caption: 0.116, 0.110, < 2.2e-16)",
+    p_int = c.groupby("interaction")["p_interaction"].first()
+    notes = [f"interaction-level p: {', '.join(f'{i}: {p:.3g}' for i, p in p_int.items())} (caption: 0.116, 0.110, "
+             "< 2.2e-16)",
              f"after a success the name is kept {stay:.1%} of the time (text: 99.4%); after a failure it is switched "
              f"{switch:.1%} (text: 97.3%)",
              f"interaction 3: {int((i3['favours'] == 'M').sum())} of {len(i3)} probed memories favour M (text: 5 of 8)"]
@@ -120,6 +122,7 @@ def tableS5_data(data=None, *, model: str = "Llama-3.1-70B-Instruct", two_sided:
         ``memory``, ``memory_state``, ``n``, ``k_M``, ``p_M``, ``p_dagger``, ``p_double_dagger``,
         ``biased`` (p-dagger < 0.05), ``more_extreme_possible`` (p-double-dagger > 0.05).
     """
+    check_model(model)
     from scipy.stats import binomtest
 
     from normlab._rng import spawn
