@@ -236,7 +236,7 @@ def figS5_draw(df: pd.DataFrame):
         ax.set_xticks(np.arange(len(pool)), pool)
         p = d["p_value"].iloc[0]
         ax.set(xlabel="Convention", ylim=(0, 0.125),
-               title=f"{SHORT[m]}: {int(d['n'].iloc[0])} samples, χ² p = {'< 0.001' if p < 0.001 else f'{p:.3f}'}")
+               title=f"{SHORT[m]}: {int(d['n'].iloc[0])} samples, χ² p = {p:.2g}")
     for ax in axes[:, 0]:
         ax.set_ylabel("Production Probability")
     for ax in list(axes.flat)[len(models):]:

@@ -30,6 +30,8 @@ Supplementary Text "Characterizing Relative Strength".
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 
@@ -56,6 +58,7 @@ def _state(own: str, partner: str) -> str:
     return ";".join(f"{a},{b}" for a, b in zip(own, partner))
 
 
+@lru_cache(maxsize=8)
 def _table(model: str, source: str = "fit"):
     """State label -> (p(M), decisions in the fit's training runs)."""
     from normlab.calibration import load_fit
