@@ -183,6 +183,9 @@ class Calibration:
     empirical : EmpiricalCriticalMass or None
         Empirical flip curves of the committed runs in the log at (names, H, N).
     settings : dict
+    scores : Scores or None
+        Scores of the prediction on the runs at (names, H, N) that the fit did not use
+        (:func:`normlab.calibration.score`); None when there are none.
     """
 
     fit: StrategyFit
@@ -190,6 +193,7 @@ class Calibration:
     observed: dict = field(default_factory=dict)
     empirical: object = None
     settings: dict = field(default_factory=dict)
+    scores: object = None
 
     def summary(self) -> dict:
         """The JSON object printed by ``normlab calibrate --json``."""
@@ -218,6 +222,7 @@ class Calibration:
                     "decay": fs["decay"], "diagnostics": fs["diagnostics"]},
             "asymmetry": self.settings.get("asymmetry"),
             "observed": self.observed,
+            "scores": None if self.scores is None else self.scores.summary(),
             "seconds": self.settings.get("seconds"),
         }
         return out
@@ -307,7 +312,10 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     fit_kwargs, predict_kwargs : dict, optional
         Passed to the fitter and to :func:`normlab.calibration.predict`.
     compare_observed : bool, optional
-        Add the observed values of the log (baseline outcomes, empirical critical masses).
+        Add the observed values of the log (baseline outcomes, empirical critical masses) and,
+        when the log holds runs at (names, H, N) that the fit did not use (for the published
+        archives fitted on baselines: the committed-minority runs), their scores
+        (:func:`normlab.calibration.score`: Brier and log scores, interval coverage).
     source : str, optional
         Label of the data source (stored in the settings).
     rng : optional
@@ -350,7 +358,7 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     if n_agents is None:
         n_agents = int(sel.runs["n_agents"].value_counts().index[0])
     counts = counts_from_log(sel, names=names, memory=memory)
-    seeds = spawn(rng, 3)
+    seeds = spawn(rng, 4)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}
     fk = dict(fit_kwargs or {})
     if progress and model != "empirical":
@@ -363,16 +371,22 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     pk.update(predict_kwargs or {})
     with elapsed_bar(f"predicting ({pk['n_draws']} posterior draws)", enabled=progress):
         pred = predict(fit, n_agents=int(n_agents), rng=seeds[1], **pk)
-    observed, emp = {}, None
+    observed, emp, scores = {}, None, None
     if compare_observed:
         observed = observed_summary(log, names=names, memory=memory, n_agents=int(n_agents),
                                     within_rounds=within_rounds, max_round=max_round, model=llms[0],
                                     rng=seeds[2])
         emp = observed.pop("empirical", None)
+        from .scoring import score
+
+        try:  # score on the runs the fit did not use, if the log holds any at (names, H, N)
+            scores = score(pred, log, exclude=sel.runs["run"], llm=llms[0], rng=seeds[3])
+        except ValueError:
+            scores = None
     asym = None
     if len(names) == 2:
         a = strategy_asymmetry(fit, n_draws=200, rng=0).summary
         asym = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in a.items()}
     settings = {"llm": llms[0], "source": source, "fit_on": meta["fit_on"], "asymmetry": asym,
                 "seconds": round(time.perf_counter() - t0, 2)}
-    return Calibration(fit=fit, prediction=pred, observed=observed, empirical=emp, settings=settings)
+    return Calibration(fit=fit, prediction=pred, observed=observed, empirical=emp, settings=settings, scores=scores)
