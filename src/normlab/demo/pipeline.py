@@ -713,7 +713,7 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
                         "predicted": p, "low": lo, "high": hi, "consistent": bool(lo - 1e-9 <= k / n <= hi + 1e-9)})
         shares = _llm_committed_shares(r, wr)
         cm_curves.append({"majority": x, "challenger": y, "committed": c, "theory": th_curve, "llm": shares})
-        echo(f"  committed minority: {c} agents committed to {y} against a consensus on {x}: {k} of {n} runs flipped "
+        echo(f"  committed minority: {c} committed to {y} against a consensus on {x}: {k} of {n} runs flipped "
              f"(predicted flip probability {p:.2f}; {lo * n:.0f}-{hi * n:.0f} of {n} expected)")
 
     # --- 6. calibration from the population's log alone
@@ -753,16 +753,16 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     checks = pd.DataFrame(checks)
 
     # --- 7. report
-    from .report import write_report
+    from .report import write_figures, write_report
 
-    ledger = _ledger([p for p in llm_dir.iterdir() if p.is_dir()])
-    with clock.step("report"):
-        with _spinner("writing the report", progress):
-            summary = write_report(
-                out, cfg=cfg, seed=seed, command=command, version=__version__, clock=clock, ledger=ledger,
-                estimate=est, speed=speed, probe=probe, table=table, bias=bias, pred=pred, pfacts=pfacts, pcrit=pcrit,
-                traj_th=traj_th, llm_curve=llm_curve, pop=pop, obs=obs, cm_rows=cm_rows, cm_curves=cm_curves,
-                cal=cal, lfacts=lfacts, lcrit=lcrit, checks=checks, llm_dir=llm_dir)
+    ctx = dict(cfg=cfg, seed=seed, command=command, version=__version__, clock=clock, estimate=est, speed=speed,
+               probe=probe, bias=bias, pred=pred, pfacts=pfacts, pcrit=pcrit, traj_th=traj_th, llm_curve=llm_curve,
+               pop=pop, obs=obs, cm_rows=cm_rows, cm_curves=cm_curves, cal=cal, lfacts=lfacts, lcrit=lcrit,
+               checks=checks, llm_dir=llm_dir, ledger=_ledger([p for p in llm_dir.iterdir() if p.is_dir()]))
+    with clock.step("figures and tables"):
+        with _spinner("drawing the figures", progress):
+            figs = write_figures(out, ctx)
+    summary = write_report(out, ctx, figs)
     t = clock.total()
     echo(f"  done in {_fmt_s(t['wall_s'])} ({t['cpu_s']:.0f} s CPU); {summary['cost']['llm_calls']} LLM requests this "
          f"run ({summary['cost']['llm_calls_total']} journaled); report: {out / 'report.html'}")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["write_report", "SUMMARY_SCHEMA", "checks_html"]
+__all__ = ["write_figures", "write_report", "SUMMARY_SCHEMA", "checks_html"]
 
 _NUM = {"type": ["number", "null"]}
 _INTERVAL = {"type": "object", "required": ["estimate", "low", "high"],
@@ -58,7 +58,9 @@ SUMMARY_SCHEMA = {
         "free_generation": {"type": ["object", "null"]},
         "population": {"type": "object", "required": ["runs", "observed", "predicted", "predicted_from_log"],
                        "properties": {"predicted": {"type": "object", "required": ["consensus", "consensus_rounds",
-                                                                                   "rounds_to_95"]}}},
+                                                                                   "rounds_to_95"],
+                                                    "properties": {"consensus_rounds": _INTERVAL,
+                                                                   "rounds_to_95": _INTERVAL}}}},
         "critical_mass": {"type": "object", "required": ["from_probe", "from_log"]},
         "committed_check": {"type": "array", "items": {
             "type": "object", "required": ["majority", "challenger", "committed", "runs", "flips", "predicted",
@@ -184,31 +186,35 @@ def _grid(ptab: pd.DataFrame, names, L: int, col: str, name: str) -> tuple[np.nd
     return M, lab
 
 
-def fig_strategy(ptab: pd.DataFrame, names, H: int, path: Path) -> Path:
+def fig_strategy(ptab: pd.DataFrame, by_order: pd.DataFrame, names, H: int, path: Path) -> Path:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    y = names[1]
+    x, y = names
+    first = by_order[(by_order["name"] == y) & (by_order["order"] == f"{y},{x}")].set_index("memory_state")["p"]
+    second = by_order[(by_order["name"] == y) & (by_order["order"] == f"{x},{y}")].set_index("memory_state")["p"]
+    eff = (first - second).rename("order_effect").reset_index().assign(name=y)
+    tab = ptab.merge(eff, on=["memory_state", "name"], how="left")
     Ls = list(range(1, H + 1)) if H <= 3 else [H]
-    fig, axes = plt.subplots(2, len(Ls), figsize=(4.2 * len(Ls) + 0.6, 7.6), squeeze=False)
-    emp = ptab[(ptab["memory_state"] == "") & (ptab["name"] == y)]
+    rows = (("p", "vlag", (0, 1), 0.5, f"p({y} | memory)", f"p({y})"),
+            ("order_effect", "PuOr", (-1, 1), 0.0, f"p({y}): listed first - second", f"order effect on p({y})"),
+            ("covered_mass", "mako", (0, 1), None, "mass on pool names", "mass on pool names"))
+    fig, axes = plt.subplots(3, len(Ls), figsize=(4.6 * len(Ls) + 0.8, 11.2), squeeze=False)
     for j, L in enumerate(Ls):
-        for i, (col, cmap, lab) in enumerate((("p", "vlag", f"p({y} | memory)"),
-                                             ("covered_mass", "mako", "mass on pool names"))):
-            M, tick = _grid(ptab, names, L, col, y)
+        for i, (col, cmap, (lo, hi), center, clab, what) in enumerate(rows):
+            M, tick = _grid(tab, names, L, col, y)
             ax = axes[i, j]
-            sns.heatmap(pd.DataFrame(M, index=tick, columns=tick), vmin=0, vmax=1, cmap=cmap, center=0.5 if col == "p" else None,
+            sns.heatmap(pd.DataFrame(M, index=tick, columns=tick), vmin=lo, vmax=hi, cmap=cmap, center=center,
                         annot=L <= 3, fmt=".2f", annot_kws={"fontsize": 8 if L <= 2 else 6}, ax=ax, square=True,
-                        cbar=j == len(Ls) - 1, cbar_kws={"label": lab, "shrink": 0.8})
+                        cbar_kws={"label": clab, "shrink": 0.75})
             ax.set_xlabel("partner's plays (oldest first)")
             ax.set_ylabel("own plays (oldest first)")
             ax.tick_params(axis="y", rotation=0)
-            what = f"p({y})" if col == "p" else "probability that an answer starts with a pool name"
-            ax.set_title(f"memory of {L} interaction{'s' if L > 1 else ''}: {what}", fontsize=9)
-    e = float(emp["p"].iloc[0]) if len(emp) else float("nan")
-    ec = float(emp["covered_mass"].iloc[0]) if len(emp) else float("nan")
-    fig.suptitle(f"Strategy table probed from the model (exact next-token probabilities, both name orders averaged)\n"
-                 f"empty memory: p({y}) = {e:.2f}; mass on pool names {ec:.2f}", fontsize=10)
+            ax.set_title(f"{what}, memory of {L}", fontsize=9.5)
+    emp = tab[(tab["memory_state"] == "") & (tab["name"] == y)].iloc[0]
+    fig.suptitle(f"The model's strategy (exact next-token probabilities; rows 1 and 3 average the two name orders)\n"
+                 f"empty memory: p({y}) = {emp['p']:.2f}, {emp['order_effect']:+.2f} when {y} is listed first; "
+                 f"mass on pool names {emp['covered_mass']:.2f}", fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -229,11 +235,13 @@ def fig_population(traj_th, llm_curve, pfacts, obs, names, winner, runs, path: P
         ax.plot(ll["round"], ll["mean"], "o-", color="C3", ms=2.5, lw=1.1, label=f"LLM: mean of {runs} runs")
         ax.set_xlabel("population round (N interactions)")
         ax.set_ylabel(lab)
-        ax.set_ylim(-0.02, 1.02)
-        reach = t.loc[t["low"] >= 0.95, "round"]
+        reach = t.loc[t["mean"] >= 0.99, "round"]
         last.append(float(reach.iloc[0]) if len(reach) else float(t["round"].max()))
+        last.append(float(ll.loc[ll["mean"] < 0.999, "round"].max()) if (ll["mean"] < 0.999).any() else 1.0)
+        low = float(np.nanmin(np.r_[t["low"].to_numpy(float), ll["mean"].to_numpy(float)]))
+        ax.set_ylim(max(0.0, np.floor(low * 10) / 10 - 0.05), 1.02)
         ax.legend(fontsize=7.5, loc="lower right")
-    xmax = min(float(th["round"].max()), max(last + [obs.get("max_round", 0)]) * 1.15 + 2)
+    xmax = min(float(th["round"].max()), max(last) * 1.25 + 2)
     for ax in axes[:2]:
         ax.set_xlim(0.5, xmax)
     axes[0].axhline(0.95, color="0.55", lw=0.8, ls=":")
@@ -327,7 +335,7 @@ def fig_calibration(ptab, cal, names, pfacts, lfacts, pcrit, lcrit, obs, path: P
         g = m[m["observed"] == seen]
         if len(g):
             ax.errorbar(g["p"], g["mean"], yerr=[g["mean"] - g["low"], g["high"] - g["mean"]], fmt="o", ms=4,
-                        color=col, alpha=0.85, capsize=2, label=f"{lab} ({len(g)} states)")
+                        color=col, alpha=0.85, capsize=2, label=f"{lab} ({len(g)} state{'s' if len(g) != 1 else ''})")
     ax.plot([0, 1], [0, 1], color="0.3", lw=0.8)
     ax.set_xlabel(f"probed p({y} | memory) (exact)")
     ax.set_ylabel(f"fitted on the log: p({y} | memory), 95% CrI")
@@ -336,46 +344,38 @@ def fig_calibration(ptab, cal, names, pfacts, lfacts, pcrit, lcrit, obs, path: P
     ax.set_title(f"{cal.fit.kind} fit on {obs['decisions']} population decisions vs the probe", fontsize=10)
     ax.legend(fontsize=7.5, loc="upper left")
     ax = axes[1]
-    rows = []
-    w = max(names, key=lambda nm: pfacts["consensus"].get(nm, {}).get("estimate", 0))
-    rows.append((f"P(consensus on {w})", pfacts["consensus"][w], lfacts["consensus"][w], obs["consensus"][w]["estimate"], 1.0))
-    rows.append(("rounds to consensus", pfacts["consensus_rounds"], lfacts["consensus_rounds"], obs["consensus_rounds"], None))
-    for key in pcrit:
-        pv = dict(pcrit[key]["per_run"])
-        lv = dict(lcrit[key]["per_run"])
-        rows.append((f"critical mass: overturn {pcrit[key]['majority']}", pv, lv, None, None))
-    scales = []
-    for i, (lab, p, l, o, _) in enumerate(rows):
-        vals = [v for v in (p.get("estimate"), p.get("low"), p.get("high"), l.get("estimate"), l.get("low"),
-                            l.get("high"), o) if v is not None]
-        top = max(vals) if vals else 1.0
-        scales.append(top if top > 0 else 1.0)
     N = obs.get("n_agents", 1)
-    for i, (lab, p, l, o, _) in enumerate(rows):
-        s = scales[i]
-        for d, dy, col, name in ((p, -0.13, "C0", "probed table"), (l, 0.13, "C1", "fit on the log")):
-            est = d.get("estimate")
-            lo = d.get("low")
-            hi = d.get("high")
-            if est is None and "critical mass" in lab:
-                est = N  # not reached: drawn at N
-            if est is None:
-                continue
-            lo = est if lo is None else lo
-            hi_plot = N if hi is None and "critical mass" in lab else (est if hi is None else hi)
-            ax.errorbar([est / s], [i + dy], xerr=[[max(est - lo, 0) / s], [max(hi_plot - est, 0) / s]], fmt="s",
-                        color=col, capsize=3, label=name if i == 0 else None)
-            ax.text(hi_plot / s + 0.02, i + dy, _iv({"estimate": d.get("estimate"), "low": d.get("low"), "high": d.get("high")},
-                                                   2 if s <= 1 else 0), va="center", fontsize=7, color=col)
-        if o is not None:
-            ax.plot([o / s], [i], "o", color="C3", ms=7, label="LLM populations" if i == 0 else None)
-    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8.5)
+    yk = 0
+    labels = []
+    for key in pcrit:
+        for crit in ("per_run", "published"):
+            for (src, d, col, dy) in (("probed table", pcrit, "C0", -0.14), ("fit on the log", lcrit, "C1", 0.14)):
+                v = d[key][crit]
+                est = v.get("pooled") if crit == "per_run" else v.get("estimate")
+                lo, hi = v.get("low"), v.get("high")
+                lo_p = N if lo is None else lo
+                hi_p = N if hi is None else hi
+                est_p = N if est is None else est
+                ax.plot([lo_p, hi_p], [yk + dy] * 2, color=col, lw=2.2, solid_capstyle="butt",
+                        label=src if yk == 0 else None)
+                ax.plot([est_p], [yk + dy], "s", color=col, ms=6)
+                if hi is None:
+                    ax.annotate("", xy=(N + 0.45, yk + dy), xytext=(hi_p, yk + dy),
+                                arrowprops={"arrowstyle": "->", "color": col, "lw": 1.4})
+                txt = _iv({"estimate": est, "low": lo, "high": hi}, 0)
+                ax.text(N + 0.6, yk + dy, txt, va="center", fontsize=7.5, color=col)
+            rule = ("50% of runs flip" if crit == "per_run" else "published ensemble rule")
+            labels.append(f"overturn {pcrit[key]['majority']}\n({rule})")
+            yk += 1
+    ax.axvline(N - 0.5, color="0.6", lw=0.8, ls=":")
+    ax.set_yticks(range(len(labels)), labels, fontsize=8.5)
     ax.invert_yaxis()
-    ax.set_xlim(-0.05, 1.45)
-    ax.set_xticks([])
-    ax.set_xlabel("each row on its own scale (numbers: estimate [95% interval]); 'not reached' drawn at N")
-    ax.set_title("predictions from the two calibrations", fontsize=10)
-    ax.legend(fontsize=7.5, loc="lower right")
+    ax.set_xlim(-0.5, N + 4.2)
+    ticks = list(range(0, N, max(1, N // 8)))
+    ax.set_xticks(ticks + [N], [str(t_) for t_ in ticks] + ["none"])
+    ax.set_xlabel(f"committed agents (of N = {N}; 'none': not reached with N - 1)")
+    ax.set_title("critical mass from the two calibrations (95% interval for experiments of this size)", fontsize=9.5)
+    ax.legend(fontsize=7.5, loc="lower left")
     fig.tight_layout()
     return _save(fig, path)
 
@@ -385,40 +385,63 @@ def _img(path: Path) -> str:
 
 
 # ----------------------------------------------------------------------------- the report
-def write_report(out: Path, *, cfg, seed, command, version, clock, ledger, estimate, speed, probe, table, bias, pred,
-                 pfacts, pcrit, traj_th, llm_curve, pop, obs, cm_rows, cm_curves, cal, lfacts, lcrit, checks,
-                 llm_dir) -> dict:
-    """Write figures, tables, ``summary.json`` and ``report.html`` into ``out``; return the summary."""
-    from normlab.llm_runs.backend import _strip_credentials
+def _unpack(ctx: dict):
+    names = tuple(ctx["cfg"]["names"])
+    pf = ctx["pfacts"]
+    winner = max(names, key=lambda nm: pf["consensus"].get(nm, {}).get("estimate", 0))
+    N = ctx["cfg"]["n_agents"]
+    obs = dict(ctx["obs"], n_agents=N, max_round=float(np.ceil(ctx["pop"].log.runs["n_interactions"].max() / N)))
+    return names, winner, obs
 
+
+def write_figures(out: Path, ctx: dict) -> dict:
+    """Tables (``out/tables/*.parquet``) and figures (``out/*.png``) of a demo; returns ``{name: path}``.
+
+    ``ctx`` holds what :func:`normlab.demo.run_demo` computed (settings, probe, predictions, runs,
+    calibration, checks)."""
     _style()
     out = Path(out)
-    names, N, H = tuple(cfg["names"]), cfg["n_agents"], cfg["memory"]
+    cfg, probe, pred, cal = ctx["cfg"], ctx["probe"], ctx["pred"], ctx["cal"]
+    names, winner, obs = _unpack(ctx)
     ptab = probe.to_frame()
-    winner = max(names, key=lambda nm: pfacts["consensus"].get(nm, {}).get("estimate", 0))
-    obs = dict(obs, n_agents=N, max_round=float(np.ceil(pop.log.runs["n_interactions"].max() / N)))
     tables = out / "tables"
     tables.mkdir(exist_ok=True)
     ptab.to_parquet(tables / "strategy_table.parquet", index=False)
     probe.by_order().to_parquet(tables / "strategy_table_by_order.parquet", index=False)
-    pf = pred.to_frame().assign(source="probe")
-    lf = cal.prediction.to_frame().assign(source="log")
-    pd.concat([pf, lf], ignore_index=True).to_parquet(tables / "predictions.parquet", index=False)
+    pd.concat([pred.to_frame().assign(source="probe"), cal.prediction.to_frame().assign(source="log")],
+              ignore_index=True).to_parquet(tables / "predictions.parquet", index=False)
     pd.concat([pred.flip_curve().assign(source="probe"), cal.prediction.flip_curve().assign(source="log")],
               ignore_index=True).to_parquet(tables / "flip_curves.parquet", index=False)
-    checks.to_parquet(tables / "checks.parquet", index=False)
-    if cm_rows:
-        pd.DataFrame(cm_rows).to_parquet(tables / "committed_check.parquet", index=False)
+    ctx["checks"].to_parquet(tables / "checks.parquet", index=False)
+    if ctx["cm_rows"]:
+        pd.DataFrame(ctx["cm_rows"]).to_parquet(tables / "committed_check.parquet", index=False)
     figs = {
-        "strategy": fig_strategy(ptab, names, H, out / "strategy.png"),
-        "population": fig_population(traj_th, llm_curve, pfacts, obs, names, winner, cfg["runs"], out / "population.png"),
-        "critical_mass": fig_critical_mass(pred, cal.prediction, cm_rows, names, max(cfg["committed_runs"], 1),
+        "strategy": fig_strategy(ptab, probe.by_order(), names, cfg["memory"], out / "strategy.png"),
+        "population": fig_population(ctx["traj_th"], ctx["llm_curve"], ctx["pfacts"], obs, names, winner, cfg["runs"],
+                                     out / "population.png"),
+        "critical_mass": fig_critical_mass(pred, cal.prediction, ctx["cm_rows"], names, max(cfg["committed_runs"], 1),
                                            out / "critical_mass.png"),
     }
-    if cm_curves:
-        figs["committed"] = fig_committed(cm_curves, cfg["committed_runs"], cfg["within_rounds"], out / "committed.png")
-    figs["calibration"] = fig_calibration(ptab, cal, names, pfacts, lfacts, pcrit, lcrit, obs, out / "calibration.png")
+    if ctx["cm_curves"]:
+        figs["committed"] = fig_committed(ctx["cm_curves"], cfg["committed_runs"], cfg["within_rounds"],
+                                          out / "committed.png")
+    figs["calibration"] = fig_calibration(ptab, cal, names, ctx["pfacts"], ctx["lfacts"], ctx["pcrit"], ctx["lcrit"],
+                                          obs, out / "calibration.png")
+    return figs
 
+
+def write_report(out: Path, ctx: dict, figs: dict) -> dict:
+    """``summary.json`` (checked against :data:`SUMMARY_SCHEMA`) and ``report.html``; returns the summary."""
+    from normlab.llm_runs.backend import _strip_credentials
+
+    out = Path(out)
+    cfg, probe, pop, cal, clock = ctx["cfg"], ctx["probe"], ctx["pop"], ctx["cal"], ctx["clock"]
+    bias, ledger, cm_rows, checks = ctx["bias"], ctx["ledger"], ctx["cm_rows"], ctx["checks"]
+    pfacts, lfacts, pcrit, lcrit = ctx["pfacts"], ctx["lfacts"], ctx["pcrit"], ctx["lcrit"]
+    names, winner, obs = _unpack(ctx)
+    N, H = cfg["n_agents"], cfg["memory"]
+    ptab = probe.to_frame()
+    tables = out / "tables"
     ep = cfg["endpoint"]
     model = probe.model
     emp = ptab[ptab["memory_state"] == ""].set_index("name")
@@ -437,14 +460,14 @@ def write_report(out: Path, *, cfg, seed, command, version, clock, ledger, estim
                 "counts": dict(zip(names, map(int, bias.counts))), "examples": examples}
     summary = {
         "schema": "normlab.demo/1",
-        "normlab_version": version,
+        "normlab_version": ctx["version"],
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
+        "command": ctx["command"],
         "settings": {"names": list(names), "n_agents": N, "memory": H, "runs": cfg["runs"],
                      "max_rounds": cfg["max_rounds"], "committed": cfg["committed"],
                      "committed_tested": [[r["majority"], r["challenger"], r["committed"]] for r in cm_rows],
                      "committed_runs": cfg["committed_runs"], "sample_check": cfg["sample_check"], "mode": cfg["mode"],
-                     "fit": cfg["fit"], "n_draws": cfg["n_draws"], "within_rounds": cfg["within_rounds"], "seed": seed,
+                     "fit": cfg["fit"], "n_draws": cfg["n_draws"], "within_rounds": cfg["within_rounds"], "seed": ctx["seed"],
                      "sampling": cfg["sampling"]},
         "endpoint": {"model": str(model), "embedded": bool(ep.embedded),
                      "base_url": None if ep.embedded else _strip_credentials(str(ep.base_url)),
@@ -454,17 +477,18 @@ def write_report(out: Path, *, cfg, seed, command, version, clock, ledger, estim
                  "cached_prompt_tokens_total": ledger["cached_tokens"],
                  "cost_usd": (this_ptok * ep.price_input + this_ctok * ep.price_output) / 1e6,
                  "population_cache_hits": int(pop.log.runs["cache_hits"].sum())},
-        "estimate": dict(estimate, speed=speed),
+        "estimate": dict(ctx["estimate"], speed=ctx["speed"]),
         "timing": {**clock.total(), "steps": steps},
         "strategy_table": {"states": int(ptab["memory_state"].nunique()), "llm_calls": int(probe.llm_calls),
                            "p_empty": {nm: float(emp.loc[nm, "p"]) for nm in names},
+                           "p_first_listed_empty": _first_listed(probe.by_order()),
                            "covered_mass_mean": float(ptab.drop_duplicates("memory_state")["covered_mass"].mean()),
                            "table": "tables/strategy_table.parquet"},
         "free_generation": free,
         "population": {"runs": cfg["runs"], "n_agents": N, "memory": H, "mode": cfg["mode"],
                        "observed": {k: v for k, v in obs.items() if k not in ("max_round",)},
                        "predicted": pfacts, "predicted_from_log": lfacts,
-                       "log_fit": {"model": cal.fit.kind, "decisions": fs.get("decisions"),
+                       "log_fit": {"model": cal.fit.kind, "decisions": int(fs.get("decisions") or 0),
                                    "states_observed": fs.get("states_observed"), "states_total": fs.get("states_total")}},
         "critical_mass": {"from_probe": pcrit, "from_log": lcrit,
                           "criteria": {"per_run": f"smallest count where >= 50% of runs flip within {cfg['within_rounds']} "
@@ -475,7 +499,7 @@ def write_report(out: Path, *, cfg, seed, command, version, clock, ledger, estim
         "checks": checks.to_dict(orient="records"),
         "files": {"report": "report.html", "figures": [p.name for p in figs.values()],
                   "tables": sorted(p.relative_to(out).as_posix() for p in tables.glob("*.parquet")),
-                  "llm": Path(llm_dir).relative_to(out).as_posix()},
+                  "llm": Path(ctx["llm_dir"]).relative_to(out).as_posix()},
     }
     summary = _clean(summary)
     import jsonschema
@@ -483,9 +507,18 @@ def write_report(out: Path, *, cfg, seed, command, version, clock, ledger, estim
     jsonschema.validate(summary, SUMMARY_SCHEMA)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     page = _html(summary, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs, cm_rows, free, cal,
-                 clock, estimate, speed, names)
+                 clock, ctx["estimate"], ctx["speed"], names)
     (out / "report.html").write_text(page, encoding="utf-8")
     return summary
+
+
+def _first_listed(by_order: pd.DataFrame) -> float | None:
+    """Probability of picking the name listed first at an empty memory, averaged over the orders."""
+    b = by_order[by_order["memory_state"] == ""]
+    if b.empty:
+        return None
+    first = b[b["name"] == b["order"].str.split(",").str[0]]
+    return float(first["p"].mean())
 
 
 def _cp(k, n):
@@ -515,25 +548,34 @@ def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs,
         lo = pr.get("low")
         hi = pr.get("high")
         iv = f"[{_f(lo, 0) if lo is not None else 'not reached'}, {_f(hi, 0) if hi is not None else 'not reached'}]"
-        return f"{_f(pr['pooled'], 0)} of {N} agents (a {max(cfg['committed_runs'], 1)}-run experiment would find {iv})"
+        k = max(cfg["committed_runs"], 1)
+        if pr["pooled"] == 0:
+            return (f"0 -- the consensus on {v['majority']} collapses without any committed agent (a {k}-run "
+                    f"experiment would find {iv})")
+        return f"{_f(pr['pooled'], 0)} of {N} agents (a {k}-run experiment would find {iv})"
 
+    first = s["strategy_table"].get("p_first_listed_empty")
     glance = [
         f"<b>Individual bias</b>: with an empty memory the model picks {x} with probability {emp[x]:.2f} and "
-        f"{y} with {emp[y]:.2f} (exact next-token probabilities, both name orders averaged).",
+        f"{y} with {emp[y]:.2f} (exact next-token probabilities, both name orders averaged)"
+        + (f" -- but it picks whichever name the prompt lists first with probability {first:.2f}: a position bias "
+           f"that the random order of the names cancels only on average." if first is not None else "."),
         f"<b>Collective bias</b>: the theory, fed the probed strategy table, predicts a consensus on {winner} in "
-        f"{_pct(pw['estimate'])} of runs ({R}-run experiments: {_iv(pw)}); the {R} LLM populations reached it in "
-        f"{cons_w['runs']} of {R} runs ({_iv(cons_w)}, Clopper-Pearson).",
+        f"{_pct(pw['estimate'])} of runs (the share an {R}-run experiment would show: {_iv(pw)}); the {R} LLM "
+        f"populations reached it in {cons_w['runs']} of {R} runs ({_iv(cons_w)}, Clopper-Pearson) "
+        f"{_flag(_ck(checks, 'P(consensus)', winner))}",
         f"<b>Time to consensus</b> (the paper's {3 * N} consecutive successes): predicted "
         f"{_iv(pfacts['consensus_rounds'], 1)} rounds for the mean of {R} runs; observed "
-        f"{_f(obs['consensus_rounds'], 1)} rounds.",
+        f"{_f(obs['consensus_rounds'], 1)} rounds {_flag(_ck(checks, 'rounds to consensus', ''))}",
     ] + [f"<b>Critical mass to overturn {v['majority']}</b> (committed to {v['challenger']}): {cm_line(v)}."
          for v in pcrit.values()]
     for r in cm_rows:
-        glance.append(f"<b>Committed-minority check</b>: {r['committed']} agents committed to {r['challenger']} against a "
-                      f"consensus on {r['majority']} flipped {r['flips']} of {r['runs']} LLM runs; predicted flip "
-                      f"probability {r['predicted']:.2f}, i.e. {r['low'] * r['runs']:.0f}-{r['high'] * r['runs']:.0f} "
-                      f"of {r['runs']} runs in 95% of such experiments "
-                      + ('<span class="ok">(consistent)</span>' if r["consistent"] else '<span class="bad">(outside)</span>'))
+        a_, b_ = round(r["low"] * r["runs"]), round(r["high"] * r["runs"])
+        rng_ = f"{a_}" if a_ == b_ else f"{a_} to {b_}"
+        glance.append(f"<b>Committed-minority check</b>: {_agents(r['committed'])} committed to {r['challenger']} "
+                      f"against a consensus on {r['majority']} flipped {r['flips']} of {r['runs']} LLM runs; predicted "
+                      f"flip probability {r['predicted']:.2f}, i.e. {rng_} of {r['runs']} runs in 95% of such "
+                      f"experiments {_flag(r['consistent'])}")
     if free:
         glance.append(f"<b>Free generation</b>: asked to write its answer (sample mode, no re-ask) at an empty memory, the "
                       f"model named no pool name in {free['invalid']} of {free['trials']} answers "
@@ -583,9 +625,11 @@ def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs,
         "<b>Sample and exact mode differ by the invalid answers</b>: exact mode conditions on a pool name being "
         "named. Where the model often writes something else (see the free-generation check), sample-mode runs with "
         "capped re-asks have failed interactions that the table does not model.",
-        "<b>Name order</b>: the table averages the two orders in which the names are shown. In committed-minority "
+        "<b>Name order</b>: the table averages the two orders in which the names are shown"
+        + (f" (with an empty memory the first-listed name gets {first:.2f})" if first is not None else "")
+        + ". From empty memories each player sees its own order, so the average is exact; in committed-minority "
         "runs both players of an interaction see one shared order (the authors' simulate_CM), which correlates "
-        "their choices; the theory does not model that correlation.",
+        "their choices, and the theory does not model that correlation.",
         f"<b>Small experiments</b>: {R} populations of {N} agents and {cfg['committed_runs']} runs per committed "
         f"count. Every predicted interval is the range of what an experiment of exactly this size would show "
         f"(not the uncertainty of an average), so an observation inside it is consistent, not a confirmation; "
@@ -598,16 +642,36 @@ def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs,
         "SmolLM2 in this prompt, not LLMs in general." if s["endpoint"]["embedded"] else
         "<b>One model, one prompt</b>: the conventions and critical masses describe this model with this prompt.",
     ]
+    od = e(str(cfg["out"]))
     nxt = [
-        ("a larger population and memory (the paper: N = 24, H = 5)",
-         f"normlab demo --out report-h3 --n-agents 24 --memory 3"),
-        ("the paper's sample protocol instead of exact mode", "normlab demo --out report-sample --mode sample --runs 4"),
-        ("your own model on an OpenAI-compatible server (llama.cpp, vLLM: exact mode needs logprobs)",
+        ("more committed counts and runs (reuses every answer already cached here)",
+         f"normlab demo --out {od} --committed 1,2,3,4 --committed-runs 8"),
+        ("more populations: narrower observed intervals (cached: seconds in exact mode)",
+         f"normlab demo --out {od} --runs 40"),
+        ("a larger population and memory, closer to the paper (N = 24, H = 5)",
+         f"normlab demo --out {od} --n-agents 24 --memory 3"),
+        ("the paper's generate-and-parse protocol instead of exact mode",
+         f"normlab demo --out {od} --mode sample --runs 4 --reask unbounded"),
+        ("a Bayesian fit with partial pooling on the population log (PyMC)", f"normlab demo --out {od} --fit hierarchical"),
+        ("your own model on an OpenAI-compatible server that returns logprobs (llama.cpp, vLLM)",
          "normlab demo --out report-mine --base-url http://127.0.0.1:8000/v1 --model MODEL"),
-        ("other committed counts", f"normlab demo --out {e(str(Path(s['files']['llm']).parts[0]) if False else 'report')} --committed 1,2,3"),
-        ("a Bayesian fit with partial pooling on the population log", "normlab demo --out report --fit hierarchical"),
-        ("the same analyses on the published Llama runs", "normlab calibrate --help"),
+        ("the same analyses on your own runs or the published Llama runs", "normlab calibrate --help"),
     ]
+    ff = cal.fit.to_frame(n_draws=400, rng=0)
+    ff = ff[ff["name"] == y]
+    rare = ff[ff["n"] < 10]
+    width = (ff["high"] - ff["low"])
+    cmp_cm = "; ".join(f"overturning {e(v['majority'])}: {_iv(lcrit[k_]['per_run'] | {'estimate': lcrit[k_]['per_run'].get('pooled')}, 0)} "
+                       f"from the log against {_iv(v['per_run'] | {'estimate': v['per_run'].get('pooled')}, 0)} from the probe"
+                       for k_, v in pcrit.items())
+    cal_text = (f"The populations made {fit_obs['decisions']} decisions in {fit_obs['states_observed']} of the "
+                f"{fit_obs['states_total']} memory states; {len(rare)} states saw fewer than 10 decisions, and the fit's "
+                f"95% intervals there are {width[ff['n'] < 10].mean() if len(rare) else float('nan'):.2f} wide on average "
+                f"(against {width[ff['n'] >= 10].mean() if (ff['n'] >= 10).any() else float('nan'):.2f} where it saw 10 "
+                f"or more). Convergence runs spend most of their time in memories of the winning convention, so a "
+                f"fit on their logs pins those states down and leaves the mixed and losing-convention states -- the "
+                f"ones a committed minority creates -- uncertain. Critical mass (50% of runs flip; pooled value "
+                f"[interval of a {max(cfg['committed_runs'], 1)}-run experiment]): {cmp_cm}.")
     settings_rows = "".join(f"<tr><td>{e(k)}</td><td><code>{e(json.dumps(v))}</code></td></tr>"
                             for k, v in s["settings"].items())
     files = "".join(f"<li><code>{e(f)}</code></li>" for f in s["files"]["figures"] + s["files"]["tables"])
@@ -671,11 +735,8 @@ memory of the challenger's successes does not make the model answer it reliably.
 populations' decisions ({e(fit_obs['model'])} model, 95% credible intervals) against the probed table; states the
 populations never visited keep the prior. Right: predictions of the two calibrations with their intervals, and what
 the LLM populations did.</figcaption></figure>
-<p><b>What it shows.</b> Convergence runs mostly visit memories of the winning convention, so a fit on their logs
-pins those states down and leaves the mixed and losing-convention states -- the ones a committed minority creates --
-to the prior: the critical mass from the log is far less certain than from the probe (the trap of calibrating on
-convergence runs alone). <b>Try next:</b> <code>--fit hierarchical</code> (partial pooling across states, PyMC);
-<code>normlab calibrate</code> on your own runs or the published Llama runs.</p>
+<p><b>What it shows.</b> {cal_text} <b>Try next:</b> <code>--fit hierarchical</code> (partial pooling across
+states, PyMC); <code>normlab calibrate</code> on your own runs or the published Llama runs.</p>
 
 <h2>5. What these comparisons can and cannot show</h2>
 <ul>{''.join(f'<li>{c_}</li>' for c_ in cannot)}</ul>
@@ -708,6 +769,24 @@ depends on what else the machine runs.</p>
 <ul>{files}<li><code>summary.json</code></li></ul>
 </body></html>
 """
+
+
+def _agents(k: int) -> str:
+    return f"{k} agent{'s' if k != 1 else ''}"
+
+
+def _flag(ok) -> str:
+    if ok is None:
+        return ""
+    return '<span class="ok">(inside the interval)</span>' if ok else '<span class="bad">(outside the interval)</span>'
+
+
+def _ck(checks: pd.DataFrame, quantity: str, key: str, source: str = "probe"):
+    r = checks[(checks["quantity"] == quantity) & (checks["key"] == key) & (checks["source"] == source)]
+    if r.empty:
+        return None
+    v = r["consistent"].iloc[0]
+    return None if v is None or pd.isna(v) else bool(v)
 
 
 def _fs(sec):
