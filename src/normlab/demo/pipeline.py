@@ -591,7 +591,7 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     echo(f"normlab demo: {N} agents, memory {H}, names {','.join(names)}, {where}; report in {out}")
 
     # --- 1. strategy table: short memories first (they time the endpoint), then the rest
-    L_a = min(1, H - 1)
+    L_a = 1  # 10 requests: enough to time the endpoint (for H = 1 it is the whole table)
     dir_a, dir_b = llm_dir / f"probe-H{L_a}", llm_dir / f"probe-H{H}"
     states_a = enumerate_states(names, L_a)
     states_b = [s for s in enumerate_states(names, H) if s not in set(states_a)]

@@ -399,8 +399,16 @@ def write_figures(out: Path, ctx: dict) -> dict:
 
     ``ctx`` holds what :func:`normlab.demo.run_demo` computed (settings, probe, predictions, runs,
     calibration, checks)."""
+    import warnings
+
     _style()
-    out = Path(out)
+    with warnings.catch_warnings():  # seaborn's notices about matplotlib colormap methods (not ours to fix)
+        warnings.filterwarnings("ignore", category=PendingDeprecationWarning, module="seaborn")
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module="seaborn")
+        return _write_figures(Path(out), ctx)
+
+
+def _write_figures(out: Path, ctx: dict) -> dict:
     cfg, probe, pred, cal = ctx["cfg"], ctx["probe"], ctx["pred"], ctx["cal"]
     names, winner, obs = _unpack(ctx)
     ptab = probe.to_frame()
