@@ -1,6 +1,7 @@
 """The layering rule of ARCHITECTURE.md, checked on the source: ``theory`` imports neither
-``llm_runs`` nor ``calibration``; ``llm_runs`` does not import ``calibration``; and every module
-that exists is named in ARCHITECTURE.md (the map stays complete)."""
+``llm_runs`` nor ``calibration``; ``llm_runs`` does not import ``calibration``; none of the three
+imports the top layer ``demo``; and every module that exists is named in ARCHITECTURE.md (the map
+stays complete)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "theory": ("normlab.llm_runs", "normlab.calibration"),
-    "llm_runs": ("normlab.calibration",),
+    "theory": ("normlab.llm_runs", "normlab.calibration", "normlab.demo"),
+    "llm_runs": ("normlab.calibration", "normlab.demo"),
+    "calibration": ("normlab.demo",),
 }
-RELATIVE_ROOT = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs"}
+RELATIVE_ROOT = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibration": "normlab.calibration"}
 
 
 def _imports(path: Path, package: str) -> list[str]:
@@ -53,10 +55,11 @@ def test_layers_do_not_import_upwards(package):
 def test_every_lazy_export_resolves():
     """Each public name of the three sub-packages still imports after moves (the public API)."""
     import normlab.calibration as ca
+    import normlab.demo as de
     import normlab.llm_runs as lr
     import normlab.theory as th
 
-    for pkg in (th, lr, ca):
+    for pkg in (th, lr, ca, de):
         for name in pkg.__all__:
             assert getattr(pkg, name) is not None, f"{pkg.__name__}.{name}"
 
