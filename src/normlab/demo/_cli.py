@@ -83,7 +83,9 @@ def _headline(res) -> dict:
         "report": str(res.report),
         "model": s["endpoint"]["model"] + (" (embedded)" if s["endpoint"]["embedded"] else ""),
         "population": f"{st['runs']} runs x {st['n_agents']} agents, memory {st['memory']}, {st['mode']} mode",
-        "individual bias": ", ".join(f"p({n} | empty memory) = {s['strategy_table']['p_empty'][n]:.2f}" for n in names),
+        "individual bias": ", ".join(f"p({n} | empty memory) = {s['strategy_table']['p_empty'][n]:.2f}" for n in names)
+        + ("" if s["strategy_table"].get("p_first_listed_empty") is None else
+           f"; p(the name listed first) = {s['strategy_table']['p_first_listed_empty']:.2f}"),
         f"consensus on {win}": f"predicted {iv(pred[win])}, LLM {o['runs']}/{st['runs']}",
         "rounds to consensus": f"predicted {iv(pop['predicted']['consensus_rounds'], 1)}, LLM "
                                + ("-" if pop["observed"]["consensus_rounds"] is None
