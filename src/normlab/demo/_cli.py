@@ -49,7 +49,7 @@ def _demo(args) -> int:
                        max_rounds=args.max_rounds, committed=args.committed, committed_runs=args.committed_runs,
                        sample_check=args.sample_check, fit=args.fit, n_draws=args.draws, mode=args.mode or "exact",
                        within_rounds=args.within_rounds, endpoint=endpoint, sampling=sampling, rng=args.seed,
-                       progress=not args.no_progress, verbose=not args.json, command=command)
+                       progress=not args.no_progress, verbose=True, command=command)
         if args.json:
             import json
 

@@ -617,10 +617,13 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
         echo(f"  measured: {speed['calls']} requests, {speed['prompt_tokens']} prompt tokens in {speed['wall_s']:.1f} s "
              f"= {speed['tokens_per_s']:.0f} tokens/s (server start included; {speed['measured']})")
     cost = (est["prompt_tokens"] or 0) * ep.price_input / 1e6
-    echo(f"  plan: {left_b} more strategy-table requests + {max(left_s, 0)} free-generation answers"
-         + (f" = {est['prompt_tokens']:,} prompt tokens, expected {_fmt_s(est['seconds'])} of model time"
-            if est["seconds"] is not None else "")
-         + (f", ~${cost:.4f}" if cost else ""))
+    if est["calls"] == 0:
+        echo(f"  plan: nothing left to ask for the strategy table and the free-generation check (journaled in {llm_dir})")
+    else:
+        echo(f"  plan: {left_b} more strategy-table requests + {max(left_s, 0)} free-generation answers"
+             + (f" = {est['prompt_tokens']:,} prompt tokens, expected {_fmt_s(est['seconds'])} of model time"
+                if est["seconds"] is not None else "")
+             + (f", ~${cost:.4f}" if cost else ""))
     if cfg["mode"] == "exact":
         echo("        populations and committed runs (exact mode) are answered from the table's cache: 0 requests")
     else:
@@ -628,8 +631,12 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     echo("        theory simulations: seconds (a first run after installation also compiles them, ~1 min)")
     with clock.step(f"strategy table (H = {H})", [dir_b]):
         probe = strategy_table(names, H, out=dir_b, cache=[dir_a], **probe_kw)
-    table = probe.to_strategy_table()
     ptab = probe.to_frame()
+    holes = int(ptab.groupby("memory_state")["p"].apply(lambda v: v.isna().any()).sum())
+    table = probe.to_strategy_table(default=_uniform(names, H))  # states with no name in reach: uniform
+    if holes:
+        echo(f"  note: in {holes} memory states no pool name was among the top logprobs in either order; "
+             "the theory plays them uniformly, the LLM runs record an invalid answer there")
     p_empty = ptab[(ptab["memory_state"] == "") & (ptab["name"] == names[0])]
     echo(f"  strategy table: {ptab['memory_state'].nunique()} memory states; empty memory: "
          f"p({names[0]}) = {float(p_empty['p'].iloc[0]):.2f}, p({names[1]}) = {1 - float(p_empty['p'].iloc[0]):.2f}")
@@ -655,7 +662,7 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
                                           n_runs=cfg["runs"], rng=seeds[5])
     pfacts, pcrit = _prediction_facts(pred)
     winner = max(names, key=lambda nm: pfacts["consensus"].get(nm, {}).get("estimate", 0))
-    echo(f"  predicted: consensus on {winner} in {pfacts['consensus'][winner]['estimate']:.0%} of runs; "
+    echo(f"  predicted: consensus on {winner} with probability {pfacts['consensus'][winner]['estimate']:.2f}; "
          + "; ".join(f"critical mass to overturn {v['majority']}: {_cm_text(v['per_run'])}" for v in pcrit.values()))
 
     # --- 4. LLM populations from empty memories
@@ -713,8 +720,9 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
                         "predicted": p, "low": lo, "high": hi, "consistent": bool(lo - 1e-9 <= k / n <= hi + 1e-9)})
         shares = _llm_committed_shares(r, wr)
         cm_curves.append({"majority": x, "challenger": y, "committed": c, "theory": th_curve, "llm": shares})
+        a_, b_ = round(lo * n), round(hi * n)
         echo(f"  committed minority: {c} committed to {y} against a consensus on {x}: {k} of {n} runs flipped "
-             f"(predicted flip probability {p:.2f}; {lo * n:.0f}-{hi * n:.0f} of {n} expected)")
+             f"(predicted flip probability {p:.2f}: {a_ if a_ == b_ else f'{a_} to {b_}'} of {n} in 95% of such experiments)")
 
     # --- 6. calibration from the population's log alone
     with clock.step(f"calibration from the population log ({cfg['fit']})"):
@@ -776,6 +784,14 @@ def _bias_done(llm_dir: Path, cfg, seed) -> int:
 
     f = d / "journal.jsonl"
     return sum(1 for r in read_journal(f) if r.get("ev") == "probe") if f.exists() else 0
+
+
+def _uniform(names, memory: int):
+    from normlab.theory import StrategyTable
+    from normlab.theory.strategies import n_states
+
+    return StrategyTable(np.full((n_states(len(names), memory), len(names)), 1.0 / len(names)), memory=memory,
+                         names=names)
 
 
 def _binom_interval(n: int, p: float, level: float = 0.95) -> tuple[float, float]:

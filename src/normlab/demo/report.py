@@ -261,7 +261,7 @@ def fig_population(traj_th, llm_curve, pfacts, obs, names, winner, runs, path: P
     ax.set_xlim(-0.5, len(cats) - 0.5)
     ax.set_ylabel(f"share of the {runs} runs")
     ax.set_title("which convention wins", fontsize=10)
-    ax.legend(fontsize=7.5, loc="center right")
+    ax.legend(fontsize=7.5, loc="best")
     fig.tight_layout()
     return _save(fig, path)
 
@@ -491,6 +491,7 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                            "p_empty": {nm: float(emp.loc[nm, "p"]) for nm in names},
                            "p_first_listed_empty": _first_listed(probe.by_order()),
                            "covered_mass_mean": float(ptab.drop_duplicates("memory_state")["covered_mass"].mean()),
+                           "states_without_name": int(ptab.groupby("memory_state")["p"].apply(lambda v: v.isna().any()).sum()),
                            "table": "tables/strategy_table.parquet"},
         "free_generation": free,
         "population": {"runs": cfg["runs"], "n_agents": N, "memory": H, "mode": cfg["mode"],
@@ -568,8 +569,8 @@ def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs,
         f"{y} with {emp[y]:.2f} (exact next-token probabilities, both name orders averaged)"
         + (f" -- but it picks whichever name the prompt lists first with probability {first:.2f}: a position bias "
            f"that the random order of the names cancels only on average." if first is not None else "."),
-        f"<b>Collective bias</b>: the theory, fed the probed strategy table, predicts a consensus on {winner} in "
-        f"{_pct(pw['estimate'])} of runs (the share an {R}-run experiment would show: {_iv(pw)}); the {R} LLM "
+        f"<b>Collective bias</b>: the theory, fed the probed strategy table, predicts a consensus on {winner} with "
+        f"probability {_f(pw['estimate'])} (the share an {R}-run experiment would show: {_iv(pw)}); the {R} LLM "
         f"populations reached it in {cons_w['runs']} of {R} runs ({_iv(cons_w)}, Clopper-Pearson) "
         f"{_flag(_ck(checks, 'P(consensus)', winner))}",
         f"<b>Time to consensus</b> (the paper's {3 * N} consecutive successes): predicted "
@@ -646,6 +647,9 @@ def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs,
         f"({fit_obs['decisions']} decisions, {fit_obs['states_observed']} of {fit_obs['states_total']} memory "
         f"states visited), so its agreement with the same populations is expected; its critical-mass intervals "
         f"show what a convergence experiment alone can say about states it never visited.",
+        *([f"<b>{s['strategy_table']['states_without_name']} memory states had no pool name</b> among the top "
+           f"logprobs in either order: the theory plays them uniformly, the LLM runs record an invalid answer "
+           f"(a failed interaction) there."] if s["strategy_table"]["states_without_name"] else []),
         "<b>A 135 M-parameter model</b> barely reads its memory: the conventions and critical masses here describe "
         "SmolLM2 in this prompt, not LLMs in general." if s["endpoint"]["embedded"] else
         "<b>One model, one prompt</b>: the conventions and critical masses describe this model with this prompt.",
