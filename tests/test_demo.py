@@ -22,7 +22,7 @@ FIGURES = {"strategy.png", "population.png", "critical_mass.png", "committed.png
 
 
 def _run(capsys, out, *extra) -> dict:
-    assert main(["demo", "--out", str(out), *extra, *TINY]) == 0
+    assert main(["demo", "--out", str(out), *TINY, *extra]) == 0
     return json.loads(capsys.readouterr().out)
 
 
