@@ -93,8 +93,9 @@ def _headline(res) -> dict:
     }
     for k, v in s["critical_mass"]["from_probe"].items():
         pr = v["per_run"]
-        out[f"critical mass, {k.replace('_', ' ')}"] = ("not reached" if pr["pooled"] is None else f"{pr['pooled']:.0f}") \
-            + f" of {st['n_agents']} (per-run rule)"
+        out[f"critical mass, {k.replace('_', ' ')}"] = (
+            f"not reached with up to {st['n_agents'] - 1} of {st['n_agents']} committed" if pr["pooled"] is None
+            else f"{pr['pooled']:.0f} of {st['n_agents']}") + " (half of the runs flip)"
     for r in s["committed_check"]:
         out[f"{r['committed']} committed to {r['challenger']} vs {r['majority']}"] = \
             f"{r['flips']}/{r['runs']} flipped, predicted P(flip) {r['predicted']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"
