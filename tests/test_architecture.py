@@ -1,7 +1,7 @@
 """The layering rule of ARCHITECTURE.md, checked on the source: ``theory`` imports neither
 ``llm_runs`` nor ``calibration``; ``llm_runs`` does not import ``calibration``; none of them
-imports ``figures`` (the top layer); and every module that exists is named in ARCHITECTURE.md
-(the map stays complete)."""
+imports the top layers ``figures`` and ``demo``; and every module that exists is named in
+ARCHITECTURE.md (the map stays complete)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "theory": ("normlab.llm_runs", "normlab.calibration", "normlab.figures"),
-    "llm_runs": ("normlab.calibration", "normlab.figures"),
-    "calibration": ("normlab.figures",),
+    "theory": ("normlab.llm_runs", "normlab.calibration", "normlab.figures", "normlab.demo"),
+    "llm_runs": ("normlab.calibration", "normlab.figures", "normlab.demo"),
+    "calibration": ("normlab.figures", "normlab.demo"),
 }
 RELATIVE_ROOT = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibration": "normlab.calibration"}
 
@@ -55,11 +55,12 @@ def test_layers_do_not_import_upwards(package):
 def test_every_lazy_export_resolves():
     """Each public name of the three sub-packages still imports after moves (the public API)."""
     import normlab.calibration as ca
+    import normlab.demo as de
     import normlab.figures as fg
     import normlab.llm_runs as lr
     import normlab.theory as th
 
-    for pkg in (th, lr, ca, fg):
+    for pkg in (th, lr, ca, fg, de):
         for name in pkg.__all__:
             assert getattr(pkg, name) is not None, f"{pkg.__name__}.{name}"
 
