@@ -381,7 +381,7 @@ class BiasResult:
         Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 2B (left), Fig. S5.
         """
         f = self.to_frame()
-        ax = new_axes(ax, (max(3.6, 0.7 * len(f) + 2.4), 3.6))
+        ax = new_axes(ax, (max(3.0, 0.7 * len(f) + 1.6) + 2.6, 3.6))
         x = np.arange(len(f))
         ax.bar(x, f["share"], color="C0", alpha=0.75, label="share of valid answers")
         ax.errorbar(x, f["share"], yerr=[f["share"] - f["ci_low"], f["ci_high"] - f["share"]], fmt="none",
@@ -1071,7 +1071,8 @@ class MetaResult:
         ax.barh(y, a["accuracy"], color=colors, alpha=0.8)
         ax.errorbar(a["accuracy"], y, xerr=[a["accuracy"] - lo, hi - a["accuracy"]], fmt="none", ecolor="0.2",
                     capsize=3, lw=1)
-        ax.set_yticks(y, list(a["table_s7"]))
+        dup = a["table_s7"].duplicated(keep=False)
+        ax.set_yticks(y, [f"{t} ({q})" if d else t for t, q, d in zip(a["table_s7"], a["question"], dup)])
         for k, c in enumerate(cats):
             ax.barh([np.nan], [np.nan], color=f"C{k}", label=c)
         ax.set(xlim=(0, 1.02), xlabel="accuracy (95% CI)", title=f"{self.model}: prompt comprehension")

@@ -61,7 +61,12 @@ def fmt(x, digits: int = 3) -> str:
             return fmt(int(x))
         if abs(x) >= 10 ** digits:
             return f"{x:,.0f}"
-        return f"{x:.{digits}g}"
+        out = f"{x:.{digits}g}"
+        d = digits
+        while float(out) in (1.0, -1.0) and d < 6:  # 0.99996 is not 1
+            d += 1
+            out = f"{x:.{d}g}"
+        return out
     return str(x)
 
 
@@ -221,11 +226,16 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, figsize=(10, 3.8), axes=None, 
     return fig, axes
 
 
-def legend_outside(ax, **kw):
-    """The legend of ``ax`` to the right of the plot, where it cannot hide data."""
+def legend_outside(ax, where: str = "right", **kw):
+    """The legend of ``ax`` outside the plot (``right`` or ``below``), where it cannot hide data."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0, **kw)
+        if where == "below":
+            kw = {"ncol": min(len(handles), 2), **kw}
+            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, **kw)
+        else:
+            ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0,
+                      **kw)
     return ax
 
 
