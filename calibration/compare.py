@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from normlab._display import plotting
+from normlab._display import fmt, html_card, plain, plotting, short_repr
 from normlab._rng import as_generator, spawn
 from normlab.schema import GameLog
 
@@ -245,6 +245,47 @@ class TrajectoryComparison:
 
     def to_frame(self) -> pd.DataFrame:
         return self.curves.copy()
+
+    def summary(self) -> dict:
+        """Distances per (quantity, name) as plain Python values."""
+        out = {}
+        for _, r in self.distances.iterrows():
+            key = r["quantity"] + (f" {r['name']}" if r["name"] else "")
+            out[key] = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in r.items()
+                        if k not in ("quantity", "name")}
+        return plain({"label": self.label, "distances": out})
+
+    def __repr__(self) -> str:
+        parts = []
+        for _, r in self.distances.iterrows():
+            q = r["quantity"] + (f" {r['name']}" if r["name"] else "")
+            parts.append(f"{q}: mean |LLM - theory| {r['mean_abs']:.3f} over {int(r['rounds'])} rounds, "
+                         f"{r['frac_in_band']:.0%} inside the theory band")
+        return short_repr("TrajectoryComparison", self.label or None, *parts)
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for _, r in self.distances.iterrows():
+            q = r["quantity"].replace("_", " ") + (f" of {r['name']}" if r["name"] else "")
+            rows += [(f"{q}: mean |LLM - theory|", r["mean_abs"], None, f"over {int(r['rounds'])} rounds"),
+                     (f"{q}: max |LLM - theory|", r["max_abs"]),
+                     (f"{q}: rounds with the LLM mean inside the theory band", r["frac_in_band"])]
+            if r["quantity"] == "success_rate":
+                rows.append(("rounds to 95% success, LLM / theory",
+                             f"{fmt(r.get('llm_rounds_to_95'))} / {fmt(r.get('theory_rounds_to_95'))}"))
+        return html_card("TrajectoryComparison", rows, level=None, subtitle=self.label,
+                         note=".plot(quantity=..., name=...) draws both curves with their bands; "
+                              ".distances and .to_frame() give the tables.")
+
+    @plotting
+    def plot(self, quantity: str = "success_rate", *, name: str = "", ax=None):
+        """LLM and theory curves with their bands (:func:`plot_trajectories`).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        return plot_trajectories(self, quantity=quantity, name=name, ax=ax)
 
 
 def compare_trajectories(llm: pd.DataFrame, theory: pd.DataFrame, *, label: str = "") -> TrajectoryComparison:
