@@ -267,6 +267,13 @@ class ContagionODE:
         return pd.concat([pd.DataFrame({"t": self.t, "measure": m, "proportion": v})
                           for m, v in (("belief", self.belief), ("compliance", self.compliance))], ignore_index=True)
 
+    def summary(self) -> dict:
+        """Rates, final belief and compliance, and the times to 50% (plain Python; None: not reached)."""
+        t50 = {m: self.time_to(0.5, m) for m in ("belief", "compliance")}
+        return plain({"beta": self.beta, "gamma": self.gamma, "t_max": float(self.t[-1]),
+                      "final_belief": float(self.belief[-1]), "final_compliance": float(self.compliance[-1]),
+                      **{f"time_to_half_{m}": None if math.isnan(v) else v for m, v in t50.items()}})
+
     def __repr__(self) -> str:
         return short_repr("ContagionODE", f"beta={self.beta:g}", f"gamma={self.gamma:g}",
                           f"t in [0, {float(self.t[-1]):g}]", f"final belief={float(self.belief[-1]):.3f}",

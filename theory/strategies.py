@@ -321,6 +321,16 @@ class StrategyTable(Strategy):
 
 
     # ------------------------------------------------------------------ display
+    def summary(self) -> dict:
+        """Pool, memory, p(name | empty memory) and the largest relabelling asymmetry (W = 2),
+        as plain Python values."""
+        asym = None
+        if self.n_names == 2:
+            asym = float(np.abs(self.table - self.relabel([1, 0]).table).max())
+        return {"names": list(self.names), "memory": int(self.memory), "states": int(self.table.shape[0]),
+                "p_empty_memory": {n: float(v) for n, v in zip(self.names, self.table[0])},
+                "max_asymmetry": asym}
+
     def __repr__(self) -> str:
         W = self.n_names
         p_first = self.table[0]

@@ -361,6 +361,16 @@ class GameLog:
                             for _, grp in g]
         return out
 
+    def summary(self) -> dict:
+        """Runs, decisions and the runs per group (model, kind, names, N, H, committed count) with
+        their consensus names, as plain Python values."""
+        from ._display import plain
+
+        g = self._groups()
+        return plain({"runs": len(self.runs), "decisions": len(self.decisions),
+                      "valid_share": float(self.decisions["valid"].mean()) if len(self.decisions) else None,
+                      "groups": g.to_dict(orient="records")})
+
     def __repr__(self) -> str:
         r = self.runs
         kinds = ", ".join(f"{k}: {v}" for k, v in r["kind"].value_counts().items())
