@@ -762,7 +762,7 @@ class Prediction:
             if observed is not None:
                 ax.plot(observed.index, np.asarray(observed, float), "o-", ms=3, color="C3", label="observed")
             ax.axhline(0.95, color="0.5", lw=0.8, ls=":")
-            done = sc.loc[sc["low"] >= 0.99, "round"]  # show the rise, not 200 rounds of 1.0
+            done = sc.loc[sc["mean"] >= 0.99, "round"]  # show the rise, not 200 rounds of 1.0
             if len(done):
                 ax.set_xlim(0, min(float(sc["round"].max()), max(10.0, 1.5 * float(done.iloc[0]))))
             r95 = self.rounds_to_95()
@@ -798,7 +798,12 @@ class Prediction:
         ax.axhline(self.settings.get("flip_level", FLIP_LEVEL), color="0.5", lw=0.8, ls=":")
         full = fc[(fc["low"] >= 1) & (fc["p_published"] >= 1)].groupby(["majority", "challenger"])["committed"].min()
         if len(full) == fc.groupby(["majority", "challenger"]).ngroups:  # every curve saturates: stop after it
-            ax.set_xlim(-0.5, min(float(fc["committed"].max()), float(full.max()) + 2.5))
+            right = min(float(fc["committed"].max()), float(full.max()) + 2.5)
+            if observed is not None:  # but show every observed count
+                cv = observed.curves
+                cv = cv[(cv["n_agents"] == self.n_agents) & (cv["memory"] == self.memory)]
+                right = max(right, float(cv["committed"].max()) + 0.5) if len(cv) else right
+            ax.set_xlim(-0.5, right)
         ax.set(xlabel="committed agents", ylabel="probability", ylim=(-0.03, 1.03),
                title=f"predicted flip curves, N = {self.n_agents}, window {self.within_rounds} rounds "
                      f"({self.level:.0%} bands over {self.n_draws} draws)")

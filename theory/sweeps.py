@@ -208,7 +208,7 @@ class CriticalMassResult:
         Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Fig. 3B; Xie et al.,
         Phys. Rev. E 84, 011130 (2011), Fig. 2.
         """
-        ax = new_axes(ax, (7.2, 3.8))
+        ax = new_axes(ax, (5.8, 4.6))
         f = 1.0 / self.n_agents if fraction else 1.0
         x = self.committed * f
         ax.errorbar(x, self.p_flip, yerr=[self.p_flip - self.ci_low, self.ci_high - self.p_flip], fmt="o-", ms=4,
@@ -227,7 +227,7 @@ class CriticalMassResult:
         if not fraction:
             ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title(f"{self.model}, N = {self.n_agents}" if self.model else f"N = {self.n_agents}", fontsize=10)
-        legend_outside(ax)
+        legend_outside(ax, "below")
         return ax
 
 

@@ -22,6 +22,7 @@ Matplotlib, seaborn and pandas are imported only when a figure or a table is mad
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import importlib
@@ -71,10 +72,12 @@ def fmt(x, digits: int = 3) -> str:
 
 
 def fmt_interval(low, high, digits: int = 3) -> str:
-    """``[low, high]``, or an empty string when both ends are missing."""
+    """``[low, high]``, or an empty string when both ends are missing (or both infinite)."""
     low, high = plain(low), plain(high)
     if (low is None or _is_nan(low)) and (high is None or _is_nan(high)):
         return ""
+    if isinstance(low, float) and isinstance(high, float) and math.isinf(low) and low == high:
+        return ""  # "not reached [not reached, not reached]" says it once
     return f"[{fmt(low, digits)}, {fmt(high, digits)}]"
 
 
@@ -192,6 +195,7 @@ def html_card(title: str, rows=(), *, subtitle: str = "", settings: dict | None 
 
 
 # ----------------------------------------------------------------------------- figures
+@contextlib.contextmanager
 def style():
     """A context in which figures get normlab's style (seaborn ``whitegrid``, ``notebook``
     context, colour-blind palette); the global matplotlib settings are left as they were."""
@@ -201,7 +205,15 @@ def style():
     rc = {**sns.axes_style("whitegrid"), **sns.plotting_context("notebook", font_scale=0.9),
           "axes.prop_cycle": mpl.cycler(color=sns.color_palette("colorblind")),
           "figure.dpi": 100, "savefig.dpi": 150, "savefig.bbox": "tight", "legend.frameon": False}
-    return mpl.rc_context(rc)
+    inner = None
+    with mpl.rc_context(rc):
+        try:
+            yield
+        finally:
+            inner = mpl.rcParams["interactive"]
+    # a backend first activated inside (Jupyter's inline backend switches interactive mode on
+    # with the first figure) keeps its mode; otherwise no figure would show after the first
+    mpl.rcParams["interactive"] = inner
 
 
 def new_axes(ax=None, figsize=(5.5, 3.8)):
@@ -230,9 +242,12 @@ def legend_outside(ax, where: str = "right", **kw):
     """The legend of ``ax`` outside the plot (``right`` or ``below``), where it cannot hide data."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        if where == "below":
+        if where == "below":  # under the x label: 40 points below the axes, whatever their height
+            from matplotlib.transforms import offset_copy
+
             kw = {"ncol": min(len(handles), 2), **kw}
-            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, **kw)
+            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=8,
+                      bbox_transform=offset_copy(ax.transAxes, fig=ax.figure, y=-40, units="points"), **kw)
         else:
             ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0,
                       **kw)
