@@ -87,6 +87,26 @@ def test_formatting_and_plain():
     assert "[0.25, 0.75]" in h and "N = 24" in h and "x &amp; y" in h and "95% interval" in h
 
 
+def test_style_keeps_an_interactive_mode_switched_on_inside():
+    """Jupyter's inline backend switches interactive mode on with the first figure; if that
+    happens inside a plot method, leaving the style must not switch it off again (every later
+    figure would stay hidden)."""
+    from normlab._display import style
+
+    was = matplotlib.is_interactive()
+    try:
+        matplotlib.interactive(False)
+        with style():
+            matplotlib.interactive(True)
+        assert matplotlib.is_interactive()
+        with style():
+            pass
+        assert matplotlib.is_interactive()
+        assert matplotlib.rcParams["axes.grid"] == matplotlib.rcParamsDefault["axes.grid"]  # the style is local
+    finally:
+        matplotlib.interactive(was)
+
+
 def test_plot_path_convention_and_load_errors(tmp_path):
     import inspect
 
