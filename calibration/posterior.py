@@ -518,7 +518,11 @@ class StrategyFit:
         diag = None
         if d:
             diag = f"R-hat max {fmt(d.get('r_hat_max'))}, divergences {fmt(d.get('divergences'))}"
-        p0 = self.mean_table().table[0]
+        if self.kind == "empirical":  # p(name | empty memory) without drawing the whole table
+            p0 = (self.counts[0] + self.prior) / (self.counts[0] + self.prior).sum()
+        else:  # the empty memory has no state effect: its mean is the features' alone
+            p1 = float(_sigmoid(self.coef_draws @ self.design()[0]).mean())
+            p0 = (1.0 - p1, p1)
         return short_repr("StrategyFit", self.kind, self._source() or None, f"names {','.join(self.names)}",
                           f"H={self.memory}", f"{fmt(float(n.sum()))} decisions",
                           f"{int((n > 0).sum())}/{self.n_states} states seen",
