@@ -32,7 +32,7 @@ import math
 from pathlib import Path
 
 __all__ = ["fmt", "fmt_interval", "plain", "short_repr", "html_card", "plotting", "new_axes", "new_figure", "legend_outside",
-           "style", "save_figure", "save_result", "load_result", "load"]
+           "rc", "style", "save_figure", "save_result", "load_result", "load"]
 
 #: File holding the type tag, version and scalar content of a saved result.
 MANIFEST = "result.json"
@@ -195,18 +195,32 @@ def html_card(title: str, rows=(), *, subtitle: str = "", settings: dict | None 
 
 
 # ----------------------------------------------------------------------------- figures
-@contextlib.contextmanager
-def style():
-    """A context in which figures get normlab's style (seaborn ``whitegrid``, ``notebook``
-    context, colour-blind palette); the global matplotlib settings are left as they were."""
+def rc(look: str = "results") -> dict:
+    """Matplotlib rc settings of normlab's two looks: ``"results"`` (what ``.plot()`` draws:
+    seaborn ``whitegrid``, colour-blind palette) and ``"paper"`` (the regenerated figures of
+    :mod:`normlab.figures`: seaborn ``ticks``, no top/right spines, as in the paper)."""
     import matplotlib as mpl
     import seaborn as sns
 
-    rc = {**sns.axes_style("whitegrid"), **sns.plotting_context("notebook", font_scale=0.9),
-          "axes.prop_cycle": mpl.cycler(color=sns.color_palette("colorblind")),
-          "figure.dpi": 100, "savefig.dpi": 150, "savefig.bbox": "tight", "legend.frameon": False}
+    if look == "paper":
+        return {**sns.axes_style("ticks"), **sns.plotting_context("notebook"), "axes.spines.top": False,
+                "axes.spines.right": False, "legend.frameon": False,
+                "axes.prop_cycle": mpl.cycler(color=sns.color_palette())}
+    if look != "results":
+        raise ValueError(f"look must be 'results' or 'paper'; got {look!r}")
+    return {**sns.axes_style("whitegrid"), **sns.plotting_context("notebook", font_scale=0.9),
+            "axes.prop_cycle": mpl.cycler(color=sns.color_palette("colorblind")),
+            "figure.dpi": 100, "savefig.dpi": 150, "savefig.bbox": "tight", "legend.frameon": False}
+
+
+@contextlib.contextmanager
+def style(look: str = "results"):
+    """A context in which figures get one of normlab's looks (:func:`rc`); the global matplotlib
+    settings are left as they were."""
+    import matplotlib as mpl
+
     inner = None
-    with mpl.rc_context(rc):
+    with mpl.rc_context(rc(look)):
         try:
             yield
         finally:
