@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import fmt, fmt_interval, html_card, new_figure, plain, plotting, short_repr
 from normlab._rng import spawn
 from normlab.schema import GameLog
 
@@ -225,7 +226,7 @@ class Calibration:
             "scores": None if self.scores is None else self.scores.summary(),
             "seconds": self.settings.get("seconds"),
         }
-        return out
+        return plain(out)
 
     def to_frame(self) -> pd.DataFrame:
         """Predicted vs observed, long format: ``quantity``, ``key``, ``predicted``, ``low``,
@@ -245,6 +246,114 @@ class Calibration:
             obs[("critical_mass_per_run", k)] = (v.get("per_run") or {}).get("first_count")
         pf["observed"] = [obs.get((q, k)) for q, k in zip(pf["quantity"], pf["key"])]
         return pf.rename(columns={"estimate": "predicted"})
+
+    # ------------------------------------------------------------------ display, save / load
+    def __repr__(self) -> str:
+        p = self.prediction
+        parts = [str(self.settings.get("llm") or "?"), f"names {','.join(p.names)}", f"H={p.memory}",
+                 f"N={p.n_agents}", f"{self.fit.kind} fit on {self.settings.get('fit_on')} runs"]
+        tf = self.to_frame()
+        for _, r in tf[tf["quantity"].isin(["p_consensus", "critical_mass"])].iterrows():
+            if r["quantity"] == "p_consensus" and r["key"] == "none":
+                continue
+            lab = f"P({r['key']})" if r["quantity"] == "p_consensus" else f"critical mass {r['key']}"
+            obs = "" if r["observed"] is None or (isinstance(r["observed"], float) and np.isnan(r["observed"])) \
+                else f" (observed {fmt(r['observed'])})"
+            parts.append(f"{lab} {fmt(r['predicted'])} {fmt_interval(r['low'], r['high'])}{obs}")
+        return short_repr("Calibration", *parts)
+
+    def _repr_html_(self) -> str:
+        tf = self.to_frame()
+        rows = []
+        for _, r in tf.iterrows():
+            obs = r["observed"]
+            has = obs is not None and not (isinstance(obs, float) and np.isnan(obs))
+            rows.append((f"{r['quantity']} {r['key']}".strip(), r["predicted"], (r["low"], r["high"]),
+                         f"observed {fmt(obs)}" if has else ""))
+        fs = self.fit.summary()
+        d = fs["diagnostics"]
+        p = self.prediction
+        return html_card("Calibration", rows, level=p.level,
+                         subtitle=f"{self.settings.get('llm')}: {self.fit.kind} fit on {self.settings.get('fit_on')} "
+                                  f"runs, names {','.join(p.names)}, H = {p.memory}, predicted at N = {p.n_agents}",
+                         settings={"decisions fitted": fs["decisions"],
+                                   "states seen": f"{fs['states_observed']} of {fs['states_total']}",
+                                   "R-hat max": d.get("r_hat_max"), "divergences": d.get("divergences"),
+                                   "posterior draws": p.n_draws, "seconds": self.settings.get("seconds")},
+                         note="predicted: median and credible interval over posterior draws; observed: the same "
+                              "quantity in the log. .plot() draws predicted vs observed; .fit, .prediction hold "
+                              "the parts; .save(path) keeps it.")
+
+    @plotting
+    def plot(self, kind: str = "overview", *, axes=None):
+        """Predicted against observed.
+
+        Parameters
+        ----------
+        kind : {"overview", "strategy", "ppc"}, optional
+            ``overview``: a figure with the predicted success curve (observed rounds to 95%
+            success marked) and the predicted flip curves with the observed committed-minority
+            runs; ``strategy``: the fitted heat map; ``ppc``: the posterior predictive check of
+            the fit (:meth:`StrategyFit.plot`).
+        axes : sequence of two matplotlib Axes, optional
+            Where to draw the overview.
+
+        Returns
+        -------
+        matplotlib.figure.Figure or matplotlib.axes.Axes
+            The overview figure; the Axes of ``strategy`` and ``ppc``.
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Figs. 1A and 3B, Table S3.
+        """
+        if kind in ("strategy", "ppc"):
+            return self.fit.plot("heatmap" if kind == "strategy" else "ppc")
+        if kind != "overview":
+            raise ValueError(f"kind must be 'overview', 'strategy' or 'ppc'; got {kind!r}")
+        p = self.prediction
+        panels = (["success"] if not p.success.empty else []) + ["flip"]
+        fig, axs = new_figure(1, len(panels), figsize=(5.0 * len(panels) + 2.6, 4.4), axes=axes,
+                              width_ratios=[1, 1.5][-len(panels):] if axes is None else None)
+        axs = list(np.ravel(axs))
+        for ax, kind_ in zip(axs, panels):
+            p.plot(kind_, ax=ax, observed=self.empirical if kind_ == "flip" else None)
+        if "success" in panels:
+            b = (self.observed or {}).get("baseline") or {}
+            r95 = b.get("rounds_to_95")
+            if r95 is not None and b.get("n_agents") == p.n_agents and np.isfinite(r95):
+                axs[0].axvline(r95, color="C3", lw=1.2, ls="--", label=f"observed: {fmt(r95)} rounds to 95%")
+                axs[0].legend(fontsize=8, loc="lower right")
+        fig.suptitle(f"{self.settings.get('llm')}: predicted from {self.settings.get('fit_on')} runs "
+                     f"vs observed (N = {p.n_agents}, H = {p.memory})", fontsize=10)
+        return fig
+
+    def save(self, path) -> "Path":
+        """Write the calibration to the folder ``path``: ``fit/``, ``prediction/`` and
+        ``empirical/`` sub-folders and the observed values in ``result.json``; read it back with
+        :meth:`load` or ``normlab.load``."""
+        from normlab._display import save_result
+
+        children = {"fit": self.fit, "prediction": self.prediction}
+        if self.empirical is not None:
+            children["empirical"] = self.empirical
+        return save_result(path, type(self), {"observed": self.observed, "settings": self.settings}, children=children)
+
+    @classmethod
+    def load(cls, path) -> "Calibration":
+        """Read a calibration written by :meth:`save`."""
+        from pathlib import Path
+
+        from normlab._display import load_result
+
+        from .observed_critical_mass import EmpiricalCriticalMass
+        from .prediction import Prediction
+
+        meta, _ = load_result(path, cls)
+        path = Path(path)
+        emp = EmpiricalCriticalMass.load(path / "empirical") if "empirical" in meta["children"] else None
+        return cls(fit=StrategyFit.load(path / "fit"), prediction=Prediction.load(path / "prediction"),
+                   observed=meta["observed"], empirical=emp, settings=meta["settings"])
 
 
 class elapsed_bar:

@@ -266,13 +266,11 @@ def _pad_row(r: pd.Series, pad) -> pd.Series:
 # ----------------------------------------------------------------------------- style
 def style() -> dict:
     """The figures' look as matplotlib rc settings (seaborn ``ticks``, ``notebook`` context, no
-    top/right spines, no legend frame); :func:`normlab.figures.make` draws inside
-    ``matplotlib.rc_context(style())``, leaving the caller's settings alone."""
-    import seaborn as sns
-    from cycler import cycler
+    top/right spines, no legend frame; one home: :func:`normlab._display.rc`); :func:`normlab.figures.make`
+    draws inside it, leaving the caller's settings alone."""
+    from normlab._display import rc
 
-    return {**sns.axes_style("ticks"), **sns.plotting_context("notebook"), "axes.spines.top": False,
-            "axes.spines.right": False, "legend.frameon": False, "axes.prop_cycle": cycler(color=sns.color_palette())}
+    return rc("paper")
 
 
 def integer_ticks(ax, axis: str = "x"):

@@ -192,9 +192,7 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
     FileNotFoundError
         ``data`` names a path that does not exist.
     """
-    import matplotlib
-
-    from ._common import style
+    from normlab._display import style
 
     keys = figure_keys(only)
     options, draw_options = options or {}, draw_options or {}
@@ -209,7 +207,7 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
         say("no published AI-norms data found: figures drawn from the LLM runs are skipped "
             "(pass --data DIR or set NORMLAB_AINORMS)")
     outcomes = []
-    with matplotlib.rc_context(style()):
+    with style("paper"):  # keeps Jupyter's interactive mode if the first figure switches it on
         for key in keys:
             outcomes.append(_make_one(FIGURES[key], out, arch, small, dpi, options.get(key, {}),
                                       draw_options.get(key, {}), say))
