@@ -280,7 +280,7 @@ def test_readme_dry_run_prints_what_readme_says(capsys):
     cmd = next(line for line in section.splitlines() if line.startswith("normlab llm-run") and "--dry-run" in line)
     assert main(shlex.split(cmd)[1:]) == 0
     printed = capsys.readouterr().out
-    claims = section.split("```", 2)[2].split("the job itself", 1)[0]
+    claims = section.split("```", 2)[2].split("the same command without", 1)[0]
     for number in ("170", "69,303"):
         assert number in claims and number in printed
 
