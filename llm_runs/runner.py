@@ -517,7 +517,8 @@ class LLMRunResult:
         Decisions (two rows per interaction, schema columns plus ``names_shown``,
         ``prompt_hash``, ``p_name``, ``covered_mass``, ``probs`` (pool order), ``p_approx``
         (exact mode: a normalising constant or a branch was approximated), ``cache_hit``, ``llm_calls``,
-        ``invalid_reason``, ``raw_text``, ``latency_s``, ``prompt_tokens``, ``completion_tokens``)
+        ``invalid_reason``, ``raw_text``, ``latency_s``, ``prompt_tokens``, ``completion_tokens``,
+        ``group`` (the agent's group; ``"all"`` in a homogeneous population), ``model``)
         and runs (schema columns plus ``mode``, ``template``, ``stop``, ``stop_reason``,
         ``finished``, ``decisions`` (uncommitted decisions), ``llm_calls``, ``cache_hits``,
         ``invalid``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``,
@@ -634,6 +635,11 @@ class LLMRunResult:
                 ("consensus per run", ", ".join("none" if c is None else c for c in s["consensus"]))]
         if "flipped" in s:
             rows.append(("flipped to the committed name", f"{sum(s['flipped'])}/{len(s['flipped'])} runs"))
+        if self.stopped:
+            rows.append(("stopped", f"{self.stopped} (a larger cap continues the runs)"))
+        if "groups" in s:
+            rows.append(("groups", "; ".join(f"{g}: {v['model']}, {v['decisions']} decisions"
+                                              for g, v in s["groups"].items())))
         rows += [("tokens (prompt / completion)", f"{s['prompt_tokens']:,} / {s['completion_tokens']:,}"),
                  ("cost (USD)", s["cost_usd"]), ("elapsed (s)", s["elapsed_s"])]
         st = self.settings
@@ -1890,11 +1896,23 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
         ``swap`` (default): ``K`` of the ``n_agents`` are committed (all published runs);
         ``inject``: ``K`` committed agents are added (population ``n_agents + K``, the authors'
         ``version = 'inject'``).
+    groups : sequence of str or dict, optional
+        A mixed population (:func:`make_groups`): one entry per group in agent order, e.g.
+        ``["12:model=A", "12:model=B,temperature=0.7"]`` or ``[{"size": 12, "model": "A"}, ...]``;
+        keys ``name``, ``model``, ``base_url``, ``template``, ``temperature``, ``top_k``,
+        ``top_p``, ``min_p``, ``max_tokens``, ``price_input``, ``price_output`` (the rest as the
+        run). Sizes add up to ``n_agents``. Each decision records its ``group`` and ``model``;
+        all groups share one spending cap.
     endpoint : EndpointConfig, optional
-        Endpoint, retries, concurrency; default from the environment, else the embedded server.
+        Endpoint, retries, concurrency, prices and spending caps (``budget_tokens``,
+        ``budget_usd``: the session stops cleanly before a request could pass them, counting
+        what earlier sessions in ``out`` spent; the result's ``stopped`` is then ``"budget"``
+        and the same call with a larger cap continues); default from the environment, else the
+        embedded server (its KV cache sized to the longest prompt these settings can produce).
     out : str or pathlib.Path, optional
-        Run directory: ``settings.json``, ``journal.jsonl`` (append-only, flushed per record)
-        and ``decisions.parquet``, ``runs.parquet``, ``calls.parquet``. A directory holding an
+        Run directory: ``settings.json``, ``journal.jsonl`` (append-only, flushed per record),
+        ``manifest.json`` (settings, environment, endpoints, one entry per session) and
+        ``decisions.parquet``, ``runs.parquet``, ``calls.parquet``, ``ledger.parquet``. A directory holding an
         unfinished run with the same settings is resumed; different settings are refused.
         ``None``: nothing is written (no resumption).
     cache : path or sequence of paths, optional
@@ -1905,7 +1923,8 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
         the same prompt from call to call (batching, prompt cache), so a run is reproduced
         exactly from its seed plus the distributions it used -- this is how to share them.
     progress : bool, optional
-        tqdm progress bar.
+        tqdm progress bar in agent decisions, against an estimate of the decisions the runs need
+        (never lowered) with the time left at the recent pace (:class:`_Progress`).
     fsync_interval : float or None, optional
         Every journal record is flushed to the OS at once (a killed process loses nothing but
         the interaction in flight); interaction records are also fsynced at most every this
