@@ -307,6 +307,8 @@ def _probe(args) -> int:
         est = _probe_estimate(args, dict(kw), endpoint, mode)
         print(json.dumps(est.to_dict(), indent=2) if args.json else est)
         return 0
+    if endpoint.embedded and endpoint.embedded_ctx is None and args.probe in ("bias", "strategy"):
+        endpoint = _sized(endpoint, args, kw, mode)
 
     def go():
         from pathlib import Path
@@ -385,6 +387,19 @@ def _finish_probe_directory(out, probe: str, endpoint) -> None:
         "ledger.parquet": "one row per LLM request: tokens, cost and their running totals",
         "journal.jsonl": "append-only record of every request and answer (a rerun resumes from it)",
         "settings.json": "the probe's settings and their hash"})
+
+
+def _sized(endpoint, args, kw, mode):
+    """The embedded server's KV cache sized to the probe's longest prompt (as llm-run's)."""
+    import dataclasses
+
+    from normlab.llm_runs.backend import ctx_for_prompt
+    from normlab.llm_runs.runner import longest_prompt_bytes, make_settings
+
+    memory = args.memory if args.probe == "strategy" else 1
+    s, tpl, _ = make_settings(2, memory, args.names, max_interactions=1, mode=mode, embedded=True, **kw)
+    ctx = ctx_for_prompt(longest_prompt_bytes(s, tpl), 1 if s.mode == "exact" else s.max_tokens)
+    return dataclasses.replace(endpoint, embedded_ctx=ctx)
 
 
 def _probe_estimate(args, kw, endpoint, mode):

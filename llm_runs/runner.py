@@ -351,7 +351,8 @@ def _parse_group_text(text: str) -> dict:
     return out
 
 
-def make_groups(groups, s: GameSettings, run_tpl: PromptTemplate, *, embedded: bool, n_agents: int) -> tuple[tuple, list]:
+def make_groups(groups, s: GameSettings, run_tpl: PromptTemplate, *, embedded: bool,
+                n_agents: int) -> tuple[tuple, list]:
     """Validate a mixed population (before any work).
 
     Parameters
@@ -1675,6 +1676,9 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
         try:
             await asyncio.gather(*(game.play(k, inter[k], k in ended) for k in range(s.runs)))
             outcome = "stopped: budget" if game.stopped == "budget" else "finished"
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            outcome = "error: interrupted"
+            raise
         except BaseException as exc:
             outcome = f"error: {type(exc).__name__}: {str(exc)[:200]}"
             raise
