@@ -119,7 +119,7 @@ def _job_main(out: str, config: str, size: str) -> None:
 
     kw = {"full": dict(JOB), "quick": dict(JOB, runs=1), "smoke": dict(JOB, runs=1, max_interactions=20)}[size]
     res = run_game(kw.pop("n_agents"), kw.pop("memory"), kw.pop("names"), out=out, progress=False,
-                   endpoint=EndpointConfig(**CONFIGS[config]), **kw)
+                   endpoint=EndpointConfig(**(CONFIGS[config] if config in CONFIGS else json.loads(config))), **kw)
     ru = resource.getrusage(resource.RUSAGE_SELF)
     s = res.summary()
     print(json.dumps({"config": config, "cpu_s": ru.ru_utime + ru.ru_stime, "wall_s": time.perf_counter() - t0,
@@ -163,7 +163,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="one run instead of four; one repeat")
     ap.add_argument("--smoke", action="store_true", help="a 20-interaction job, new configuration only")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--configs", default="old,new")
+    ap.add_argument("--configs", default="old,new",
+                    help="comma-separated: old, new, or a JSON object of EndpointConfig fields")
     ap.add_argument("--job", help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--size", default="full", help=argparse.SUPPRESS)

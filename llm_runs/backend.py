@@ -418,8 +418,9 @@ class SpendingCap:
     cap together; a request that does not fit waits for those in flight (they may use less than
     they hold). A prompt longer than any before it can still overshoot by its excess. When a
     request does not fit and none is in flight it is refused, and so is every later one
-    (:class:`BudgetExhausted`): the run stops at one clean point with nothing in flight. Tokens are the prompt + completion tokens the server reports; USD are priced
-    per request at its client's prices.
+    (:class:`BudgetExhausted`): the run stops at one clean point with nothing in flight.
+    Tokens are the prompt + completion tokens the server reports; USD are priced per request at
+    its client's prices.
 
     Parameters
     ----------
