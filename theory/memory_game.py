@@ -743,6 +743,217 @@ def strategy_game(
 
 
 # ----------------------------------------------------------------------------- batch design
+def _choice_thresholds_py(params, S, W, thr):
+    """Per state ``s`` the thresholds ``thr[s * W + q]`` of a table's choice: the name picked by a
+    uniform ``u`` is the number of ``q`` with ``u >= thr[s * W + q]`` -- the same name as the
+    kernel's table branch and :func:`_choose` (same partial sums: ``thr`` holds them, with 2.0
+    from the last positive entry on). An invalid row (an entry negative, NaN or above 1, or a sum
+    off 1 by more than 1e-6) gets thresholds -1, so its pick is ``W``: the run's error."""
+    for s in range(S):
+        b = s * W
+        tot = 0.0
+        bad = False
+        last = -1
+        for q in range(W):
+            pq = params[b + q]
+            if not (pq >= 0.0) or pq > 1.0 + 1e-9:
+                bad = True
+                break
+            tot += pq
+            thr[b + q] = tot
+            if pq > 0.0:
+                last = q
+        if bad or abs(tot - 1.0) > 1e-6:
+            for q in range(W):
+                thr[b + q] = -1.0
+        else:
+            for q in range(last, W):
+                thr[b + q] = 2.0
+
+
+def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
+                    r_count, r_succ, r_prod, r_produ, scal, wk):
+    """One strategy-table run as :func:`_sg_run` plays it, keeping only what a prediction design
+    reads: complete graph, a table given by :func:`_choice_thresholds`, initial memories of ``H``
+    successful plays of ``init_name[a]`` (-1: empty); writes ``r_count``, ``r_succ``, ``r_prod``,
+    ``r_produ`` and the ``S_NINT``, ``S_STREAK``, ``S_FLIP``, ``S_STOP``, ``S_ERR`` scalars, each
+    identical to :func:`_sg_run`'s for the same seed (same draws, same choices; tested run for
+    run). Stop codes 0 (max), 3 (streak) and 4 (flip). ``wk``: int64 work space of
+    ``N * (4 + H)`` entries.
+
+    Per agent only the state code is kept (a base ``W**2`` number of the last ``H`` entries);
+    once the memory is full the oldest entry leaves by a mask when ``W**2`` is a power of two,
+    else from a ring of entries. No name counts, distinct names or consensus bookkeeping.
+    """
+    s0 = seed[0]
+    s1 = seed[1]
+    s2 = seed[2]
+    s3 = seed[3]
+    B = W * W
+    top_pow = offsets[H] - offsets[H - 1]  # B ** (H - 1)
+    top_mask = top_pow - 1
+    pow2 = (B & (B - 1)) == 0
+    code = wk[:N]
+    mlen = wk[N:2 * N]
+    head = wk[2 * N:3 * N]
+    row = wk[3 * N:4 * N]  # offsets[mlen] + code: the state's row of the table
+    ring = wk[4 * N:4 * N + N * H]
+    offH = offsets[H]
+    for a in range(N):
+        code[a] = 0
+        mlen[a] = 0
+        head[a] = 0
+        if not committed[a] and init_name[a] >= 0:
+            e = init_name[a] * W + init_name[a]
+            c = 0
+            for h in range(H):
+                ring[a * H + h] = e
+                c = c * B + e
+            code[a] = c
+            mlen[a] = H
+        row[a] = offsets[mlen[a]] + code[a]
+    L = 3 * N
+    streak = 0
+    ring_c = np.zeros(3, np.int64)
+    ring_u = np.zeros(3, np.int64)
+    slot = 0
+    cur_c = 0
+    cur_u = 0
+    t_streak = -1
+    t_flip = -1
+    t_err = -1
+    stop_reason = 0
+    uN = np.uint64(N)
+    uN1 = np.uint64(N - 1)
+    sh32 = np.uint64(32)
+    sh11 = np.uint64(11)
+    t = 0
+    r = 0
+    in_round = 0
+    succ = 0
+    while t < max_int:
+        if in_round == 0:
+            for q in range(W):
+                r_prod[r, q] = 0
+                r_produ[r, q] = 0
+        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+        i = np.int64(((x >> sh32) * uN) >> sh32)
+        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+        j = np.int64(((x >> sh32) * uN1) >> sh32)
+        if j >= i:
+            j += 1
+        i_unc = not committed[i]
+        j_unc = not committed[j]
+        ci = cword
+        cj = cword
+        if i_unc:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            u = np.float64(x >> sh11) * _INV53
+            b = row[i] * W
+            if W == 2:  # branch-free: the pick is a coin flip
+                ci = np.int64(u >= thr[b]) + np.int64(u >= thr[b + 1])
+            else:
+                ci = 0
+                for q in range(W):
+                    if u >= thr[b + q]:
+                        ci += 1
+        if j_unc:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            u = np.float64(x >> sh11) * _INV53
+            b = row[j] * W
+            if W == 2:  # branch-free: the pick is a coin flip
+                cj = np.int64(u >= thr[b]) + np.int64(u >= thr[b + 1])
+            else:
+                cj = 0
+                for q in range(W):
+                    if u >= thr[b + q]:
+                        cj += 1
+        if ci >= W or cj >= W:
+            t_err = t
+            break
+        r_prod[r, ci] += 1
+        r_prod[r, cj] += 1
+        if i_unc:
+            r_produ[r, ci] += 1
+            cur_u += 1
+            cur_c += np.int64(ci == cword)
+        if j_unc:
+            r_produ[r, cj] += 1
+            cur_u += 1
+            cur_c += np.int64(cj == cword)
+        success = np.int64(ci == cj)
+        for side in range(2):
+            if side == 0:
+                if not i_unc:
+                    continue
+                a = i
+                e = ci * W + cj
+            else:
+                if not j_unc:
+                    continue
+                a = j
+                e = cj * W + ci
+            k = mlen[a]
+            if k < H:
+                ring[a * H + k] = e
+                mlen[a] = k + 1
+                c = code[a] * B + e
+                code[a] = c
+                row[a] = offsets[k + 1] + c
+            elif pow2:
+                c = (code[a] & top_mask) * B + e
+                code[a] = c
+                row[a] = offH + c
+            else:
+                p = a * H + head[a]
+                c = (code[a] - ring[p] * top_pow) * B + e
+                code[a] = c
+                row[a] = offH + c
+                ring[p] = e
+                head[a] = head[a] + 1 if head[a] + 1 < H else 0
+        t += 1
+        in_round += 1
+        succ += success
+        streak = (streak + 1) * success
+        if streak >= L and t_streak < 0:
+            t_streak = t
+            if stop_code == 3:
+                stop_reason = 3
+        if in_round == N:
+            r_count[r] = N
+            r_succ[r] = succ
+            ring_c[slot] = cur_c
+            ring_u[slot] = cur_u
+            slot += 1
+            if slot == 3:
+                slot = 0
+            cur_c = 0
+            cur_u = 0
+            if cword >= 0 and t_flip < 0 and r >= 2:
+                tu = ring_u[0] + ring_u[1] + ring_u[2]
+                if tu > 0 and ring_c[0] + ring_c[1] + ring_c[2] >= flip_thr * tu:
+                    t_flip = t
+                    if stop_code == 4:
+                        stop_reason = 4
+            r += 1
+            in_round = 0
+            succ = 0
+        if stop_reason != 0:
+            break
+    if in_round > 0:
+        r_count[r] = in_round
+        r_succ[r] = succ
+    scal[S_NINT] = t
+    scal[S_STREAK] = t_streak
+    scal[S_FLIP] = t_flip
+    scal[S_STOP] = stop_reason
+    scal[S_ERR] = t_err
+
+
+_choice_thresholds = njit(cache=True)(_choice_thresholds_py)
+_sg_lean_run = njit(cache=True)(_sg_lean_run_py)
+
+
 def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, dir_x, dir_y, counts, n_flip,
                   n_design, within, window, monotone, level, flip_thr, flip_sum, do_strength, mix_kx,
                   cons_wins, cons_sum, cons_n, cons_streak, fl_k, fl_sim, fl_last3, fl_ok, fl_all, cm_pub, cm_run,
@@ -772,9 +983,10 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
        per mixture (``mix_kx[f]`` agents start on ``x``, the others on ``y``; ``st_wins``: runs
        won by ``x``).
 
-    Every run is :func:`_sg_run` itself, so each one is bit-identical to the
-    :func:`strategy_game` call with the same seed words. Returns ``(runs with an invalid
-    probability vector, interactions simulated)``.
+    Every run is :func:`_sg_lean_run`, which draws the same numbers and makes the same choices
+    as :func:`_sg_run` and keeps only the outputs read here, so each one is bit-identical to the
+    :func:`strategy_game` call with the same seed words (tested run for run). Returns ``(runs
+    with an invalid probability vector, interactions simulated)``.
     """
     N = n_agents
     nsim = max(n_flip, n_design)
@@ -782,18 +994,18 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
     n_rows = max(cons_rounds, within, window) + 1
     r_count = np.empty(n_rows, np.int32)
     r_succ = np.empty(n_rows, np.int32)
-    r_nw = np.empty(n_rows, np.int64)
-    r_nd = np.empty(n_rows, np.int32)
     r_prod = np.empty((n_rows, W), np.int32)
     r_produ = np.empty((n_rows, W), np.int32)
-    rec_pairs = np.zeros((0, 2), np.int32)
-    rec_names = np.zeros((0, 2), np.int32)
     scal = np.empty(SG_SCALARS, np.int64)
-    indptr = np.zeros(0, np.int64)
-    nbrs = np.zeros(0, np.int32)
     mask = np.zeros(N, np.bool_)
-    init_own = np.zeros((N, H), np.int64)
-    init_len = np.zeros(N, np.int64)
+    init_name = np.full(N, -1, np.int64)
+    wk = np.empty(N * (4 + H), np.int64)
+    S = tables.shape[1] // W
+    thr = np.empty(S * W)
+    offsets = np.empty(H + 1, np.int64)
+    offsets[0] = 0
+    for k in range(1, H + 1):
+        offsets[k] = offsets[k - 1] * W * W + 1
     sh = np.empty((max(n_design, 1), window))
     lens = np.zeros(max(n_design, 1), np.int64)
     pad = np.zeros(max(n_design, 1), np.bool_)
@@ -802,15 +1014,14 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
     n_err = 0
     n_int = 0
     for d in range(tables.shape[0]):
-        params = tables[d]
+        _choice_thresholds(tables[d], S, W, thr)
         g = 0
         if do_cons:
             mask[:] = False
-            init_len[:] = 0
+            init_name[:] = -1
             for k in range(n_cons):
-                _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, -1, KIND_TABLE, params, init_own, init_len,
-                        cons_rounds * N, 3, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
-                        rec_names, scal)
+                _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, -1, thr, init_name, cons_rounds * N, 3,
+                             flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                 if scal[S_ERR] >= 0:
                     n_err += 1
                 n_int += scal[S_NINT]
@@ -849,14 +1060,12 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                     mask[:] = False
                     for a in range(N - c, N):
                         mask[a] = True
-                    init_own[:, :] = x
-                    init_len[:] = H
+                    init_name[:] = x
                     kf = 0
                     all_f = True
                     for k in range(nsim):
-                        _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, y, KIND_TABLE, params, init_own,
-                                init_len, T_flip, 4, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
-                                rec_pairs, rec_names, scal)
+                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, T_flip, 4,
+                                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                         if scal[S_ERR] >= 0:
                             n_err += 1
                         n_int += scal[S_NINT]
@@ -894,14 +1103,12 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                 for c in range(2):
                     mask[:] = False
                     mask[N - 1] = c == 1
-                    init_own[:, :] = x
-                    init_len[:] = H
+                    init_name[:] = x
                     s = 0.0
                     n = 0
                     for k in range(n_flip):
-                        _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, y, KIND_TABLE, params, init_own,
-                                init_len, within * N, 0, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
-                                rec_pairs, rec_names, scal)
+                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, within * N, 0,
+                                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                         if scal[S_ERR] >= 0:
                             n_err += 1
                         n_int += scal[S_NINT]
@@ -918,12 +1125,10 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                 mask[:] = False
                 for f in range(mix_kx.shape[0]):
                     for a in range(N):
-                        init_own[a, :] = x if a < mix_kx[f] else y
-                    init_len[:] = H
+                        init_name[a] = x if a < mix_kx[f] else y
                     for k in range(n_flip):
-                        _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, -1, KIND_TABLE, params, init_own,
-                                init_len, cons_rounds * N, 3, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
-                                rec_pairs, rec_names, scal)
+                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, -1, thr, init_name, cons_rounds * N, 3,
+                                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                         if scal[S_ERR] >= 0:
                             n_err += 1
                         n_int += scal[S_NINT]
