@@ -508,9 +508,27 @@ def _sg_batch_serial_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, k
                 rec_pairs[b], rec_names[b], scal[b])
 
 
+def _sg_batch_ragged_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, kind, params, init_own, init_len,
+                        max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
+                        rec_names, scal, pos):
+    """:func:`_sg_batch_serial_py` writing the rounds of run after run from row ``pos`` of the ragged
+    outputs (no decisions recorded); stops before a run that might not fit. Returns (runs done,
+    next row)."""
+    R = (max_int + n_agents - 1) // n_agents
+    for b in range(seeds.shape[0]):
+        if pos + R > r_count.shape[0]:
+            return b, pos
+        _sg_run(seeds[b], n_agents, W, H, indptr, nbrs, committed, cword, kind, params, init_own, init_len,
+                max_int, stop_code, flip_thr, r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:], r_prod[pos:],
+                r_produ[pos:], rec_pairs, rec_names, scal[b])
+        pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
+    return seeds.shape[0], pos
+
+
 _sg_run = njit(cache=True)(_sg_run_py)
 _sg_batch = njit(parallel=True, cache=True)(_sg_batch_py)
 _sg_batch_serial = njit(cache=True)(_sg_batch_serial_py)
+_sg_batch_ragged = njit(cache=True)(_sg_batch_ragged_py)
 
 _USER_KERNELS: dict = {}
 
@@ -709,7 +727,7 @@ def strategy_game(
     args = (N, W, H, indptr, nbrs, mask, cword, strat.kind, params, init_own, init_len, T, stop_code,
             float(flip_threshold))
     out = run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
-                       n_scalars=SG_SCALARS)
+                      n_scalars=SG_SCALARS, ragged=_sg_batch_ragged if kernel is _sg_batch_serial else None)
     scal = out["scal"]
     bad = scal[:, S_ERR] >= 0
     if bad.any():

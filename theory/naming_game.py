@@ -51,14 +51,14 @@ def _add_word(inv, ln, base, a, w, holders):
     return 1 if holders[w] == 1 else 0
 
 
-_V_NEXT, _V_NW, _V_ND, _V_WIDX, _V_WSUM, _V_STREAK, _V_SLOT, _V_CURC, _V_CURU, _V_TCONS, _V_WIN, _V_TS95, \
+_V_NEXT, _V_NW, _V_ND, _V_FPOS, _V_DUE, _V_STREAK, _V_SLOT, _V_CURC, _V_CURU, _V_TCONS, _V_WIN, _V_TS95, \
     _V_TSTREAK, _V_TFLIP, _V_NWMAX, _V_TMAX, _V_NDMAX, _V_STOP, _V_T, _V_R, _V_INR, _V_SUCC = range(22)
 _NV = 22  # loop-carried scalars of a run, kept in an array between calls of _ng_steps
 
 
 @njit(cache=True)
 def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
-              max_int, stop_code, flip_thr, keep_invented, any_committed, window, ring_c, ring_u,
+              max_int, stop_code, flip_thr, keep_invented, any_committed, fails, ring_c, ring_u,
               r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits):
     """The interactions of :func:`_ng_run` from the state in ``rng`` (xoshiro words) and ``v``
     (scalars, ``_V_*``) until the run ends (returns False) or an unlimited-pool inventory has
@@ -86,8 +86,9 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
     next_word = v[_V_NEXT]
     nw = v[_V_NW]
     nd = v[_V_ND]
-    widx = v[_V_WIDX]
-    wsum = v[_V_WSUM]
+    fpos = v[_V_FPOS]
+    due = v[_V_DUE]
+    K = fails.shape[0]
     streak = v[_V_STREAK]
     slot = v[_V_SLOT]
     cur_c = v[_V_CURC]
@@ -236,26 +237,25 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
             winner = inv[0]
             if stop_code == 1:
                 stop_reason = 1
-        ok = 1 if success else 0
+        ok = np.int64(success)
         if record_hits:
             hits[t - 1] = ok
-        wsum += ok - window[widx]
-        window[widx] = ok
-        widx += 1
-        if widx == L:
-            widx = 0
-        if t_s95 < 0 and t >= L and 100 * wsum >= 95 * L:
-            t_s95 = t
-            if stop_code == 2:
-                stop_reason = 2
-        if success:
-            streak += 1
-            if t_streak < 0 and streak >= L:
-                t_streak = t
-                if stop_code == 3:
-                    stop_reason = 3
-        else:
-            streak = 0
+        # 95% of the last L interactions succeeded <=> fewer than K = L // 20 + 1 failures among
+        # them <=> the K-th latest failure is at index <= t - L, i.e. t >= due
+        if t_s95 < 0:
+            if not success:
+                fails[fpos] = t
+                fpos = fpos + 1 if fpos + 1 < K else 0
+                due = fails[fpos] + L
+            if t >= due:
+                t_s95 = t
+                if stop_code == 2:
+                    stop_reason = 2
+        streak = (streak + 1) * ok
+        if streak >= L and t_streak < 0:
+            t_streak = t
+            if stop_code == 3:
+                stop_reason = 3
         if in_round == N:
             r_count[r] = N
             r_succ[r] = succ
@@ -288,8 +288,8 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
     v[_V_NEXT] = next_word
     v[_V_NW] = nw
     v[_V_ND] = nd
-    v[_V_WIDX] = widx
-    v[_V_WSUM] = wsum
+    v[_V_FPOS] = fpos
+    v[_V_DUE] = due
     v[_V_STREAK] = streak
     v[_V_SLOT] = slot
     v[_V_CURC] = cur_c
@@ -366,11 +366,12 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     rng = np.empty(4, np.uint64)
     for q in range(4):
         rng[q] = seed[q]
-    window = np.zeros(3 * N, np.int8)  # success indicators of the last 3N interactions
+    v[_V_DUE] = 3 * N
+    fails = np.zeros(3 * N // 20 + 1, np.int64)  # indices of the latest failures (a ring)
     ring_c = np.zeros(3, np.int64)  # committed-name / all uncommitted productions of the last 3 rounds
     ring_u = np.zeros(3, np.int64)
     while _ng_steps(rng, v, inv, cap, ln, holders, N, n_words, indptr, nbrs, committed, cword, bias, beta, max_int,
-                    stop_code, flip_thr, keep_invented, any_committed, window, ring_c, ring_u, r_count, r_succ, r_nw,
+                    stop_code, flip_thr, keep_invented, any_committed, fails, ring_c, ring_u, r_count, r_succ, r_nw,
                     r_nd, r_prod, r_produ, hits):
         new = np.empty(2 * N * cap, np.int32)  # grow every inventory (unlimited pool only)
         for a in range(N):
@@ -417,6 +418,23 @@ def _ng_batch_serial(seeds, n_agents, n_words, indptr, nbrs, committed, cword, b
         _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
                 max_int, stop_code, flip_thr, keep_invented, r_count[b], r_succ[b], r_nw[b], r_nd[b],
                 r_prod[b], r_produ[b], hits[b], scal[b])
+
+
+@njit(cache=True)
+def _ng_batch_ragged(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
+                     max_int, stop_code, flip_thr, keep_invented, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
+                     hits, scal, pos):
+    """:func:`_ng_batch_serial` writing the rounds of run after run from row ``pos`` of the ragged
+    outputs (``hits`` empty); stops before a run that might not fit. Returns (runs done, next row)."""
+    R = (max_int + n_agents - 1) // n_agents
+    for b in range(seeds.shape[0]):
+        if pos + R > r_count.shape[0]:
+            return b, pos
+        _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
+                max_int, stop_code, flip_thr, keep_invented, r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:],
+                r_prod[pos:], r_produ[pos:], hits, scal[b])
+        pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
+    return seeds.shape[0], pos
 
 
 def _parse_initial(initial, n_agents, n_words, names):
@@ -596,7 +614,8 @@ def minimal_naming_game(
     args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold),
             invent == "keep")
     kernel = choose_kernel(_ng_batch, _ng_batch_serial, R, T)
-    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0)
+    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0,
+                      ragged=_ng_batch_ragged if kernel is _ng_batch_serial else None)
     warn_unfinished(stop, out["scal"][:, S_STOP], T)
     return game_result(
         out, model="minimal", n_agents=N, n_names=W, names=names, memory=0, committed=mask,
