@@ -220,6 +220,43 @@ def test_read_only_table_reuses_the_compiled_kernel():
     assert a.round_success.tolist() == b.round_success.tolist()
 
 
+def test_one_compiled_specialisation_per_kernel():
+    """Read-only, Fortran-ordered or int32 inputs, graphs, recorded decisions, both batch paths and
+    the prediction design reuse one compiled version of every theory kernel (a second one costs a
+    compile, and a cache entry, each)."""
+    import numba
+
+    import normlab.theory._batch as batch
+    import normlab.theory.memory_game as mg
+    import normlab.theory.naming_game as ng
+    import normlab.theory.strategies as st
+    from normlab.calibration import predict
+    from normlab.theory import minimal_naming_game
+
+    t = np.random.default_rng(2).uniform(size=n_states(2, 2))
+    ro = StrategyTable(t, memory=2)
+    ro.table.setflags(write=False)
+    fortran = StrategyTable(np.asfortranarray(np.column_stack([t, 1 - t])), memory=2)
+    for table in (StrategyTable(t, memory=2), ro, fortran):
+        for kw in (dict(committed=np.array([0, 1], np.int32)), dict(committed=[2], initial="consensus", stop="flip"),
+                   dict(initial=np.array([0, 1, -1, 0, 1, 1, 0, 0], np.int32), record_decisions=True),
+                   dict(graph=nx.cycle_graph(8), rng=np.int32(3))):
+            strategy_game(table, n_agents=8, memory=2, n_runs=3, max_interactions=200, **{"rng": 1, **kw})
+    strategy_game("best_response", n_agents=8, memory=2, n_runs=3, stop="max", max_interactions=50, rng=1)
+    for kw in (dict(), dict(n_words=2, production_bias=[0.3, 0.7]), dict(graph=nx.path_graph(10)),
+               dict(n_words=2, committed=np.array([1], np.int32), initial=np.zeros(10, np.int32), stop="flip"),
+               dict(n_words=3, per_interaction=True)):
+        minimal_naming_game(10, n_runs=3, rng=1, progress=False, **kw)
+    predict(ro, n_agents=6, n_draws=2, n_runs_consensus=2, n_runs_flip=2, max_rounds=20, rng=1)
+    for mod in (mg, ng, batch, st):  # kernels called only from other kernels show 1 or, if cached, 0
+        for name, obj in vars(mod).items():
+            if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.__module__ == mod.__name__:
+                assert len(obj.signatures) <= 1, (name, obj.signatures)
+    for k in (mg._sg_batch_ragged, mg._sg_batch_serial, mg._sg_design, ng._ng_batch_ragged, ng._ng_batch_serial,
+              batch._pack_rows):
+        assert len(k.signatures) == 1, k
+
+
 def test_reproducible_thread_and_kernel_independent(monkeypatch):
     import normlab.theory._batch as ng
 

@@ -1017,6 +1017,8 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
     scal = np.empty(SG_SCALARS, np.int64)
     mask = np.zeros(N, np.bool_)
     init_name = np.full(N, -1, np.int64)
+    # typed values, not literals: each literal argument would compile its own _sg_lean_run
+    NONE, NOSTOP, STREAK, FLIP = np.int64(-1), np.int64(0), np.int64(3), np.int64(4)
     wk = np.empty(N * (4 + H), np.int64)
     S = tables.shape[1] // W
     thr = np.empty(S * W)
@@ -1038,7 +1040,7 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
             mask[:] = False
             init_name[:] = -1
             for k in range(n_cons):
-                _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, -1, thr, init_name, cons_rounds * N, 3,
+                _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
                              flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                 if scal[S_ERR] >= 0:
                     n_err += 1
@@ -1082,7 +1084,7 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                     kf = 0
                     all_f = True
                     for k in range(nsim):
-                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, T_flip, 4,
+                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, T_flip, FLIP,
                                      flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                         if scal[S_ERR] >= 0:
                             n_err += 1
@@ -1125,7 +1127,7 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                     s = 0.0
                     n = 0
                     for k in range(n_flip):
-                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, within * N, 0,
+                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, within * N, NOSTOP,
                                      flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                         if scal[S_ERR] >= 0:
                             n_err += 1
@@ -1145,7 +1147,7 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                     for a in range(N):
                         init_name[a] = x if a < mix_kx[f] else y
                     for k in range(n_flip):
-                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, -1, thr, init_name, cons_rounds * N, 3,
+                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
                                      flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                         if scal[S_ERR] >= 0:
                             n_err += 1

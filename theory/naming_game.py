@@ -348,9 +348,8 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     holders = np.zeros(n_ids, np.int64)
     nw = 0  # total inventory size N_w
     nd = 0  # distinct names present
-    any_committed = False
+    any_committed = np.any(committed)  # a typed value (a literal False would compile a second _ng_steps)
     for a in range(N):
-        any_committed |= committed[a]
         w0 = cword if committed[a] else init_word[a]
         if w0 >= 0:
             nd += _add_word(inv, ln, a * cap, a, w0, holders)
