@@ -186,6 +186,7 @@ def test_lean_design_run_equals_the_full_kernel_run_for_run():
         thr = np.empty(S * W)
         _choice_thresholds(params, S, W, thr)
         offs = state_offsets(W, H)
+        kinds, poffs = np.full(N, KIND_TABLE, np.int64), np.zeros(N, np.int64)
         init_own = np.repeat(np.maximum(init, 0)[:, None], H, axis=1)
         init_len = np.where(init >= 0, H, 0).astype(np.int64)
         R = T // N + 2
@@ -193,7 +194,7 @@ def test_lean_design_run_equals_the_full_kernel_run_for_run():
             full = [np.zeros(R, np.int32), np.zeros(R, np.int32), np.zeros(R, np.int64), np.zeros(R, np.int32),
                     np.zeros((R, W), np.int32), np.zeros((R, W), np.int32)]
             sa = np.full(SG_SCALARS, -7, np.int64)
-            _sg_run(seed, N, W, H, e64, np.zeros(0, np.int32), mask, cword, KIND_TABLE, params, init_own, init_len,
+            _sg_run(seed, N, W, H, e64, np.zeros(0, np.int32), mask, cword, kinds, poffs, params, init_own, init_len,
                     T, stop, 2.849 / 3, *full, e32, e32, sa)
             lean = [np.zeros(R, np.int32), np.zeros(R, np.int32), np.zeros((R, W), np.int32), np.zeros((R, W), np.int32)]
             sb = np.full(SG_SCALARS, -7, np.int64)
