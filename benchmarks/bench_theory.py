@@ -1,6 +1,6 @@
 """Throughput of the theory kernels, with baselines measured in the same run.
 
-Run:  python benchmarks/bench_theory.py [--quick]
+Run:  python benchmarks/bench_theory.py [--quick | --tiny]
 
 Every comparison is interleaved (normlab, baseline, normlab, baseline, ...) and reports medians
 of CPU-time rates and of paired ratios, on one core (CPU time, not wall time: the machine may
@@ -223,6 +223,32 @@ def strategy_vs_c(n_runs: int, reps: int) -> None:
         print(f"   {label}: numba {med(nb) / 1e6:5.1f} M/s, plain C {med(cc) / 1e6:5.1f} M/s (C / numba, median of "
               f"{reps} pairs = {med(ratio):.2f}x, range {ratio.min():.2f}-{ratio.max():.2f}; goal <= 1.3x); "
               f"run for run identical: {same}")
+    mixed_vs_single(n_runs, reps, seeds, table)
+
+
+def mixed_vs_single(n_runs: int, reps: int, seeds, table) -> None:
+    """A mixed population (12 + 12 agents, two tables) against one table, same kernel, alternately."""
+    N, W, H, T = 24, 2, 5, 2400
+    R = T // N
+    other = np.ascontiguousarray(table.reshape(-1, W)[:, ::-1].reshape(-1))  # each state's two probabilities swapped
+    group = np.repeat([0, 1], N // 2)
+    common = (N, W, H, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1,
+              np.full(N, KIND_TABLE, np.int64))
+    tail = (np.zeros((N, H), np.int64), np.zeros(N, np.int64), T, 0, 2.849 / 3)
+    single = common + (np.zeros(N, np.int64), table) + tail
+    mixed = common + ((group * table.size).astype(np.int64), np.concatenate([table, other])) + tail
+    bufs = (np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int64),
+            np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R, W), np.int32), np.zeros((n_runs, R, W), np.int32),
+            np.zeros((n_runs, 0, 2), np.int32), np.zeros((n_runs, 0, 2), np.int32),
+            np.zeros((n_runs, SG_SCALARS), np.int64))
+    rs, rm = [], []
+    for _ in range(reps):
+        for args, acc in ((single, rs), (mixed, rm)):
+            t0 = time.process_time()
+            _sg_batch_serial(seeds, *args, *bufs)
+            acc.append(bufs[-1][:, 0].sum() / (time.process_time() - t0))
+    print(f"   two groups (12 + 12 agents, the table and the table with swapped probabilities): {med(rm) / 1e6:5.1f} M/s; one table "
+          f"{med(rs) / 1e6:5.1f} M/s in the same run (one table / mixed = {med(np.array(rs) / np.array(rm)):.2f}x)")
 
 
 # ------------------------------------------------------------------ 5. start-up
@@ -257,27 +283,35 @@ def startup(reps: int) -> None:
     print(f"   normlab's share: {m['all'] - m['numba_floor']:.2f} s (its modules and loading one cached kernel)")
 
 
-def main() -> None:
+SIZES = {  # (NG runs, NG reps, many runs, authors' runs, many reps, strategy runs, strategy reps, start-up reps)
+    "full": (10, 5, 20_000, 200, 3, 1000, 9, 3),
+    "quick": (4, 3, 2000, 50, 3, 500, 5, 3),
+    "tiny": (2, 1, 200, 5, 1, 50, 1, 1),  # for the test suite: every line printed, no meaningful timing
+}
+
+
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller workloads")
-    args = ap.parse_args()
+    ap.add_argument("--tiny", action="store_true", help="tiny workloads (tests only: the numbers mean nothing)")
+    args = ap.parse_args(argv)
     numba.set_num_threads(1)
-    q = args.quick
-    print(f"normlab theory benchmarks (numba {numba.__version__}, 1 thread; interleaved, medians)\n")
+    mode = "tiny" if args.tiny else "quick" if args.quick else "full"
+    ng_runs, ng_reps, n_runs, n_auth, m_reps, sg_runs, sg_reps, su_reps = SIZES[mode]
+    print(f"normlab theory benchmarks (numba {numba.__version__}, 1 thread; interleaved, medians; {mode})\n")
 
     print("1. Minimal NG, unlimited pool, complete graph, N = 1000, to consensus, one core")
-    minimal_ng_vs_c(1000, 4 if q else 10, 3 if q else 5)
+    minimal_ng_vs_c(1000, ng_runs, ng_reps)
 
-    n_runs = 2000 if q else 20_000
     print(f"\n2. Many short runs: N = 24, W = 10, {n_runs} runs end to end, one core")
-    many_runs(n_runs, 50 if q else 200, 3)
+    many_runs(n_runs, n_auth, m_reps)
 
     print("\n3. Strategy game, N = 24, H = 5, W = 2, 100 rounds per run, serial batch kernel, one core")
-    strategy_vs_c(500 if q else 1000, 5 if q else 9)
+    strategy_vs_c(sg_runs, sg_reps)
 
     print("\n4. One run, N = 100 000, unlimited pool, to consensus")
-    if q:
-        print("   (skipped with --quick)")
+    if mode != "full":
+        print(f"   (skipped with --{mode})")
     else:
         t0 = time.perf_counter()
         res = minimal_naming_game(100_000, rng=7, progress=False)
@@ -286,7 +320,7 @@ def main() -> None:
               f"{res.n_interactions[0] / dt / 1e6:.1f} M/s; t_conv/N^1.5 = {res.consensus_time[0] / 1e5**1.5:.2f})")
 
     print("\n5. Start-up in a fresh process")
-    startup(3)
+    startup(su_reps)
     shutil.rmtree(TMP, ignore_errors=True)
 
 
