@@ -32,7 +32,7 @@ def test_bench_theory_tiny():
         assert out.count("run for run identical: True") == 2
         assert out.count("goal <= 1.3x") == 3
     assert "goal >= 40x" in out or "authors' code not found" in out
-    assert "two groups (12 + 12 agents" in out
+    assert "(mixed-population path)" in out and "same runs: True" in out
     assert "import normlab.theory + first call (Numba cache)" in out and "normlab's share" in out
 
 

@@ -363,6 +363,8 @@ def test_mixed_population_of_one_table_is_the_single_table_game():
             assert np.array_equal(getattr(one, k), getattr(mixed, k), equal_nan=True), k
         assert np.array_equal(one.interactions[1], mixed.interactions[1])
     assert mixed.params["groups"] == [0, 1, 0, 1, 1, 0, 0, 1, 1] and one.params["groups"] is None
+    assert mixed.summary()["group_sizes"] == [4, 5] and "group_sizes" not in one.summary()
+    assert mixed.summary()["strategies"] == ["StrategyTable", "StrategyTable"]
 
 
 @pytest.mark.parametrize("second", ["table", "best_response", "wsls", "logit"])

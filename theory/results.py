@@ -428,6 +428,9 @@ class GameResult:
         }
         if self.committed_name >= 0:
             out["flip_fraction"] = float(self.flipped().mean())
+        if self.params.get("groups") is not None:  # a mixed population: agents per strategy
+            out["strategies"] = list(self.params["strategy"])
+            out["group_sizes"] = np.bincount(self.params["groups"], minlength=len(out["strategies"])).tolist()
         return out
 
 
