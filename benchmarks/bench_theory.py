@@ -258,6 +258,7 @@ def mixed_vs_single(n_runs: int, reps: int, seeds, table) -> None:
 
 # ------------------------------------------------------------------ 5. start-up
 STARTUP = {
+    "normlab": "import normlab",
     "all": "import normlab.theory as th; th.minimal_naming_game(24, n_words=10, n_runs=10, rng=1, progress=False)",
     "numba_import": "import numba",
     "numba_floor": "import numba; from numba.core.registry import cpu_target; cpu_target.target_context.refresh()",
@@ -281,6 +282,7 @@ def startup(reps: int) -> None:
         for k, stmt in STARTUP.items():
             t[k].append(cpu(stmt))
     m = {k: med(v) for k, v in t.items()}
+    print(f"   import normlab: {m['normlab']:.2f} s CPU")
     print(f"   import normlab.theory + first call (Numba cache): {m['all']:.2f} s CPU (goal < 0.5 s)")
     print(f"   Numba's own floor, paid by the first call of any cached function: {m['numba_floor']:.2f} s "
           f"(import numba {m['numba_import']:.2f} s, its registries {m['numba_floor'] - m['numba_import']:.2f} s, "
