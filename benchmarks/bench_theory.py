@@ -282,7 +282,7 @@ def startup(reps: int) -> None:
         for k, stmt in STARTUP.items():
             t[k].append(cpu(stmt))
     m = {k: med(v) for k, v in t.items()}
-    print(f"   import normlab: {m['normlab']:.2f} s CPU")
+    print(f"   import normlab: {m['normlab']:.3f} s CPU")
     print(f"   import normlab.theory + first call (Numba cache): {m['all']:.2f} s CPU (goal < 0.5 s)")
     print(f"   Numba's own floor, paid by the first call of any cached function: {m['numba_floor']:.2f} s "
           f"(import numba {m['numba_import']:.2f} s, its registries {m['numba_floor'] - m['numba_import']:.2f} s, "
