@@ -95,7 +95,7 @@ def minimal_ng_vs_c(N: int, runs: int, reps: int) -> None:
     def numba_run(k):
         b = bufs()
         t0 = time.process_time()
-        _ng_run(seeds[k], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, True, *b)
+        _ng_run(seeds[k], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, True, False, *b)
         dt = time.process_time() - t0
         n = b[-1][0]
         return n / dt, [n, b[-1][3], b[-1][4], b[-1][5], int(b[1][:-(-n // N)].sum())]

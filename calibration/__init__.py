@@ -19,6 +19,12 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
   also ``normlab calibrate``)
 - observed: :func:`empirical_critical_mass` (published, per_run and end_of_run critical masses),
   :func:`run_flips`, :func:`challenger_shares`
+- scores: :func:`score` (Brier and log scores of flips and consensus winners, coverage of the
+  underlying and experiment-size intervals, reliability diagram) -> :class:`Scores`
+- transfer: :func:`transfer_scores` (fit at one LLM, N, H; predict and score the others) ->
+  :class:`TransferScores`; :func:`tables_at_memory`
+- group size: :func:`group_size_curve` (P(consensus on each name) for N = 4 .. 1 000 and the
+  mean-field limit N -> infinity) -> :class:`GroupSizeCurve`
 - norm adoption: :func:`fit_adoption` (belief / compliance rates of the two-stage contagion and
   their ratio, CRSEC seed 000) -> :class:`AdoptionFit`
 - LLM vs theory: :func:`llm_trajectories`, :func:`theory_trajectories`,
@@ -79,6 +85,13 @@ _EXPORTS = {
     "observed_summary": "pipeline",
     "find_ainorms": "pipeline",
     "fit_adoption": "adoption",
+    "score": "scoring",
+    "group_size_curve": "group_size",
+    "transfer_scores": "transfer",
+    "TransferScores": "transfer",
+    "tables_at_memory": "transfer",
+    "GroupSizeCurve": "group_size",
+    "Scores": "scoring",
     "AdoptionFit": "adoption",
 }
 

@@ -211,6 +211,32 @@ def _interval(d: dict, none_text: str) -> str:
     return f"{_num(est)} [{_num(lo) if lo is not None else none_text}, {_num(hi) if hi is not None else none_text}]"
 
 
+def _scores_text(sc: dict) -> str:
+    """The ``scores`` block as readable lines (lower Brier and log scores are better)."""
+    ref = sc.get("reference") or {}
+    out = ["scores on the runs the fit did not use (lower is better; a forecast giving every outcome the same "
+           "probability in brackets):"]
+    if sc.get("n_flip_runs"):
+        out.append(f"  flips, {sc['n_flip_runs']} committed-minority runs (within {sc.get('within_rounds')} rounds): "
+                   f"Brier {sc['brier_flip']:.3f} ({ref.get('brier_flip', 0.25):.3f}), "
+                   f"log {sc['log_score_flip']:.3f} ({ref.get('log_score_flip', 0.693):.3f})")
+    if sc.get("n_consensus_runs"):
+        out.append(f"  consensus winners, {sc['n_consensus_runs']} runs: Brier {sc['brier_consensus']:.3f} "
+                   f"({ref.get('brier_consensus', 0.0):.3f}), log {sc['log_score_consensus']:.3f} "
+                   f"({ref.get('log_score_consensus', 0.0):.3f})")
+    cov = sc.get("coverage") or {}
+    pct = int(round(100 * float(sc.get("level") or 0.95)))
+    bits = [f"{kind} {cov[kind]:.0%} of {cov[f'n_{kind}']}" for kind in ("experiment", "underlying")
+            if cov.get(kind) is not None]
+    if bits:
+        out.append(f"  observed values inside the {pct}% intervals: " + ", ".join(bits)
+                   + " (experiment: what an experiment of the observed size would report)")
+    ex = sc.get("excluded") or {}
+    if ex:
+        out.append("  not scored: " + ", ".join(f"{v} {k}" for k, v in ex.items()))
+    return "\n".join(out)
+
+
 def format_summary(s: dict) -> str:
     """The readable multi-line summary ``normlab calibrate`` prints without ``--json``.
 
@@ -308,6 +334,10 @@ def format_summary(s: dict) -> str:
         lines.append("relative strength of each name's consensus (median [interval]):")
         for nm, q in rs.items():
             lines.append(f"  {nm}: " + ", ".join(f"{k} {_interval(v, '-')}" for k, v in q.items()))
+    sc = s.get("scores")
+    if sc:
+        lines.append("")
+        lines.append(_scores_text(sc))
     a = s.get("asymmetry")
     if a:
         lines.append("")

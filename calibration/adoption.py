@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import html_card, new_axes, plain, plotting
 from normlab._rng import spawn
 from normlab._validate import check_int
 
@@ -79,12 +80,21 @@ class AdoptionFit:
         return norm_contagion_ode(self.beta, self.gamma, y0=self.y0, c0=self.c0, t_eval=t, n_agents=self.n_agents,
                                   ceiling=self.ceiling)
 
-    def plot(self, ax=None):
-        """Data and fitted mean field."""
-        import matplotlib.pyplot as plt
+    def summary(self) -> dict:
+        """Rates, ratio and ceiling with their bootstrap intervals (plain Python)."""
+        return plain({"beta": self.beta, "gamma": self.gamma, "ratio": self.ratio, "ceiling": self.ceiling,
+                      "level": self.level, "ci": {k: list(v) for k, v in self.ci.items()}, "n_agents": self.n_agents,
+                      "n_boot": int(len(self.boot))})
 
-        if ax is None:
-            _, ax = plt.subplots(figsize=(5.2, 3.6))
+    @plotting
+    def plot(self, ax=None):
+        """Data and fitted mean field.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = new_axes(ax, (5.2, 3.6))
         m = self.predict(np.linspace(0, self.t.max(), 300))
         ax.plot(self.t, self.belief, "o", ms=3, color="C0", label="belief (data)")
         ax.plot(self.t, self.compliance, "s", ms=3, color="C1", label="compliance (data)")
@@ -102,7 +112,10 @@ class AdoptionFit:
                 f"[{lo:.3g}, {hi:.3g}] at {self.level:.0%}, ceiling={self.ceiling:.3g})")
 
     def _repr_html_(self) -> str:
-        return f"<p><b>{self!r}</b></p>" + self.to_frame().to_html(index=False)
+        rows = [(k, getattr(self, k), tuple(self.ci[k])) for k in ("beta", "gamma", "ratio", "ceiling")]
+        return html_card("AdoptionFit", rows, level=self.level, subtitle="two-stage contagion fitted to adoption curves",
+                         settings={"N": self.n_agents, "bootstrap replicates": len(self.boot)},
+                         note="ratio = beta / gamma (> 1: belief spreads faster than compliance); .plot() draws the fit.")
 
 
 def _mean_field(t, beta, gamma, y0, c0, n, ceiling=1.0):

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import fmt, fmt_interval, html_card, plain, plotting, short_repr
+
 from .inputs import StateCounts, _state_tables, state_labels
 from .posterior import StrategyFit
 
@@ -90,9 +92,55 @@ class AsymmetryResult:
     summary: dict = field(default_factory=dict)
     by_length: pd.DataFrame = field(default_factory=pd.DataFrame)
 
+    def __post_init__(self):
+        object.__setattr__(self, "summary", plain(dict(self.summary)))  # plain Python numbers
+
     def to_frame(self) -> pd.DataFrame:
         """The per-pair table (tidy, one row per mirror pair)."""
         return self.pairs.copy()
+
+    def __repr__(self) -> str:
+        s = self.summary
+        post = ""
+        if "post_bias_visits" in s:
+            post = (f"posterior bias {s['post_bias_visits']:+.3f} "
+                    f"{fmt_interval(s['post_bias_low'], s['post_bias_high'])}")
+        return short_repr("AsymmetryResult", f"{self.a} vs {self.b}", f"{s.get('n_pairs_tested')} pairs tested",
+                          f"bias towards {self.a} {s.get('bias_visits', float('nan')):+.3f} (visit-weighted)", post or None,
+                          f"CMH p = {fmt(s.get('p_cmh'))}",
+                          f"{s.get('n_significant')} significant pairs, {s.get('favours_a')} favour {self.a}")
+
+    def _repr_html_(self) -> str:
+        s = self.summary
+        rows = [(f"bias towards {self.a} (visit-weighted mean of p({self.a}|s) - p({self.b}|mirror s))",
+                 s.get("bias_visits")),
+                ("bias, inverse-variance weighted", s.get("bias_ivw"),
+                 (s.get("bias_ivw", 0) - 1.96 * s.get("bias_ivw_se", float("nan")),
+                  s.get("bias_ivw", 0) + 1.96 * s.get("bias_ivw_se", float("nan"))) if s.get("bias_ivw_se") else None),
+                ("CMH test of symmetry, p", s.get("p_cmh"))]
+        if "post_bias_visits" in s:
+            rows.append(("posterior bias (visit-weighted)", s["post_bias_visits"],
+                         (s["post_bias_low"], s["post_bias_high"]), f"P(> 0) = {fmt(s['post_p_bias_positive'])}"))
+        rows.append((f"pairs tested / significant / favouring {self.a}",
+                     f"{s.get('n_pairs_tested')} / {s.get('n_significant')} / {s.get('favours_a')}"))
+        for _, r in self.by_length.iterrows():
+            rows.append((f"p({self.a}), memory length {int(r['memory_len'])}", r["p_a"], None,
+                         f"{fmt(r['n'])} decisions; binomial p = {fmt(r['p_binom'])}"))
+        return html_card("AsymmetryResult", rows, subtitle=f"strategy asymmetry under relabelling {self.a} <-> {self.b} "
+                         "(Table 1)", note=".plot() draws p(a | s) against p(b | mirror s); .to_frame() gives the pairs.")
+
+    @plotting
+    def plot(self, *, ax=None, min_n: int = 1, posterior: bool = False):
+        """``p(a | s)`` against ``p(b | relabel(s))`` for every observed pair
+        (:func:`normlab.calibration.plot_asymmetry`).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        from .compare import plot_asymmetry
+
+        return plot_asymmetry(self, ax=ax, min_n=min_n, posterior=posterior)
 
 
 def _cmh(k1, n1, k2, n2):

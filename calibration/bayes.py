@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import html_card, new_axes, plain, plotting, short_repr
 from normlab._rng import as_seed_sequence, spawn
 
 from .empirical import fit_empirical
@@ -548,6 +549,50 @@ class ModelComparison:
         out["rank"] = np.arange(1, len(out) + 1)
         out.insert(0, "by", self.by)
         return out
+
+    def summary(self) -> dict:
+        """The chosen model and, per model, the held-out log-likelihood and its difference to
+        the best with its standard error (plain Python)."""
+        t = self.to_frame()
+        return plain({"by": self.by, "k": self.k, "chosen": self.chosen, "decay": self.decay,
+                      "models": {r["model"]: {"heldout_ll": r["heldout_ll"], "per_decision": r["per_decision"],
+                                              "delta": r["delta"], "delta_se": r["delta_se"]} for _, r in t.iterrows()}})
+
+    def __repr__(self) -> str:
+        t = self.to_frame()
+        ranks = ", ".join(f"{r['model']} {r['delta']:+.1f}" + (f" ± {r['delta_se']:.1f}" if r["delta_se"] else "")
+                          for _, r in t.iterrows())
+        return short_repr("ModelComparison", f"{self.k}-fold by {self.by}", f"chosen {self.chosen}",
+                          f"held-out log-likelihood vs best: {ranks}")
+
+    def _repr_html_(self) -> str:
+        t = self.to_frame()
+        rows = [(r["model"], r["delta"], (r["delta"] - 1.96 * r["delta_se"], r["delta"] + 1.96 * r["delta_se"])
+                 if r["delta_se"] else None, f"held-out log-likelihood {r['heldout_ll']:.1f}")
+                for _, r in t.iterrows()]
+        return html_card("ModelComparison", rows, subtitle=f"{self.k}-fold cross-validation holding out whole "
+                         f"{self.by}s; value = difference to the best", settings={"chosen": self.chosen,
+                                                                                 "decay": self.decay},
+                         note=".plot() draws the differences; .folds holds every fold.")
+
+    @plotting
+    def plot(self, *, ax=None):
+        """Held-out log-likelihood of each model minus the best, with ±1.96 standard errors.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        t = self.to_frame()
+        ax = new_axes(ax, (5.5, 0.5 * len(t) + 1.5))
+        y = np.arange(len(t))[::-1]
+        ax.errorbar(t["delta"], y, xerr=1.96 * t["delta_se"].fillna(0), fmt="o", capsize=3)
+        ax.axvline(0, color="0.5", lw=0.8)
+        ax.set_yticks(y, list(t["model"]))
+        ax.set(xlabel="held-out log-likelihood - best (±1.96 SE)",
+               title=f"{self.k}-fold CV by {self.by}: chosen {self.chosen}")
+        ax.title.set_fontsize(9)
+        return ax
 
 
 def compare_models(counts: StateCounts, *, models=MODELS, by: str = "run", k: int = 5, decay="auto",

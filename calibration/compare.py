@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import fmt, html_card, plain, plotting, short_repr
 from normlab._rng import as_generator, spawn
 from normlab.schema import GameLog
 
@@ -245,6 +246,47 @@ class TrajectoryComparison:
     def to_frame(self) -> pd.DataFrame:
         return self.curves.copy()
 
+    def summary(self) -> dict:
+        """Distances per (quantity, name) as plain Python values."""
+        out = {}
+        for _, r in self.distances.iterrows():
+            key = r["quantity"] + (f" {r['name']}" if r["name"] else "")
+            out[key] = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in r.items()
+                        if k not in ("quantity", "name")}
+        return plain({"label": self.label, "distances": out})
+
+    def __repr__(self) -> str:
+        parts = []
+        for _, r in self.distances.iterrows():
+            q = r["quantity"] + (f" {r['name']}" if r["name"] else "")
+            parts.append(f"{q}: mean |LLM - theory| {r['mean_abs']:.3f} over {int(r['rounds'])} rounds, "
+                         f"{r['frac_in_band']:.0%} inside the theory band")
+        return short_repr("TrajectoryComparison", self.label or None, *parts)
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for _, r in self.distances.iterrows():
+            q = r["quantity"].replace("_", " ") + (f" of {r['name']}" if r["name"] else "")
+            rows += [(f"{q}: mean |LLM - theory|", r["mean_abs"], None, f"over {int(r['rounds'])} rounds"),
+                     (f"{q}: max |LLM - theory|", r["max_abs"]),
+                     (f"{q}: rounds with the LLM mean inside the theory band", r["frac_in_band"])]
+            if r["quantity"] == "success_rate":
+                rows.append(("rounds to 95% success, LLM / theory",
+                             f"{fmt(r.get('llm_rounds_to_95'))} / {fmt(r.get('theory_rounds_to_95'))}"))
+        return html_card("TrajectoryComparison", rows, level=None, subtitle=self.label,
+                         note=".plot(quantity=..., name=...) draws both curves with their bands; "
+                              ".distances and .to_frame() give the tables.")
+
+    @plotting
+    def plot(self, quantity: str = "success_rate", *, name: str = "", ax=None):
+        """LLM and theory curves with their bands (:func:`plot_trajectories`).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        return plot_trajectories(self, quantity=quantity, name=name, ax=ax)
+
 
 def compare_trajectories(llm: pd.DataFrame, theory: pd.DataFrame, *, label: str = "") -> TrajectoryComparison:
     """Distances between LLM and theory curves (outputs of :func:`llm_trajectories` and
@@ -285,6 +327,7 @@ def _ax(ax, figsize=(5, 4)):
     return ax
 
 
+@plotting
 def plot_strategy_heatmap(fit, *, name: str | None = None, memory_len: int | None = None, ax=None, cmap="viridis",
                           annotate_unseen: bool = True):
     """Fig. S8-style heatmap: p(name | memory) over own (rows) and partner (columns) histories.
@@ -292,7 +335,7 @@ def plot_strategy_heatmap(fit, *, name: str | None = None, memory_len: int | Non
     Parameters
     ----------
     fit : StrategyFit or normlab.theory.strategies.StrategyTable
-        Posterior mean is shown for a fit; unseen states (no training decision) are hatched.
+        Posterior mean is shown for a fit; unseen states (no training decision) are crossed.
     name : str, optional
         The name whose probability is coloured (default: the last name, e.g. ``M``).
     memory_len : int, optional
@@ -303,43 +346,14 @@ def plot_strategy_heatmap(fit, *, name: str | None = None, memory_len: int | Non
     -------
     matplotlib.axes.Axes
     """
-    import seaborn as sns
-
-    from normlab.theory.strategies import encode_state
-
     if isinstance(fit, StrategyFit):
-        table, names, H, seen = fit.mean_table(), fit.names, fit.memory, fit.observed
+        table, unseen = fit.mean_table(), (~fit.observed if annotate_unseen else None)
     else:
-        table, names, H, seen = fit, fit.names, fit.memory, None
-    if len(names) != 2:
-        raise ValueError("the heatmap layout is for two-name pools")
-    L = H if memory_len is None else int(memory_len)
-    if not 1 <= L <= H:
-        raise ValueError(f"memory_len must be in 1..{H}")
-    name = names[-1] if name is None else name
-    j = names.index(name)
-    seqs = [[(v >> (L - 1 - i)) & 1 for i in range(L)] for v in range(2**L)]
-    lab = ["".join(names[b] for b in s) for s in seqs]
-    M = np.zeros((len(seqs), len(seqs)))
-    U = np.zeros_like(M, dtype=bool)
-    for a, own in enumerate(seqs):
-        for b, part in enumerate(seqs):
-            s = encode_state(list(zip(own, part)), 2)
-            M[a, b] = table.table[s, j]
-            U[a, b] = seen is not None and not seen[s]
-    ax = _ax(ax, (6.5, 5.5))
-    sns.heatmap(pd.DataFrame(M, index=lab, columns=lab), vmin=0, vmax=1, cmap=cmap, ax=ax,
-                cbar_kws={"label": f"p({name} | memory)"}, xticklabels=L <= 4, yticklabels=L <= 4)
-    if annotate_unseen and U.any():
-        ys, xs = np.nonzero(U)
-        ax.scatter(xs + 0.5, ys + 0.5, marker="x", s=6 if L >= 5 else 30, c="white", linewidths=0.5,
-                   label="not observed in training")
-        ax.legend(loc="upper right", fontsize=7, frameon=True)
-    ax.set_xlabel("partner's plays (oldest first)")
-    ax.set_ylabel("own plays (oldest first)")
-    return ax
+        table, unseen = fit, None
+    return table.plot(name=name, memory_len=memory_len, unseen=unseen, ax=ax, cmap=cmap)
 
 
+@plotting
 def plot_asymmetry(result, *, ax=None, min_n: int = 1, posterior: bool = False):
     """Table 1 as a scatter: ``p(a | s)`` against ``p(b | relabel(s))`` for every observed pair.
 
@@ -378,6 +392,7 @@ def plot_asymmetry(result, *, ax=None, min_n: int = 1, posterior: bool = False):
     return ax
 
 
+@plotting
 def plot_flip_curves(prediction=None, empirical=None, *, majority: str, n_agents: int | None = None,
                      memory: int | None = None, ax=None, label: str = ""):
     """Flip probability vs committed count: predicted band and observed runs (Fig. 3B analogue).
@@ -428,6 +443,7 @@ def plot_flip_curves(prediction=None, empirical=None, *, majority: str, n_agents
     return ax
 
 
+@plotting
 def plot_trajectories(comparison: TrajectoryComparison, *, quantity: str = "success_rate", name: str = "", ax=None):
     """LLM vs theory curve with bands (Fig. 1A / Fig. 3A analogue).
 
@@ -449,6 +465,7 @@ def plot_trajectories(comparison: TrajectoryComparison, *, quantity: str = "succ
     return ax
 
 
+@plotting
 def plot_success_prediction(prediction, llm_curve: pd.Series | None = None, *, ax=None, label: str = ""):
     """Predicted mean success curve (band over draws) with an observed curve on top.
 

@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from normlab._display import fmt, html_card, plain, short_repr
 from normlab.schema import DECISION_COLUMNS, RUN_COLUMNS, GameLog, parse_memory_state, validate_names
 
 __all__ = [
@@ -259,15 +260,42 @@ class StateCounts:
         })
 
     def summary(self) -> dict:
+        """Pool, memory, groups and decisions as plain Python values."""
         c = self.counts
-        return {
+        return plain({
             "names": list(self.names),
             "memory": self.memory,
             "groups": len(self.groups),
             "decisions": float(c.sum()),
             "states_observed": int((c.sum(axis=1) > 0).sum()),
             "states_total": int(self.n_states),
-        }
+        })
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        tot = self.counts.sum(axis=0)
+        shares = ", ".join(f"{n} {v / tot.sum():.2f}" for n, v in zip(self.names, tot)) if tot.sum() else None
+        return short_repr("StateCounts", f"names {','.join(self.names)}", f"H={self.memory}",
+                          f"{fmt(s['decisions'])} decisions in {s['groups']} groups",
+                          f"{s['states_observed']}/{s['states_total']} states seen", f"answer shares {shares}")
+
+    def _repr_html_(self) -> str:
+        c = self.counts
+        n = c.sum(axis=1)
+        from normlab.theory.strategies import state_offsets
+
+        off = list(state_offsets(self.n_names, self.memory)) + [self.n_states]
+        rows = []
+        for L in range(self.memory + 1):  # decisions and answer shares per memory length
+            sel = slice(int(off[L]), int(off[L + 1]))
+            tot = c[sel].sum(axis=0)
+            if tot.sum():
+                rows.append((f"memory length {L}", float(tot.sum()), None,
+                             ", ".join(f"{nm} {v / tot.sum():.3f}" for nm, v in zip(self.names, tot))))
+        return html_card("StateCounts", rows, level=None,
+                         subtitle=f"decisions per memory state, names {','.join(self.names)}, H = {self.memory}",
+                         settings={"groups": len(self.groups), "states seen": f"{int((n > 0).sum())} of {self.n_states}"},
+                         note="value = decisions; .to_frame() gives every state.")
 
 
 # ----------------------------------------------------------------------------- from game logs

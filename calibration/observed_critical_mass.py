@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
 from normlab._rng import as_generator
 from normlab.schema import GameLog
 
@@ -235,14 +236,95 @@ class EmpiricalCriticalMass:
     settings: dict = field(default_factory=dict)
     shares: pd.DataFrame = None
 
+    def _direction(self, r) -> str:
+        return f"{r['model']}: {r['challenger']} overturning {r['majority']}, N={r['n_agents']}, H={r['memory']}"
+
+    def summary(self) -> dict:
+        """Per direction (``<model> N=.. H=.. overturn_<majority>``): the critical mass by the three
+        criteria, with the logistic 50% point and its interval, as plain Python (``inf``: not
+        reached among the tested counts)."""
+        out = {}
+        for _, r in self.estimates.iterrows():
+            key = f"{r['model']} N={r['n_agents']} H={r['memory']} overturn_{r['majority']}"
+            out[key] = {c: r[c] for c in ("published", "max_round", "first_count", "first_all", "c50", "c50_low",
+                                          "c50_high", "end_of_run", "n_runs") if c in r}
+            out[key]["challenger"] = r["challenger"]
+        return plain({"within_rounds": self.within_rounds, "level": self.level, "directions": out})
+
     def __repr__(self) -> str:
         e = self.estimates
-        parts = [f"{r['majority']}<-{r['challenger']} N={r['n_agents']} H={r['memory']}: published {r['published']:g}, "
-                 f"per_run {r['first_count']:g}" for _, r in e.iterrows()]
-        return f"EmpiricalCriticalMass({'; '.join(parts)})"
+        parts = [f"{r['challenger']} overturning {r['majority']} (N={r['n_agents']}, H={r['memory']}): published "
+                 f"{fmt(r['published'])}, per run {fmt(r['first_count'])}" for _, r in e.iterrows()]
+        models = ", ".join(map(str, e["model"].unique())) if len(e) else ""
+        return short_repr("EmpiricalCriticalMass", models, *parts, f"window {self.within_rounds} rounds",
+                          f"{len(self.runs)} runs")
 
     def _repr_html_(self) -> str:
-        return self.estimates.drop(columns=["counts"], errors="ignore").to_html(index=False)
+        rows = []
+        for _, r in self.estimates.iterrows():
+            d = f"{r['challenger']} overturning {r['majority']}, N = {r['n_agents']}, H = {r['memory']}"
+            rows.append((f"{d}: published rule", r["published"], None, f"window {r['max_round']} rounds (Table S3)"))
+            rows.append((f"{d}: first count with P(flip) >= {self.level:g}", r["first_count"], None,
+                         f"within {self.within_rounds} rounds"))
+            rows.append((f"{d}: logistic 50% point", r["c50"], (r["c50_low"], r["c50_high"]), "Firth fit, bootstrap"))
+        models = ", ".join(map(str, self.estimates["model"].unique()))
+        return html_card("EmpiricalCriticalMass", rows, subtitle=f"committed-minority runs of {models}",
+                         settings={"runs": len(self.runs), "directions": len(self.estimates)},
+                         note=".plot() draws the observed flip curves; .to_frame() gives one row per count.")
+
+    @plotting
+    def plot(self, *, ax=None):
+        """Observed flip probability against the committed count, one series per direction,
+        with Clopper-Pearson 95% intervals and the Firth logistic fit.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 3B, Table S3.
+        """
+        ax = new_axes(ax, (7.6, 3.9))
+        keys = ["model", "majority", "challenger", "n_agents", "memory"]
+        for k, (key, cv) in enumerate(self.curves.groupby(keys, sort=False)):
+            c = f"C{k % 10}"
+            est = self.estimates
+            e = est[(est[keys] == pd.Series(key, index=keys)).all(axis=1)]
+            lab = f"{key[2]} overturning {key[1]} (N={key[3]}, H={key[4]})"
+            if len(e):
+                lab += f": published {fmt(e.iloc[0]['published'])}"
+            ax.errorbar(cv["committed"], cv["p_flip"], yerr=[cv["p_flip"] - cv["ci_low"], cv["ci_high"] - cv["p_flip"]],
+                        fmt="o", color=c, capsize=3, label=lab)
+            if len(e) and np.isfinite(e.iloc[0]["b1"]) and e.iloc[0]["b1"] > 0:
+                xs = np.linspace(0, max(float(cv["committed"].max()), 1.0), 200)
+                ax.plot(xs, 1 / (1 + np.exp(-(e.iloc[0]["b0"] + e.iloc[0]["b1"] * xs))), ":", color=c)
+        ax.axhline(self.level, color="0.5", lw=0.8, ls=":")
+        ax.set(xlabel="committed agents", ylabel=f"P(flip within {self.within_rounds} rounds)", ylim=(-0.03, 1.03),
+               title="observed flip curves (dotted: Firth logistic fit)")
+        ax.title.set_fontsize(9)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        legend_outside(ax, "below", ncol=1)
+        return ax
+
+    def save(self, path) -> "Path":
+        """Write to the folder ``path`` (``result.json`` and the Parquet tables); read it back
+        with :meth:`load` or ``normlab.load``."""
+        tables = {"curves": self.curves, "estimates": self.estimates, "runs": self.runs}
+        if self.shares is not None:
+            tables["shares"] = self.shares
+        return save_result(path, type(self), {"within_rounds": self.within_rounds, "level": self.level,
+                                              "settings": self.settings}, tables)
+
+    @classmethod
+    def load(cls, path) -> "EmpiricalCriticalMass":
+        """Read a result written by :meth:`save`."""
+        meta, t = load_result(path, cls)
+        est = t["estimates"]
+        if "counts" in est:  # Parquet gives arrays back: lists, as computed
+            est["counts"] = [list(v) if v is not None else None for v in est["counts"]]
+        return cls(curves=t["curves"], estimates=est, runs=t["runs"], within_rounds=int(meta["within_rounds"]),
+                   level=float(meta["level"]), settings=meta["settings"], shares=t.get("shares"))
 
     def to_frame(self) -> pd.DataFrame:
         """The flip curves (tidy)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import fmt, fmt_interval, html_card, new_figure, plain, plotting, short_repr
 from normlab._rng import spawn
 from normlab.schema import GameLog
 
@@ -183,6 +184,9 @@ class Calibration:
     empirical : EmpiricalCriticalMass or None
         Empirical flip curves of the committed runs in the log at (names, H, N).
     settings : dict
+    scores : Scores or None
+        Scores of the prediction on the runs at (names, H, N) that the fit did not use
+        (:func:`normlab.calibration.score`); None when there are none.
     """
 
     fit: StrategyFit
@@ -190,6 +194,7 @@ class Calibration:
     observed: dict = field(default_factory=dict)
     empirical: object = None
     settings: dict = field(default_factory=dict)
+    scores: object = None
 
     def summary(self) -> dict:
         """The JSON object printed by ``normlab calibrate --json``."""
@@ -218,9 +223,10 @@ class Calibration:
                     "decay": fs["decay"], "diagnostics": fs["diagnostics"]},
             "asymmetry": self.settings.get("asymmetry"),
             "observed": self.observed,
+            "scores": None if self.scores is None else self.scores.summary(),
             "seconds": self.settings.get("seconds"),
         }
-        return out
+        return plain(out)
 
     def to_frame(self) -> pd.DataFrame:
         """Predicted vs observed, long format: ``quantity``, ``key``, ``predicted``, ``low``,
@@ -240,6 +246,114 @@ class Calibration:
             obs[("critical_mass_per_run", k)] = (v.get("per_run") or {}).get("first_count")
         pf["observed"] = [obs.get((q, k)) for q, k in zip(pf["quantity"], pf["key"])]
         return pf.rename(columns={"estimate": "predicted"})
+
+    # ------------------------------------------------------------------ display, save / load
+    def __repr__(self) -> str:
+        p = self.prediction
+        parts = [str(self.settings.get("llm") or "?"), f"names {','.join(p.names)}", f"H={p.memory}",
+                 f"N={p.n_agents}", f"{self.fit.kind} fit on {self.settings.get('fit_on')} runs"]
+        tf = self.to_frame()
+        for _, r in tf[tf["quantity"].isin(["p_consensus", "critical_mass"])].iterrows():
+            if r["quantity"] == "p_consensus" and r["key"] == "none":
+                continue
+            lab = f"P({r['key']})" if r["quantity"] == "p_consensus" else f"critical mass {r['key']}"
+            obs = "" if r["observed"] is None or (isinstance(r["observed"], float) and np.isnan(r["observed"])) \
+                else f" (observed {fmt(r['observed'])})"
+            parts.append(f"{lab} {fmt(r['predicted'])} {fmt_interval(r['low'], r['high'])}{obs}")
+        return short_repr("Calibration", *parts)
+
+    def _repr_html_(self) -> str:
+        tf = self.to_frame()
+        rows = []
+        for _, r in tf.iterrows():
+            obs = r["observed"]
+            has = obs is not None and not (isinstance(obs, float) and np.isnan(obs))
+            rows.append((f"{r['quantity']} {r['key']}".strip(), r["predicted"], (r["low"], r["high"]),
+                         f"observed {fmt(obs)}" if has else ""))
+        fs = self.fit.summary()
+        d = fs["diagnostics"]
+        p = self.prediction
+        return html_card("Calibration", rows, level=p.level,
+                         subtitle=f"{self.settings.get('llm')}: {self.fit.kind} fit on {self.settings.get('fit_on')} "
+                                  f"runs, names {','.join(p.names)}, H = {p.memory}, predicted at N = {p.n_agents}",
+                         settings={"decisions fitted": fs["decisions"],
+                                   "states seen": f"{fs['states_observed']} of {fs['states_total']}",
+                                   "R-hat max": d.get("r_hat_max"), "divergences": d.get("divergences"),
+                                   "posterior draws": p.n_draws, "seconds": self.settings.get("seconds")},
+                         note="predicted: median and credible interval over posterior draws; observed: the same "
+                              "quantity in the log. .plot() draws predicted vs observed; .fit, .prediction hold "
+                              "the parts; .save(path) keeps it.")
+
+    @plotting
+    def plot(self, kind: str = "overview", *, axes=None):
+        """Predicted against observed.
+
+        Parameters
+        ----------
+        kind : {"overview", "strategy", "ppc"}, optional
+            ``overview``: a figure with the predicted success curve (observed rounds to 95%
+            success marked) and the predicted flip curves with the observed committed-minority
+            runs; ``strategy``: the fitted heat map; ``ppc``: the posterior predictive check of
+            the fit (:meth:`StrategyFit.plot`).
+        axes : sequence of two matplotlib Axes, optional
+            Where to draw the overview.
+
+        Returns
+        -------
+        matplotlib.figure.Figure or matplotlib.axes.Axes
+            The overview figure; the Axes of ``strategy`` and ``ppc``.
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Figs. 1A and 3B, Table S3.
+        """
+        if kind in ("strategy", "ppc"):
+            return self.fit.plot("heatmap" if kind == "strategy" else "ppc")
+        if kind != "overview":
+            raise ValueError(f"kind must be 'overview', 'strategy' or 'ppc'; got {kind!r}")
+        p = self.prediction
+        panels = (["success"] if not p.success.empty else []) + ["flip"]
+        fig, axs = new_figure(1, len(panels), figsize=(5.0 * len(panels) + 2.6, 4.4), axes=axes,
+                              width_ratios=[1, 1.5][-len(panels):] if axes is None else None)
+        axs = list(np.ravel(axs))
+        for ax, kind_ in zip(axs, panels):
+            p.plot(kind_, ax=ax, observed=self.empirical if kind_ == "flip" else None)
+        if "success" in panels:
+            b = (self.observed or {}).get("baseline") or {}
+            r95 = b.get("rounds_to_95")
+            if r95 is not None and b.get("n_agents") == p.n_agents and np.isfinite(r95):
+                axs[0].axvline(r95, color="C3", lw=1.2, ls="--", label=f"observed: {fmt(r95)} rounds to 95%")
+                axs[0].legend(fontsize=8, loc="lower right")
+        fig.suptitle(f"{self.settings.get('llm')}: predicted from {self.settings.get('fit_on')} runs "
+                     f"vs observed (N = {p.n_agents}, H = {p.memory})", fontsize=10)
+        return fig
+
+    def save(self, path) -> "Path":
+        """Write the calibration to the folder ``path``: ``fit/``, ``prediction/`` and
+        ``empirical/`` sub-folders and the observed values in ``result.json``; read it back with
+        :meth:`load` or ``normlab.load``."""
+        from normlab._display import save_result
+
+        children = {"fit": self.fit, "prediction": self.prediction}
+        if self.empirical is not None:
+            children["empirical"] = self.empirical
+        return save_result(path, type(self), {"observed": self.observed, "settings": self.settings}, children=children)
+
+    @classmethod
+    def load(cls, path) -> "Calibration":
+        """Read a calibration written by :meth:`save`."""
+        from pathlib import Path
+
+        from normlab._display import load_result
+
+        from .observed_critical_mass import EmpiricalCriticalMass
+        from .prediction import Prediction
+
+        meta, _ = load_result(path, cls)
+        path = Path(path)
+        emp = EmpiricalCriticalMass.load(path / "empirical") if "empirical" in meta["children"] else None
+        return cls(fit=StrategyFit.load(path / "fit"), prediction=Prediction.load(path / "prediction"),
+                   observed=meta["observed"], empirical=emp, settings=meta["settings"])
 
 
 class elapsed_bar:
@@ -307,7 +421,10 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     fit_kwargs, predict_kwargs : dict, optional
         Passed to the fitter and to :func:`normlab.calibration.predict`.
     compare_observed : bool, optional
-        Add the observed values of the log (baseline outcomes, empirical critical masses).
+        Add the observed values of the log (baseline outcomes, empirical critical masses) and,
+        when the log holds runs at (names, H, N) that the fit did not use (for the published
+        archives fitted on baselines: the committed-minority runs), their scores
+        (:func:`normlab.calibration.score`: Brier and log scores, interval coverage).
     source : str, optional
         Label of the data source (stored in the settings).
     rng : optional
@@ -350,7 +467,7 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     if n_agents is None:
         n_agents = int(sel.runs["n_agents"].value_counts().index[0])
     counts = counts_from_log(sel, names=names, memory=memory)
-    seeds = spawn(rng, 3)
+    seeds = spawn(rng, 4)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}
     fk = dict(fit_kwargs or {})
     if progress and model != "empirical":
@@ -363,16 +480,22 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     pk.update(predict_kwargs or {})
     with elapsed_bar(f"predicting ({pk['n_draws']} posterior draws)", enabled=progress):
         pred = predict(fit, n_agents=int(n_agents), rng=seeds[1], **pk)
-    observed, emp = {}, None
+    observed, emp, scores = {}, None, None
     if compare_observed:
         observed = observed_summary(log, names=names, memory=memory, n_agents=int(n_agents),
                                     within_rounds=within_rounds, max_round=max_round, model=llms[0],
                                     rng=seeds[2])
         emp = observed.pop("empirical", None)
+        from .scoring import score
+
+        try:  # score on the runs the fit did not use, if the log holds any at (names, H, N)
+            scores = score(pred, log, exclude=sel.runs["run"], llm=llms[0], rng=seeds[3])
+        except ValueError:
+            scores = None
     asym = None
     if len(names) == 2:
         a = strategy_asymmetry(fit, n_draws=200, rng=0).summary
         asym = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in a.items()}
     settings = {"llm": llms[0], "source": source, "fit_on": meta["fit_on"], "asymmetry": asym,
                 "seconds": round(time.perf_counter() - t0, 2)}
-    return Calibration(fit=fit, prediction=pred, observed=observed, empirical=emp, settings=settings)
+    return Calibration(fit=fit, prediction=pred, observed=observed, empirical=emp, settings=settings, scores=scores)

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
 from normlab._rng import as_generator
 
 from .inputs import _state_tables, state_labels
@@ -486,8 +487,9 @@ class StrategyFit:
         return pd.DataFrame(rows)
 
     def summary(self) -> dict:
+        """Model, data and sampler diagnostics as plain Python values."""
         n = self.counts.sum(axis=1)
-        return {
+        return plain({
             "kind": self.kind,
             "names": list(self.names),
             "memory": self.memory,
@@ -498,7 +500,127 @@ class StrategyFit:
             "decay": None if np.isnan(self.decay) else self.decay,
             "diagnostics": dict(self.diagnostics),
             "meta": dict(self.meta),
-        }
+        })
+
+    # ----------------------------------------------------------------- display
+    def _source(self) -> str:
+        """``LLM, 40 baseline runs`` from the provenance in :attr:`meta` (empty if unknown)."""
+        m = self.meta
+        src = m.get("source") if isinstance(m.get("source"), dict) else {}
+        llm = m.get("llm") or ",".join(map(str, src.get("models", []) or []))
+        runs = src.get("n_runs")
+        kinds = m.get("fit_on") or ",".join(map(str, src.get("kinds", []) or []))
+        return ", ".join(x for x in (str(llm or ""), f"{runs} {kinds} runs".replace("  ", " ") if runs else "") if x)
+
+    def __repr__(self) -> str:
+        n = self.counts.sum(axis=1)
+        d = self.diagnostics
+        diag = None
+        if d:
+            diag = f"R-hat max {fmt(d.get('r_hat_max'))}, divergences {fmt(d.get('divergences'))}"
+        if self.kind == "empirical":  # p(name | empty memory) without drawing the whole table
+            p0 = (self.counts[0] + self.prior) / (self.counts[0] + self.prior).sum()
+        else:  # the empty memory has no state effect: its mean is the features' alone
+            p1 = float(_sigmoid(self.coef_draws @ self.design()[0]).mean())
+            p0 = (1.0 - p1, p1)
+        return short_repr("StrategyFit", self.kind, self._source() or None, f"names {','.join(self.names)}",
+                          f"H={self.memory}", f"{fmt(float(n.sum()))} decisions",
+                          f"{int((n > 0).sum())}/{self.n_states} states seen",
+                          "empty memory: " + ", ".join(f"p({a})={v:.3f}" for a, v in zip(self.names, p0)),
+                          None if self.kind == "empirical" else f"{self.coef_draws.shape[0]} draws", diag)
+
+    def _repr_html_(self) -> str:
+        n = self.counts.sum(axis=1)
+        f = self.to_frame(n_draws=100)
+        rows = []
+        first = f[f["state"] == 0]
+        for _, r in first.iterrows():
+            rows.append((f"p({r['name']} | empty memory)", r["mean"], (r["low"], r["high"])))
+        if self.n_names == 2:  # unanimous full memories: how strongly each convention holds
+            full = f[f["memory_len"] == self.memory]
+            for k, nm in enumerate(self.names):
+                lab = ";".join([f"{nm},{nm}"] * self.memory)
+                r = full[(full["memory_state"] == lab) & (full["name"] == nm)]
+                if len(r):
+                    r = r.iloc[0]
+                    rows.append((f"p({nm} | all {nm})", r["mean"], (r["low"], r["high"]), f"{fmt(r['n'])} decisions"))
+        if self.kind != "empirical":
+            for _, r in self.coef_frame().iterrows():
+                rows.append((f"coefficient {r['parameter']}", r["mean"], (r["low"], r["high"])))
+        d = self.diagnostics
+        settings = {"decisions": float(n.sum()), "states seen": f"{int((n > 0).sum())} of {self.n_states}",
+                    "decay": None if np.isnan(self.decay) else self.decay, "source": self._source() or None}
+        if d:
+            settings.update({"R-hat max": d.get("r_hat_max"), "ESS bulk min": d.get("ess_bulk_min"),
+                             "divergences": d.get("divergences")})
+        return html_card("StrategyFit", rows, subtitle=f"{self.kind} model of p(name | memory), names "
+                         f"{','.join(self.names)}, H = {self.memory}", settings=settings, max_rows=24,
+                         note="credible intervals; .plot() draws the heat map (kind='ppc': posterior predictive "
+                              "check); .to_frame() gives every state; .save(path) keeps it.")
+
+    @plotting
+    def plot(self, kind: str = "heatmap", *, name: str | None = None, memory_len: int | None = None, ax=None,
+             rng=0):
+        """The fitted strategy: posterior-mean heat map (states without training decisions are
+        crossed), or the posterior predictive check of the training counts.
+
+        Parameters
+        ----------
+        kind : {"heatmap", "ppc"}, optional
+            ``ppc``: observed frequency of the last name in every state against its posterior
+            predictive mean (small points), and per memory length with 95% predictive intervals
+            (:func:`normlab.calibration.posterior_predictive_check`).
+        name, memory_len : optional
+            Heat map: the name coloured and the memory length shown.
+        ax : matplotlib Axes, optional
+        rng : optional
+            Seed of the predictive draws (``ppc``).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. S8, Table 1;
+        Gelman et al., Bayesian Data Analysis (2013), ch. 6 (posterior predictive checks).
+        """
+        if kind == "heatmap":
+            return self.mean_table().plot(name=name, memory_len=memory_len, unseen=~self.observed, ax=ax)
+        if kind != "ppc":
+            raise ValueError(f"kind must be 'heatmap' or 'ppc'; got {kind!r}")
+        from .bayes import posterior_predictive_check
+
+        ppc = posterior_predictive_check(self, rng=rng)
+        st, ln = ppc[ppc["scope"] == "state"], ppc[ppc["scope"] == "memory_len"]
+        ax = new_axes(ax, (5.6, 5.6))
+        nm = self.names[-1]
+        ax.scatter(st["pred_mean"], st["observed_freq"], s=np.clip(np.sqrt(st["n"]) * 3, 4, 60), alpha=0.3,
+                   color="C0", lw=0, label="memory states (size: decisions)")
+        ax.errorbar(ln["pred_mean"], ln["observed_freq"],
+                    xerr=[ln["pred_mean"] - ln["pred_low"], ln["pred_high"] - ln["pred_mean"]], fmt="o", color="C3",
+                    capsize=3, label="per memory length (95% predictive interval)")
+        for _, r in ln.iterrows():
+            ax.annotate(f"L={int(r['memory_len'])}", (r["pred_mean"], r["observed_freq"]), fontsize=7, color="C3",
+                        xytext=(-16, 6), textcoords="offset points")
+        ax.plot([0, 1], [0, 1], color="0.4", lw=0.8, ls="--")
+        ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel=f"posterior predictive p({nm})",
+               ylabel=f"observed frequency of {nm}",
+               title=f"posterior predictive check: {st['covered'].mean():.0%} of states inside 95% intervals")
+        ax.title.set_fontsize(9)
+        legend_outside(ax, "below", ncol=1)
+        return ax
+
+    def save(self, path) -> Path:
+        """Write the fit to the folder ``path`` (``result.json`` holds :meth:`to_dict`); read it
+        back with :meth:`load`, ``normlab.load`` or :func:`load_fit`."""
+        return save_result(path, type(self), {"fit": self.to_dict()})
+
+    @classmethod
+    def load(cls, path) -> "StrategyFit":
+        """Read a fit written by :meth:`save`."""
+        meta, _ = load_result(path, cls)
+        return cls.from_dict(meta["fit"])
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self) -> dict:
@@ -592,7 +714,8 @@ def shipped_fits() -> list[str]:
 
 
 def load_fit(name_or_path) -> StrategyFit:
-    """Load a shipped fitted table by name (e.g. ``"llama31_70b_QM_H5"``) or a JSON file path.
+    """Load a shipped fitted table by name (e.g. ``"llama31_70b_QM_H5"``), a JSON file path, or a
+    folder written by :meth:`StrategyFit.save`.
 
     The shipped tables were fitted by ``calibration/_build_tables.py`` on the baseline
     (convergence) runs of the AI-norms data of seed 003; see :func:`shipped_fits`.
@@ -608,6 +731,8 @@ def load_fit(name_or_path) -> StrategyFit:
     p = Path(name_or_path)
     if p.suffix == ".json" and p.exists():
         return StrategyFit.from_json(p)
+    if p.is_dir():
+        return StrategyFit.load(p)
     name = str(name_or_path)
     avail = shipped_fits()
     if name not in avail:

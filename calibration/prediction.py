@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import fmt, fmt_interval, html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import spawn
 
 from .posterior import StrategyFit
@@ -653,7 +654,7 @@ class Prediction:
         for _, r in self.relative_strength().iterrows():
             strength.setdefault(r["majority"], {})[r["quantity"]] = {"estimate": _fin(r["estimate"]),
                                                                    "low": _fin(r["low"]), "high": _fin(r["high"])}
-        return {
+        out = {
             "names": list(self.names),
             "memory": self.memory,
             "n_agents": self.n_agents,
@@ -671,6 +672,167 @@ class Prediction:
             "relative_strength": strength,
             "settings": dict(self.settings),
         }
+        return plain(out)
+
+    # ------------------------------------------------------------------ display, save / load
+    def _headline(self) -> list:
+        """``(label, estimate, (low, high), note)`` rows of the headline quantities."""
+        rows = []
+        cs = self.consensus_summary()
+        for _, r in cs.iterrows():
+            rows.append((f"P(consensus on {r['name']})", r["probability"], (r["low"], r["high"]),
+                         "pooled; interval of the per-draw fraction"))
+        if len(self.draw_stats):
+            r95 = self.rounds_to_95()
+            rows.append(("rounds to 95% success", r95["estimate"], (r95["low"], r95["high"]),
+                         f"not reached in {r95['p_not_reached']:.0%} of draws" if r95["p_not_reached"] else ""))
+            cr = self.consensus_rounds()
+            rows.append(("rounds to 3N consecutive successes", cr["estimate"], (cr["low"], cr["high"])))
+        for k, v in self.critical_mass().items():
+            rows.append((f"critical mass {k} (published rule)", v["published"]["estimate"],
+                         (v["published"]["low"], v["published"]["high"]),
+                         f"{self.settings.get('design_runs', DESIGN_RUNS)}-run experiment per draw"))
+            pr = v["per_run"]
+            rows.append((f"critical mass {k} (per run)", pr["estimate"], (pr["low"], pr["high"]),
+                         f"P(flip) >= {self.settings.get('flip_level', FLIP_LEVEL):g} within {self.within_rounds} rounds"))
+        for _, r in self.relative_strength().iterrows():
+            rows.append((f"{r['quantity']} of {r['majority']}", r["estimate"], (r["low"], r["high"])))
+        return rows
+
+    def __repr__(self) -> str:
+        parts = [f"names {','.join(self.names)}", f"H={self.memory}", f"N={self.n_agents}", f"{self.n_draws} draws"]
+        pc = self.p_consensus()
+        if pc:
+            parts.append("P(consensus) " + ", ".join(f"{k} {v:.2f}" for k, v in pc.items()))
+        for k, v in self.critical_mass().items():
+            parts.append(f"critical mass {k} {fmt(v['estimate'])} {fmt_interval(v['low'], v['high'])}")
+        if len(self.draw_stats):
+            r = self.rounds_to_95()
+            parts.append(f"rounds to 95% success {fmt(r['estimate'])} {fmt_interval(r['low'], r['high'])}")
+        return short_repr("Prediction", *parts)
+
+    def _repr_html_(self) -> str:
+        fs = self.fit_summary or {}
+        return html_card("Prediction", self._headline(), level=self.level,
+                         subtitle=f"{fs.get('kind', 'strategy')} fit, names {','.join(self.names)}, H = {self.memory}, "
+                                  f"N = {self.n_agents}",
+                         settings={"posterior draws": self.n_draws, "flip window (rounds)": self.within_rounds,
+                                   "published window (rounds)": self.settings.get("max_round"),
+                                   "runs per draw (convergence / flips)":
+                                       f"{self.settings.get('n_runs_consensus')} / {self.settings.get('n_runs_flip')}"},
+                         note="equal-tailed credible intervals over posterior draws; .plot() draws the flip curves "
+                              "(kind='success': the success curve); .save(path) keeps it.")
+
+    @plotting
+    def plot(self, kind: str = "flip", *, ax=None, observed=None):
+        """Posterior predictive curves: flip probability against the committed count (one line
+        per direction), or the mean success rate per round, with 95% bands over draws.
+
+        Parameters
+        ----------
+        kind : {"flip", "success"}, optional
+            ``flip`` (Fig. 3B analogue): P(flip within the window) pooled over draws, the band
+            of the per-draw flip frequency, and (dashed) the fraction of draws whose simulated
+            replication of the paper's experiment meets the published rule; the critical masses
+            of both readings in the legend. ``success`` (Fig. 1A analogue): mean success rate per
+            round, band over draws, and the 0.95 level.
+        ax : matplotlib Axes, optional
+        observed : pandas.Series or EmpiricalCriticalMass, optional
+            Observed values on top: a success curve indexed by round (``success``), or the
+            empirical flip curves of committed-minority runs (``flip``, Clopper-Pearson 95%).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Figs. 1A and 3B, Table S3.
+        """
+        if kind not in ("flip", "success"):
+            raise ValueError(f"kind must be 'flip' or 'success'; got {kind!r}")
+        if kind == "success":
+            if self.success.empty:
+                raise ValueError("this prediction has no convergence runs (predicted with consensus=False)")
+            ax = new_axes(ax)
+            sc = self.success_curve()
+            ax.fill_between(sc["round"], sc["low"], sc["high"], alpha=0.25, lw=0, color="C0",
+                            label=f"{self.level:.0%} band over draws")
+            ax.plot(sc["round"], sc["mean"], color="C0", label=f"predicted (N = {self.n_agents})")
+            if observed is not None:
+                ax.plot(observed.index, np.asarray(observed, float), "o-", ms=3, color="C3", label="observed")
+            ax.axhline(0.95, color="0.5", lw=0.8, ls=":")
+            done = sc.loc[sc["mean"] >= 0.99, "round"]  # show the rise, not 200 rounds of 1.0
+            if len(done):
+                ax.set_xlim(0, min(float(sc["round"].max()), max(10.0, 1.5 * float(done.iloc[0]))))
+            r95 = self.rounds_to_95()
+            ax.set(xlabel="population round (N interactions)", ylabel="success rate", ylim=(-0.02, 1.02),
+                   title=f"rounds to 95% success: {fmt(r95['estimate'])} {fmt_interval(r95['low'], r95['high'])}")
+            ax.title.set_fontsize(9)
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.legend(fontsize=8, loc="lower right")
+            return ax
+        ax = new_axes(ax, (7.6, 3.9))
+        fc = self.flip_curve()
+        cm = self.critical_mass()
+        W = len(self.names)
+        for k, ((x, y), g) in enumerate(fc.groupby(["majority", "challenger"], sort=False)):
+            key = _key(x, y, W)
+            c = f"C{k}"
+            v = cm.get(key, {})
+            pub, per = v.get("published", {}), v.get("per_run", {})
+            ax.fill_between(g["committed"], g["low"], g["high"], color=c, alpha=0.2, lw=0)
+            ax.plot(g["committed"], g["p_flip"], "-", color=c, lw=1.8,
+                    label=f"{key}: P(flip), per run; critical mass {fmt(per.get('estimate'))} "
+                          f"{fmt_interval(per.get('low'), per.get('high'))}")
+            ax.plot(g["committed"], g["p_published"], "--", color=c, lw=1.2,
+                    label=f"{key}: P(published rule met); critical mass {fmt(pub.get('estimate'))} "
+                          f"{fmt_interval(pub.get('low'), pub.get('high'))}")
+            if observed is not None:
+                cv = observed.curves
+                cv = cv[(cv["majority"] == x) & (cv["n_agents"] == self.n_agents) & (cv["memory"] == self.memory)]
+                if len(cv):
+                    ax.errorbar(cv["committed"], cv["p_flip"], yerr=[cv["p_flip"] - cv["ci_low"],
+                                                                       cv["ci_high"] - cv["p_flip"]],
+                                fmt="o", color=c, mec="k", mew=0.6, capsize=3, label=f"{key}: observed runs")
+        ax.axhline(self.settings.get("flip_level", FLIP_LEVEL), color="0.5", lw=0.8, ls=":")
+        full = fc[(fc["low"] >= 1) & (fc["p_published"] >= 1)].groupby(["majority", "challenger"])["committed"].min()
+        if len(full) == fc.groupby(["majority", "challenger"]).ngroups:  # every curve saturates: stop after it
+            right = min(float(fc["committed"].max()), float(full.max()) + 2.5)
+            if observed is not None:  # but show every observed count
+                cv = observed.curves
+                cv = cv[(cv["n_agents"] == self.n_agents) & (cv["memory"] == self.memory)]
+                right = max(right, float(cv["committed"].max()) + 0.5) if len(cv) else right
+            ax.set_xlim(-0.5, right)
+        ax.set(xlabel="committed agents", ylabel="probability", ylim=(-0.03, 1.03),
+               title=f"predicted flip curves, N = {self.n_agents}, window {self.within_rounds} rounds "
+                     f"({self.level:.0%} bands over {self.n_draws} draws)")
+        ax.title.set_fontsize(9)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        legend_outside(ax, "below", ncol=1)
+        return ax
+
+    _TABLES = ("consensus", "success", "draw_stats", "flips", "critical_mass_draws", "strength")
+
+    def save(self, path) -> "Path":
+        """Write the prediction to the folder ``path`` (``result.json`` and one Parquet table per
+        per-draw frame); read it back with :meth:`load` or ``normlab.load``."""
+        from normlab._display import save_result
+
+        meta = {"names": list(self.names), "memory": self.memory, "n_agents": self.n_agents,
+                "n_draws": self.n_draws, "within_rounds": self.within_rounds, "level": self.level,
+                "settings": self.settings, "fit_summary": self.fit_summary}
+        return save_result(path, type(self), meta, {k: getattr(self, k) for k in self._TABLES})
+
+    @classmethod
+    def load(cls, path) -> "Prediction":
+        """Read a prediction written by :meth:`save`."""
+        from normlab._display import load_result
+
+        meta, t = load_result(path, cls)
+        return cls(names=tuple(meta["names"]), memory=int(meta["memory"]), n_agents=int(meta["n_agents"]),
+                   n_draws=int(meta["n_draws"]), within_rounds=int(meta["within_rounds"]), level=float(meta["level"]),
+                   settings=meta["settings"], fit_summary=meta["fit_summary"], **{k: t[k] for k in cls._TABLES})
 
 
 def _predict_kernel(tables, ids, parent, cfg, names, H, executor):

@@ -21,6 +21,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from normlab._display import (fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result,
+                              short_repr)
 from normlab._rng import as_generator, as_seed_sequence
 from normlab.schema import GameLog, memory_state_string, parse_memory_state, relabel_state, validate_names
 
@@ -336,6 +338,64 @@ class BiasResult:
             "mode": self.mode, "model": self.model,
         })
 
+    def summary(self) -> dict:
+        """Counts, shares, the neutrality test and the JSD as plain Python values."""
+        n = self.n_valid
+        return plain({"model": self.model, "mode": self.mode, "names": list(self.names), "trials": self.trials,
+                      "valid": n, "invalid": self.invalid, "counts": dict(zip(self.names, self.counts)),
+                      "shares": {nm: (c / n if n else None) for nm, c in zip(self.names, self.counts)},
+                      "exact_p": None if self.exact_p is None else dict(zip(self.names, self.exact_p)),
+                      "test": self.test, "p_value": _none_nan(self.p_value), "bootstrap_p": _none_nan(self.bootstrap_p),
+                      "jsd": _none_nan(self.jsd), "covered_mass": _none_nan(self.covered_mass),
+                      "llm_calls": self.llm_calls})
+
+    def __repr__(self) -> str:
+        n = self.n_valid
+        shares = ", ".join(f"{nm} {c / n:.2f}" if n else f"{nm} -" for nm, c in zip(self.names, self.counts))
+        return short_repr("BiasResult", self.model, f"{self.mode} mode", f"{self.trials} trials ({self.invalid} invalid)",
+                          f"shares {shares}", f"{self.test} p = {fmt(self.p_value)}", f"JSD = {fmt(self.jsd)}")
+
+    def _repr_html_(self) -> str:
+        f = self.to_frame()
+        rows = [(f"share of {r['name']}", r["share"], (r["ci_low"], r["ci_high"]),
+                 f"{int(r['count'])}/{int(r['n'])}" + ("" if self.exact_p is None else f"; exact p = {r['p_exact']:.3f}"))
+                for _, r in f.iterrows()]
+        rows += [(f"{self.test} test of neutrality, p", self.p_value), ("JSD from uniform (base 2)", self.jsd)]
+        if np.isfinite(self.bootstrap_p):
+            rows.append(("bootstrap p (Table S5)", self.bootstrap_p))
+        return html_card("BiasResult", rows, subtitle=f"individual bias, {self.model}, {self.mode} mode",
+                         settings={"trials": self.trials, "invalid": self.invalid, "LLM calls": self.llm_calls},
+                         note="Clopper-Pearson intervals; .plot() draws the shares against 1/W.")
+
+    @plotting
+    def plot(self, *, ax=None):
+        """Share of each name among valid first moves, Clopper-Pearson 95% intervals, the
+        model's exact probabilities (exact mode) and the neutral share ``1/W``.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 2B (left), Fig. S5.
+        """
+        f = self.to_frame()
+        ax = new_axes(ax, (max(3.0, 0.7 * len(f) + 1.6) + 2.6, 3.6))
+        x = np.arange(len(f))
+        ax.bar(x, f["share"], color="C0", alpha=0.75, label="share of valid answers")
+        ax.errorbar(x, f["share"], yerr=[f["share"] - f["ci_low"], f["ci_high"] - f["share"]], fmt="none",
+                    ecolor="0.2", capsize=4, lw=1, label="95% CI")
+        if self.exact_p is not None:
+            ax.plot(x, f["p_exact"], "D", color="C3", ms=6, label="model probability (exact)")
+        ax.axhline(1.0 / len(f), color="0.4", ls="--", lw=1, label="neutral (1/W)")
+        ax.set_xticks(x, [str(n) for n in f["name"]])
+        ax.set(ylim=(0, 1.02), ylabel="P(name | empty memory)",
+               title=f"{self.model}: {self.test} p = {fmt(self.p_value)}, JSD = {fmt(self.jsd)}")
+        ax.title.set_fontsize(9)
+        legend_outside(ax)
+        return ax
+
     def to_log(self) -> GameLog:
         """The decisions as a :class:`~normlab.schema.GameLog` of kind ``probe`` (one row per trial;
         ``partner = -1``)."""
@@ -483,6 +543,58 @@ class NeutralSearch:
 
     def to_frame(self) -> pd.DataFrame:
         return self.candidates.copy()
+
+    def summary(self) -> dict:
+        """The accepted pool, the threshold and the JSD of every pool tried (plain Python)."""
+        c = self.candidates
+        return plain({"names": None if self.names is None else list(self.names), "threshold": self.threshold,
+                      "pools_tried": len(c), "llm_calls": self.llm_calls,
+                      "best_jsd": float(c["jsd"].min()) if len(c) else None,
+                      "jsd": {str(p): float(j) for p, j in zip(c.get("pool", []), c.get("jsd", []))}})
+
+    def __repr__(self) -> str:
+        c = self.candidates
+        found = f"found {','.join(self.names)}" if self.names is not None else "no neutral pool"
+        best = f"best JSD {c['jsd'].min():.4f}" if len(c) else None
+        return short_repr("NeutralSearch", found, f"threshold {self.threshold:g}", f"{len(c)} pools tried", best,
+                          f"{self.llm_calls} LLM calls")
+
+    def _repr_html_(self) -> str:
+        rows = [(str(r["pool"]), r["jsd"], None, "accepted" if r.get("accepted") else "")
+                for _, r in self.candidates.iterrows()]
+        return html_card("NeutralSearch", rows, level=None,
+                         subtitle=("found " + ",".join(self.names)) if self.names else "no neutral pool found",
+                         settings={"threshold (JSD)": self.threshold, "LLM calls": self.llm_calls},
+                         note="value = Jensen-Shannon distance from uniform; .plot() draws it per pool.")
+
+    @plotting
+    def plot(self, *, ax=None):
+        """JSD from uniform of every pool tried, with the acceptance threshold.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. S11, S12 (JSD < 0.005).
+        """
+        c = self.candidates
+        ax = new_axes(ax, (max(4.0, 0.45 * len(c) + 2.5), 3.6))
+        x = np.arange(len(c))
+        acc = c["accepted"].astype(bool).to_numpy() if "accepted" in c else np.zeros(len(c), bool)
+        ax.scatter(x[~acc], c["jsd"].to_numpy()[~acc], color="C0", label="rejected")
+        ax.scatter(x[acc], c["jsd"].to_numpy()[acc], color="C2", marker="*", s=120, label="accepted")
+        ax.axhline(self.threshold, color="C3", ls="--", lw=1, label=f"threshold {self.threshold:g}")
+        ax.set_xticks(x, [str(p) for p in c["pool"]], rotation=90, fontsize=7, family="monospace")
+        ax.set(ylabel="JSD from uniform (base 2)", xlabel="pool tried", yscale="log" if len(c) and
+               (c["jsd"] > 0).all() else "linear")
+        legend_outside(ax)
+        return ax
+
+
+def _none_nan(v):
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
 def random_names(n_names: int = 2, length: int = 6, *, alphabet: str = ALPHABET, rng=None) -> tuple:
@@ -632,6 +744,110 @@ class StrategyProbe:
 
         df = self.table[["memory_state", "name", "p"]].dropna(subset=["p"])
         return StrategyTable.from_frame(df, memory=self.memory, names=self.names, default=default)
+
+    # ------------------------------------------------------------------ display, save / load
+    def summary(self) -> dict:
+        """What was probed and the headline probabilities, as plain Python values: p(name | empty
+        memory), the largest relabelling asymmetry, the mean covered mass (exact mode)."""
+        t = self.table
+        first = t[t["memory_len"] == 0].set_index("name")["p"]
+        sym = self.symmetry()["diff"].abs()
+        return plain({"model": self.model, "mode": self.mode, "names": list(self.names), "memory": self.memory,
+                      "states": int(t["memory_state"].nunique()), "llm_calls": self.llm_calls,
+                      "p_empty_memory": {str(k): _none_nan(float(v)) for k, v in first.items()},
+                      "max_asymmetry": _none_nan(float(sym.max())) if len(sym) else None,
+                      "mean_covered_mass": _none_nan(float(t["covered_mass"].mean())) if self.mode == "exact" else None,
+                      "invalid": int(t.drop_duplicates("memory_state")["n_invalid"].fillna(0).sum())})
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        first = ", ".join(f"p({k})={fmt(v)}" for k, v in s["p_empty_memory"].items())
+        return short_repr("StrategyProbe", self.model, f"{self.mode} mode", f"names {','.join(self.names)}",
+                          f"H={self.memory}", f"{s['states']} states", f"empty memory: {first}",
+                          f"max asymmetry {fmt(s['max_asymmetry'])}", f"{self.llm_calls} LLM calls")
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        t = self.table
+        rows = []
+        for L in range(self.memory + 1):  # one row per memory length and name: mean p, range over states
+            sub = t[t["memory_len"] == L]
+            for nm, g in sub.groupby("name", sort=False):
+                rows.append((f"p({nm}), memory length {L}", float(g["p"].mean()),
+                             f"{fmt(g['p'].min())} .. {fmt(g['p'].max())}", f"mean (range) over {len(g)} states"))
+        rows.append(("largest |p(n|s) - p(mirror n|mirror s)|", s["max_asymmetry"]))
+        if s["mean_covered_mass"] is not None:
+            rows.append(("mean covered probability mass", s["mean_covered_mass"]))
+        return html_card("StrategyProbe", rows, level=None,
+                         subtitle=f"p(name | memory) of {self.model}, {self.mode} mode, H = {self.memory}",
+                         settings={"states": s["states"], "LLM calls": self.llm_calls, "invalid": s["invalid"]},
+                         note=".plot() draws the heat map (kind='symmetry': p against its relabelled mirror); "
+                              ".to_frame() gives every state; .save(path) keeps it.")
+
+    @plotting
+    def plot(self, kind: str = "heatmap", *, name: str | None = None, memory_len: int | None = None, ax=None):
+        """The probed strategy: a heat map of p(name | memory) over own and partner histories
+        (Fig. S8), or each p(name | state) against its relabelled mirror (Table 1).
+
+        Parameters
+        ----------
+        kind : {"heatmap", "symmetry"}, optional
+        name : str, optional
+            Heat map: the name coloured (default the last).
+        memory_len : int, optional
+            Heat map: memory length shown (default ``H``).
+        ax : matplotlib Axes, optional
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Table 1, Fig. S8.
+        """
+        if kind == "heatmap":
+            from normlab.theory import StrategyTable
+            from normlab.theory.strategies import n_states
+
+            W = len(self.names)
+            missing = set(self.table.loc[self.table["p"].isna(), "memory_state"])
+            uniform = StrategyTable(np.full((n_states(W, self.memory), W), 1.0 / W), memory=self.memory,
+                                    names=self.names)
+            tab = self.to_strategy_table(default=uniform)
+            unseen = np.array([tab.state_label(k) in missing for k in range(tab.table.shape[0])])
+            ax = tab.plot(name=name, memory_len=memory_len, unseen=unseen if unseen.any() else None, ax=ax)
+            ax.set_title(f"{self.model}: " + ax.get_title(), fontsize=9)
+            return ax
+        if kind != "symmetry":
+            raise ValueError(f"kind must be 'heatmap' or 'symmetry'; got {kind!r}")
+        sym = self.symmetry().dropna(subset=["p", "p_mirror"])
+        sym = sym[sym["memory_state"] != sym["mirror_state"]]
+        ax = new_axes(ax, (6.4, 4.6))
+        lens = self.table.drop_duplicates("memory_state").set_index("memory_state")["memory_len"]
+        sym = sym.assign(memory_len=sym["memory_state"].map(lens))
+        for k, (L, g) in enumerate(sym.groupby("memory_len")):
+            ax.scatter(g["p_mirror"], g["p"], s=18, alpha=0.7, color=f"C{k}", label=f"memory length {L}")
+        ax.plot([0, 1], [0, 1], color="0.4", lw=1, ls="--", label="symmetric")
+        ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel="p(mirror name | relabelled state)",
+               ylabel="p(name | state)", title=f"{self.model}: relabelling symmetry")
+        ax.title.set_fontsize(9)
+        legend_outside(ax)
+        return ax
+
+    def save(self, path) -> Path:
+        """Write the probe to the folder ``path`` (``result.json``, ``table.parquet``,
+        ``by_order.parquet``); read it back with :meth:`load` or ``normlab.load``."""
+        meta = {"names": list(self.names), "memory": self.memory, "mode": self.mode, "model": self.model,
+                "llm_calls": self.llm_calls}
+        return save_result(path, type(self), meta, {"table": self.table, "by_order": self.by_order_table})
+
+    @classmethod
+    def load(cls, path) -> "StrategyProbe":
+        """Read a probe written by :meth:`save`."""
+        meta, t = load_result(path, cls)
+        return cls(names=tuple(meta["names"]), memory=int(meta["memory"]), mode=meta["mode"], table=t["table"],
+                   by_order_table=t["by_order"], model=meta["model"], llm_calls=int(meta["llm_calls"]))
 
 
 async def astrategy_table(names, memory: int, *, mode: str = "exact", samples: int = 20, orders="all",
@@ -803,6 +1019,66 @@ class MetaResult:
         out = g.agg(n="size", correct="sum").reset_index()
         out["accuracy"] = out["correct"] / out["n"]
         return out
+
+    def summary(self) -> dict:
+        """Overall accuracy and accuracy per question type (plain Python)."""
+        a = self.accuracy()
+        return plain({"model": self.model, "protocol": self.protocol, "scoring": self.scoring,
+                      "questions": int(len(self.answers)), "llm_calls": self.llm_calls,
+                      "accuracy": float(self.answers["correct"].mean()) if len(self.answers) else None,
+                      "by_question": {str(r["table_s7"]): float(r["accuracy"]) for _, r in a.iterrows()}})
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        a = self.accuracy()
+        worst = a.sort_values("accuracy").head(2)
+        low = ", ".join(f"{r['table_s7']} {r['accuracy']:.0%}" for _, r in worst.iterrows())
+        return short_repr("MetaResult", self.model, f"{s['questions']} questions",
+                          f"accuracy {fmt(s['accuracy'])}", f"lowest: {low}" if low else None,
+                          f"protocol={self.protocol}", f"scoring={self.scoring}")
+
+    def _repr_html_(self) -> str:
+        from normlab.theory.sweeps import clopper_pearson
+
+        a = self.accuracy()
+        lo, hi = clopper_pearson(a["correct"].to_numpy(), a["n"].to_numpy())
+        rows = [(f"{r['table_s7']} ({r['category']})", r["accuracy"], (l, h), f"{int(r['correct'])}/{int(r['n'])}")
+                for (_, r), l, h in zip(a.iterrows(), lo, hi)]
+        return html_card("MetaResult", rows, subtitle=f"prompt comprehension (Table S7), {self.model}",
+                         settings={"protocol": self.protocol, "scoring": self.scoring, "LLM calls": self.llm_calls},
+                         note="Clopper-Pearson intervals; .plot() draws the bars of Fig. S1.")
+
+    @plotting
+    def plot(self, *, ax=None):
+        """Accuracy per question type with Clopper-Pearson 95% intervals, coloured by category.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. S1, Table S7.
+        """
+        from normlab.theory.sweeps import clopper_pearson
+
+        a = self.accuracy()
+        lo, hi = clopper_pearson(a["correct"].to_numpy(), a["n"].to_numpy())
+        ax = new_axes(ax, (7.2, 0.32 * len(a) + 1.4))
+        y = np.arange(len(a))[::-1]
+        cats = list(dict.fromkeys(a["category"]))
+        colors = [f"C{cats.index(c)}" for c in a["category"]]
+        ax.barh(y, a["accuracy"], color=colors, alpha=0.8)
+        ax.errorbar(a["accuracy"], y, xerr=[a["accuracy"] - lo, hi - a["accuracy"]], fmt="none", ecolor="0.2",
+                    capsize=3, lw=1)
+        dup = a["table_s7"].duplicated(keep=False)
+        ax.set_yticks(y, [f"{t} ({q})" if d else t for t, q, d in zip(a["table_s7"], a["question"], dup)])
+        for k, c in enumerate(cats):
+            ax.barh([np.nan], [np.nan], color=f"C{k}", label=c)
+        ax.set(xlim=(0, 1.02), xlabel="accuracy (95% CI)", title=f"{self.model}: prompt comprehension")
+        ax.title.set_fontsize(9)
+        legend_outside(ax, title="category")
+        return ax
 
 
 _NUM = re.compile(r"[-+]?\d+(?:\.\d+)?")

@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from normlab._display import plain, plotting
 from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
 from normlab.schema import GameLog, rebuild_decisions, validate_names
@@ -441,7 +442,54 @@ class LLMRunResult:
             out["log"] = str(self.directory / "decisions.parquet")
             out["runs_table"] = str(self.directory / "runs.parquet")
             out["calls_table"] = str(self.directory / "calls.parquet")
-        return out
+        return plain(out)
+
+    def __repr__(self) -> str:
+        from normlab._display import short_repr
+
+        s, r = self.settings, self.log.runs
+        cons = r["consensus"].astype(object).where(r["consensus"].notna(), "none").value_counts()
+        return short_repr("LLMRunResult", s.get("model"), f"{s.get('mode')} mode",
+                          f"{len(r)} runs of N={s.get('n_agents')}, H={s.get('memory')}, names {','.join(s.get('names', ()))}",
+                          "consensus " + ", ".join(f"{k} {v}/{len(r)}" for k, v in cons.items()),
+                          f"{int(r['decisions'].sum())} decisions", f"{int(r['llm_calls'].sum())} LLM calls",
+                          f"{int(r['invalid'].sum())} invalid", "finished" if self.finished else "NOT finished",
+                          f"{self.elapsed:.0f} s")
+
+    def _repr_html_(self) -> str:
+        from normlab._display import html_card
+
+        s = self.summary()
+        rows = [("runs", s["runs"]), ("decisions", s["decisions"]), ("LLM calls", s["llm_calls"]),
+                ("calls per decision", s["calls_per_decision"]), ("cache hit rate", s["cache_hit_rate"]),
+                ("invalid answers", s["invalid"]), ("re-asks", s["reasks"]),
+                ("consensus per run", ", ".join("none" if c is None else c for c in s["consensus"]))]
+        if "flipped" in s:
+            rows.append(("flipped to the committed name", f"{sum(s['flipped'])}/{len(s['flipped'])} runs"))
+        rows += [("tokens (prompt / completion)", f"{s['prompt_tokens']:,} / {s['completion_tokens']:,}"),
+                 ("cost (USD)", s["cost_usd"]), ("elapsed (s)", s["elapsed_s"])]
+        st = self.settings
+        return html_card("LLMRunResult", rows, level=None,
+                         subtitle=f"{st.get('model')}, {st.get('mode')} mode, N = {st.get('n_agents')}, "
+                                  f"H = {st.get('memory')}, names {','.join(st.get('names', ()))}",
+                         settings={"stop": st.get("stop"), "wrap": st.get("wrap"), "parse": st.get("parse"),
+                                   "directory": s.get("directory")},
+                         note=".plot() draws the success rate per round (kind='production' the shares); "
+                              ".log holds the tidy tables.")
+
+    @plotting
+    def plot(self, kind: str = "success", *, name: str | None = None, ax=None):
+        """Mean success rate (or production share of ``name``) per population round over the
+        runs, with a 95% band (:meth:`normlab.schema.GameLog.plot`).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = self.log.plot(kind, name=name, by=("model", "committed_count", "initial"), ax=ax)
+        st = self.settings
+        ax.set_title(f"{st.get('model')}, N = {st.get('n_agents')}, H = {st.get('memory')}", fontsize=9)
+        return ax
 
 
 # ----------------------------------------------------------------------------- the game

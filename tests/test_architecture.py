@@ -1,6 +1,7 @@
 """The layering rule of ARCHITECTURE.md, checked on the source: ``theory`` imports neither
-``llm_runs`` nor ``calibration``; ``llm_runs`` does not import ``calibration``; and every module
-that exists is named in ARCHITECTURE.md (the map stays complete)."""
+``llm_runs`` nor ``calibration``; ``llm_runs`` does not import ``calibration``; none of them
+imports the top layers ``figures`` and ``demo``; and every module that exists is named in
+ARCHITECTURE.md (the map stays complete)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "theory": ("normlab.llm_runs", "normlab.calibration"),
-    "llm_runs": ("normlab.calibration",),
+    "theory": ("normlab.llm_runs", "normlab.calibration", "normlab.figures", "normlab.demo"),
+    "llm_runs": ("normlab.calibration", "normlab.figures", "normlab.demo"),
+    "calibration": ("normlab.figures", "normlab.demo"),
 }
-RELATIVE_ROOT = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs"}
+RELATIVE_ROOT = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibration": "normlab.calibration"}
 
 
 def _imports(path: Path, package: str) -> list[str]:
@@ -53,10 +55,12 @@ def test_layers_do_not_import_upwards(package):
 def test_every_lazy_export_resolves():
     """Each public name of the three sub-packages still imports after moves (the public API)."""
     import normlab.calibration as ca
+    import normlab.demo as de
+    import normlab.figures as fg
     import normlab.llm_runs as lr
     import normlab.theory as th
 
-    for pkg in (th, lr, ca):
+    for pkg in (th, lr, ca, fg, de):
         for name in pkg.__all__:
             assert getattr(pkg, name) is not None, f"{pkg.__name__}.{name}"
 
@@ -77,3 +81,15 @@ def test_architecture_names_every_module():
             if not all(f"`{t}" in text or f" {t}" in text or f"({t}" in text for t in tokens):
                 missing.append(f"{folder}/{rel.as_posix()}")
     assert not missing, "modules not named in ARCHITECTURE.md: " + ", ".join(missing)
+
+
+def test_figures_registry_covers_every_paper_figure_and_a_script():
+    """Every figure and table the paper numbers has a registry entry, and every entry a script."""
+    from normlab.figures import FIGURES
+
+    want = {"fig1a", "fig1b", "fig2a", "fig2b", "fig3a", "fig3b", *(f"figS{k}" for k in range(1, 11)),
+            "table1", "tableS1", "tableS2", "tableS3", "tableS5"}
+    assert want <= set(FIGURES)
+    scripts = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "paper_figures").glob("*.py"))
+    for key in FIGURES:
+        assert f'"{key}"' in scripts, f"no paper_figures/ script makes {key}"

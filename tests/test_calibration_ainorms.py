@@ -160,6 +160,11 @@ def test_cli_calibrate_on_the_published_archive(ainorms_dir):
     assert out["observed"]["critical_mass"]["overturn_M"]["published"]["estimate"] == 6  # Table S3
     assert out["observed"]["critical_mass"]["overturn_Q"]["published"]["estimate"] == 1
     assert out["fit"]["diagnostics"]["divergences"] == 0
+    # the committed runs were not fitted: they are scored (no held-out baseline at N = 48)
+    sc = out["scores"]
+    assert sc["n_flip_runs"] == 68 and sc["n_consensus_runs"] == 0 and sc["brier_consensus"] is None
+    assert 0 <= sc["brier_flip"] < sc["reference"]["brier_flip"] and sc["log_score_flip"] < np.log(2)
+    assert sc["coverage"]["n_experiment"] > 0 and 0 <= sc["coverage"]["experiment"] <= 1
     # several LLMs in a folder: a clear error, not a silent choice
     r2 = subprocess.run([sys.executable, "-m", "normlab.cli", "calibrate", "--ainorms", str(ainorms_dir), "--names",
                          "Q,M", "--memory", "5", "--fit-model", "empirical", "--draws", "2"],
@@ -180,3 +185,7 @@ def test_cli_calibrate_llama31_reports_the_published_critical_mass(ainorms_dir):
     assert out["observed"]["critical_mass"]["overturn_M"]["published"]["estimate"] == 10  # Table S3
     assert out["observed"]["critical_mass"]["overturn_Q"]["published"]["estimate"] == 0
     assert out["observed"]["critical_mass"]["overturn_M"]["published"]["max_round"] == 30
+    sc = out["scores"]  # fitted on baselines, scored on the committed and unperturbed runs
+    assert set(sc) >= {"brier_flip", "log_score_flip", "brier_consensus", "coverage"}
+    assert sc["n_flip_runs"] >= 130 and sc["excluded"].get("censored", 0) <= 5
+    assert sc["brier_flip"] < 0.25 and sc["brier_consensus"] is None

@@ -71,7 +71,8 @@ def test_console_script():
     assert json.loads(out.stdout)["runs"] == 3
 
 
-@pytest.mark.parametrize("pkg", ["normlab.theory", "normlab.llm_runs", "normlab.calibration", "normlab.llm_runs.scene"])
+@pytest.mark.parametrize("pkg", ["normlab.theory", "normlab.llm_runs", "normlab.calibration", "normlab.llm_runs.scene",
+                                 "normlab.figures"])
 def test_lazy_exports_are_never_shadowed_by_submodules(pkg):
     # Importing every submodule first must not replace an exported function by a module of the
     # same name (regression: normlab.theory.strategy_game once became the module).

@@ -17,17 +17,18 @@ from normlab.theory.naming_game import _parse_initial
 
 
 def assert_matches_twin(N, W=None, graph=None, committed=0, bias=None, beta=1.0, initial=None, T=3000,
-                        stop="consensus", runs=3, seed=7, invent="keep"):
+                        stop="consensus", runs=3, seed=7, invent="keep", bias_empty=False):
     res = minimal_naming_game(N, n_words=W, n_runs=runs, graph=graph, committed=committed, production_bias=bias,
                               beta=beta, initial=initial, max_interactions=T, stop=stop, rng=seed, invent=invent,
-                              per_interaction=True)
+                              bias_empty=bias_empty, per_interaction=True)
     hit_sum = np.zeros(int(res.n_interactions.max()), np.int64)
     _, seeds = run_seeds(seed, runs)
     nbrs = None if graph is None else [[list(graph.nodes).index(v) for v in graph.adj[u]] for u in graph.nodes]
     init, _ = _parse_initial(initial, N, W or 0, tuple(str(k) for k in range(W or 0)))
     for k in range(runs):
         ref = ng_run_reference(seeds[k], N, W or 0, nbrs, list(res.committed), res.committed_name, bias, beta,
-                               list(init), T, STOP_CODES[stop], res.params["flip_threshold"], invent=invent)
+                               list(init), T, STOP_CODES[stop], res.params["flip_threshold"], invent=invent,
+                               bias_empty=bias_empty)
         hit_sum[:len(ref["hits"])] += ref["hits"]
         got = res.to_frame().iloc[k]
         for key, rv in ref["scalars"].items():
@@ -67,6 +68,8 @@ def assert_matches_twin(N, W=None, graph=None, committed=0, bias=None, beta=1.0,
         dict(N=12, W=4, bias=[0.1, 0.2, 0.3, 0.4], invent="discard"),
         dict(N=12, W=3, beta=0.3, T=800, invent="discard", stop="success95"),
         dict(N=12, W=2, committed=3, initial=np.array([-1] * 6 + [0] * 6), stop="flip", invent="discard"),
+        dict(N=12, W=2, bias=[0.3, 0.7], invent="discard", bias_empty=True, stop="streak"),
+        dict(N=12, W=3, bias=[0.0, 0.25, 0.75], bias_empty=True),
     ],
 )
 def test_kernel_equals_twin(kw):

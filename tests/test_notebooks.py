@@ -1,10 +1,25 @@
-"""Every notebook in notebooks/ executes headless from top to bottom (nbclient)."""
+"""Every notebook in notebooks/ executes headless from top to bottom (nbclient), is committed
+without outputs, opens with what it answers and ends with what to try next."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_committed_clean(path):
+    """Outputs are stripped in git (they are made in CI); the first cell says what the notebook
+    answers and the last what to try next."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    dirty = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+             and (c.get("outputs") or c.get("execution_count") is not None)]
+    assert not dirty, f"{path.name}: cells {dirty} hold outputs; strip them (jupyter nbconvert --clear-output --inplace)"
+    first, last = ("".join(nb["cells"][k]["source"]) for k in (0, -1))
+    assert nb["cells"][0]["cell_type"] == "markdown" and "What this answers" in first, path.name
+    assert "What to try next" in last, path.name
 
 
 @pytest.mark.slow

@@ -4,6 +4,8 @@
   any networkx graph, committed agents, production bias, β-model.
 - :func:`strategy_game` -- the memory-H game of seed 003 with strategy tables p(name | memory).
 - :mod:`~normlab.theory.strategies` -- strategy tables, built-in strategies, state encoding.
+- :func:`strategy_mean_field` -- the strategy game as N -> infinity: the deterministic map on the
+  distribution of memory states, its fixed point and stability (collective bias in the limit).
 - :func:`binary_agreement`, :func:`binary_agreement_ode`, :func:`critical_fraction` -- Xie et al.
   2011 committed minority, agents and mean field.
 - :func:`centola_critical_mass` -- mean-field critical mass of memory-M best response.
@@ -47,6 +49,9 @@ _EXPORTS = {
     "WinStayLoseShift": "strategies",
     "LogitStrategy": "strategies",
     "FunctionStrategy": "strategies",
+    "strategy_mean_field": "memory_mean_field",
+    "StrategyMeanField": "memory_mean_field",
+    "mean_field_boundary": "memory_mean_field",
     "norm_contagion_agents": "norm_contagion",
     "norm_contagion_ode": "norm_contagion",
     "ContagionResult": "norm_contagion",

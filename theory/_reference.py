@@ -15,12 +15,13 @@ def _rounds_template():
 
 
 def ng_run_reference(seed_words, n_agents, n_words, neighbours, committed, cword, bias, beta,
-                     init_word, max_int, stop_code, flip_thr, invent="keep"):
+                     init_word, max_int, stop_code, flip_thr, invent="keep", bias_empty=False):
     """Reference twin of :func:`normlab.theory.naming_game._ng_run` (one run).
 
     Parameters mirror the kernel's; ``neighbours`` is a list of neighbour lists or ``None``
     (complete graph), ``bias`` a list of weights or ``None``; ``invent="discard"``: an empty
-    speaker utters the name it invents without keeping it (the authors' ``NG_module.py``).
+    speaker utters the name it invents without keeping it (the authors' ``NG_module.py``);
+    ``bias_empty``: an empty speaker draws that name from ``bias`` instead of uniformly.
 
     Returns
     -------
@@ -75,6 +76,15 @@ def ng_run_reference(seed_words, n_agents, n_words, neighbours, committed, cword
                 if unlimited:
                     word = next_word
                     next_word += 1
+                elif bias_empty:
+                    u = rng.uniform() * sum(bias)
+                    acc = 0.0
+                    for x, bw in enumerate(bias):
+                        if bw > 0:
+                            word = x
+                            acc += bw
+                            if u < acc:
+                                break
                 else:
                     word = rng.randbelow(W)
                 if invent == "keep":

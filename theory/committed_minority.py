@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from normlab._display import html_card, new_axes, plain, plotting, short_repr
+
 from ._common import PUBLISHED_FLIP_THRESHOLD, check_int
 from .naming_game import minimal_naming_game
 from .results import GameResult
@@ -73,6 +75,50 @@ class MeanFieldTrajectory:
         for label, val in (("A", self.n_A), ("B", self.n_B), ("AB", self.n_AB), ("A_total", self.total_A)):
             parts.append(pd.DataFrame({"t": self.t, "state": label, "density": val}))
         return pd.concat(parts, ignore_index=True)
+
+    def summary(self) -> dict:
+        """Committed fraction, final densities, and whether (and when) the B majority is gone
+        (``n_B < 0.01``) within the integrated time."""
+        gone = np.flatnonzero(self.n_B < 0.01)
+        return plain({"p": self.p, "t_max": float(self.t[-1]), "final_A_total": float(self.total_A[-1]),
+                      "final_B": float(self.n_B[-1]), "final_AB": float(self.n_AB[-1]),
+                      "flipped": bool(gone.size), "flip_time": float(self.t[gone[0]]) if gone.size else None})
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        flip = f"B gone at t = {s['flip_time']:.3g}" if s["flipped"] else "B majority survives"
+        return short_repr("MeanFieldTrajectory", f"p={self.p:.4g}", f"t in [0, {s['t_max']:g}]",
+                          f"final A (incl. committed) {s['final_A_total']:.3f}", f"B {s['final_B']:.3f}",
+                          f"AB {s['final_AB']:.3f}", flip)
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        rows = [("committed fraction p", self.p), ("final density of A (incl. committed)", s["final_A_total"]),
+                ("final density of B", s["final_B"]), ("final density of AB", s["final_AB"]),
+                ("time B falls below 1%", s["flip_time"] if s["flipped"] else "not within t_max")]
+        return html_card("MeanFieldTrajectory", rows, subtitle="binary agreement, mean field (Xie et al. 2011)",
+                         level=None, note="time in population rounds; .plot() draws the densities.")
+
+    @plotting
+    def plot(self, *, ax=None):
+        """Densities of A only (committed included), B only and AB over time.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Xie et al., Phys. Rev. E 84, 011130 (2011), Eqs. (1)-(2), Fig. 1.
+        """
+        ax = new_axes(ax)
+        ax.plot(self.t, self.total_A, lw=2, label="A (committed included)")
+        ax.plot(self.t, self.n_B, lw=2, label="B")
+        ax.plot(self.t, self.n_AB, lw=1.4, ls="--", label="A and B")
+        ax.set(xlabel="time (population rounds)", ylabel="density", ylim=(-0.02, 1.02),
+               title=f"binary agreement, mean field, p = {self.p:.4g}")
+        ax.legend(fontsize=8)
+        return ax
 
 
 def _check_p(p) -> float:

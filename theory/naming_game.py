@@ -58,7 +58,7 @@ _NV = 22  # loop-carried scalars of a run, kept in an array between calls of _ng
 
 @njit(cache=True)
 def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
-              max_int, stop_code, flip_thr, keep_invented, any_committed, fails, ring_c, ring_u,
+              max_int, stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u,
               r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits):
     """The interactions of :func:`_ng_run` from the state in ``rng`` (xoshiro words) and ``v``
     (scalars, ``_V_*``) until the run ends (returns False) or an unlimited-pool inventory has
@@ -135,6 +135,20 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
                 if unlimited:
                     w = next_word
                     next_word += 1
+                elif bias_empty:
+                    tot = 0.0
+                    for m in range(n_words):
+                        tot += bias[m]
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    u = (np.float64(x >> sh11) * _INV53) * tot
+                    acc = 0.0
+                    w = -1
+                    for m in range(n_words):
+                        if bias[m] > 0.0:
+                            w = m
+                            acc += bias[m]
+                            if u < acc:
+                                break
                 else:
                     x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
                     w = np.int64(((x >> sh32) * np.uint64(n_words)) >> sh32)
@@ -312,19 +326,21 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
 
 @njit(cache=True)
 def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-            max_int, stop_code, flip_thr, keep_invented,
+            max_int, stop_code, flip_thr, keep_invented, bias_empty,
             r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits, scal):
     """One minimal-naming-game run; writes per-round rows and the scalar row ``scal``.
 
     An empty speaker keeps the name it invents when ``keep_invented`` (normlab's default),
-    otherwise it only utters it (the authors' ``NG_module.py``). When ``hits`` is not empty, it
+    otherwise it only utters it (the authors' ``NG_module.py``); with ``bias_empty`` (and a bias)
+    it draws that name from the bias weights instead of uniformly. When ``hits`` is not empty, it
     receives the success indicator of every interaction (``hits[t]`` for ``t < n_interactions``).
 
     Random draws per interaction, in this order (the reference twin consumes the same stream):
     speaker ``randbelow(N)``; hearer ``randbelow(N - 1)`` (complete graph) or
-    ``randbelow(degree)``; if the speaker is empty and the pool finite, ``randbelow(W)``; if it
-    holds k > 1 names, ``randbelow(k)`` (or one ``uniform`` with a production bias whose weights
-    over the held names sum to > 0); on success with 0 < beta < 1, one ``uniform``.
+    ``randbelow(degree)``; if the speaker is empty and the pool finite, ``randbelow(W)`` (one
+    ``uniform`` with ``bias_empty``); if it holds k > 1 names, ``randbelow(k)`` (or one
+    ``uniform`` with a production bias whose weights over the held names sum to > 0); on success
+    with 0 < beta < 1, one ``uniform``.
 
     This sets a run up and reads its result; :func:`_ng_steps` plays the interactions.
     """
@@ -370,8 +386,8 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     ring_c = np.zeros(3, np.int64)  # committed-name / all uncommitted productions of the last 3 rounds
     ring_u = np.zeros(3, np.int64)
     while _ng_steps(rng, v, inv, cap, ln, holders, N, n_words, indptr, nbrs, committed, cword, bias, beta, max_int,
-                    stop_code, flip_thr, keep_invented, any_committed, fails, ring_c, ring_u, r_count, r_succ, r_nw,
-                    r_nd, r_prod, r_produ, hits):
+                    stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u, r_count,
+                    r_succ, r_nw, r_nd, r_prod, r_produ, hits):
         new = np.empty(2 * N * cap, np.int32)  # grow every inventory (unlimited pool only)
         for a in range(N):
             for m in range(ln[a]):
@@ -399,30 +415,30 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
 
 @njit(parallel=True, cache=True)
 def _ng_batch(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-              max_int, stop_code, flip_thr, keep_invented, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits,
-              scal):
+              max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
+              r_produ, hits, scal):
     """Run ``seeds.shape[0]`` independent replicates in parallel (one per seed row)."""
     for b in prange(seeds.shape[0]):
         _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, keep_invented, r_count[b], r_succ[b], r_nw[b], r_nd[b],
+                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[b], r_succ[b], r_nw[b], r_nd[b],
                 r_prod[b], r_produ[b], hits[b], scal[b])
 
 
 @njit(cache=True)
 def _ng_batch_serial(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                     max_int, stop_code, flip_thr, keep_invented, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
-                     hits, scal):
+                     max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
+                     r_produ, hits, scal):
     """:func:`_ng_batch` without threads (small batches: no parallel-region overhead)."""
     for b in range(seeds.shape[0]):
         _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, keep_invented, r_count[b], r_succ[b], r_nw[b], r_nd[b],
+                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[b], r_succ[b], r_nw[b], r_nd[b],
                 r_prod[b], r_produ[b], hits[b], scal[b])
 
 
 @njit(cache=True)
 def _ng_batch_ragged(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                     max_int, stop_code, flip_thr, keep_invented, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
-                     hits, scal, pos):
+                     max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
+                     r_produ, hits, scal, pos):
     """:func:`_ng_batch_serial` writing the rounds of run after run from row ``pos`` of the ragged
     outputs (``hits`` empty); stops before a run that might not fit. Returns (runs done, next row)."""
     R = (max_int + n_agents - 1) // n_agents
@@ -430,8 +446,8 @@ def _ng_batch_ragged(seeds, n_agents, n_words, indptr, nbrs, committed, cword, b
         if pos + R > r_count.shape[0]:
             return b, pos
         _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, keep_invented, r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:],
-                r_prod[pos:], r_produ[pos:], hits, scal[b])
+                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[pos:], r_succ[pos:], r_nw[pos:],
+                r_nd[pos:], r_prod[pos:], r_produ[pos:], hits, scal[b])
         pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
     return seeds.shape[0], pos
 
@@ -485,6 +501,7 @@ def minimal_naming_game(
     flip_threshold: float = PUBLISHED_FLIP_THRESHOLD,
     names=None,
     invent: str = "keep",
+    bias_empty: bool = False,
     per_interaction: bool = False,
     progress: bool | None = None,
     rng=None,
@@ -533,6 +550,11 @@ def minimal_naming_game(
         utters it -- it holds the name only if the interaction succeeds -- as in the authors'
         ``NG_module.py``, which produced the theory line of seed 003 Fig. 1A (round-1 success
         0.058 instead of 0.112 at N = 24, W = 10).
+    bias_empty : bool, optional
+        With ``production_bias``: an empty speaker also draws the name it utters from the bias
+        weights, instead of uniformly from the pool -- an agent that "has the option of producing
+        either name" (seed 003 Fig. S3 caption), which puts the first round's production at the
+        bias, as in the published figure. Default ``False`` (the bias acts on held names only).
     per_interaction : bool, optional
         Also record the success of every interaction, summed over runs, for
         :meth:`GameResult.success_by_interaction` (the per-interaction curve of Fig. 1A's inset).
@@ -569,6 +591,10 @@ def minimal_naming_game(
         raise ValueError(f"invent must be 'keep' or 'discard'; got {invent!r}")
     if not isinstance(per_interaction, (bool, np.bool_)):
         raise TypeError(f"per_interaction must be True or False; got {per_interaction!r}")
+    if not isinstance(bias_empty, (bool, np.bool_)):
+        raise TypeError(f"bias_empty must be True or False; got {bias_empty!r}")
+    if bias_empty and production_bias is None:
+        raise ValueError("bias_empty=True needs a production_bias")
     if not isinstance(beta, numbers.Real) or not 0.0 <= float(beta) <= 1.0:
         raise ValueError(f"beta must be a probability in [0, 1]; got {beta!r}")
     if not 0.0 < float(flip_threshold) <= 1.0:
@@ -611,7 +637,7 @@ def minimal_naming_game(
         progress = R > 1000
     ss, seeds = run_seeds(rng, R)
     args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold),
-            invent == "keep")
+            invent == "keep", bool(bias_empty))
     kernel = choose_kernel(_ng_batch, _ng_batch_serial, R, T)
     out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0,
                       ragged=_ng_batch_ragged if kernel is _ng_batch_serial else None)
@@ -621,5 +647,5 @@ def minimal_naming_game(
         committed_name=cword, stop=stop, max_interactions=T, seed=ss,
         params=dict(beta=float(beta), production_bias=bias.tolist() or None, initial_label=init_label,
                     graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)",
-                    flip_threshold=float(flip_threshold), invent=invent),
+                    flip_threshold=float(flip_threshold), invent=invent, bias_empty=bool(bias_empty)),
     )

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from normlab._display import fmt, html_card, new_axes, plain, plotting, short_repr
 from normlab._rng import run_seeds
 from normlab._validate import check_int
 
@@ -147,12 +148,15 @@ class ContagionResult:
                                   n_agents=self.n_agents, ceiling=1.0 - self.n_immune / self.n_agents,
                                   n_points=n_points)
 
+    @plotting
     def plot(self, ax=None, *, ode: bool = True):
-        """Mean belief and compliance (bands: 10-90 % of runs) with the mean field."""
-        import matplotlib.pyplot as plt
+        """Mean belief and compliance (bands: 10-90 % of runs) with the mean field.
 
-        if ax is None:
-            _, ax = plt.subplots(figsize=(5.2, 3.6))
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = new_axes(ax, (5.2, 3.6))
         for name, arr, c in (("belief", self.belief, "C0"), ("compliance", self.compliance, "C1")):
             ax.fill_between(self.t, *np.quantile(arr, [0.1, 0.9], axis=0), color=c, alpha=0.2, lw=0)
             ax.plot(self.t, arr.mean(axis=0), color=c, label=f"{name} (agents)")
@@ -164,13 +168,28 @@ class ContagionResult:
         ax.legend(frameon=False)
         return ax
 
+    def summary(self) -> dict:
+        """Settings and the final mean belief and compliance (plain Python numbers)."""
+        return plain({"runs": self.belief.shape[0], "n_agents": self.n_agents, "n_seeds": self.n_seeds,
+                      "n_immune": self.n_immune, "beta": self.beta, "gamma": self.gamma, "dt": self.dt,
+                      "t_max": float(self.t[-1]), "final_belief": float(self.belief[:, -1].mean()),
+                      "final_compliance": float(self.compliance[:, -1].mean())})
+
     def __repr__(self) -> str:
-        return (f"ContagionResult(runs={self.belief.shape[0]}, N={self.n_agents}, seeds={self.n_seeds}, "
-                f"beta={self.beta:g}, gamma={self.gamma:g}, final belief={self.belief[:, -1].mean():.3f}, "
-                f"final compliance={self.compliance[:, -1].mean():.3f})")
+        return short_repr("ContagionResult", f"runs={self.belief.shape[0]}", f"N={self.n_agents}",
+                          f"seeds={self.n_seeds}", f"beta={self.beta:g}", f"gamma={self.gamma:g}",
+                          f"final belief={self.belief[:, -1].mean():.3f}",
+                          f"final compliance={self.compliance[:, -1].mean():.3f}")
 
     def _repr_html_(self) -> str:
-        return f"<p><b>{self!r}</b></p>"
+        b, c = self.belief[:, -1], self.compliance[:, -1]
+        rows = [("final belief", float(b.mean()), tuple(np.quantile(b, [0.1, 0.9])), "mean; 10-90% of runs"),
+                ("final compliance", float(c.mean()), tuple(np.quantile(c, [0.1, 0.9])), "mean; 10-90% of runs")]
+        return html_card("ContagionResult", rows, level=None,
+                         subtitle=f"two-stage norm contagion, {self.belief.shape[0]} runs",
+                         settings={"N": self.n_agents, "seeds": self.n_seeds, "immune": self.n_immune,
+                                   "beta": self.beta, "gamma": self.gamma, "t_max": float(self.t[-1])},
+                         note=".plot() draws belief and compliance with the mean field.")
 
 
 def norm_contagion_agents(n_agents: int, n_seeds: int, beta: float, gamma: float, *, n_immune: int = 0,
@@ -247,6 +266,41 @@ class ContagionODE:
 
         return pd.concat([pd.DataFrame({"t": self.t, "measure": m, "proportion": v})
                           for m, v in (("belief", self.belief), ("compliance", self.compliance))], ignore_index=True)
+
+    def summary(self) -> dict:
+        """Rates, final belief and compliance, and the times to 50% (plain Python; None: not reached)."""
+        t50 = {m: self.time_to(0.5, m) for m in ("belief", "compliance")}
+        return plain({"beta": self.beta, "gamma": self.gamma, "t_max": float(self.t[-1]),
+                      "final_belief": float(self.belief[-1]), "final_compliance": float(self.compliance[-1]),
+                      **{f"time_to_half_{m}": None if math.isnan(v) else v for m, v in t50.items()}})
+
+    def __repr__(self) -> str:
+        return short_repr("ContagionODE", f"beta={self.beta:g}", f"gamma={self.gamma:g}",
+                          f"t in [0, {float(self.t[-1]):g}]", f"final belief={float(self.belief[-1]):.3f}",
+                          f"final compliance={float(self.compliance[-1]):.3f}",
+                          f"half belief at t={fmt(self.time_to(0.5))}")
+
+    def _repr_html_(self) -> str:
+        rows = [("final belief", float(self.belief[-1])), ("final compliance", float(self.compliance[-1])),
+                ("time to 50% belief", self.time_to(0.5)), ("time to 50% compliance", self.time_to(0.5, "compliance"))]
+        return html_card("ContagionODE", rows, level=None, subtitle="two-stage norm contagion, mean field",
+                         settings={"beta": self.beta, "gamma": self.gamma})
+
+    @plotting
+    def plot(self, *, ax=None):
+        """Belief and compliance over time.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = new_axes(ax, (5.2, 3.6))
+        ax.plot(self.t, self.belief, label="belief")
+        ax.plot(self.t, self.compliance, label="compliance")
+        ax.set(xlabel="time", ylabel="fraction of agents", ylim=(-0.02, 1.02),
+               title=f"mean field, beta = {self.beta:g}, gamma = {self.gamma:g}")
+        ax.legend()
+        return ax
 
 
 def contagion_rhs(t, z, beta, gamma, factor=1.0, ceiling=1.0):

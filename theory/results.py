@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from normlab._display import html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
+
 from ._common import STOP_NAMES
 
 
@@ -431,7 +433,247 @@ class GameResult:
         if self.params.get("groups") is not None:  # a mixed population: agents per strategy
             out["strategies"] = list(self.params["strategy"])
             out["group_sizes"] = np.bincount(self.params["groups"], minlength=len(out["strategies"])).tolist()
-        return out
+        return plain(out)
+
+    # ------------------------------------------------------------------ display
+    def _label(self) -> str:
+        lab = {"minimal": "minimal naming game", "binary_agreement": "binary agreement",
+               "strategy": "strategy game"}.get(self.model, self.model)
+        pool = f"W={self.n_names}" if self.n_names else "unlimited pool"
+        strat = self.params.get("strategy")
+        if isinstance(strat, list):  # a mixed population
+            sizes = np.bincount(self.params["groups"], minlength=len(strat))
+            strat = " + ".join(f"{n} x {k}" for k, n in zip(strat, sizes))
+        extra = f", H={self.memory}, {strat}" if self.model == "strategy" else ""
+        k = int(self.committed.sum())
+        com = f", {k} committed to {self.name_label(self.committed_name)}" if k else ""
+        return f"{lab}, N={self.n_agents}, {pool}{extra}{com}"
+
+    def _winners(self, top: int = 4) -> str:
+        cc = self.consensus_counts()
+        parts = [f"{'none' if r['name'] is None else r['name']}: {int(r['runs'])}" for _, r in cc.head(top).iterrows()]
+        return ", ".join(parts) + (f", +{len(cc) - top} more" if len(cc) > top else "")
+
+    def __repr__(self) -> str:
+        reached = ~np.isnan(self.consensus_time)
+        parts = [self._label(), f"{self.n_runs} runs", f"consensus {reached.mean():.0%}"]
+        if reached.any():
+            parts.append(f"mean {np.mean(self.consensus_time[reached]) / self.n_agents:.3g} rounds")
+        if self.n_names:
+            parts.append(f"winners {{{self._winners()}}}")
+        if self.committed_name >= 0:
+            parts.append(f"flipped {self.flipped().mean():.0%}")
+        parts.append(f"stop={self.stop}")
+        return short_repr("GameResult", *parts)
+
+    def _repr_html_(self) -> str:
+        from .sweeps import clopper_pearson
+
+        R, N = self.n_runs, self.n_agents
+        rows = [("runs", R)]
+        reached = ~np.isnan(self.consensus_time)
+        lo, hi = clopper_pearson(int(reached.sum()), R)
+        rows.append(("P(consensus)", float(reached.mean()), (float(lo), float(hi)), "Clopper-Pearson"))
+
+        def mean_ci(x, what, note="mean over runs"):
+            x = x[~np.isnan(x)] / N
+            if x.size:
+                h = 1.96 * x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else float("nan")
+                rows.append((what, float(x.mean()), (float(x.mean() - h), float(x.mean() + h)), note))
+
+        mean_ci(self.consensus_time, "rounds to consensus")
+        mean_ci(self.success95_time, "rounds to 95% success (3N window)")
+        if self.committed_name >= 0:
+            f = self.flipped()
+            lo, hi = clopper_pearson(int(f.sum()), R)
+            rows.append((f"P(flip to {self.name_label(self.committed_name)})", float(f.mean()), (float(lo), float(hi)),
+                         "Clopper-Pearson"))
+            mean_ci(self.flip_times(), "rounds to flip")
+        if not self.n_names:
+            rows.append(("t_max / N^1.5", float(np.mean(self.t_max)) / N ** 1.5, None, "peak of the inventory"))
+            rows.append(("N_w^max / N^1.5", float(np.mean(self.n_words_max)) / N ** 1.5, None))
+        else:
+            rows.append(("winners (runs)", self._winners(6)))
+        stops = ", ".join(f"{k}: {v}" for k, v in zip(*np.unique(self.stop_reason, return_counts=True)))
+        settings = {"stop": self.stop, "stop reasons": stops, "max interactions": self.max_interactions,
+                    "names": ",".join(self.names) if self.names and len(self.names) <= 8 else None}
+        return html_card("GameResult", rows, subtitle=self._label(), settings=settings,
+                         note=".plot() draws the success curve (production shares with committed agents); "
+                              ".to_frame(), .rounds() give the tables.")
+
+    @plotting
+    def plot(self, kind: str | None = None, *, ax=None, n_rounds: int | None = None):
+        """The curve of the runs over population rounds, mean over runs with a 95% band.
+
+        Parameters
+        ----------
+        kind : {"success", "production", "inventory"}, optional
+            ``success``: success rate per round (seed 003 Fig. 1A); ``production``: share of each
+            name among uncommitted agents' productions (Fig. 3A; the committed name highlighted);
+            ``inventory``: total inventory ``N_w`` per round (unlimited pool). Default:
+            ``production`` with committed agents, ``inventory`` for the unlimited pool, else
+            ``success``.
+        ax : matplotlib Axes, optional
+        n_rounds : int, optional
+            Rounds shown (default: the longest run).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Figs. 1A and 3A.
+        """
+        if kind is None:
+            kind = "production" if self.committed_name >= 0 else ("inventory" if not self.n_names else "success")
+        if kind not in ("success", "production", "inventory"):
+            raise ValueError(f"kind must be 'success', 'production' or 'inventory'; got {kind!r}")
+        ax = new_axes(ax, (7.2, 3.8) if kind == "production" else (5.5, 3.8))
+        R = self.n_runs
+        if kind == "success":
+            sr = self.success_rate(n_rounds)
+            lo = np.clip(sr["success_rate"] - 1.96 * sr["sem"].fillna(0), 0, 1)
+            hi = np.clip(sr["success_rate"] + 1.96 * sr["sem"].fillna(0), 0, 1)
+            ax.fill_between(sr["round"], lo, hi, alpha=0.25, lw=0, label="95% CI of the mean" if R > 1 else None)
+            ax.plot(sr["round"], sr["success_rate"], marker="o", ms=3, label=f"mean of {R} runs")
+            ax.set(xlabel="population round (N interactions)", ylabel="success rate", ylim=(-0.02, 1.02))
+        elif kind == "production":
+            if not self.n_names:
+                raise ValueError("production shares need a finite name pool")
+            ps = self.production_share(uncommitted=True, n_rounds=n_rounds)
+            st = ps.groupby(["name", "round"], sort=False)["share"].agg(["mean", "std", "count"]).reset_index()
+            # runs that stopped without an absorbing consensus drop out: show the mean only while
+            # at least half of the runs contribute, and each run of the committed name thinly
+            st = st[st["count"] >= max(1, R / 2)]
+            final = st[st["round"] == st["round"].max()].set_index("name")["mean"]
+            names = list(self.names)
+            if len(names) > 6:
+                names = list(final.sort_values(ascending=False).index[:6])
+            cname = self.name_label(self.committed_name)
+            for k, nm in enumerate(names):
+                d = st[st["name"] == nm]
+                h = 1.96 * d["std"].fillna(0) / np.sqrt(d["count"].clip(lower=1))
+                lab = f"{nm} (committed), mean" if nm == cname else f"{nm}, mean"
+                ax.fill_between(d["round"], (d["mean"] - h).clip(0, 1), (d["mean"] + h).clip(0, 1), alpha=0.2,
+                                lw=0, color=f"C{k}")
+                ax.plot(d["round"], d["mean"], lw=2.2 if nm == cname else 1.4, color=f"C{k}", label=lab)
+                if nm == cname and R <= 50:
+                    for run, g in ps[ps["name"] == nm].groupby("run"):
+                        ax.plot(g["round"], g["share"], lw=0.6, alpha=0.35, color=f"C{k}",
+                                label="single runs" if run == 0 else None)
+            if self.committed_name >= 0:
+                thr = float(self.params.get("flip_threshold", float("nan")))
+                if np.isfinite(thr):
+                    ax.axhline(thr, color="0.4", lw=0.8, ls="--", label=f"flip threshold ({thr:.3g})")
+            ax.set(xlabel="population round (N interactions)", ylabel="share of uncommitted productions",
+                   ylim=(-0.02, 1.02))
+        else:
+            rd = self.rounds()
+            if n_rounds is not None:
+                rd = rd[rd["round"] <= n_rounds]
+            st = rd.groupby("round")["n_words"].agg(["mean", "std", "count"]).reset_index()
+            h = 1.96 * st["std"].fillna(0) / np.sqrt(st["count"].clip(lower=1))
+            ax.fill_between(st["round"], st["mean"] - h, st["mean"] + h, alpha=0.25, lw=0)
+            ax.plot(st["round"], st["mean"], label=f"mean of runs still going ({R} runs)")
+            ax.set(xlabel="population round (N interactions)", ylabel="total inventory $N_w$")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_title(self._label(), fontsize=10)
+        if kind == "production":
+            legend_outside(ax)
+        else:  # success curves rise to the top left; the inventory falls to the bottom right
+            ax.legend(fontsize=8, loc="lower right" if kind == "success" else "upper right")
+        return ax
+
+    # ------------------------------------------------------------------ save / load
+    def save(self, path) -> "Path":
+        """Write the result to the folder ``path`` (``result.json`` and Parquet tables); read it
+        back with :meth:`load` or ``normlab.load``. Returns the folder."""
+        import pandas as pd
+
+        R = self.n_runs
+        runs = pd.DataFrame({k: getattr(self, k) for k in _RUN_FIELDS})
+        runs["stop_reason"] = runs["stop_reason"].astype(str)
+        lengths = np.diff(self.round_offsets)
+        rounds = pd.DataFrame({"run": np.repeat(np.arange(R), lengths),
+                               **{k: getattr(self, k) for k in _ROUND_FIELDS}})
+        W = self.round_production.shape[1] if self.round_production.ndim == 2 else 0
+        for j in range(W):
+            rounds[f"production_{j}"] = self.round_production[:, j]
+            rounds[f"production_uncommitted_{j}"] = self.round_production_uncommitted[:, j]
+        tables = {"runs": runs, "rounds": rounds}
+        if self.interaction_success is not None:
+            tables["interaction_success"] = pd.DataFrame({"successes": np.asarray(self.interaction_success)})
+        if self.interactions is not None:
+            pairs, answers, lens = self.interactions
+            rows = [pd.DataFrame({"run": k, "t": np.arange(int(lens[k])), "speaker": pairs[k, :int(lens[k]), 0],
+                                  "hearer": pairs[k, :int(lens[k]), 1], "answer_speaker": answers[k, :int(lens[k]), 0],
+                                  "answer_hearer": answers[k, :int(lens[k]), 1]}) for k in range(R)]
+            tables["interactions"] = pd.concat(rows, ignore_index=True)
+            tables["interaction_lengths"] = pd.DataFrame({"length": np.asarray(lens)})
+        params = dict(self.params)
+        if params.get("initial_memory") is not None:
+            params["initial_memory"] = [[int(a), [list(p) for p in m]] for a, m in params["initial_memory"].items()]
+        seed = self.seed
+        meta = {"model": self.model, "n_agents": self.n_agents, "n_names": self.n_names, "names": list(self.names),
+                "memory": self.memory, "committed": np.flatnonzero(self.committed).tolist(),
+                "committed_name": self.committed_name, "stop": self.stop, "max_interactions": self.max_interactions,
+                "production_columns": W, "params": params,
+                "interaction_shape": None if self.interactions is None else list(self.interactions[0].shape),
+                "seed": None if seed is None else {"entropy": seed.entropy, "spawn_key": list(seed.spawn_key),
+                                                   "pool_size": seed.pool_size,
+                                                   "n_children_spawned": seed.n_children_spawned}}
+        return save_result(path, type(self), meta, tables)
+
+    @classmethod
+    def load(cls, path) -> "GameResult":
+        """Read a result written by :meth:`save`."""
+        meta, t = load_result(path, cls)
+        runs, rounds = t["runs"], t["rounds"]
+        R = len(runs)
+        lengths = np.bincount(rounds["run"].to_numpy(), minlength=R) if len(rounds) else np.zeros(R, np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        W = int(meta["production_columns"])
+        prod = np.column_stack([rounds[f"production_{j}"].to_numpy() for j in range(W)]) if W else \
+            np.zeros((len(rounds), 0), np.int32)
+        produ = np.column_stack([rounds[f"production_uncommitted_{j}"].to_numpy() for j in range(W)]) if W else \
+            np.zeros((len(rounds), 0), np.int32)
+        mask = np.zeros(int(meta["n_agents"]), dtype=bool)
+        mask[meta["committed"]] = True
+        params = dict(meta["params"])
+        if params.get("initial_memory") is not None:
+            params["initial_memory"] = {int(a): [tuple(p) for p in m] for a, m in params["initial_memory"]}
+        s = meta["seed"]
+        seed = None if s is None else np.random.SeedSequence(s["entropy"], spawn_key=tuple(s["spawn_key"]),
+                                                               pool_size=s["pool_size"],
+                                                               n_children_spawned=s["n_children_spawned"])
+        interactions = None
+        if "interactions" in t:
+            shape = tuple(meta["interaction_shape"])
+            it, lens = t["interactions"], t["interaction_lengths"]["length"].to_numpy()
+            pairs = np.zeros(shape, dtype=it["speaker"].dtype)
+            answers = np.zeros(shape, dtype=it["answer_speaker"].dtype)
+            r, tt = it["run"].to_numpy(), it["t"].to_numpy()
+            pairs[r, tt, 0], pairs[r, tt, 1] = it["speaker"].to_numpy(), it["hearer"].to_numpy()
+            answers[r, tt, 0], answers[r, tt, 1] = it["answer_speaker"].to_numpy(), it["answer_hearer"].to_numpy()
+            interactions = (pairs, answers, lens)
+        hits = t["interaction_success"]["successes"].to_numpy() if "interaction_success" in t else None
+        return cls(
+            model=meta["model"], n_agents=int(meta["n_agents"]), n_names=int(meta["n_names"]),
+            names=tuple(meta["names"]), memory=int(meta["memory"]), committed=mask,
+            committed_name=int(meta["committed_name"]), stop=meta["stop"],
+            max_interactions=int(meta["max_interactions"]),
+            **{k: runs[k].to_numpy() for k in _RUN_FIELDS if k != "stop_reason"},
+            stop_reason=runs["stop_reason"].to_numpy().astype(object),
+            round_offsets=offsets, **{k: rounds[k].to_numpy() for k in _ROUND_FIELDS},
+            round_production=prod, round_production_uncommitted=produ, seed=seed, params=params,
+            interactions=interactions, interaction_success=hits,
+        )
+
+
+_RUN_FIELDS = ("n_interactions", "consensus_time", "winner", "t_max", "n_words_max", "n_distinct_max",
+               "success95_time", "streak_time", "flip_time", "stop_reason", "absorbing")
+_ROUND_FIELDS = ("round_count", "round_success", "round_n_words", "round_n_distinct")
 
 
 def stop_reason_labels(codes: np.ndarray) -> np.ndarray:

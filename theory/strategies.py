@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from normlab._display import html_card, new_axes, plotting, short_repr
+
 
 # Strategy kinds understood by the cached strategy-game kernel.
 KIND_TABLE, KIND_BEST_RESPONSE, KIND_WSLS, KIND_LOGIT, KIND_USER = 0, 1, 2, 3, 4
@@ -316,6 +318,109 @@ class StrategyTable(Strategy):
             ent = [(int(perm[o]), int(perm[p])) for o, p in decode_state(s, W, H)]
             out[encode_state(ent, W)][perm] = self.table[s]
         return StrategyTable(out, memory=H, names=self.names)
+
+
+    # ------------------------------------------------------------------ display
+    def summary(self) -> dict:
+        """Pool, memory, p(name | empty memory) and the largest relabelling asymmetry (W = 2),
+        as plain Python values."""
+        asym = None
+        if self.n_names == 2:
+            asym = float(np.abs(self.table - self.relabel([1, 0]).table).max())
+        return {"names": list(self.names), "memory": int(self.memory), "states": int(self.table.shape[0]),
+                "p_empty_memory": {n: float(v) for n, v in zip(self.names, self.table[0])},
+                "max_asymmetry": asym}
+
+    def __repr__(self) -> str:
+        W = self.n_names
+        p_first = self.table[0]
+        return short_repr("StrategyTable", f"names {','.join(self.names)}", f"H={self.memory}",
+                          f"{self.table.shape[0]} memory states",
+                          "empty memory: " + ", ".join(f"p({n})={v:.3f}" for n, v in zip(self.names, p_first)),
+                          f"max |p - 1/W| = {np.abs(self.table - 1.0 / W).max():.3f}")
+
+    def _repr_html_(self) -> str:
+        rows = [(f"p({n} | empty memory)", float(v)) for n, v in zip(self.names, self.table[0])]
+        if self.n_names == 2 and self.memory >= 1:
+            a, b = self.names
+            for L in range(1, self.memory + 1):  # unanimous memories of each name
+                sa = encode_state([(0, 0)] * L, 2)
+                sb = encode_state([(1, 1)] * L, 2)
+                rows.append((f"p({a} | {L}x {a}{a}), p({b} | {L}x {b}{b})",
+                             f"{self.table[sa, 0]:.3f}, {self.table[sb, 1]:.3f}"))
+        return html_card("StrategyTable", rows, level=None,
+                         subtitle=f"p(name | memory), names {','.join(self.names)}, H = {self.memory}, "
+                                  f"{self.table.shape[0]} states",
+                         note=".plot() draws the heat map over own and partner histories; .to_frame() the table.")
+
+    @plotting
+    def plot(self, *, name: str | None = None, memory_len: int | None = None, unseen=None, ax=None,
+             cmap: str = "viridis"):
+        """Heat map of p(name | memory) over own (rows) and partner (columns) histories (Fig. S8).
+
+        Parameters
+        ----------
+        name : str, optional
+            The name whose probability is coloured (default: the last name, e.g. ``M``).
+        memory_len : int, optional
+            Memory length shown (default: the full memory ``H``). Two-name pools only.
+        unseen : array_like of bool, optional
+            One flag per memory state: marked with a white cross (e.g. states without training
+            decisions).
+        ax : matplotlib Axes, optional
+        cmap : str, optional
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Fig. S8.
+        """
+        import pandas as pd
+        import seaborn as sns
+
+        names, H = self.names, self.memory
+        if len(names) != 2:
+            raise ValueError("the heat map layout is for two-name pools; use .to_frame() for larger pools")
+        L = H if memory_len is None else int(memory_len)
+        if not 1 <= L <= H:
+            raise ValueError(f"memory_len must be in 1..{H}")
+        name = names[-1] if name is None else name
+        if name not in names:
+            raise ValueError(f"name must be one of {names}; got {name!r}")
+        j = names.index(name)
+        seqs = [[(v >> (L - 1 - i)) & 1 for i in range(L)] for v in range(2**L)]
+        lab = ["".join(names[b] for b in q) if all(len(n) == 1 for n in names) else "-".join(names[b] for b in q)
+               for q in seqs]
+        M = np.zeros((len(seqs), len(seqs)))
+        U = np.zeros_like(M, dtype=bool)
+        un = None if unseen is None else np.asarray(unseen, dtype=bool)
+        for a, own in enumerate(seqs):
+            for b, part in enumerate(seqs):
+                st = encode_state(list(zip(own, part)), 2)
+                M[a, b] = self.table[st, j]
+                U[a, b] = un is not None and un[st]
+        n = len(seqs)
+        size = {1: (4.2, 3.4), 2: (4.8, 3.9), 3: (5.6, 4.6), 4: (6.6, 5.6)}.get(L, (8.5, 7.2))
+        ax = new_axes(ax, size)
+        step = 1 if L <= 5 else 2 ** (L - 5)  # at most 32 labels per axis
+        sns.heatmap(pd.DataFrame(M, index=lab, columns=lab), vmin=0, vmax=1, cmap=cmap, ax=ax, square=L <= 5,
+                    cbar_kws={"label": f"p({name} | memory)", "shrink": 0.8}, xticklabels=step, yticklabels=step)
+        fs = 9 if L <= 3 else (7 if L == 4 else 6)
+        ax.tick_params(axis="both", labelsize=fs, length=0)
+        ax.set_xticklabels(ax.get_xticklabels(), rotation=0 if L <= 3 else 90, family="monospace")
+        ax.set_yticklabels(ax.get_yticklabels(), rotation=0, family="monospace")
+        title = f"p({name} | memory), H = {H}" + (f", last {L} plays" if L < H else "")
+        if U.any():
+            ys, xs = np.nonzero(U)
+            ax.scatter(xs + 0.5, ys + 0.5, marker="x", s=max(4, 900 / n**1.2), c="white", linewidths=0.6)
+            title += f"\n× = not observed in training ({int(U.sum())} of {U.size})"
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("partner's plays (oldest first)")
+        ax.set_ylabel("own plays (oldest first)")
+        return ax
 
 
 @dataclass(frozen=True)

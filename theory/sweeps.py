@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import spawn
 
 from ._common import PUBLISHED_FLIP_THRESHOLD, check_int
@@ -145,7 +146,8 @@ class CriticalMassResult:
         )
 
     def summary(self) -> dict:
-        return {
+        """Critical mass, its range and the published-rule value as plain Python numbers (NaN: None)."""
+        out = {
             "model": self.model,
             "n_agents": self.n_agents,
             "within_rounds": self.within_rounds,
@@ -157,6 +159,76 @@ class CriticalMassResult:
             "criterion": f"per_run (P(flip within the window) >= {self.level})",
             "published": None if not np.isfinite(self.published) else float(self.published),
         }
+        return plain({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in out.items()})
+
+    def _runs_label(self) -> str:
+        n = np.unique(self.n_runs)
+        return f"{int(n[0])} runs per count" if n.size == 1 else f"{int(n.min())}-{int(n.max())} runs per count"
+
+    def __repr__(self) -> str:
+        cm = "not reached" if np.isnan(self.estimate) else (
+            f"{fmt(self.estimate)} (interpolated {fmt(self.interpolated)}, range [{fmt(self.low)}, {fmt(self.high)}])")
+        pub = "" if not np.isfinite(self.published) else f"published rule {fmt(self.published)}"
+        c = self.committed
+        return short_repr("CriticalMassResult", self.model or None, f"N={self.n_agents}",
+                          f"committed {fmt(c.min())}..{fmt(c.max())} ({len(c)} counts, {self._runs_label()})",
+                          f"within {self.within_rounds} rounds", f"critical mass {cm}", pub)
+
+    def _repr_html_(self) -> str:
+        rows = [("critical mass (per_run)", self.estimate, (self.low, self.high),
+                 f"smallest count with P(flip) >= {self.level:g}; interval from the flip CIs"),
+                ("interpolated crossing", self.interpolated, None),
+                ("as a fraction of N", self.fraction, (self.low / self.n_agents, self.high / self.n_agents))]
+        if self.published_success is not None:
+            rows.append(("critical mass (published rule)", self.published, None, "ensemble rule of Table S3"))
+        for c, k, n, lo, hi in zip(self.committed, self.n_flips, self.n_runs, self.ci_low, self.ci_high):
+            rows.append((f"P(flip), {fmt(c)} committed", k / n, (lo, hi), f"{int(k)}/{int(n)} runs"))
+        return html_card("CriticalMassResult", rows, subtitle=f"{self.model}, N = {self.n_agents}",
+                         settings={"window (rounds)": self.within_rounds, "level": self.level,
+                                   "runs": self._runs_label()},
+                         note=".plot() draws the flip curve; .to_frame() gives one row per count.")
+
+    @plotting
+    def plot(self, *, ax=None, fraction: bool = False):
+        """Flip probability against the committed count, with Clopper-Pearson 95% intervals, the
+        level, and the located critical mass with its range.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+        fraction : bool, optional
+            Committed fraction of the population on the x axis instead of the count.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Fig. 3B; Xie et al.,
+        Phys. Rev. E 84, 011130 (2011), Fig. 2.
+        """
+        ax = new_axes(ax, (5.8, 4.6))
+        f = 1.0 / self.n_agents if fraction else 1.0
+        x = self.committed * f
+        ax.errorbar(x, self.p_flip, yerr=[self.p_flip - self.ci_low, self.ci_high - self.p_flip], fmt="o-", ms=4,
+                    capsize=2, lw=1.2, label=f"P(flip within {self.within_rounds} rounds), 95% CI")
+        ax.axhline(self.level, color="0.5", lw=0.8, ls=":")
+        if np.isfinite(self.low) or np.isfinite(self.high):
+            lo = self.low if np.isfinite(self.low) else x.min() / f
+            hi = self.high if np.isfinite(self.high) else x.max() / f
+            ax.axvspan(lo * f, hi * f, color="C1", alpha=0.12, lw=0, label="critical-mass range")
+        if np.isfinite(self.estimate):
+            ax.axvline(self.estimate * f, color="C1", lw=1.5,
+                       label=f"critical mass {fmt(self.estimate * f)} (P(flip) >= {self.level:g})")
+        if np.isfinite(self.published):
+            ax.axvline(self.published * f, color="C2", lw=1.2, ls="--", label=f"published rule: {fmt(self.published * f)}")
+        ax.set(xlabel="committed fraction" if fraction else "committed agents", ylabel="P(flip)", ylim=(-0.03, 1.03))
+        if not fraction:
+            ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_title(f"{self.model}, N = {self.n_agents}" if self.model else f"N = {self.n_agents}", fontsize=10)
+        legend_outside(ax, "below")
+        return ax
 
 
 def locate_critical_mass(committed, p_flip, ci_low, ci_high, level: float = 0.5):
@@ -391,6 +463,70 @@ class SweepResult:
             s = {k: v for k, v in r.summary().items() if not isinstance(v, dict) and k not in self.params.columns}
             rows.append(s)
         return pd.concat([self.params.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+
+    def __repr__(self) -> str:
+        grid = ", ".join(f"{c}: {len(self.params[c].unique())} values" for c in self.params.columns if c != "point")
+        runs = sum(r.n_runs for r in self.results)
+        return short_repr("SweepResult", f"{len(self.results)} points ({grid})", f"{runs} runs in all",
+                          f"model {self.results[0].model}" if self.results else None)
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        cols = [c for c in s.columns if c not in ("model", "stop", "n_names", "stop_reasons")]
+        return html_card("SweepResult", [], subtitle=f"{len(self.results)} grid points",
+                         note=".plot(y=...) draws a summary column against the swept parameter; "
+                              ".summary() and .to_frame() give the tables.") + \
+            s[cols].head(20).to_html(index=False, float_format=lambda v: fmt(v))
+
+    @plotting
+    def plot(self, y: str = "consensus_rounds", *, x: str | None = None, hue: str | None = None, ax=None,
+             logx: bool | None = None):
+        """An observable against a swept parameter: per-run columns as the mean with a 95%
+        confidence interval over runs, summary columns as they are.
+
+        Parameters
+        ----------
+        y : str, optional
+            A per-run column of :meth:`to_frame` (``consensus_time``, ``t_max``, ``n_words_max``
+            ...; ``consensus_rounds`` is ``consensus_time / n_agents``) or a column of
+            :meth:`summary` (``consensus_fraction``, ``flip_fraction`` ...).
+        x, hue : str, optional
+            Swept parameters on the x axis and as colour (default: the first and second).
+        ax : matplotlib Axes, optional
+        logx : bool, optional
+            Logarithmic x axis (default: when the x values span more than a factor 20).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        import seaborn as sns
+
+        runs = self.to_frame()
+        runs["consensus_rounds"] = runs["consensus_time"] / np.repeat([r.n_agents for r in self.results],
+                                                                      [r.n_runs for r in self.results])
+        s = self.summary()
+        data, per_run = (runs, True) if y in runs.columns else (s, False)
+        swept = [c for c in self.params.columns if c != "point"]
+        x = swept[0] if x is None else x
+        if hue is None and len(swept) > 1:
+            hue = next(c for c in swept if c != x)
+        for c in (x, y) + ((hue,) if hue else ()):
+            if c not in data.columns:
+                raise ValueError(f"{c!r} is neither a per-run column nor a summary column of the sweep; "
+                                 f"per run: {list(runs.columns)}; summary: {list(s.columns)}")
+        ax = new_axes(ax)
+        sns.lineplot(data=data, x=x, y=y, hue=hue, marker="o", ax=ax, palette="crest" if hue else None,
+                     errorbar=("ci", 95) if per_run else None, seed=0)
+        xs = pd.to_numeric(data[x], errors="coerce")
+        if logx is None:
+            logx = bool(xs.notna().all() and (xs > 0).all() and xs.max() / xs.min() > 20)
+        if logx:
+            ax.set_xscale("log")
+        ax.set_ylabel(y.replace("_", " ") + (" (mean, 95% CI over runs)" if per_run else ""))
+        if hue:
+            legend_outside(ax, title=hue)
+        return ax
 
 
 def sweep(simulate, grid: dict, *, n_runs: int = 1, executor=None, progress: bool = True, rng=None,

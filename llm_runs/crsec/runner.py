@@ -38,6 +38,7 @@ from pathlib import Path
 import pandas as pd
 from normlab.llm_runs._sync import run_sync
 
+from normlab._display import plotting
 from normlab._rng import as_generator, spawn
 
 from .lifecycle import SYNTHESIS_THRESHOLD, _resolve_steps, aevaluate, asynthesise, maybe_await
@@ -102,6 +103,7 @@ class PopulationRun:
 
         return norm_funnel(self.norms)
 
+    @plotting
     def plot(self, *, bin_minutes: float = 60.0, axes=None):
         """The two panels of Fig. 2 (counts of conflicts/chats/thoughts; belief vs behaviour)."""
         from .analysis import plot_emergence

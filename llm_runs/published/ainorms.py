@@ -219,6 +219,8 @@ class AINormsLog(GameLog):
 
     issues: pd.DataFrame | None = None
 
+    __repr__ = GameLog.__repr__  # short: counts, not the tables
+
     def __post_init__(self):
         super().__post_init__()
         issues = self.issues if self.issues is not None else pd.DataFrame(columns=list(ISSUE_COLUMNS))

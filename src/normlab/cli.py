@@ -7,6 +7,8 @@ Each sub-package contributes its sub-commands through a light ``_cli.py`` module
 - ``normlab critical-mass ...`` -- :mod:`normlab.theory._cli`
 - ``normlab llm-run ...``       -- :mod:`normlab.llm_runs._cli`
 - ``normlab calibrate ...``     -- :mod:`normlab.calibration._cli`
+- ``normlab figures ...``       -- :mod:`normlab.figures._cli`
+- ``normlab demo ...``          -- :mod:`normlab.demo._cli` (the top layer: probe, predict, check, report)
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import sys
 
 from normlab import __version__
 
-_CLI_MODULES = ("normlab.theory._cli", "normlab.llm_runs._cli", "normlab.calibration._cli")
+_CLI_MODULES = ("normlab.theory._cli", "normlab.llm_runs._cli", "normlab.calibration._cli",
+                "normlab.figures._cli", "normlab.demo._cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -35,6 +35,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from ._display import html_card, legend_outside, new_axes, plotting, short_repr
+
 DECISION_COLUMNS = (
     "run", "t", "round", "agent", "partner", "name", "partner_name", "valid", "success",
     "committed", "memory_state", "memory_len",
@@ -347,6 +349,136 @@ class GameLog:
             if not (directory / f).exists():
                 raise FileNotFoundError(f"{directory} holds no {f}; expected a directory written by GameLog.to_parquet")
         return cls(pd.read_parquet(directory / "decisions.parquet"), pd.read_parquet(directory / "runs.parquet"))
+
+    # ------------------------------------------------------------------ display
+    def _groups(self) -> pd.DataFrame:
+        """Runs per (model, kind, names, N, H, committed count) with their consensus names."""
+        r = self.runs.assign(consensus=self.runs["consensus"].astype(object).where(self.runs["consensus"].notna(), "none"))
+        keys = ["model", "kind", "names", "n_agents", "memory", "committed_count"]
+        g = r.groupby(keys, sort=False, dropna=False)
+        out = g.size().rename("runs").reset_index()
+        out["consensus"] = [", ".join(f"{k}: {v}" for k, v in grp["consensus"].value_counts().items())
+                            for _, grp in g]
+        return out
+
+    def summary(self) -> dict:
+        """Runs, decisions and the runs per group (model, kind, names, N, H, committed count) with
+        their consensus names, as plain Python values."""
+        from ._display import plain
+
+        g = self._groups()
+        return plain({"runs": len(self.runs), "decisions": len(self.decisions),
+                      "valid_share": float(self.decisions["valid"].mean()) if len(self.decisions) else None,
+                      "groups": g.to_dict(orient="records")})
+
+    def __repr__(self) -> str:
+        r = self.runs
+        kinds = ", ".join(f"{k}: {v}" for k, v in r["kind"].value_counts().items())
+        models = r["model"].astype(str).unique()
+        models = ", ".join(models[:3]) + (f" +{len(models) - 3}" if len(models) > 3 else "")
+        pools = r["names"].astype(str).unique()
+
+        def vals(col):
+            v = sorted(int(x) for x in r[col].dropna().unique())
+            return "/".join(map(str, v[:6])) + ("/..." if len(v) > 6 else "")
+
+        issues = getattr(self, "issues", None)  # the published-data loader's table
+        iss = None
+        if issues is not None and len(issues):
+            sev = issues["severity"].value_counts()
+            iss = f"loader issues: {int(sev.get('error', 0))} errors, {int(sev.get('note', 0))} notes"
+        return short_repr(type(self).__name__, f"{len(r)} runs ({kinds})", f"{len(self.decisions):,} decisions",
+                          f"models {models}", f"names {'; '.join(pools[:3])}{' ...' if len(pools) > 3 else ''}",
+                          f"N={vals('n_agents')}", f"H={vals('memory')}", iss)
+
+    def _repr_html_(self) -> str:
+        g = self._groups()
+        head = html_card(type(self).__name__, [("runs", len(self.runs)), ("decisions", len(self.decisions)),
+                                                 ("valid decisions", float(self.decisions["valid"].mean())
+                                                  if len(self.decisions) else None, None, "share")],
+                         level=None, subtitle="tidy game log (normlab.schema)",
+                         note=".plot() draws the success rate per round; .decisions and .runs are the tables; "
+                              ".select(kind=..., names=...) narrows it.")
+        return head + g.head(30).to_html(index=False) + (f"<p>… {len(g) - 30} more groups</p>" if len(g) > 30 else "")
+
+    @plotting
+    def plot(self, kind: str = "success", *, name: str | None = None, by=("model", "n_agents", "memory", "kind"),
+             max_rounds: int | None = None, ax=None):
+        """Mean success rate (or production share of a name) per population round, one line per
+        group of runs, with a 95% confidence band over runs.
+
+        Runs that stopped in a consensus count as successes (and as producing their consensus
+        name) after their stop, as in the published figures; runs that stopped otherwise drop out,
+        and a round is drawn while at least half of the group's runs contribute to it.
+
+        Parameters
+        ----------
+        kind : {"success", "production"}, optional
+        name : str, optional
+            The name whose production share is drawn (``production``; default: the first name of
+            the first run's pool).
+        by : sequence of str, optional
+            Run columns whose distinct values get their own line (those with one value are dropped
+            from the labels).
+        max_rounds : int, optional
+            Rounds shown (default: up to the longest run).
+        ax : matplotlib Axes, optional
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Figs. 1A and 3A.
+        """
+        if kind not in ("success", "production"):
+            raise ValueError(f"kind must be 'success' or 'production'; got {kind!r}")
+        by = [c for c in by if c in self.runs.columns]
+        if not len(self.runs):
+            raise ValueError("the log holds no runs")
+        pr = self.per_round()
+        if kind == "production":
+            name = str(self.runs["names"].iloc[0]).split(",")[0] if name is None else name
+            pr = pr[pr["name"] == name][["run", "round", "share"]].rename(columns={"share": "y"})
+        else:
+            pr = pr.drop_duplicates(["run", "round"])[["run", "round", "success_rate"]].rename(columns={"success_rate": "y"})
+        R = int(pr["round"].max()) if len(pr) else 0
+        R = R if max_rounds is None else int(max_rounds)
+        cons = self.runs.set_index("run")["consensus"]
+        wide = pr.pivot(index="run", columns="round", values="y").reindex(columns=range(1, R + 1))
+        for run in wide.index:  # pad runs that stopped in a consensus
+            c = cons.get(run)
+            if c is not None and not (isinstance(c, float) and np.isnan(c)):
+                fill = 1.0 if kind == "success" else float(c == name)
+                row = wide.loc[run]
+                last = row.last_valid_index()
+                if last is not None:
+                    wide.loc[run, [k for k in wide.columns if k > last]] = fill
+        varying = [c for c in by if self.runs[c].nunique() > 1]
+        rt = self.runs.set_index("run")
+        groups = rt.groupby(varying, sort=True) if varying else [((), rt)]
+        ax = new_axes(ax, (7.2, 3.8) if varying else (5.5, 3.8))
+        for k, (key, grp) in enumerate(groups):
+            lab = ", ".join(map(str, key if isinstance(key, tuple) else (key,))) if varying else ""
+            m = wide.loc[wide.index.intersection(grp.index)]
+            n = m.notna().sum()
+            mean = m.mean()
+            h = 1.96 * m.std(ddof=1) / np.sqrt(n.clip(lower=1))
+            ok = n >= max(1, len(m) / 2)  # runs that stop without a consensus drop out: need half of them
+            x = np.asarray(m.columns)[ok.to_numpy()]
+            ax.fill_between(x, (mean - h.fillna(0))[ok].clip(0, 1), (mean + h.fillna(0))[ok].clip(0, 1),
+                            alpha=0.2, lw=0, color=f"C{k % 10}")
+            ax.plot(x, mean[ok], marker="o", ms=2.5, color=f"C{k % 10}",
+                    label=f"{lab + ': ' if lab else ''}{len(m)} runs")
+        ax.set(xlabel="population round (N interactions)",
+               ylabel="success rate" if kind == "success" else f"share of {name} (uncommitted)", ylim=(-0.02, 1.02))
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        if varying:
+            legend_outside(ax, title=", ".join(varying))
+        else:
+            ax.legend(fontsize=8, loc="lower right")
+        return ax
 
     @classmethod
     def concat(cls, logs: Sequence["GameLog"]) -> "GameLog":

@@ -21,6 +21,7 @@ from typing import Callable, Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from normlab._display import html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import as_generator, as_seed_sequence, spawn
 
 from ._checks import _int, _real, _scalar, _sigmoid
@@ -368,6 +369,85 @@ class LTRHAResult:
                 "n_negative": (S < 0).sum(axis=-1).ravel(),
             }
         )
+
+    # ------------------------------------------------------------------ display
+    def summary(self) -> dict:
+        """Final inequality and how resources track habitus, as plain Python numbers: median
+        (and 10-90% of runs) of the final Gini and top share, the share of agents in debt,
+        and the mean Spearman correlation of habitus with final resources."""
+        from scipy.stats import spearmanr
+
+        last = self.inequality()
+        last = last[last["step"] == self.n_steps]
+        rho = [spearmanr(self.habitus[k], self.resources[k, -1])[0] for k in range(self.n_runs)]
+        q = lambda x: [float(v) for v in np.nanquantile(x, [0.5, 0.1, 0.9])]  # noqa: E731
+        return plain({"runs": self.n_runs, "n_agents": self.n_agents, "n_steps": self.n_steps,
+                      "ranker": self.params.get("ranker"), "floor": self.params.get("floor"),
+                      "final_gini": q(last["gini"]), "final_top_share": q(last["top_share"]),
+                      "share_negative": float((self.resources[:, -1] < 0).mean()),
+                      "spearman_habitus_resources": float(np.nanmean(rho)) if self.n_agents > 2 else None})
+
+    def __repr__(self) -> str:
+        g = self.inequality()
+        g = g[g["step"] == self.n_steps]["gini"]
+        ranker = str(self.params.get("ranker", "?")).split("(")[0]
+        return short_repr("LTRHAResult", f"{self.n_runs} run{'s' * (self.n_runs != 1)}", f"{self.n_agents} agents", f"{self.n_steps} steps",
+                          f"ranker={ranker}", f"final Gini median {np.nanmedian(g):.3f}",
+                          f"agents in debt at the end {(self.resources[:, -1] < 0).mean():.0%}")
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        rows = [("final Gini of resources", s["final_gini"][0], tuple(s["final_gini"][1:]), "median; 10-90% of runs"),
+                ("final top share", s["final_top_share"][0], tuple(s["final_top_share"][1:]), "median; 10-90% of runs"),
+                ("agents in debt at the end", s["share_negative"]),
+                ("Spearman(habitus, final resources)", s["spearman_habitus_resources"], None, "mean over runs")]
+        return html_card("LTRHAResult", rows, level=None, subtitle=f"ITCMA-S LTRHA loop, {s['runs']} runs",
+                         settings={"agents": self.n_agents, "steps": self.n_steps, "ranker": s["ranker"],
+                                   "floor": s["floor"]},
+                         note=".plot() draws resources per agent (one run) or the Gini over time (several).")
+
+    @plotting
+    def plot(self, kind: str | None = None, *, run: int = 0, ax=None):
+        """Resources per agent over the steps of one run, or the Gini coefficient over time.
+
+        Parameters
+        ----------
+        kind : {"resources", "gini"}, optional
+            Default: ``resources`` for a single run, ``gini`` (median and 10-90% of runs) for several.
+        run : int, optional
+            The run shown by ``resources``.
+        ax : matplotlib Axes, optional
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        References
+        ----------
+        Zhang et al., ITCMA-S, arXiv:2409.06750, Fig. 7 (resources under the LTRHA matrix).
+        """
+        kind = ("resources" if self.n_runs == 1 else "gini") if kind is None else kind
+        if kind not in ("resources", "gini"):
+            raise ValueError(f"kind must be 'resources' or 'gini'; got {kind!r}")
+        if not 0 <= int(run) < self.n_runs:
+            raise ValueError(f"run must be in 0..{self.n_runs - 1}; got {run!r}")
+        ax = new_axes(ax, (7.2, 3.8) if kind == "resources" else (5.5, 3.8))
+        steps = np.arange(self.n_steps + 1)
+        if kind == "resources":
+            S = np.concatenate([self.initial_resources[run][None, :], self.resources[run]], axis=0)
+            for i, a in enumerate(self.agents):
+                ax.plot(steps, S[:, i], lw=1.4, label=f"{a} (habitus {self.habitus[run, i]:+.2f})")
+            ax.axhline(0, color="0.3", lw=0.6)
+            ax.set(xlabel="step", ylabel="resources $S_i$", title=f"LTRHA run {run}: resources per agent")
+            legend_outside(ax)
+        else:
+            g = self.inequality().pivot(index="step", columns="run", values="gini").to_numpy()
+            lo, med, hi = np.nanquantile(g, [0.1, 0.5, 0.9], axis=1)
+            ax.fill_between(steps, lo, hi, alpha=0.25, lw=0, label="10-90% of runs")
+            ax.plot(steps, med, lw=2, label=f"median of {self.n_runs} runs")
+            ax.set(xlabel="step", ylabel="Gini of resources", title="LTRHA: resource inequality over time")
+            ax.legend(fontsize=8)
+        return ax
 
 
 # ================================================================== LTRHA: simulation

@@ -1,0 +1,534 @@
+"""Transfer: fit a strategy at one (LLM, N, H), predict the runs of others, and score every prediction.
+
+For every source fit and every target setting (LLM, population size ``N``, memory ``H``) of a
+log, :func:`transfer_scores` predicts the target's experiments and scores them with
+:func:`normlab.calibration.score` on the runs the source fit did not use:
+
+- a different ``N`` needs nothing: the table is the same, the population differs;
+- a different ``H`` needs a table over the target's memory states. ``memory_transfer``:
+  ``"suffix"`` (default): an agent acts on its most recent ``H_fit`` entries -- the state of a
+  longer memory is mapped to the fitted state of its last ``H_fit`` entries, a shorter memory to
+  the fitted state with the same entries (every posterior draw of the fitted table, re-indexed; any
+  fit kind); ``"features"``: the feature model of a logit/hierarchical fit evaluated at the new
+  ``H``, state effects dropped; ``"prior"``: the same with every state effect drawn from its prior
+  ``N(0, tau)`` (what the fit knows about states it never saw);
+- a different LLM is the leave-one-model-out check: how much is lost by predicting a model with
+  another model's strategy.
+
+Targets carry the design of their own experiments: the consensus interval is that of as many
+runs as the target has baseline runs, the published-rule interval that of its runs per committed
+count, flips are read within the target's observed window (``min(within_rounds, complete rounds of
+its committed runs)``, so that short runs are not censored), and the authors' window is used for the
+published rule (:func:`normlab.theory.criteria.published_max_round`). Predicted convergence runs
+stop after ``3N`` consecutive successes; the published runs did so at N = 24, H = 5, but stopped
+after 144 (N = 24, H = 3 and 4) or 72 (N = 200) -- cells where the rules differ say so in ``note``:
+a table whose settled state keeps a few per cent of noise can meet a 72-success streak at N = 200
+and still never meet a 600-success one.
+
+References
+----------
+A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Tables
+S2-S3, Methods; Brier (1950); Gneiting & Raftery, JASA 102, 359 (2007).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from normlab._rng import spawn
+from normlab.schema import GameLog
+
+from .posterior import StrategyFit
+
+__all__ = ["TransferScores", "transfer_scores", "tables_at_memory", "fitted_runs", "target_settings",
+           "MEMORY_TRANSFERS"]
+
+MEMORY_TRANSFERS = ("suffix", "features", "prior")
+
+
+# ----------------------------------------------------------------------------- tables at another H
+def _suffix_index(W: int, h_fit: int, h_new: int) -> np.ndarray:
+    from normlab.theory.strategies import decode_state, encode_state, n_states
+
+    return np.array([encode_state(decode_state(s, W, h_new)[-h_fit:], W) for s in range(n_states(W, h_new))],
+                    dtype=np.int64)
+
+
+def tables_at_memory(fit: StrategyFit, memory: int, n_draws: int, *, how: str = "suffix", rng=None) -> list:
+    """Posterior draws of a fitted strategy, as tables over the memory states of another ``H``.
+
+    Parameters
+    ----------
+    fit : StrategyFit
+    memory : int
+        Target memory length.
+    n_draws : int
+    how : {"suffix", "features", "prior"}, optional
+        ``"suffix"``: draw tables at the fitted ``H`` and re-index them -- a memory of the target
+        ``H`` uses the fitted state of its last ``min(k, H_fit)`` entries (a longer memory acts
+        on its most recent entries; a shorter one like a fitted memory with as many entries);
+        ``"features"``: the feature model (logit/hierarchical fits) at the new ``H``, without
+        state effects; ``"prior"``: the feature model with every state effect drawn from its prior
+        ``N(0, tau)`` (hierarchical fits).
+    rng : optional
+
+    Returns
+    -------
+    list of normlab.theory.strategies.StrategyTable
+        ``n_draws`` tables for ``memory`` (for ``memory == fit.memory`` the fit's own draws).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``how``, or a feature-based transfer of a fit without features.
+
+    References
+    ----------
+    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Table 1, Fig. S8 (tables
+    at H = 3 and H = 5).
+    """
+    from normlab.theory._common import check_int
+    from normlab.theory.strategies import StrategyTable, n_states
+
+    if how not in MEMORY_TRANSFERS:
+        raise ValueError(f"how must be one of {MEMORY_TRANSFERS}; got {how!r}")
+    if not isinstance(fit, StrategyFit):
+        raise TypeError(f"fit must be a StrategyFit; got {type(fit).__name__}")
+    H = check_int(memory, "memory", low=1)
+    D = check_int(n_draws, "n_draws", low=1)
+    if H == fit.memory:
+        return fit.tables(D, rng=rng)
+    if how == "suffix":
+        idx = _suffix_index(fit.n_names, fit.memory, H)
+        return [StrategyTable(t[idx], memory=H, names=fit.names) for t in fit.sample_tables(D, rng=rng)]
+    if fit.kind == "empirical":
+        raise ValueError(f"memory transfer {how!r} needs a feature-based fit (logit or hierarchical); "
+                         "use how='suffix' for an empirical fit")
+    if how == "prior" and fit.kind != "hierarchical":
+        raise ValueError("memory transfer 'prior' needs a hierarchical fit (state effects with a scale tau)")
+    kind = "hierarchical" if how == "prior" else "logit"
+    moved = StrategyFit(kind=kind, names=fit.names, memory=H, counts=np.zeros((n_states(fit.n_names, H), fit.n_names)),
+                        prior=fit.prior, decay=fit.decay, coef_names=fit.coef_names, coef_draws=fit.coef_draws,
+                        tau_draws=fit.tau_draws if how == "prior" else np.zeros(0),
+                        meta={**fit.meta, "memory_transfer": {"from": fit.memory, "how": how}})
+    return moved.tables(D, rng=rng)
+
+
+def fitted_runs(fit: StrategyFit, log: GameLog) -> np.ndarray:
+    """Run ids of ``log`` that a fit was made from, read from its provenance (``meta["source"]``:
+    LLMs, run kinds and population sizes; plus the fit's names and memory length).
+
+    Returns
+    -------
+    numpy.ndarray of int
+        Empty when the fit carries no provenance (e.g. a fit from probes).
+    """
+    src = fit.meta.get("source") or {}
+    if src.get("kind") != "log":
+        return np.zeros(0, np.int64)
+    r = log.runs
+    target = frozenset(fit.names)
+    m = np.array(r["names"].map(lambda s: frozenset(str(s).split(",")) == target), dtype=bool)
+    m &= (r["memory"] == fit.memory).to_numpy()
+    for col, key in (("model", "models"), ("kind", "kinds"), ("n_agents", "n_agents")):
+        if src.get(key):
+            m &= r[col].isin(list(src[key])).to_numpy()
+    return r.loc[m, "run"].to_numpy(np.int64)
+
+
+# ----------------------------------------------------------------------------- result type
+_RELATIONS = ("same setting", "other N", "other H", "other N and H", "other LLM")
+
+
+@dataclass(frozen=True)
+class TransferScores:
+    """Scores of every (source fit, target setting) prediction.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per source and target: ``source``, ``source_llm``, ``source_n``, ``source_h``,
+        ``target``, ``target_llm``, ``target_n``, ``target_h``, ``relation`` (``"same setting"``,
+        ``"other N"``, ``"other H"``, ``"other N and H"``, ``"other LLM"``), ``n_flip_runs``,
+        ``n_consensus_runs``, ``brier_flip``, ``log_score_flip``, ``brier_consensus``,
+        ``log_score_consensus``, ``coverage_experiment``, ``n_experiment``,
+        ``coverage_underlying``, ``n_underlying``, ``within_rounds``, ``seconds``, ``note``
+        (why a cell has no score).
+    coverage : pandas.DataFrame
+        The coverage rows of every scored cell (:attr:`Scores.coverage` with ``source`` and
+        ``target``).
+    scores : dict
+        ``(source, target) -> Scores``.
+    settings : dict
+
+    References
+    ----------
+    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025); Brier (1950).
+    """
+
+    table: pd.DataFrame
+    coverage: pd.DataFrame
+    scores: dict
+    settings: dict = field(default_factory=dict)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Long format: ``source``, ``target``, ``relation``, ``metric``, ``value``, ``n``."""
+        rows = []
+        for _, r in self.table.iterrows():
+            for m, n in (("brier_flip", "n_flip_runs"), ("log_score_flip", "n_flip_runs"),
+                         ("brier_consensus", "n_consensus_runs"), ("log_score_consensus", "n_consensus_runs"),
+                         ("coverage_experiment", "n_experiment"), ("coverage_underlying", "n_underlying")):
+                if r[n] and np.isfinite(r[m]):
+                    rows.append({"source": r["source"], "target": r["target"], "relation": r["relation"],
+                                 "metric": m, "value": float(r[m]), "n": int(r[n])})
+        return pd.DataFrame(rows, columns=["source", "target", "relation", "metric", "value", "n"])
+
+    def by_relation(self) -> pd.DataFrame:
+        """Run-weighted mean scores per relation of source and target (the leave-one-model-out
+        row is ``"other LLM"``), and coverage pooled over the intervals of the cells."""
+        t = self.table
+        rows = []
+        for rel in _RELATIONS:
+            g = t[t["relation"] == rel]
+            if g.empty:
+                continue
+            row = {"relation": rel, "cells": int(((g["n_flip_runs"] + g["n_consensus_runs"]) > 0).sum())}
+            for kind, n in (("flip", "n_flip_runs"), ("consensus", "n_consensus_runs")):
+                w = g[n].to_numpy(float)
+                for m in (f"brier_{kind}", f"log_score_{kind}"):
+                    v = g[m].to_numpy(float)
+                    ok = w > 0
+                    row[m] = float(np.sum(v[ok] * w[ok]) / w[ok].sum()) if ok.any() else np.nan
+                row[n] = int(w.sum())
+            for kind in ("experiment", "underlying"):
+                n = g[f"n_{kind}"].to_numpy(float)
+                c = g[f"coverage_{kind}"].to_numpy(float)
+                ok = n > 0
+                row[f"coverage_{kind}"] = float(np.sum(c[ok] * n[ok]) / n[ok].sum()) if ok.any() else np.nan
+                row[f"n_{kind}"] = int(n.sum())
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict:
+        """JSON-friendly: the per-relation means and the per-cell table."""
+        def clean(d):
+            return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in d.items()}
+
+        return {"by_relation": [clean(r) for r in self.by_relation().to_dict("records")],
+                "cells": [clean(r) for r in self.table.drop(columns=["seconds"]).to_dict("records")],
+                "settings": self.settings}
+
+    def plot(self, axes=None):
+        """Two heat maps, source fits (rows) by target settings (columns): Brier score of the
+        flips and of the consensus winners on held-out runs (blank: nothing held out to score)."""
+        import matplotlib.pyplot as plt
+
+        if axes is None:
+            ncol = len(self.table["target"].unique())
+            _, axes = plt.subplots(1, 2, figsize=(min(16, 3.0 + 1.05 * ncol) * 1.0, 3.6), layout="constrained")
+        t = self.table
+        targets = list(dict.fromkeys(t["target"]))
+        sources = list(dict.fromkeys(t["source"]))
+        for ax, (kind, n, ref) in zip(axes, (("flip", "n_flip_runs", 0.25), ("consensus", "n_consensus_runs", 2 / 3))):
+            M = np.full((len(sources), len(targets)), np.nan)
+            N = np.zeros_like(M, dtype=int)
+            flag = np.zeros_like(M, dtype=bool)
+            for _, r in t.iterrows():
+                i, j = sources.index(r["source"]), targets.index(r["target"])
+                if r[n]:
+                    M[i, j], N[i, j] = r[f"brier_{kind}"], r[n]
+                    flag[i, j] = kind == "consensus" and "published runs stopped" in str(r["note"])
+            cols = [j for j in range(len(targets)) if np.isfinite(M[:, j]).any()]
+            Ms = M[:, cols]
+            im = ax.imshow(Ms, cmap="viridis_r", vmin=0, vmax=ref, aspect="auto")
+            ax.grid(False)
+            for i in range(Ms.shape[0]):
+                for jj, j in enumerate(cols):
+                    if np.isfinite(M[i, j]):
+                        ax.text(jj, i, f"{M[i, j]:.2f}{'*' if flag[i, j] else ''}\n({N[i, j]})", ha="center",
+                                va="center", fontsize=7, color="w" if M[i, j] > 0.55 * ref else "k")
+            ax.set_xticks(range(len(cols)), [targets[j] for j in cols], rotation=35, ha="right", fontsize=7)
+            ax.set_yticks(range(len(sources)), sources, fontsize=7)
+            ax.set_title(f"Brier score, {kind} (runs scored)" + ("; *: other stop rule" if flag.any() else ""),
+                         fontsize=9)
+            ax.figure.colorbar(im, ax=ax, shrink=0.8, label=f"Brier (uninformed: {ref:.2f})")
+        return axes
+
+    def __repr__(self) -> str:
+        b = self.by_relation()
+
+        def f(v):
+            return "-" if not np.isfinite(v) else f"{v:.3f}"
+
+        parts = [f"{r['relation']}: flip {f(r['brier_flip'])} ({r['n_flip_runs']}), consensus "
+                 f"{f(r['brier_consensus'])} ({r['n_consensus_runs']})" for _, r in b.iterrows()]
+        return f"TransferScores(Brier by relation -- {'; '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f"<p><code>{html.escape(repr(self))}</code></p>"
+                + self.by_relation().to_html(index=False, float_format=lambda v: f"{v:.3f}"))
+
+
+# ----------------------------------------------------------------------------- entry point
+def _short(llm: str) -> str:
+    s = str(llm)
+    return {"Llama-3-70B-Instruct": "Llama-3", "Llama-3.1-70B-Instruct": "Llama-3.1"}.get(s, s)
+
+
+def target_settings(log: GameLog, names) -> list[dict]:
+    """The settings (LLM, N, H) of a name pool in a log and their experiments.
+
+    Returns
+    -------
+    list of dict
+        ``llm``, ``n_agents``, ``memory``, ``n_baseline`` (runs from empty memories), ``counts``
+        (committed counts of runs from a consensus; 0: unperturbed consensus runs),
+        ``runs_per_count`` (median per direction and count), ``rounds`` (median complete rounds of
+        the committed runs that did not stop in a consensus: the design length), ``stop_streak``
+        (median final streak of the baseline runs: their stop rule).
+    """
+    from .inputs import _check_names
+
+    names = _check_names(names)
+    r = log.runs
+    target = frozenset(names)
+    r = r[np.array(r["names"].map(lambda s: frozenset(str(s).split(",")) == target), dtype=bool)]
+    r = r[r["kind"] != "probe"]
+    out = []
+    for (llm, N, H), g in r.groupby(["model", "n_agents", "memory"], sort=True):
+        init = g["initial"].astype(str)
+        base = g[init == "empty"]
+        cm = g[init.str.startswith("consensus:")]
+        # the design length of committed runs: runs that did not stop early in a consensus
+        open_runs = cm[cm["consensus"].isna()] if "consensus" in cm else cm
+        streak = base["stop_streak"].dropna() if "stop_streak" in base else pd.Series(dtype=float)
+        out.append({"llm": str(llm), "n_agents": int(N), "memory": int(H), "n_baseline": int(len(base)),
+                    "counts": sorted(int(c) for c in cm["committed_count"].unique()),
+                    "runs_per_count": int(cm.groupby(["initial", "committed_count"]).size().median()) if len(cm) else 0,
+                    "rounds": int((open_runs["n_interactions"] // int(N)).median()) if len(open_runs) else 0,
+                    "stop_streak": int(streak.median()) if len(streak) else None})
+    return out
+
+
+def transfer_scores(sources: dict, log: GameLog, *, names=("Q", "M"), targets=None, n_draws: int = 100,
+                    n_runs_flip: int = 16, within_rounds: int = 30, max_rounds: int = 200,
+                    memory_transfer: str = "suffix", progress: bool = False, rng=None) -> TransferScores:
+    """Predict every target setting of a log from every source fit and score the held-out runs.
+
+    Parameters
+    ----------
+    sources : dict
+        Label -> :class:`StrategyFit` (e.g. the shipped fits, :func:`normlab.calibration.load_fit`).
+        The runs a fit used (:func:`fitted_runs`) are never scored against it.
+    log : normlab.schema.GameLog
+        Observed runs (e.g. both published AI-norms archives).
+    names : sequence of str, optional
+        The name pool (runs with these names in any order).
+    targets : sequence of (llm, n_agents, memory), optional
+        Default: every setting of the pool in the log.
+    n_draws : int, optional
+        Posterior draws per prediction.
+    n_runs_flip : int, optional
+        Simulated runs per draw and committed count.
+    within_rounds : int, optional
+        Longest window of the flip reading (shortened to a target's complete rounds).
+    max_rounds : int, optional
+        Cap of the simulated convergence runs.
+    memory_transfer : {"suffix", "features", "prior"}, optional
+        How a fit meets a target with another ``H`` (:func:`tables_at_memory`).
+    progress : bool, optional
+    rng : optional
+
+    Returns
+    -------
+    TransferScores
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad sources, names, targets or settings (before any simulation).
+
+    References
+    ----------
+    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Table S3.
+    """
+    from normlab.theory._common import check_int
+    from normlab.theory.criteria import published_max_round
+
+    from .inputs import _check_names
+    from .prediction import predict
+    from .scoring import score
+
+    if not isinstance(log, GameLog):
+        raise TypeError(f"log must be a normlab.schema.GameLog; got {type(log).__name__}")
+    if not isinstance(sources, dict) or not sources or not all(isinstance(f, StrategyFit) for f in sources.values()):
+        raise TypeError("sources must be a non-empty dict of label -> StrategyFit")
+    names = _check_names(names)
+    for lab, f in sources.items():
+        if frozenset(f.names) != frozenset(names):
+            raise ValueError(f"source {lab!r} is a fit for names {f.names}, not {names}")
+    if memory_transfer not in MEMORY_TRANSFERS:
+        raise ValueError(f"memory_transfer must be one of {MEMORY_TRANSFERS}; got {memory_transfer!r}")
+    D = check_int(n_draws, "n_draws", low=1)
+    nrf = check_int(n_runs_flip, "n_runs_flip", low=1)
+    wr_max = check_int(within_rounds, "within_rounds", low=3)
+    mr = check_int(max_rounds, "max_rounds", low=3)
+    avail = target_settings(log, names)
+    if targets is not None:
+        want = {(str(t[0]), int(t[1]), int(t[2])) for t in targets}
+        avail = [t for t in avail if (t["llm"], t["n_agents"], t["memory"]) in want]
+        missing = want - {(t["llm"], t["n_agents"], t["memory"]) for t in avail}
+        if missing:
+            raise ValueError(f"no runs of names {names} at targets {sorted(missing)}")
+    if not avail:
+        raise ValueError(f"the log holds no runs of names {names}")
+    fitted = {lab: set(fitted_runs(f, log).tolist()) for lab, f in sources.items()}
+    pairs = [(lab, t) for lab in sources for t in avail]
+    seeds = spawn(rng, len(pairs))
+    rows, cov, all_scores = [], [], {}
+    it = list(zip(pairs, seeds))
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(it, desc="transfer predictions")
+    for (lab, t), s in it:
+        t0 = time.perf_counter()
+        fit = sources[lab]
+        src = fit.meta.get("source") or {}
+        s_llm = fit.meta.get("llm") or (src.get("models") or [None])[0]
+        s_n = (src.get("n_agents") or [None])
+        s_n = s_n[0] if len(s_n) == 1 else None
+        tl = f"{_short(t['llm'])} N={t['n_agents']} H={t['memory']}"
+        if s_llm is not None and str(s_llm) != t["llm"]:
+            rel = "other LLM"
+        else:
+            dn, dh = s_n is not None and s_n != t["n_agents"], fit.memory != t["memory"]
+            rel = {(False, False): "same setting", (True, False): "other N", (False, True): "other H",
+                   (True, True): "other N and H"}[(dn, dh)]
+        row = {"source": lab, "source_llm": _short(s_llm) if s_llm else None, "source_n": s_n, "source_h": fit.memory,
+               "target": tl, "target_llm": _short(t["llm"]), "target_n": t["n_agents"], "target_h": t["memory"],
+               "relation": rel, "n_flip_runs": 0, "n_consensus_runs": 0, "brier_flip": np.nan,
+               "log_score_flip": np.nan, "brier_consensus": np.nan, "log_score_consensus": np.nan,
+               "coverage_experiment": np.nan, "n_experiment": 0, "coverage_underlying": np.nan, "n_underlying": 0,
+               "within_rounds": np.nan, "seconds": 0.0, "note": ""}
+        # what is left to score once the fit's own runs are set aside
+        r = log.runs
+        here = r[(r["model"] == t["llm"]) & (r["n_agents"] == t["n_agents"]) & (r["memory"] == t["memory"])
+                 & np.array(r["names"].map(lambda x: frozenset(str(x).split(",")) == frozenset(names)), dtype=bool)
+                 & ~r["run"].isin(fitted[lab])]
+        if here.empty:
+            row["note"] = "every run here was used by the fit"
+            rows.append(row)
+            continue
+        init = here["initial"].astype(str)
+        has_base = bool((init == "empty").any())
+        cm = here[init.str.startswith("consensus:")]
+        counts = sorted(int(c) for c in cm["committed_count"].unique()) or [0]
+        wr = min(wr_max, t["rounds"]) if (len(cm) and t["rounds"]) else wr_max
+        wr = max(wr, 3)
+        dirs = [(x, y) for x in names for y in names if x != y]
+        if len(cm):
+            maj = sorted({str(v).split(":", 1)[1] for v in cm["initial"]})
+            dirs = [(x, y) for x, y in dirs if x in maj]
+        else:
+            dirs = dirs[:1]
+        tables = tables_at_memory(fit, t["memory"], D, how=memory_transfer, rng=spawn(s, 2)[0])
+        n_base = int((init == "empty").sum())
+        pred = predict(tables, n_agents=t["n_agents"], n_draws=D, within_rounds=wr, committed=counts,
+                       directions=dirs, consensus=has_base, strength=False, n_runs_flip=nrf,
+                       n_runs_consensus=max(10, n_base), max_rounds=mr,
+                       design_runs=max(1, t["runs_per_count"]), max_round=published_max_round(t["llm"], t["n_agents"]),
+                       rng=spawn(s, 2)[1])
+        try:
+            sc = score(pred, log, exclude=sorted(fitted[lab]), llm=t["llm"], rng=s)
+        except ValueError as exc:
+            row["note"] = str(exc)
+            rows.append(row)
+            continue
+        sm = sc.summary()
+        row.update({k: (np.nan if sm[k] is None else sm[k]) for k in
+                    ("brier_flip", "log_score_flip", "brier_consensus", "log_score_consensus")})
+        row.update(n_flip_runs=sm["n_flip_runs"], n_consensus_runs=sm["n_consensus_runs"],
+                   coverage_experiment=np.nan if sm["coverage"]["experiment"] is None else sm["coverage"]["experiment"],
+                   n_experiment=sm["coverage"]["n_experiment"],
+                   coverage_underlying=np.nan if sm["coverage"]["underlying"] is None else sm["coverage"]["underlying"],
+                   n_underlying=sm["coverage"]["n_underlying"], within_rounds=wr,
+                   seconds=round(time.perf_counter() - t0, 2),
+                   note="; ".join([f"{v} {k}" for k, v in sm["excluded"].items() if k != "used by the fit"]
+                                  + ([f"published runs stopped after {t['stop_streak']} consecutive successes, the "
+                                      f"prediction after 3N = {3 * t['n_agents']}"]
+                                     if has_base and t["stop_streak"] and t["stop_streak"] != 3 * t["n_agents"]
+                                     else [])))
+        rows.append(row)
+        c = sc.coverage.copy()
+        c.insert(0, "target", tl)
+        c.insert(0, "source", lab)
+        cov.append(c)
+        all_scores[(lab, tl)] = sc
+    settings = dict(names=list(names), n_draws=D, n_runs_flip=nrf, within_rounds=wr_max, max_rounds=mr,
+                    memory_transfer=memory_transfer, sources=list(sources))
+    coverage = pd.concat(cov, ignore_index=True) if cov else pd.DataFrame()
+    return TransferScores(table=pd.DataFrame(rows), coverage=coverage, scores=all_scores, settings=settings)
+
+
+# ----------------------------------------------------------------------------- command line
+_SHIPPED = {"Llama-3 N=24 H=3": "llama3_70b_QM_H3", "Llama-3 N=24 H=5": "llama3_70b_QM_H5",
+            "Llama-3.1 N=24 H=5": "llama31_70b_QM_H5"}
+
+
+def main(argv=None) -> int:
+    """``python -m normlab.calibration.transfer``: the transfer scores of the shipped fits on the
+    published Q/M runs (README's table)."""
+    import argparse
+
+    from normlab.llm_runs.published.ainorms import load_ainorms
+
+    from .pipeline import find_ainorms
+    from .posterior import load_fit
+
+    ap = argparse.ArgumentParser(description="Transfer scores of the shipped Llama-3 / Llama-3.1 fits on the "
+                                             "published AI-norms Q/M runs (fit at one N and H, predict the others).")
+    ap.add_argument("--ainorms", default=None, help="folder of the AI-norms archives (default: found like the tests)")
+    ap.add_argument("--draws", type=int, default=200, help="posterior draws per prediction (default 200)")
+    ap.add_argument("--memory-transfer", default="suffix", choices=MEMORY_TRANSFERS)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cells", action="store_true", help="also print every (source, target) cell and the observed "
+                                                        "values outside their experiment-size intervals")
+    args = ap.parse_args(argv)
+    path = args.ainorms or find_ainorms()
+    if path is None:
+        print("published AI-norms data not found (set NORMLAB_AINORMS or pass --ainorms)")
+        return 2
+    t0 = time.perf_counter()
+    log = load_ainorms(path, kinds=["baseline", "swap", "evolved"], files=["*_Q_M_*", "*_M_Q_*"],
+                       on_inconsistency="warn")
+    src = {k: load_fit(v) for k, v in _SHIPPED.items()}
+    ts = transfer_scores(src, log, n_draws=args.draws, memory_transfer=args.memory_transfer, rng=args.seed)
+    pd.set_option("display.width", 200)
+    b = ts.by_relation()
+    cols = ["relation", "cells", "n_flip_runs", "brier_flip", "log_score_flip", "n_consensus_runs", "brier_consensus",
+            "log_score_consensus", "coverage_experiment", "n_experiment", "coverage_underlying", "n_underlying"]
+    print(f"transfer scores of the shipped fits ({args.draws} draws, memory transfer {args.memory_transfer!r}, "
+          f"seed {args.seed}); Brier/log: lower is better (uninformed: flip 0.25 / 0.693)")
+    print(b[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.cells:
+        c = ts.table[["source", "target", "relation", "n_flip_runs", "brier_flip", "n_consensus_runs",
+                      "brier_consensus", "coverage_experiment", "coverage_underlying", "note"]]
+        print(c.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        cv = ts.coverage
+        miss = cv[(cv["interval"] == "experiment") & ~cv["covered"].astype(bool)]
+        print("observed values outside the experiment-size 95% interval:")
+        print(miss[["source", "target", "quantity", "key", "committed", "observed", "n_obs", "low", "high"]]
+              .to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    print(f"done in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

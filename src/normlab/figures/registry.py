@@ -1,0 +1,255 @@
+"""The registry of regenerated figures and tables, and :func:`make`, which writes them.
+
+Each entry names a data function (returns a tidy DataFrame; ``attrs["notes"]`` says what was
+left out and the key numbers) and, for figures, a drawing function (returns a matplotlib
+Figure). :func:`make` runs them, writes ``<key>.png`` and ``<key>.csv``, and reports what it
+skipped and why; ``normlab figures`` and ``paper_figures/*.py`` call it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ._common import FigureSkipped, archives
+
+__all__ = ["FigureSpec", "FIGURES", "FigureOutcome", "make", "figure_keys", "script"]
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure or table.
+
+    Attributes
+    ----------
+    key : str
+        Short name (``fig1a``, ``table1``, ...), also the output file stem.
+    title : str
+    module : str
+        Module of :mod:`normlab.figures` holding the functions.
+    data : str
+        Data function (tidy DataFrame).
+    draw : str or None
+        Drawing function (``None`` for tables: CSV only).
+    paper : str
+        Which paper: ``"flint-ashery-2025"`` or ``"itcmas"``.
+    published : str or None
+        The authors' PDF to compare with (``ai-norms-code/figures/``), where there is one.
+    """
+
+    key: str
+    title: str
+    module: str
+    data: str
+    draw: str | None
+    paper: str = "flint-ashery-2025"
+    published: str | None = None
+
+    def functions(self):
+        """``(data_function, draw_function or None)``."""
+        mod = importlib.import_module(f"normlab.figures.{self.module}")
+        return getattr(mod, self.data), (getattr(mod, self.draw) if self.draw else None)
+
+
+def _spec(key, title, module, draw=True, **kw):
+    return FigureSpec(key, title, module, f"{key}_data", f"{key}_draw" if draw else None, **kw)
+
+
+_SPECS = [
+    _spec("fig1a", "Fig. 1A: success rate of LLM populations, minimal naming game per interaction (inset)", "fig1",
+          published="FIGURE_1.pdf"),
+    _spec("fig1b", "Fig. 1B: word competition in one Llama-3.1 run", "fig1", published="FIGURE_1.pdf"),
+    _spec("fig2a", "Fig. 2A: consensus convention with ten names", "fig2", published="FIGURE_2.pdf"),
+    _spec("fig2b", "Fig. 2B: individual vs collective bias with {Q, M}", "fig2", published="FIGURE_2.pdf"),
+    _spec("fig3a", "Fig. 3A: challenger's production under committed minorities", "fig3", published="FIGURE_3.pdf"),
+    _spec("fig3b", "Fig. 3B: critical mass per model", "fig3", published="FIGURE_3.pdf"),
+    _spec("fig3_prediction", "Critical mass predicted from baseline runs vs the committed runs (normlab)", "fig3"),
+    _spec("figS1", "Fig. S1: meta-prompting accuracy", "meta", published="SI_FIGURE_meta_prompts.pdf"),
+    _spec("figS2", "Fig. S2: robust emergence (W, H, N)", "emergence", published="SI_FIGURE_robust_emergence.pdf"),
+    _spec("figS3", "Fig. S3: minimal naming game with a production bias", "bias", published="theoretical_word_use.pdf"),
+    _spec("figS4", "Fig. S4: individual and collective bias with W = 26", "bias", published="SI_FIGURE_LATIN.pdf"),
+    _spec("figS5", "Fig. S5: individual bias with W = 10", "bias", published="SI_FIGURE_10_individual_bias.pdf"),
+    _spec("figS6", "Fig. S6: emergence with four two-name pools", "emergence", published="SI_FIGURE_all_binary.pdf"),
+    _spec("figS7", "Fig. S7: stability of a consensus", "emergence", published="SI_FIGURE_stability.pdf"),
+    _spec("figS8", "Fig. S8: strategy over all memory states (H = 5)", "memory_states"),
+    _spec("figS9", "Fig. S9: memory states around a consensus on M", "memory_states"),
+    _spec("figS10", "Fig. S10: memory states during emergence", "memory_states"),
+    _spec("table1", "Table 1: Llama-3.1's strategy in its first three interactions", "tables", draw=False),
+    _spec("tableS1", "Table S1: first moves with empty memory", "tables", draw=False),
+    _spec("tableS2", "Table S2: consensus of the Q/M runs", "tables", draw=False),
+    _spec("tableS3", "Table S3: critical masses", "tables", draw=False),
+    _spec("tableS5", "Table S5: tests of the memories of Table 1", "tables", draw=False),
+    _spec("itcmas_fig6", "ITCMA-S Fig. 6 analogue: driver and emotions", "itcmas", paper="itcmas"),
+    _spec("itcmas_fig7", "ITCMA-S Fig. 7 analogue: resources and topics", "itcmas", paper="itcmas"),
+    _spec("itcmas_gini", "ITCMA-S: resource inequality under three rankers", "itcmas", paper="itcmas"),
+]
+#: Every figure and table, by key, in the paper's order.
+FIGURES: dict[str, FigureSpec] = {s.key: s for s in _SPECS}
+
+
+def figure_keys(only=None) -> list[str]:
+    """Validated keys: all when ``only`` is None; else the listed ones (str "a,b" or sequence)."""
+    if only is None:
+        return list(FIGURES)
+    keys = [k.strip() for k in only.split(",")] if isinstance(only, str) else [str(k) for k in only]
+    keys = [k for k in keys if k]
+    bad = [k for k in keys if k not in FIGURES]
+    if bad or not keys:
+        raise ValueError(f"unknown figure(s) {bad or only!r}; choose from: {', '.join(FIGURES)}")
+    return keys
+
+
+@dataclass(frozen=True)
+class FigureOutcome:
+    """What :func:`make` did for one entry: ``status`` is ``"written"`` or ``"skipped"``."""
+
+    key: str
+    status: str
+    files: tuple = ()
+    reason: str = ""
+    notes: tuple = ()
+    seconds: float = 0.0
+
+
+def _kw(fn, **kw) -> dict:
+    params = inspect.signature(fn).parameters
+    return {k: v for k, v in kw.items() if k in params}
+
+
+def script(keys, doc: str, argv=None, *, add_arguments=None, options=None, draw_options=None):
+    """Command line of a ``paper_figures/<figure>.py`` script: ``--out DIR`` (default ``figures``),
+    ``--data DIR``, ``--small``, ``--dpi``, plus the script's own flags.
+
+    Parameters
+    ----------
+    keys : str or sequence of str
+        Registry keys the script makes.
+    doc : str
+        The script's docstring (its ``--help``).
+    argv : list of str, optional
+    add_arguments : callable, optional
+        ``add_arguments(parser)`` adds the script's own flags.
+    options, draw_options : callable, optional
+        ``options(args)`` -> per-key keyword arguments of the data / drawing functions.
+
+    Returns
+    -------
+    list of FigureOutcome
+    """
+    import argparse
+
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no window
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path("figures"), help="output folder (default: figures)")
+    ap.add_argument("--data", type=Path, default=None, help="folder holding published AI-norms archives "
+                                                            "(default: $NORMLAB_AINORMS or shared/data/ai-norms)")
+    ap.add_argument("--small", action="store_true", help="fewer simulation runs (fast)")
+    ap.add_argument("--dpi", type=int, default=150)
+    if add_arguments is not None:
+        add_arguments(ap)
+    args = ap.parse_args(argv)
+    return make(keys, out=args.out, data=args.data, small=args.small, dpi=args.dpi,
+                options=options(args) if options else None, draw_options=draw_options(args) if draw_options else None)
+
+
+def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, options: dict | None = None,
+         draw_options: dict | None = None, report=print) -> list[FigureOutcome]:
+    """Regenerate figures and tables into ``out``.
+
+    Parameters
+    ----------
+    only : str or sequence of str, optional
+        Keys of :data:`FIGURES` (default: all).
+    out : str or pathlib.Path
+        Output folder (created).
+    data : path or Archives, optional
+        Published AI-norms data (default: ``$NORMLAB_AINORMS`` or ``shared/data/ai-norms`` found
+        beside the working directory); figures that need absent data are skipped.
+    small : bool
+        Fewer simulation runs and posterior draws (seconds instead of minutes).
+    dpi : int
+    options, draw_options : dict, optional
+        Per key, extra keyword arguments of the data / drawing function (e.g.
+        ``{"fig1a": {"invent": "keep"}}``, ``{"fig1a": {"theory_line": True}}``).
+    report : callable or None
+        Receives one line per event (default ``print``).
+
+    Returns
+    -------
+    list of FigureOutcome
+
+    Raises
+    ------
+    ValueError
+        Unknown keys.
+    FileNotFoundError
+        ``data`` names a path that does not exist.
+    """
+    from normlab._display import style
+
+    keys = figure_keys(only)
+    options, draw_options = options or {}, draw_options or {}
+    for k in list(options) + list(draw_options):
+        if k not in keys:
+            raise ValueError(f"options given for {k!r}, which is not among the figures made ({', '.join(keys)})")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    arch = archives(data, required=False)
+    say = report or (lambda s: None)
+    if arch is None:
+        say("no published AI-norms data found: figures drawn from the LLM runs are skipped "
+            "(pass --data DIR or set NORMLAB_AINORMS)")
+    outcomes = []
+    with style("paper"):  # keeps Jupyter's interactive mode if the first figure switches it on
+        for key in keys:
+            outcomes.append(_make_one(FIGURES[key], out, arch, small, dpi, options.get(key, {}),
+                                      draw_options.get(key, {}), say))
+    n_w = sum(o.status == "written" for o in outcomes)
+    skipped = [o.key for o in outcomes if o.status == "skipped"]
+    say(f"{n_w} written, {len(skipped)} skipped" + (f" ({', '.join(skipped)})" if skipped else ""))
+    return outcomes
+
+
+def _make_one(spec, out, arch, small, dpi, opts, draw_opts, say) -> FigureOutcome:
+    import matplotlib.pyplot as plt
+
+    key = spec.key
+    t0 = time.perf_counter()
+    fdata, fdraw = spec.functions()
+    try:
+        df = fdata(**{**_kw(fdata, data=arch, small=small), **opts})
+    except FigureSkipped as exc:
+        why = str(exc)
+        if arch is not None and str(arch.path) not in why:
+            why += f" (data folder: {arch.path})"
+        say(f"{key:16s} skipped: {why}")
+        return FigureOutcome(key, "skipped", reason=why, seconds=time.perf_counter() - t0)
+    files = []
+    csv = out / f"{key}.csv"
+    _tidy_for_csv(df).to_csv(csv, index=False)
+    files.append(csv)
+    if fdraw is not None:
+        fig = fdraw(df, **draw_opts)
+        png = out / f"{key}.png"
+        fig.savefig(png, dpi=dpi, bbox_inches="tight")
+        plt.close(fig)
+        files.insert(0, png)
+    notes = tuple(df.attrs.get("notes", ()))
+    dt = time.perf_counter() - t0
+    say(f"{key:16s} wrote {', '.join(str(f) for f in files)} ({dt:.1f} s)")
+    for n in notes:
+        say(f"{'':16s}   {n}")
+    return FigureOutcome(key, "written", tuple(str(f) for f in files), notes=notes, seconds=dt)
+
+
+def _tidy_for_csv(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    out.attrs = {}
+    return out

