@@ -397,6 +397,7 @@ def test_mixed_population_invariants():
                         max_interactions=12 * 400)
     ok = res.stop_reason == "consensus"
     assert ok.mean() > 0.9 and (res.winner[ok] == 0).all() and res.absorbing[ok].all()
+    assert "3 x StrategyTable + 9 x BestResponse" in repr(res)
     ids = strategy_game([zero, "best_response"], groups=[0] * 3 + [1] * 9, n_agents=12, memory=H, n_runs=40, rng=2,
                         max_interactions=12 * 400)
     assert np.array_equal(res.round_success, ids.round_success)
