@@ -92,8 +92,12 @@ def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, tail, progress, 
             if start < stop:  # out of rows: extrapolate (+15%), grow by a quarter at least
                 need = pos * n_runs * 23 // (20 * max(start, 1)) + max_rounds
                 cap = max(need, cap + cap // 4, pos + max_rounds)
-                for v in out.values():
-                    v.resize((cap,) + v.shape[1:], refcheck=False)
+                for k, v in out.items():
+                    if 4 * pos < cap:  # little to copy: a fresh block (resize would zero-fill all of it)
+                        out[k] = np.empty((cap,) + v.shape[1:], v.dtype)
+                        out[k][:pos] = v[:pos]
+                    else:  # in place (no second copy of what is already there)
+                        v.resize((cap,) + v.shape[1:], refcheck=False)
     for v in out.values():
         v.resize((pos,) + v.shape[1:], refcheck=False)  # in place: no second copy of the outputs
     lengths = -(-scal_all[:, S_NINT] // n_agents)

@@ -677,4 +677,6 @@ _ROUND_FIELDS = ("round_count", "round_success", "round_n_words", "round_n_disti
 
 
 def stop_reason_labels(codes: np.ndarray) -> np.ndarray:
-    return np.array([STOP_NAMES[int(c)] for c in codes], dtype=object)
+    codes = np.asarray(codes, np.int64)
+    table = np.array([STOP_NAMES.get(c) for c in range(max(STOP_NAMES) + 1)], dtype=object)
+    return table[codes] if codes.size else np.array([], dtype=object)
