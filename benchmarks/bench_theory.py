@@ -291,7 +291,7 @@ def startup(reps: int) -> None:
 
 
 SIZES = {  # (NG runs, NG reps, many runs, authors' runs, many reps, strategy runs, strategy reps, start-up reps)
-    "full": (10, 5, 20_000, 200, 3, 1000, 9, 3),
+    "full": (10, 5, 20_000, 200, 7, 1000, 9, 3),
     "quick": (4, 3, 2000, 50, 3, 500, 5, 3),
     "tiny": (2, 1, 200, 5, 1, 50, 1, 1),  # for the test suite: every line printed, no meaningful timing
 }
