@@ -275,3 +275,28 @@ def test_bad_types():
         minimal_naming_game(10, graph="complete")
     with pytest.raises(TypeError, match="per_interaction"):
         minimal_naming_game(10, per_interaction=1)
+
+
+@pytest.mark.parametrize("game", ["naming", "strategy"])
+def test_in_place_ragged_outputs_equal_the_chunked_ones(monkeypatch, game):
+    """The serial path appends rounds in place (growing its outputs twice here); the chunked path
+    copies them from per-chunk buffers: identical results."""
+    import normlab.theory.memory_game as mg
+    import normlab.theory.naming_game as ng
+    from normlab.theory import strategy_game
+
+    def play():
+        if game == "naming":
+            return minimal_naming_game(10, n_words=3, n_runs=400, stop="max", max_interactions=10 * 150, rng=4,
+                                       progress=False)
+        return strategy_game("best_response", n_agents=10, memory=3, n_runs=400, stop="max",
+                             max_interactions=10 * 150 + 7, rng=4, progress=False)
+
+    a = play()
+    monkeypatch.setattr(ng, "_ng_batch_ragged", None)
+    monkeypatch.setattr(mg, "_sg_batch_ragged", None)
+    b = play()
+    assert a.round_offsets[-1] == 400 * (151 if game == "strategy" else 150)  # > the first 2**14 rows
+    for k in ("round_offsets", "round_count", "round_success", "round_n_words", "round_n_distinct",
+              "round_production", "round_production_uncommitted", "n_interactions", "t_max", "winner"):
+        assert np.array_equal(getattr(a, k), getattr(b, k)), k

@@ -133,3 +133,86 @@ def test_shipped_fits_store_their_mean_table(tmp_path):
     assert "mean_table" not in plain.to_dict()
     with pytest.raises(ValueError, match="stored_mean"):
         dataclasses.replace(fit, stored_mean=np.zeros((3, 2)))
+
+
+def _random_lean_case(rng):
+    """A random table game the design plays: W, H, N, a table with zeros (and sometimes an
+    invalid row), committed agents, initial memories, a stop rule and a cap."""
+    from normlab.theory.strategies import n_states
+
+    W = int(rng.choice([2, 2, 3, 4]))
+    H = int(rng.integers(1, 4 if W > 2 else 6))
+    N = int(rng.integers(2, 13))
+    S = n_states(W, H)
+    t = rng.dirichlet(np.ones(W) * rng.choice([0.1, 0.5, 3.0]), size=S)
+    t[rng.random((S, W)) < 0.15] = 0.0
+    t[t.sum(axis=1) == 0, 0] = 1.0
+    t /= t.sum(axis=1, keepdims=True)
+    if rng.random() < 0.1:
+        t[rng.integers(S)] = 0.7  # an invalid row: the run stops with an error if it visits it
+    c = int(rng.integers(0, N))
+    cword = int(rng.integers(0, W)) if c > 0 or rng.random() < 0.5 else -1
+    c = c if cword >= 0 else 0
+    mask = np.zeros(N, np.bool_)
+    mask[N - c:] = True
+    init = np.full(N, -1, np.int64)
+    mode = rng.integers(3)
+    if mode == 1:
+        init[:] = rng.integers(W)
+    elif mode == 2:
+        init[:] = rng.integers(-1, W, N)
+    stop = int(rng.choice([0, 3, 4] if cword >= 0 else [0, 3]))
+    T = int(rng.integers(1, 80)) * N + int(rng.integers(0, N))
+    return W, H, N, np.ascontiguousarray(t.reshape(-1)), mask, cword, init, stop, T
+
+
+def test_lean_design_run_equals_the_full_kernel_run_for_run():
+    """The design's lean run (``_sg_lean_run``) draws and chooses exactly as ``_sg_run`` (and its
+    pure-Python twin) on random tables, committed minorities, initial memories and stop rules."""
+    from normlab._rng import run_seeds
+    from normlab.theory._batch import S_FLIP, S_NINT, S_STOP, S_STREAK
+    from normlab.theory._reference import sg_run_reference
+    from normlab.theory.memory_game import (
+        S_ERR, SG_SCALARS, _choice_thresholds, _sg_lean_run, _sg_run,
+    )
+    from normlab.theory.strategies import KIND_TABLE, n_states, state_offsets
+
+    rng = np.random.default_rng(0)
+    e64, e32 = np.zeros(0, np.int64), np.zeros((0, 2), np.int32)
+    n_err = n_twin = 0
+    for case in range(150):
+        W, H, N, params, mask, cword, init, stop, T = _random_lean_case(rng)
+        S = n_states(W, H)
+        thr = np.empty(S * W)
+        _choice_thresholds(params, S, W, thr)
+        offs = state_offsets(W, H)
+        kinds, poffs = np.full(N, KIND_TABLE, np.int64), np.zeros(N, np.int64)
+        init_own = np.repeat(np.maximum(init, 0)[:, None], H, axis=1)
+        init_len = np.where(init >= 0, H, 0).astype(np.int64)
+        R = T // N + 2
+        for seed in run_seeds(case, 2)[1]:
+            full = [np.zeros(R, np.int32), np.zeros(R, np.int32), np.zeros(R, np.int64), np.zeros(R, np.int32),
+                    np.zeros((R, W), np.int32), np.zeros((R, W), np.int32)]
+            sa = np.full(SG_SCALARS, -7, np.int64)
+            _sg_run(seed, N, W, H, e64, np.zeros(0, np.int32), mask, cword, kinds, poffs, params, init_own, init_len,
+                    T, stop, 2.849 / 3, *full, e32, e32, sa)
+            lean = [np.zeros(R, np.int32), np.zeros(R, np.int32), np.zeros((R, W), np.int32), np.zeros((R, W), np.int32)]
+            sb = np.full(SG_SCALARS, -7, np.int64)
+            args = (seed, N, W, H, offs, mask, cword, thr, init, T, stop, 2.849 / 3)
+            _sg_lean_run(*args, *lean, sb, np.zeros(N * (4 + H), np.int64))
+            for k in (S_NINT, S_STREAK, S_FLIP, S_STOP, S_ERR):
+                assert sa[k] == sb[k], (case, k, sa, sb)
+            if sa[S_ERR] >= 0:
+                n_err += 1
+                continue
+            nr = -(-sa[S_NINT] // N)
+            for x, y in ((full[0], lean[0]), (full[1], lean[1]), (full[4], lean[2]), (full[5], lean[3])):
+                assert np.array_equal(x[:nr], y[:nr]), case
+            if case % 10 == 0 and (thr >= 0).all():  # the pure-Python twin agrees too (valid tables)
+                n_twin += 1
+                ref = sg_run_reference(seed, StrategyTable(params.reshape(S, W), memory=H), N, H, None, list(mask),
+                                       cword, [int(v) for v in init], T, stop, 2.849 / 3)
+                assert ref["scalars"]["n_interactions"] == sb[S_NINT]
+                assert ref["rounds"]["succ"] == lean[1][:nr].tolist()
+                assert ref["rounds"]["produ"] == lean[3][:nr].tolist()
+    assert n_err > 0 and n_twin > 0  # invalid rows and the twins were exercised

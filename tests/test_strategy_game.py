@@ -220,6 +220,43 @@ def test_read_only_table_reuses_the_compiled_kernel():
     assert a.round_success.tolist() == b.round_success.tolist()
 
 
+def test_one_compiled_specialisation_per_kernel():
+    """Read-only, Fortran-ordered or int32 inputs, graphs, recorded decisions, both batch paths and
+    the prediction design reuse one compiled version of every theory kernel (a second one costs a
+    compile, and a cache entry, each)."""
+    import numba
+
+    import normlab.theory._batch as batch
+    import normlab.theory.memory_game as mg
+    import normlab.theory.naming_game as ng
+    import normlab.theory.strategies as st
+    from normlab.calibration import predict
+    from normlab.theory import minimal_naming_game
+
+    t = np.random.default_rng(2).uniform(size=n_states(2, 2))
+    ro = StrategyTable(t, memory=2)
+    ro.table.setflags(write=False)
+    fortran = StrategyTable(np.asfortranarray(np.column_stack([t, 1 - t])), memory=2)
+    for table in (StrategyTable(t, memory=2), ro, fortran):
+        for kw in (dict(committed=np.array([0, 1], np.int32)), dict(committed=[2], initial="consensus", stop="flip"),
+                   dict(initial=np.array([0, 1, -1, 0, 1, 1, 0, 0], np.int32), record_decisions=True),
+                   dict(graph=nx.cycle_graph(8), rng=np.int32(3))):
+            strategy_game(table, n_agents=8, memory=2, n_runs=3, max_interactions=200, **{"rng": 1, **kw})
+    strategy_game("best_response", n_agents=8, memory=2, n_runs=3, stop="max", max_interactions=50, rng=1)
+    for kw in (dict(), dict(n_words=2, production_bias=[0.3, 0.7]), dict(graph=nx.path_graph(10)),
+               dict(n_words=2, committed=np.array([1], np.int32), initial=np.zeros(10, np.int32), stop="flip"),
+               dict(n_words=3, per_interaction=True)):
+        minimal_naming_game(10, n_runs=3, rng=1, progress=False, **kw)
+    predict(ro, n_agents=6, n_draws=2, n_runs_consensus=2, n_runs_flip=2, max_rounds=20, rng=1)
+    for mod in (mg, ng, batch, st):  # kernels called only from other kernels show 1 or, if cached, 0
+        for name, obj in vars(mod).items():
+            if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.__module__ == mod.__name__:
+                assert len(obj.signatures) <= 1, (name, obj.signatures)
+    for k in (mg._sg_batch_ragged, mg._sg_batch_serial, mg._sg_design, ng._ng_batch_ragged, ng._ng_batch_serial,
+              batch._pack_rows):
+        assert len(k.signatures) == 1, k
+
+
 def test_reproducible_thread_and_kernel_independent(monkeypatch):
     import normlab.theory._batch as ng
 
@@ -306,3 +343,86 @@ def test_bad_strategy_objects():
         LogitStrategy([1.0], [0.0, 0.0])
     with pytest.raises(ValueError, match="decay"):
         LogitStrategy(np.zeros(6), [0.0, 0.0], decay=0.0)
+
+
+# ---------------------------------------------------------------- mixed populations
+def _two_tables(H=2, seed=5):
+    rng = np.random.default_rng(seed)
+    S = n_states(2, H)
+    return [StrategyTable(np.column_stack([p, 1 - p]), memory=H) for p in rng.uniform(0.05, 0.95, (2, S))]
+
+
+def test_mixed_population_of_one_table_is_the_single_table_game():
+    t = _two_tables()[0]
+    kw = dict(n_agents=9, memory=2, n_runs=6, committed=2, initial="consensus", stop="flip", max_interactions=900,
+              rng=8, record_decisions=True)
+    one = strategy_game(t, **kw)
+    for groups in ([4, 5], np.array([0, 1, 0, 1, 1, 0, 0, 1, 1], np.int32)):
+        mixed = strategy_game([t, t], groups=groups, **kw)
+        for k in ("round_success", "round_production", "round_n_words", "round_offsets", "flip_time", "n_interactions"):
+            assert np.array_equal(getattr(one, k), getattr(mixed, k), equal_nan=True), k
+        assert np.array_equal(one.interactions[1], mixed.interactions[1])
+    assert mixed.params["groups"] == [0, 1, 0, 1, 1, 0, 0, 1, 1] and one.params["groups"] is None
+    assert mixed.summary()["group_sizes"] == [4, 5] and "group_sizes" not in one.summary()
+    assert mixed.summary()["strategies"] == ["StrategyTable", "StrategyTable"]
+
+
+@pytest.mark.parametrize("second", ["table", "best_response", "wsls", "logit"])
+def test_mixed_population_kernel_equals_twin(second):
+    a, b = _two_tables()
+    other = {"table": b, "best_response": BestResponse(2), "wsls": WinStayLoseShift(2),
+             "logit": LogitStrategy(np.zeros((2, 6)) + 0.4, np.array([0.1, -0.2]), decay=0.8)}[second]
+    N, H, T = 10, 2, 1200
+    groups = np.array([0, 1] * 5)
+    res = strategy_game([a, other], groups=groups, n_agents=N, memory=H, n_runs=3, committed=[9], stop="max",
+                        max_interactions=T, rng=4, record_decisions=True)
+    _, seeds = run_seeds(4, 3)
+    pairs, names, _ = res.interactions
+    for k in range(3):
+        ref = sg_run_reference(seeds[k], [a, other], N, H, None, list(res.committed), res.committed_name, None, T,
+                               STOP_CODES["max"], res.params["flip_threshold"], groups=list(groups))
+        lo, hi = res.round_offsets[k], res.round_offsets[k + 1]
+        assert res.round_production[lo:hi].tolist() == ref["rounds"]["prod"]
+        assert res.round_n_words[lo:hi].tolist() == ref["rounds"]["nw"]
+        log = np.concatenate([pairs[k], names[k]], axis=1)
+        assert [tuple(x) for x in log.tolist()] == ref["log"]
+
+
+def test_mixed_population_invariants():
+    """A group whose table always says name 0 leaves 0 as the only possible consensus (absorbing
+    only if the other group also keeps it: best response does); group sizes = group ids."""
+    H = 2
+    zero = StrategyTable(np.tile([1.0, 0.0], (n_states(2, H), 1)), memory=H)
+    res = strategy_game([zero, "best_response"], groups=[3, 9], n_agents=12, memory=H, n_runs=40, rng=2,
+                        max_interactions=12 * 400)
+    ok = res.stop_reason == "consensus"
+    assert ok.mean() > 0.9 and (res.winner[ok] == 0).all() and res.absorbing[ok].all()
+    assert "3 x StrategyTable + 9 x BestResponse" in repr(res)
+    ids = strategy_game([zero, "best_response"], groups=[0] * 3 + [1] * 9, n_agents=12, memory=H, n_runs=40, rng=2,
+                        max_interactions=12 * 400)
+    assert np.array_equal(res.round_success, ids.round_success)
+    coin = StrategyTable(np.full((n_states(2, H), 2), 0.5), memory=H)
+    mixed = strategy_game([zero, coin], groups=[6, 6], n_agents=12, memory=H, n_runs=5, rng=2, stop="max",
+                          max_interactions=12 * 20)
+    assert not mixed.absorbing.any()
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(strategy=[StrategyTable(np.full((5, 2), 0.5), memory=1)] * 2), "groups="),
+    (dict(groups=[1, 2]), "list of strategies"),
+    (dict(strategy=["best_response", "wsls"], groups=[3, 4]), "sum to n_agents"),
+    (dict(strategy=["best_response", "wsls"], groups=[0, 1, 2, 0, 0, 0]), "group ids"),
+    (dict(strategy=["best_response", "wsls"], groups=[0, 1, 1]), "6 group ids"),
+    (dict(strategy=["best_response", "wsls"], groups=[0.5, 5.5]), "integer"),
+    (dict(strategy=["best_response", BestResponse(3)], groups=[3, 3]), "same names"),
+])
+def test_mixed_population_bad_input(kw, match):
+    kw = {"strategy": "best_response", **kw}
+    with pytest.raises((ValueError, TypeError), match=match):
+        strategy_game(kw.pop("strategy"), n_agents=6, memory=1, **kw)
+
+
+def test_function_strategy_is_not_mixed():
+    fs = FunctionStrategy(copy_last_partner, n_names=2, params=[0.1])
+    with pytest.raises(ValueError, match="cannot be mixed"):
+        strategy_game([fs, "best_response"], groups=[3, 3], n_agents=6, memory=1)

@@ -70,9 +70,49 @@ def _progress_bar(progress, n_runs, desc):
     return tqdm(total=n_runs, desc=desc, unit="run", leave=False)
 
 
+def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, tail, progress, desc, n_scalars):
+    """:func:`run_batches` with a serial kernel that appends the rounds of run after run straight
+    into the ragged outputs (``ragged(seeds, *args, *outputs, *tail, scal, pos) -> (runs done,
+    next row)``; it stops before a run that might not fit): no per-chunk buffers, no copies."""
+    n_runs = len(seeds)
+    max_rounds = -(-max_int // n_agents)
+    ncol = max(n_cols, 0)
+    cap = min(n_runs * max_rounds, max(max_rounds, 1 << 14))
+    out = dict(count=np.empty(cap, np.int32), succ=np.empty(cap, np.int32), nw=np.empty(cap, np.int64),
+               nd=np.empty(cap, np.int32), prod=np.empty((cap, ncol), np.int32), produ=np.empty((cap, ncol), np.int32))
+    scal_all = np.empty((n_runs, n_scalars), np.int64)
+    step = int(min(4096, max(1, 50_000_000 // max(max_int, 1))))  # runs per call: a progress update every ~1 s
+    start = pos = 0
+    with _progress_bar(progress, n_runs, desc) as bar:
+        while start < n_runs:
+            stop = min(n_runs, start + step)
+            done, pos = ragged(seeds[start:stop], *args, *out.values(), *tail, scal_all[start:stop], pos)
+            start += done
+            bar.update(done)
+            if start < stop:  # out of rows: extrapolate (+15%), grow by a quarter at least
+                need = pos * n_runs * 23 // (20 * max(start, 1)) + max_rounds
+                cap = max(need, cap + cap // 4, pos + max_rounds)
+                for k, v in out.items():
+                    if 4 * pos < cap:  # little to copy: a fresh block (resize would zero-fill all of it)
+                        out[k] = np.empty((cap,) + v.shape[1:], v.dtype)
+                        out[k][:pos] = v[:pos]
+                    else:  # in place (no second copy of what is already there)
+                        v.resize((cap,) + v.shape[1:], refcheck=False)
+    for v in out.values():
+        v.resize((pos,) + v.shape[1:], refcheck=False)  # in place: no second copy of the outputs
+    lengths = -(-scal_all[:, S_NINT] // n_agents)
+    out["offsets"] = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    out["scal"] = scal_all
+    return out
+
+
 def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, *, record=None,
-                 n_scalars=N_SCALARS, hits=None):
+                 n_scalars=N_SCALARS, hits=None, ragged=None):
     """Call a batch kernel on chunks of runs and assemble ragged per-round outputs.
+
+    ``ragged``, given with the serial kernel, is its twin that writes the outputs in place (see
+    :func:`_run_ragged`); it is used when neither decisions (``record`` > 0) nor per-interaction
+    successes (``hits`` > 0) are kept. The outputs are identical either way.
 
     ``args`` are the kernel's arguments between ``seeds`` and the per-round buffers. Buffers
     are allocated once and reused by every chunk (kernels zero each round row they start), so
@@ -90,6 +130,12 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
     # (a read-only or strided table would otherwise compile, and cache, a second version)
     args = tuple(np.require(a, requirements=["C", "W"]) if isinstance(a, np.ndarray) else a for a in args)
     seeds = np.require(seeds, np.uint64, ["C", "W"])
+    if ragged is not None and not record and not hits:
+        if record is None:  # naming game: an empty success row
+            tail = (np.zeros(0, np.int8),)
+        else:  # strategy game: empty decision rows
+            tail = (np.zeros((0, 2), np.int32), np.zeros((0, 2), np.int32))
+        return _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, tail, progress, desc, n_scalars)
     max_rounds = -(-max_int // n_agents)
     rec_len = 0 if record is None else int(record)
     hit_len = 0 if hits is None else int(hits)

@@ -180,11 +180,12 @@ def _choose_reference(u, probs):
 
 
 def sg_run_reference(seed_words, strategy, n_agents, memory, neighbours, committed, cword, initial_name,
-                     max_int, stop_code, flip_thr):
+                     max_int, stop_code, flip_thr, groups=None):
     """Reference twin of :func:`normlab.theory.memory_game._sg_run_py` (one run).
 
     ``strategy`` is a :class:`~normlab.theory.strategies.Strategy` whose pure-Python ``probs``
-    is used; memories are Python lists of ``(own, partner)`` pairs; every observable is
+    is used, or a list of them with ``groups`` (the strategy index of each agent: a mixed
+    population); memories are Python lists of ``(own, partner)`` pairs; every observable is
     recomputed from scratch after each interaction.
 
     Returns
@@ -194,7 +195,9 @@ def sg_run_reference(seed_words, strategy, n_agents, memory, neighbours, committ
         ``(i, j, name_i, name_j)``).
     """
     rng = PyXoshiro(seed_words)
-    N, H, W = n_agents, memory, strategy.n_names
+    N, H = n_agents, memory
+    strategy_of = [strategy[g] for g in groups] if groups is not None else [strategy] * N
+    W = strategy_of[0].n_names
     memories = [[] for _ in range(N)]
     if initial_name is not None:  # one name for everybody, or one per agent (-1 = empty)
         per_agent = [initial_name] * N if isinstance(initial_name, int) else [int(x) for x in initial_name]
@@ -242,7 +245,7 @@ def sg_run_reference(seed_words, strategy, n_agents, memory, neighbours, committ
             if committed[a]:
                 choice[a] = cword
             else:
-                choice[a] = _choose_reference(rng.uniform(), list(strategy.probs(memories[a], H)))
+                choice[a] = _choose_reference(rng.uniform(), list(strategy_of[a].probs(memories[a], H)))
         ci, cj = choice[i], choice[j]
         if ci < 0 or cj < 0:
             raise ValueError("invalid probability vector")

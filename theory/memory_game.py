@@ -44,10 +44,12 @@ S_ERR = N_SCALARS  # extra scalar slot: first interaction with an invalid probab
 SG_SCALARS = N_SCALARS + 1
 
 
-# Per-agent fields of the kernel's state array ``st`` (row ``a * _NF``).
-_HEAD, _MLEN, _CODE, _LASTP, _SRUN, _SNAME = range(6)
-_NF = 6
-_UHEAD, _UMLEN, _UCODE, _ULASTP, _USRUN, _USNAME = (np.uint64(v) for v in range(6))  # unsigned twins
+# Per-agent fields of the kernel's state array ``st`` (row ``a * _NF``): memory ring head and
+# length, state code, last partner name, run of successes on ``_SNAME``, strategy kind and offset
+# of its parameters (one strategy per group of agents).
+_HEAD, _MLEN, _CODE, _LASTP, _SRUN, _SNAME, _KIND, _POFF = range(8)
+_NF = 8
+_UHEAD, _UMLEN, _UCODE, _ULASTP, _USRUN, _USNAME, _UKIND, _UPOFF = (np.uint64(v) for v in range(8))  # unsigned twins
 
 
 @njit
@@ -158,7 +160,7 @@ def _chronological(a, k, H, st, ring, own, partner):
             pos = 0
 
 
-def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, params, init_own,
+def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own,
                init_len, max_int, stop_code, flip_thr,
                r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs, rec_names, scal):
     """One strategy-game run (compiled below with the built-in strategies, or per user function).
@@ -168,6 +170,8 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
     ``randbelow(degree)``; then one ``uniform`` for each uncommitted agent of the pair, first
     agent first, turned into a name by :func:`_choose`.
 
+    Agent ``a`` plays strategy kind ``kinds[a]`` with parameters ``params[poffs[a]:]`` (one
+    strategy per group of agents; the same for all in a homogeneous population).
     Memories are rings of ``H`` entries with an incrementally kept base-``W**2`` state code;
     tables, best response and win-stay-lose-shift pick a name without building a probability
     vector, with the same partial sums (hence the same choices) as :func:`_choose`.
@@ -189,11 +193,13 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
     st = np.zeros(N * _NF, np.int64)
     for a in range(N):
         st[a * _NF + _SNAME] = -1
+        st[a * _NF + _KIND] = kinds[a]
+        st[a * _NF + _POFF] = poffs[a]
     ring = np.zeros(N * 2 * H, np.int64)
     cnt = np.zeros(N * 2 * W, np.int64)
     gs = np.zeros(2 * W, np.int64)
-    nw = 0  # N_w: distinct names summed over memories (a committed agent counts its one name)
-    nd = 0  # distinct names present
+    nw = np.int64(0)  # N_w: distinct names summed over memories (a committed agent counts its one name)
+    nd = np.int64(0)  # distinct names present (typed values: literal zeros would compile a second _push)
     n_unc = 0
     for a in range(N):
         if committed[a]:
@@ -268,9 +274,10 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
             u = np.float64(x >> sh11) * _INV53
             f = np.uint64(a * _NF)  # unsigned indices: no negative-index wrap-around test
             k = st[f + _UMLEN]
+            kd = st[f + _UKIND]
             c = -1
-            if kind == KIND_TABLE:
-                base = np.uint64((offsets[k] + st[f + _UCODE]) * W)
+            if kd == KIND_TABLE:
+                base = np.uint64(st[f + _UPOFF] + (offsets[k] + st[f + _UCODE]) * W)
                 tot = 0.0
                 open_ = True
                 bad = False
@@ -286,7 +293,7 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
                             open_ = False
                 if bad or abs(tot - 1.0) > 1e-6:
                     c = -1
-            elif kind == KIND_BEST_RESPONSE or (kind == KIND_WSLS and k == 0):
+            elif kd == KIND_BEST_RESPONSE or (kd == KIND_WSLS and k == 0):
                 co = np.uint64(a * 2 * W + W)  # partner counts
                 top = 0
                 n_top = W
@@ -306,11 +313,12 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
                         acc += p
                         if u < acc:
                             break
-            elif kind == KIND_WSLS:
+            elif kd == KIND_WSLS:
                 c = st[f + _ULASTP]  # the one-hot vector on the last partner's name
             else:
                 _chronological(a, k, H, st, ring, own, partner)
-                _strategy_probs(kind, own, partner, k, offsets[k] + st[f + _UCODE], W, H, params, probs)
+                _strategy_probs(kd, own, partner, k, offsets[k] + st[f + _UCODE], W, H, params[st[f + _UPOFF]:],
+                                probs)
                 c = _choose(u, probs, W)
             if side == 0:
                 ci = c
@@ -488,29 +496,47 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kind, param
     scal[S_ERR] = t_err
 
 
-def _sg_batch_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, kind, params, init_own, init_len,
+def _sg_batch_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
                  max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
                  rec_names, scal):
     """Run ``seeds.shape[0]`` replicates in parallel (one per seed row)."""
     for b in prange(seeds.shape[0]):
-        _sg_run(seeds[b], n_agents, W, H, indptr, nbrs, committed, cword, kind, params, init_own, init_len,
+        _sg_run(seeds[b], n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
                 max_int, stop_code, flip_thr, r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b],
                 rec_pairs[b], rec_names[b], scal[b])
 
 
-def _sg_batch_serial_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, kind, params, init_own, init_len,
+def _sg_batch_serial_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
                         max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
                         rec_names, scal):
     """:func:`_sg_batch_py` without threads (small batches: no parallel-region overhead)."""
     for b in range(seeds.shape[0]):
-        _sg_run(seeds[b], n_agents, W, H, indptr, nbrs, committed, cword, kind, params, init_own, init_len,
+        _sg_run(seeds[b], n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
                 max_int, stop_code, flip_thr, r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b],
                 rec_pairs[b], rec_names[b], scal[b])
+
+
+def _sg_batch_ragged_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
+                        max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
+                        rec_names, scal, pos):
+    """:func:`_sg_batch_serial_py` writing the rounds of run after run from row ``pos`` of the ragged
+    outputs (no decisions recorded); stops before a run that might not fit. Returns (runs done,
+    next row)."""
+    R = (max_int + n_agents - 1) // n_agents
+    for b in range(seeds.shape[0]):
+        if pos + R > r_count.shape[0]:
+            return b, pos
+        _sg_run(seeds[b], n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
+                max_int, stop_code, flip_thr, r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:], r_prod[pos:],
+                r_produ[pos:], rec_pairs, rec_names, scal[b])
+        pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
+    return seeds.shape[0], pos
 
 
 _sg_run = njit(cache=True)(_sg_run_py)
 _sg_batch = njit(parallel=True, cache=True)(_sg_batch_py)
 _sg_batch_serial = njit(cache=True)(_sg_batch_serial_py)
+_sg_batch_ragged = njit(cache=True)(_sg_batch_ragged_py)
 
 _USER_KERNELS: dict = {}
 
@@ -572,12 +598,47 @@ def _parse_sg_initial(initial, n_agents, W, H, names):
     return init_own, init_len, "custom", arr.astype(np.int64)
 
 
+def _resolve_groups(strategy, groups, n_names, n_agents: int):
+    """``(strategies, group id per agent)`` of a homogeneous (one strategy, ``groups`` None) or mixed
+    population (a sequence of strategies, ``groups``: one group id per agent or one size per
+    group, agents numbered group after group)."""
+    if groups is None:
+        if isinstance(strategy, (list, tuple)):
+            raise ValueError("several strategies need groups= (one group id per agent, or one size per strategy)")
+        return [resolve_strategy(strategy, n_names)], np.zeros(n_agents, np.int64)
+    if not isinstance(strategy, (list, tuple)) or len(strategy) < 1:
+        raise TypeError("with groups=, strategy must be a list of strategies (one per group)")
+    strats = [resolve_strategy(s, n_names) for s in strategy]
+    G = len(strats)
+    g = np.asarray(groups)
+    if g.ndim != 1 or g.size == 0 or not np.issubdtype(g.dtype, np.integer):
+        raise ValueError(f"groups must be {n_agents} integer group ids or {G} group sizes")
+    if g.size == G and g.size != n_agents:  # sizes
+        if g.min() < 0 or g.sum() != n_agents:
+            raise ValueError(f"group sizes must be >= 0 and sum to n_agents={n_agents}; got {g.tolist()}")
+        g = np.repeat(np.arange(G), g)
+    elif g.size != n_agents:
+        raise ValueError(f"groups must be {n_agents} group ids (one per agent) or {G} group sizes; got {g.size} values")
+    if g.min() < 0 or g.max() >= G:
+        raise ValueError(f"group ids must lie in [0, {G - 1}] (one per strategy)")
+    W = strats[0].n_names
+    if any(s.n_names != W for s in strats):
+        raise ValueError(f"every strategy must play the same names; got pools of {[s.n_names for s in strats]}")
+    named = [tuple(s.names) for s in strats if getattr(s, "names", ())]
+    if any(nm != named[0] for nm in named):
+        raise ValueError(f"the strategies name their {W} names differently: {sorted(set(named))}")
+    if G > 1 and any(s.kind == KIND_USER for s in strats):
+        raise ValueError("a FunctionStrategy cannot be mixed with other strategies; tabulate it (to_table) first")
+    return strats, g.astype(np.int64)
+
+
 def strategy_game(
     strategy,
     *,
     n_agents: int,
     memory: int,
     n_runs: int = 1,
+    groups=None,
     committed=0,
     committed_name=None,
     initial=None,
@@ -595,16 +656,22 @@ def strategy_game(
 
     Parameters
     ----------
-    strategy : Strategy or str
+    strategy : Strategy, str or list of them
         A :class:`~normlab.theory.strategies.StrategyTable`, another
         :class:`~normlab.theory.strategies.Strategy`, or a built-in name: ``"best_response"``
-        (alias ``"centola"``) or ``"wsls"`` (alias ``"win_stay_lose_shift"``).
+        (alias ``"centola"``) or ``"wsls"`` (alias ``"win_stay_lose_shift"``). A list (with
+        ``groups``) gives a mixed population: one strategy per group of agents (e.g. two LLMs'
+        tables); a :class:`~normlab.theory.strategies.FunctionStrategy` cannot be mixed.
     n_agents : int
         Population size ``N`` (>= 2).
     memory : int
         Memory length ``H`` (>= 1): agents see their last ``H`` interactions.
     n_runs : int, optional
         Number of independent replicates (run in parallel, one child seed each).
+    groups : array_like of int, optional
+        With a list of ``G`` strategies: the group (strategy index) of each of the ``N`` agents,
+        or ``G`` group sizes summing to ``N`` (agents ``0 .. sizes[0] - 1`` play the first
+        strategy, and so on). Committed agents (below) keep their group but never choose.
     committed : int or array_like of int, optional
         Number of committed agents (the last ``k``) or their indices.
     committed_name : int or str, optional
@@ -658,21 +725,24 @@ def strategy_game(
     ...                     initial="consensus", stop="flip", max_interactions=50 * 200, rng=3)
     >>> res.flipped().mean()  # doctest: +SKIP
     """
-    strat = resolve_strategy(strategy, n_names)
-    W = strat.n_names
     N = check_int(n_agents, "n_agents", low=2)
     H = check_int(memory, "memory", low=1)
     R = check_int(n_runs, "n_runs", low=1)
+    strats, group = _resolve_groups(strategy, groups, n_names, N)
+    strat = strats[0]
+    W = strat.n_names
     stop_code = check_stop(stop)
     if not 0.0 < float(flip_threshold) <= 1.0:
         raise ValueError(f"flip_threshold must be in (0, 1]; got {flip_threshold!r}")
-    if strat.kind == 0 and H != strat.memory:
-        raise ValueError(f"the strategy table is for memory H={strat.memory}; got memory={H}")
+    for s in strats:
+        if s.kind == KIND_TABLE and H != s.memory:
+            raise ValueError(f"the strategy table is for memory H={s.memory}; got memory={H}")
     B = W * W
     if B ** (H - 1) > 2**62 // max(B, 1):
         raise ValueError(f"W={W}, H={H} overflows the 64-bit memory-state code; use fewer names or a shorter memory")
     if names is None:
-        names = tuple(getattr(strat, "names", ()) or (str(k) for k in range(W)))
+        named = [s for s in strats if getattr(s, "names", ())]
+        names = tuple(named[0].names) if named else tuple(str(k) for k in range(W))
     else:
         from normlab.schema import validate_names
 
@@ -699,17 +769,21 @@ def strategy_game(
         raise ValueError(f"record_decisions keeps every interaction: {T * R:,} is too many; lower max_interactions or n_runs")
     if progress is None:
         progress = R > 1000
-    params = np.ascontiguousarray(strat.kernel_params(H), dtype=np.float64)
+    blocks = [np.asarray(s.kernel_params(H), dtype=np.float64).reshape(-1) for s in strats]
+    params = np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0])
+    starts = np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]]).astype(np.int64)
+    kinds = np.array([s.kind for s in strats], np.int64)[group]
+    poffs = starts[group]
     if strat.kind == KIND_USER:
         strat.check(H)
         kernel = choose_kernel(*_user_kernel(strat.fn), R, T)
     else:
         kernel = choose_kernel(_sg_batch, _sg_batch_serial, R, T)
     ss, seeds = run_seeds(rng, R)
-    args = (N, W, H, indptr, nbrs, mask, cword, strat.kind, params, init_own, init_len, T, stop_code,
+    args = (N, W, H, indptr, nbrs, mask, cword, kinds, poffs, params, init_own, init_len, T, stop_code,
             float(flip_threshold))
     out = run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
-                       n_scalars=SG_SCALARS)
+                      n_scalars=SG_SCALARS, ragged=_sg_batch_ragged if kernel is _sg_batch_serial else None)
     scal = out["scal"]
     bad = scal[:, S_ERR] >= 0
     if bad.any():
@@ -721,9 +795,9 @@ def strategy_game(
     winner = scal[:, S_WIN].copy()
     # A consensus is absorbing when the strategy plays the winner surely from a full-winner memory.
     absorbing = np.zeros(R, bool)
+    playing = [strats[q] for q in np.unique(group[~mask])]  # strategies of the uncommitted agents
     for w in np.unique(winner[(scal[:, S_STOP] == 1) & (winner >= 0)]):
-        p = strat.probs([(int(w), int(w))] * H, H)
-        if p[w] == 1.0:
+        if all(s.probs([(int(w), int(w))] * H, H)[w] == 1.0 for s in playing):
             absorbing |= (scal[:, S_STOP] == 1) & (winner == w)
     interactions = None
     if record_decisions:
@@ -736,13 +810,226 @@ def strategy_game(
         out, model="strategy", n_agents=N, n_names=W, names=tuple(names), memory=H, committed=mask,
         committed_name=cword, stop=stop, max_interactions=T, seed=ss, absorbing=absorbing,
         interactions=interactions,
-        params=dict(strategy=type(strat).__name__, initial_label=init_label, initial_memory=initial_memory,
+        params=dict(strategy=type(strat).__name__ if len(strats) == 1 else [type(s).__name__ for s in strats],
+                    groups=None if groups is None else group.tolist(), initial_label=init_label,
+                    initial_memory=initial_memory,
                     flip_threshold=float(flip_threshold),
                     graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes)"),
     )
 
 
 # ----------------------------------------------------------------------------- batch design
+def _choice_thresholds_py(params, S, W, thr):
+    """Per state ``s`` the thresholds ``thr[s * W + q]`` of a table's choice: the name picked by a
+    uniform ``u`` is the number of ``q`` with ``u >= thr[s * W + q]`` -- the same name as the
+    kernel's table branch and :func:`_choose` (same partial sums: ``thr`` holds them, with 2.0
+    from the last positive entry on). An invalid row (an entry negative, NaN or above 1, or a sum
+    off 1 by more than 1e-6) gets thresholds -1, so its pick is ``W``: the run's error."""
+    for s in range(S):
+        b = s * W
+        tot = 0.0
+        bad = False
+        last = -1
+        for q in range(W):
+            pq = params[b + q]
+            if not (pq >= 0.0) or pq > 1.0 + 1e-9:
+                bad = True
+                break
+            tot += pq
+            thr[b + q] = tot
+            if pq > 0.0:
+                last = q
+        if bad or abs(tot - 1.0) > 1e-6:
+            for q in range(W):
+                thr[b + q] = -1.0
+        else:
+            for q in range(last, W):
+                thr[b + q] = 2.0
+
+
+def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
+                    r_count, r_succ, r_prod, r_produ, scal, wk):
+    """One strategy-table run as :func:`_sg_run` plays it, keeping only what a prediction design
+    reads: complete graph, a table given by :func:`_choice_thresholds`, initial memories of ``H``
+    successful plays of ``init_name[a]`` (-1: empty); writes ``r_count``, ``r_succ``, ``r_prod``,
+    ``r_produ`` and the ``S_NINT``, ``S_STREAK``, ``S_FLIP``, ``S_STOP``, ``S_ERR`` scalars, each
+    identical to :func:`_sg_run`'s for the same seed (same draws, same choices; tested run for
+    run). Stop codes 0 (max), 3 (streak) and 4 (flip). ``wk``: int64 work space of
+    ``N * (4 + H)`` entries.
+
+    Per agent only the state code is kept (a base ``W**2`` number of the last ``H`` entries);
+    once the memory is full the oldest entry leaves by a mask when ``W**2`` is a power of two,
+    else from a ring of entries. No name counts, distinct names or consensus bookkeeping.
+    """
+    s0 = seed[0]
+    s1 = seed[1]
+    s2 = seed[2]
+    s3 = seed[3]
+    B = W * W
+    top_pow = offsets[H] - offsets[H - 1]  # B ** (H - 1)
+    top_mask = top_pow - 1
+    pow2 = (B & (B - 1)) == 0
+    code = wk[:N]
+    mlen = wk[N:2 * N]
+    head = wk[2 * N:3 * N]
+    row = wk[3 * N:4 * N]  # offsets[mlen] + code: the state's row of the table
+    ring = wk[4 * N:4 * N + N * H]
+    offH = offsets[H]
+    for a in range(N):
+        code[a] = 0
+        mlen[a] = 0
+        head[a] = 0
+        if not committed[a] and init_name[a] >= 0:
+            e = init_name[a] * W + init_name[a]
+            c = 0
+            for h in range(H):
+                ring[a * H + h] = e
+                c = c * B + e
+            code[a] = c
+            mlen[a] = H
+        row[a] = offsets[mlen[a]] + code[a]
+    L = 3 * N
+    streak = 0
+    ring_c = np.zeros(3, np.int64)
+    ring_u = np.zeros(3, np.int64)
+    slot = 0
+    cur_c = 0
+    cur_u = 0
+    t_streak = -1
+    t_flip = -1
+    t_err = -1
+    stop_reason = 0
+    uN = np.uint64(N)
+    uN1 = np.uint64(N - 1)
+    sh32 = np.uint64(32)
+    sh11 = np.uint64(11)
+    t = 0
+    r = 0
+    in_round = 0
+    succ = 0
+    while t < max_int:
+        if in_round == 0:
+            for q in range(W):
+                r_prod[r, q] = 0
+                r_produ[r, q] = 0
+        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+        i = np.int64(((x >> sh32) * uN) >> sh32)
+        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+        j = np.int64(((x >> sh32) * uN1) >> sh32)
+        if j >= i:
+            j += 1
+        i_unc = not committed[i]
+        j_unc = not committed[j]
+        ci = cword
+        cj = cword
+        if i_unc:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            u = np.float64(x >> sh11) * _INV53
+            b = row[i] * W
+            if W == 2:  # branch-free: the pick is a coin flip
+                ci = np.int64(u >= thr[b]) + np.int64(u >= thr[b + 1])
+            else:
+                ci = 0
+                for q in range(W):
+                    if u >= thr[b + q]:
+                        ci += 1
+        if j_unc:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            u = np.float64(x >> sh11) * _INV53
+            b = row[j] * W
+            if W == 2:  # branch-free: the pick is a coin flip
+                cj = np.int64(u >= thr[b]) + np.int64(u >= thr[b + 1])
+            else:
+                cj = 0
+                for q in range(W):
+                    if u >= thr[b + q]:
+                        cj += 1
+        if ci >= W or cj >= W:
+            t_err = t
+            break
+        r_prod[r, ci] += 1
+        r_prod[r, cj] += 1
+        if i_unc:
+            r_produ[r, ci] += 1
+            cur_u += 1
+            cur_c += np.int64(ci == cword)
+        if j_unc:
+            r_produ[r, cj] += 1
+            cur_u += 1
+            cur_c += np.int64(cj == cword)
+        success = np.int64(ci == cj)
+        for side in range(2):
+            if side == 0:
+                if not i_unc:
+                    continue
+                a = i
+                e = ci * W + cj
+            else:
+                if not j_unc:
+                    continue
+                a = j
+                e = cj * W + ci
+            k = mlen[a]
+            if k < H:
+                ring[a * H + k] = e
+                mlen[a] = k + 1
+                c = code[a] * B + e
+                code[a] = c
+                row[a] = offsets[k + 1] + c
+            elif pow2:
+                c = (code[a] & top_mask) * B + e
+                code[a] = c
+                row[a] = offH + c
+            else:
+                p = a * H + head[a]
+                c = (code[a] - ring[p] * top_pow) * B + e
+                code[a] = c
+                row[a] = offH + c
+                ring[p] = e
+                head[a] = head[a] + 1 if head[a] + 1 < H else 0
+        t += 1
+        in_round += 1
+        succ += success
+        streak = (streak + 1) * success
+        if streak >= L and t_streak < 0:
+            t_streak = t
+            if stop_code == 3:
+                stop_reason = 3
+        if in_round == N:
+            r_count[r] = N
+            r_succ[r] = succ
+            ring_c[slot] = cur_c
+            ring_u[slot] = cur_u
+            slot += 1
+            if slot == 3:
+                slot = 0
+            cur_c = 0
+            cur_u = 0
+            if cword >= 0 and t_flip < 0 and r >= 2:
+                tu = ring_u[0] + ring_u[1] + ring_u[2]
+                if tu > 0 and ring_c[0] + ring_c[1] + ring_c[2] >= flip_thr * tu:
+                    t_flip = t
+                    if stop_code == 4:
+                        stop_reason = 4
+            r += 1
+            in_round = 0
+            succ = 0
+        if stop_reason != 0:
+            break
+    if in_round > 0:
+        r_count[r] = in_round
+        r_succ[r] = succ
+    scal[S_NINT] = t
+    scal[S_STREAK] = t_streak
+    scal[S_FLIP] = t_flip
+    scal[S_STOP] = stop_reason
+    scal[S_ERR] = t_err
+
+
+_choice_thresholds = njit(cache=True)(_choice_thresholds_py)
+_sg_lean_run = njit(cache=True)(_sg_lean_run_py)
+
+
 def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, dir_x, dir_y, counts, n_flip,
                   n_design, within, window, monotone, level, flip_thr, flip_sum, do_strength, mix_kx,
                   cons_wins, cons_sum, cons_n, cons_streak, fl_k, fl_sim, fl_last3, fl_ok, fl_all, cm_pub, cm_run,
@@ -772,9 +1059,10 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
        per mixture (``mix_kx[f]`` agents start on ``x``, the others on ``y``; ``st_wins``: runs
        won by ``x``).
 
-    Every run is :func:`_sg_run` itself, so each one is bit-identical to the
-    :func:`strategy_game` call with the same seed words. Returns ``(runs with an invalid
-    probability vector, interactions simulated)``.
+    Every run is :func:`_sg_lean_run`, which draws the same numbers and makes the same choices
+    as :func:`_sg_run` and keeps only the outputs read here, so each one is bit-identical to the
+    :func:`strategy_game` call with the same seed words (tested run for run). Returns ``(runs
+    with an invalid probability vector, interactions simulated)``.
     """
     N = n_agents
     nsim = max(n_flip, n_design)
@@ -782,18 +1070,20 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
     n_rows = max(cons_rounds, within, window) + 1
     r_count = np.empty(n_rows, np.int32)
     r_succ = np.empty(n_rows, np.int32)
-    r_nw = np.empty(n_rows, np.int64)
-    r_nd = np.empty(n_rows, np.int32)
     r_prod = np.empty((n_rows, W), np.int32)
     r_produ = np.empty((n_rows, W), np.int32)
-    rec_pairs = np.zeros((0, 2), np.int32)
-    rec_names = np.zeros((0, 2), np.int32)
     scal = np.empty(SG_SCALARS, np.int64)
-    indptr = np.zeros(0, np.int64)
-    nbrs = np.zeros(0, np.int32)
     mask = np.zeros(N, np.bool_)
-    init_own = np.zeros((N, H), np.int64)
-    init_len = np.zeros(N, np.int64)
+    init_name = np.full(N, -1, np.int64)
+    # typed values, not literals: each literal argument would compile its own _sg_lean_run
+    NONE, NOSTOP, STREAK, FLIP = np.int64(-1), np.int64(0), np.int64(3), np.int64(4)
+    wk = np.empty(N * (4 + H), np.int64)
+    S = tables.shape[1] // W
+    thr = np.empty(S * W)
+    offsets = np.empty(H + 1, np.int64)
+    offsets[0] = 0
+    for k in range(1, H + 1):
+        offsets[k] = offsets[k - 1] * W * W + 1
     sh = np.empty((max(n_design, 1), window))
     lens = np.zeros(max(n_design, 1), np.int64)
     pad = np.zeros(max(n_design, 1), np.bool_)
@@ -802,15 +1092,14 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
     n_err = 0
     n_int = 0
     for d in range(tables.shape[0]):
-        params = tables[d]
+        _choice_thresholds(tables[d], S, W, thr)
         g = 0
         if do_cons:
             mask[:] = False
-            init_len[:] = 0
+            init_name[:] = -1
             for k in range(n_cons):
-                _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, -1, KIND_TABLE, params, init_own, init_len,
-                        cons_rounds * N, 3, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
-                        rec_names, scal)
+                _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
+                             flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                 if scal[S_ERR] >= 0:
                     n_err += 1
                 n_int += scal[S_NINT]
@@ -849,14 +1138,12 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                     mask[:] = False
                     for a in range(N - c, N):
                         mask[a] = True
-                    init_own[:, :] = x
-                    init_len[:] = H
+                    init_name[:] = x
                     kf = 0
                     all_f = True
                     for k in range(nsim):
-                        _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, y, KIND_TABLE, params, init_own,
-                                init_len, T_flip, 4, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
-                                rec_pairs, rec_names, scal)
+                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, T_flip, FLIP,
+                                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                         if scal[S_ERR] >= 0:
                             n_err += 1
                         n_int += scal[S_NINT]
@@ -894,14 +1181,12 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                 for c in range(2):
                     mask[:] = False
                     mask[N - 1] = c == 1
-                    init_own[:, :] = x
-                    init_len[:] = H
+                    init_name[:] = x
                     s = 0.0
                     n = 0
                     for k in range(n_flip):
-                        _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, y, KIND_TABLE, params, init_own,
-                                init_len, within * N, 0, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
-                                rec_pairs, rec_names, scal)
+                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, within * N, NOSTOP,
+                                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                         if scal[S_ERR] >= 0:
                             n_err += 1
                         n_int += scal[S_NINT]
@@ -918,12 +1203,10 @@ def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, d
                 mask[:] = False
                 for f in range(mix_kx.shape[0]):
                     for a in range(N):
-                        init_own[a, :] = x if a < mix_kx[f] else y
-                    init_len[:] = H
+                        init_name[a] = x if a < mix_kx[f] else y
                     for k in range(n_flip):
-                        _sg_run(seeds[d, g, k], N, W, H, indptr, nbrs, mask, -1, KIND_TABLE, params, init_own,
-                                init_len, cons_rounds * N, 3, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ,
-                                rec_pairs, rec_names, scal)
+                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
+                                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                         if scal[S_ERR] >= 0:
                             n_err += 1
                         n_int += scal[S_NINT]

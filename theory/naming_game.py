@@ -51,28 +51,27 @@ def _add_word(inv, ln, base, a, w, holders):
     return 1 if holders[w] == 1 else 0
 
 
+_V_NEXT, _V_NW, _V_ND, _V_FPOS, _V_DUE, _V_STREAK, _V_SLOT, _V_CURC, _V_CURU, _V_TCONS, _V_WIN, _V_TS95, \
+    _V_TSTREAK, _V_TFLIP, _V_NWMAX, _V_TMAX, _V_NDMAX, _V_STOP, _V_T, _V_R, _V_INR, _V_SUCC = range(22)
+_NV = 22  # loop-carried scalars of a run, kept in an array between calls of _ng_steps
+
+
 @njit(cache=True)
-def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-            max_int, stop_code, flip_thr, keep_invented, bias_empty,
-            r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits, scal):
-    """One minimal-naming-game run; writes per-round rows and the scalar row ``scal``.
+def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
+              max_int, stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u,
+              r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits):
+    """The interactions of :func:`_ng_run` from the state in ``rng`` (xoshiro words) and ``v``
+    (scalars, ``_V_*``) until the run ends (returns False) or an unlimited-pool inventory has
+    just filled its ``cap`` slots (returns True: the caller doubles ``cap`` and calls again).
 
-    An empty speaker keeps the name it invents when ``keep_invented`` (normlab's default),
-    otherwise it only utters it (the authors' ``NG_module.py``); with ``bias_empty`` (and a bias)
-    it draws that name from the bias weights instead of uniformly. When ``hits`` is not empty, it
-    receives the success indicator of every interaction (``hits[t]`` for ``t < n_interactions``).
-
-    Random draws per interaction, in this order (the reference twin consumes the same stream):
-    speaker ``randbelow(N)``; hearer ``randbelow(N - 1)`` (complete graph) or
-    ``randbelow(degree)``; if the speaker is empty and the pool finite, ``randbelow(W)`` (one
-    ``uniform`` with ``bias_empty``); if it
-    holds k > 1 names, ``randbelow(k)`` (or one ``uniform`` with a production bias whose weights
-    over the held names sum to > 0); on success with 0 < beta < 1, one ``uniform``.
+    Kept apart from :func:`_ng_run` so that no array is reassigned inside the loop: Numba
+    reference-counts an array variable that a loop may reassign, two atomic operations on every
+    failed interaction (a quarter of the throughput).
     """
-    s0 = seed[0]
-    s1 = seed[1]
-    s2 = seed[2]
-    s3 = seed[3]
+    s0 = rng[0]
+    s1 = rng[1]
+    s2 = rng[2]
+    s3 = rng[3]
     sh32 = np.uint64(32)
     sh11 = np.uint64(11)
     N = n_agents
@@ -81,56 +80,33 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     unlimited = n_words == 0
     complete = indptr.shape[0] == 0
     has_bias = bias.shape[0] > 0
-    # inventories, insertion-ordered: agent a's names are inv[a * cap : a * cap + ln[a]]
-    max_init = -1
-    for a in range(N):
-        if init_word[a] > max_init:
-            max_init = init_word[a]
-    if unlimited:
-        cap = 8
-        n_ids = N + 2 + max(max_init, cword)
-        next_word = max(max_init, cword, 0) + 1  # id 0 is reserved for committed agents
-    else:
-        cap = n_words
-        n_ids = n_words
-        next_word = 0
-    inv = np.empty(N * cap, np.int32)
-    ln = np.zeros(N, np.int64)
-    holders = np.zeros(n_ids, np.int64)
-    nw = 0  # total inventory size N_w
-    nd = 0  # distinct names present
-    any_committed = False
-    for a in range(N):
-        any_committed |= committed[a]
-        w0 = cword if committed[a] else init_word[a]
-        if w0 >= 0:
-            nd += _add_word(inv, ln, a * cap, a, w0, holders)
-            nw += 1
     L = 3 * N
-    window = np.zeros(L, np.int8)
-    widx = 0  # ring position of the next success indicator
-    wsum = 0
-    streak = 0
-    ring_c = np.zeros(3, np.int64)
-    ring_u = np.zeros(3, np.int64)
-    slot = 0  # r % 3
-    cur_c = 0
-    cur_u = 0
-    t_cons = -1
-    winner = -1
-    t_s95 = -1
-    t_streak = -1
-    t_flip = -1
-    nwmax = nw
-    tmax = 0
-    ndmax = nd
-    stop_reason = 0
     n_prod = r_prod.shape[1]
     record_hits = hits.shape[0] > 0
-    t = 0
-    r = 0  # current round (from 0)
-    in_round = 0  # interactions already done in round r
-    succ = 0  # successes in round r
+    next_word = v[_V_NEXT]
+    nw = v[_V_NW]
+    nd = v[_V_ND]
+    fpos = v[_V_FPOS]
+    due = v[_V_DUE]
+    K = fails.shape[0]
+    streak = v[_V_STREAK]
+    slot = v[_V_SLOT]
+    cur_c = v[_V_CURC]
+    cur_u = v[_V_CURU]
+    t_cons = v[_V_TCONS]
+    winner = v[_V_WIN]
+    t_s95 = v[_V_TS95]
+    t_streak = v[_V_TSTREAK]
+    t_flip = v[_V_TFLIP]
+    nwmax = v[_V_NWMAX]
+    tmax = v[_V_TMAX]
+    ndmax = v[_V_NDMAX]
+    stop_reason = v[_V_STOP]
+    t = v[_V_T]
+    r = v[_V_R]
+    in_round = v[_V_INR]
+    succ = v[_V_SUCC]
+    grow = False
     while t < max_int:
         if in_round == 0:
             for q in range(n_prod):
@@ -253,16 +229,10 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
                         inv[ba] = w
                         ln[a] = 1
         elif not committed[h]:
-            if ln[h] == cap:  # grow every inventory (unlimited pool only)
-                new = np.empty(2 * N * cap, np.int32)
-                for a in range(N):
-                    for m in range(ln[a]):
-                        new[2 * a * cap + m] = inv[a * cap + m]
-                inv = new
-                cap *= 2
-                bh = h * cap
             inv[np.uint64(bh + ln[h])] = w
             ln[h] += 1
+            if unlimited and ln[h] == cap:
+                grow = True  # full: the caller doubles every inventory before the next interaction
             uw = np.uint64(w)
             holders[uw] += 1
             if holders[uw] == 1:
@@ -281,26 +251,25 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
             winner = inv[0]
             if stop_code == 1:
                 stop_reason = 1
-        ok = 1 if success else 0
+        ok = np.int64(success)
         if record_hits:
             hits[t - 1] = ok
-        wsum += ok - window[widx]
-        window[widx] = ok
-        widx += 1
-        if widx == L:
-            widx = 0
-        if t_s95 < 0 and t >= L and 100 * wsum >= 95 * L:
-            t_s95 = t
-            if stop_code == 2:
-                stop_reason = 2
-        if success:
-            streak += 1
-            if t_streak < 0 and streak >= L:
-                t_streak = t
-                if stop_code == 3:
-                    stop_reason = 3
-        else:
-            streak = 0
+        # 95% of the last L interactions succeeded <=> fewer than K = L // 20 + 1 failures among
+        # them <=> the K-th latest failure is at index <= t - L, i.e. t >= due
+        if t_s95 < 0:
+            if not success:
+                fails[fpos] = t
+                fpos = fpos + 1 if fpos + 1 < K else 0
+                due = fails[fpos] + L
+            if t >= due:
+                t_s95 = t
+                if stop_code == 2:
+                    stop_reason = 2
+        streak = (streak + 1) * ok
+        if streak >= L and t_streak < 0:
+            t_streak = t
+            if stop_code == 3:
+                stop_reason = 3
         if in_round == N:
             r_count[r] = N
             r_succ[r] = succ
@@ -324,21 +293,124 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
             succ = 0
         if stop_reason != 0:
             break
+        if grow:
+            break
+    rng[0] = s0
+    rng[1] = s1
+    rng[2] = s2
+    rng[3] = s3
+    v[_V_NEXT] = next_word
+    v[_V_NW] = nw
+    v[_V_ND] = nd
+    v[_V_FPOS] = fpos
+    v[_V_DUE] = due
+    v[_V_STREAK] = streak
+    v[_V_SLOT] = slot
+    v[_V_CURC] = cur_c
+    v[_V_CURU] = cur_u
+    v[_V_TCONS] = t_cons
+    v[_V_WIN] = winner
+    v[_V_TS95] = t_s95
+    v[_V_TSTREAK] = t_streak
+    v[_V_TFLIP] = t_flip
+    v[_V_NWMAX] = nwmax
+    v[_V_TMAX] = tmax
+    v[_V_NDMAX] = ndmax
+    v[_V_STOP] = stop_reason
+    v[_V_T] = t
+    v[_V_R] = r
+    v[_V_INR] = in_round
+    v[_V_SUCC] = succ
+    return grow and stop_reason == 0 and t < max_int
+
+
+@njit(cache=True)
+def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
+            max_int, stop_code, flip_thr, keep_invented, bias_empty,
+            r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits, scal):
+    """One minimal-naming-game run; writes per-round rows and the scalar row ``scal``.
+
+    An empty speaker keeps the name it invents when ``keep_invented`` (normlab's default),
+    otherwise it only utters it (the authors' ``NG_module.py``); with ``bias_empty`` (and a bias)
+    it draws that name from the bias weights instead of uniformly. When ``hits`` is not empty, it
+    receives the success indicator of every interaction (``hits[t]`` for ``t < n_interactions``).
+
+    Random draws per interaction, in this order (the reference twin consumes the same stream):
+    speaker ``randbelow(N)``; hearer ``randbelow(N - 1)`` (complete graph) or
+    ``randbelow(degree)``; if the speaker is empty and the pool finite, ``randbelow(W)`` (one
+    ``uniform`` with ``bias_empty``); if it holds k > 1 names, ``randbelow(k)`` (or one
+    ``uniform`` with a production bias whose weights over the held names sum to > 0); on success
+    with 0 < beta < 1, one ``uniform``.
+
+    This sets a run up and reads its result; :func:`_ng_steps` plays the interactions.
+    """
+    N = n_agents
+    unlimited = n_words == 0
+    # inventories, insertion-ordered: agent a's names are inv[a * cap : a * cap + ln[a]]
+    max_init = -1
+    for a in range(N):
+        if init_word[a] > max_init:
+            max_init = init_word[a]
+    if unlimited:
+        cap = 8
+        n_ids = N + 2 + max(max_init, cword)
+        next_word = max(max_init, cword, 0) + 1  # id 0 is reserved for committed agents
+    else:
+        cap = n_words
+        n_ids = n_words
+        next_word = 0
+    inv = np.empty(N * cap, np.int32)
+    ln = np.zeros(N, np.int64)
+    holders = np.zeros(n_ids, np.int64)
+    nw = 0  # total inventory size N_w
+    nd = 0  # distinct names present
+    any_committed = np.any(committed)  # a typed value (a literal False would compile a second _ng_steps)
+    for a in range(N):
+        w0 = cword if committed[a] else init_word[a]
+        if w0 >= 0:
+            nd += _add_word(inv, ln, a * cap, a, w0, holders)
+            nw += 1
+    v = np.zeros(_NV, np.int64)
+    v[_V_NEXT] = next_word
+    v[_V_NW] = nw
+    v[_V_ND] = nd
+    v[_V_NWMAX] = nw
+    v[_V_NDMAX] = nd
+    for q in (_V_TCONS, _V_WIN, _V_TS95, _V_TSTREAK, _V_TFLIP):
+        v[q] = -1
+    rng = np.empty(4, np.uint64)
+    for q in range(4):
+        rng[q] = seed[q]
+    v[_V_DUE] = 3 * N
+    fails = np.zeros(3 * N // 20 + 1, np.int64)  # indices of the latest failures (a ring)
+    ring_c = np.zeros(3, np.int64)  # committed-name / all uncommitted productions of the last 3 rounds
+    ring_u = np.zeros(3, np.int64)
+    while _ng_steps(rng, v, inv, cap, ln, holders, N, n_words, indptr, nbrs, committed, cword, bias, beta, max_int,
+                    stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u, r_count,
+                    r_succ, r_nw, r_nd, r_prod, r_produ, hits):
+        new = np.empty(2 * N * cap, np.int32)  # grow every inventory (unlimited pool only)
+        for a in range(N):
+            for m in range(ln[a]):
+                new[2 * a * cap + m] = inv[a * cap + m]
+        inv = new
+        cap *= 2
+    r = v[_V_R]
+    in_round = v[_V_INR]
     if in_round > 0:  # partial last round
         r_count[r] = in_round
-        r_succ[r] = succ
-        r_nw[r] = nw
-        r_nd[r] = nd
-    scal[S_NINT] = t
-    scal[S_CONS] = t_cons
-    scal[S_WIN] = winner
-    scal[S_TMAX] = tmax
-    scal[S_NWMAX] = nwmax
-    scal[S_NDMAX] = ndmax
-    scal[S_S95] = t_s95
-    scal[S_STREAK] = t_streak
-    scal[S_FLIP] = t_flip
-    scal[S_STOP] = stop_reason
+        r_succ[r] = v[_V_SUCC]
+        r_nw[r] = v[_V_NW]
+        r_nd[r] = v[_V_ND]
+    scal[S_NINT] = v[_V_T]
+    scal[S_CONS] = v[_V_TCONS]
+    scal[S_WIN] = v[_V_WIN]
+    scal[S_TMAX] = v[_V_TMAX]
+    scal[S_NWMAX] = v[_V_NWMAX]
+    scal[S_NDMAX] = v[_V_NDMAX]
+    scal[S_S95] = v[_V_TS95]
+    scal[S_STREAK] = v[_V_TSTREAK]
+    scal[S_FLIP] = v[_V_TFLIP]
+    scal[S_STOP] = v[_V_STOP]
 
 
 @njit(parallel=True, cache=True)
@@ -361,6 +433,23 @@ def _ng_batch_serial(seeds, n_agents, n_words, indptr, nbrs, committed, cword, b
         _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
                 max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[b], r_succ[b], r_nw[b], r_nd[b],
                 r_prod[b], r_produ[b], hits[b], scal[b])
+
+
+@njit(cache=True)
+def _ng_batch_ragged(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
+                     max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
+                     r_produ, hits, scal, pos):
+    """:func:`_ng_batch_serial` writing the rounds of run after run from row ``pos`` of the ragged
+    outputs (``hits`` empty); stops before a run that might not fit. Returns (runs done, next row)."""
+    R = (max_int + n_agents - 1) // n_agents
+    for b in range(seeds.shape[0]):
+        if pos + R > r_count.shape[0]:
+            return b, pos
+        _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
+                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[pos:], r_succ[pos:], r_nw[pos:],
+                r_nd[pos:], r_prod[pos:], r_produ[pos:], hits, scal[b])
+        pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
+    return seeds.shape[0], pos
 
 
 def _parse_initial(initial, n_agents, n_words, names):
@@ -550,7 +639,8 @@ def minimal_naming_game(
     args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold),
             invent == "keep", bool(bias_empty))
     kernel = choose_kernel(_ng_batch, _ng_batch_serial, R, T)
-    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0)
+    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0,
+                      ragged=_ng_batch_ragged if kernel is _ng_batch_serial else None)
     warn_unfinished(stop, out["scal"][:, S_STOP], T)
     return game_result(
         out, model="minimal", n_agents=N, n_names=W, names=names, memory=0, committed=mask,

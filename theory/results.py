@@ -430,6 +430,9 @@ class GameResult:
         }
         if self.committed_name >= 0:
             out["flip_fraction"] = float(self.flipped().mean())
+        if self.params.get("groups") is not None:  # a mixed population: agents per strategy
+            out["strategies"] = list(self.params["strategy"])
+            out["group_sizes"] = np.bincount(self.params["groups"], minlength=len(out["strategies"])).tolist()
         return plain(out)
 
     # ------------------------------------------------------------------ display
@@ -437,7 +440,11 @@ class GameResult:
         lab = {"minimal": "minimal naming game", "binary_agreement": "binary agreement",
                "strategy": "strategy game"}.get(self.model, self.model)
         pool = f"W={self.n_names}" if self.n_names else "unlimited pool"
-        extra = f", H={self.memory}, {self.params.get('strategy')}" if self.model == "strategy" else ""
+        strat = self.params.get("strategy")
+        if isinstance(strat, list):  # a mixed population
+            sizes = np.bincount(self.params["groups"], minlength=len(strat))
+            strat = " + ".join(f"{n} x {k}" for k, n in zip(strat, sizes))
+        extra = f", H={self.memory}, {strat}" if self.model == "strategy" else ""
         k = int(self.committed.sum())
         com = f", {k} committed to {self.name_label(self.committed_name)}" if k else ""
         return f"{lab}, N={self.n_agents}, {pool}{extra}{com}"
@@ -670,4 +677,6 @@ _ROUND_FIELDS = ("round_count", "round_success", "round_n_words", "round_n_disti
 
 
 def stop_reason_labels(codes: np.ndarray) -> np.ndarray:
-    return np.array([STOP_NAMES[int(c)] for c in codes], dtype=object)
+    codes = np.asarray(codes, np.int64)
+    table = np.array([STOP_NAMES.get(c) for c in range(max(STOP_NAMES) + 1)], dtype=object)
+    return table[codes] if codes.size else np.array([], dtype=object)

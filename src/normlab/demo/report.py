@@ -152,12 +152,19 @@ def checks_html(checks: pd.DataFrame) -> str:
 
 # ----------------------------------------------------------------------------- figures
 def _style():
-    import matplotlib
+    """normlab's results look (local to the block: the caller's matplotlib settings stay as they
+    were), a little smaller type for the report's dense panels."""
+    import contextlib
 
-    matplotlib.use("Agg", force=False)
+    import matplotlib as mpl
     import seaborn as sns
 
-    sns.set_theme(style="whitegrid", context="notebook", font_scale=0.9)
+    from normlab._display import style
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(style("results"))
+    stack.enter_context(mpl.rc_context(sns.plotting_context("notebook", font_scale=0.9)))
+    return stack
 
 
 def _save(fig, path: Path) -> Path:
@@ -401,8 +408,7 @@ def write_figures(out: Path, ctx: dict) -> dict:
     calibration, checks)."""
     import warnings
 
-    _style()
-    with warnings.catch_warnings():  # seaborn's notices about matplotlib colormap methods (not ours to fix)
+    with _style(), warnings.catch_warnings():  # seaborn's notices about matplotlib colormap methods (not ours to fix)
         warnings.filterwarnings("ignore", category=PendingDeprecationWarning, module="seaborn")
         warnings.filterwarnings("ignore", category=DeprecationWarning, module="seaborn")
         return _write_figures(Path(out), ctx)
