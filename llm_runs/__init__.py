@@ -21,6 +21,9 @@ _EXPORTS = {
     "STOP_RULES": "runner",
     "ReaskLimitError": "runner",
     "REASK_SAFETY_LIMIT": "runner",
+    "estimate_game": "runner",
+    "RunEstimate": "runner",
+    "ledger_for_directory": "runner",
     # endpoints
     "EndpointConfig": "backend",
     "EndpointError": "backend",
@@ -28,6 +31,8 @@ _EXPORTS = {
     "LLMClient": "backend",
     "open_endpoint": "backend",
     "embedded_available": "backend",
+    "SpendingCap": "backend",
+    "BudgetExhausted": "backend",
     # prompts
     "PromptTemplate": "prompts",
     "Prompt": "prompts",
