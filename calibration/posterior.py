@@ -729,13 +729,21 @@ def load_fit(name_or_path) -> StrategyFit:
     StrategyFit
     """
     p = Path(name_or_path)
-    if p.suffix == ".json" and p.exists():
-        return StrategyFit.from_json(p)
+    if p.suffix == ".json" and p.is_file():
+        try:
+            return StrategyFit.from_json(p)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{p} is not valid JSON ({exc})") from None
+        except ValueError as exc:
+            raise ValueError(f"{p}: {exc}") from None
     if p.is_dir():
         return StrategyFit.load(p)
     name = str(name_or_path)
     avail = shipped_fits()
     if name not in avail:
+        if p.suffix == ".json" or len(p.parts) > 1:
+            raise FileNotFoundError(f"fitted table {name}: no such file (a fit saved by --save-fit or "
+                                    f"StrategyFit.to_json, or a shipped table: {', '.join(avail)})")
         raise ValueError(f"unknown fitted table {name!r}; shipped: {avail} (or pass a .json path)")
     root = resources.files("normlab.calibration") / "data" / f"{name}.json"
     return StrategyFit.from_dict(json.loads(root.read_text()))

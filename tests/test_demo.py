@@ -126,19 +126,19 @@ def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--n-agents", "2"], "n_agents must be >= 3"),
+    (["--n-agents", "2"], "--n-agents must be >= 3"),
     (["--memory", "7"], "memory must be <= 5"),
     (["--names", "X"], "two-name game"),
     (["--names", "X,Y,Z"], "two-name game"),
     (["--committed", "9"], "committed must be <= 7"),
     (["--committed", "two"], "committed must be 'auto'"),
     (["--runs", "0"], "runs must be >= 1"),
-    (["--draws", "3"], "n_draws must be >= 10"),
+    (["--draws", "3"], "--draws must be >= 10"),
     (["--model", "m"], "--model needs --base-url"),
     (["--top-p", "0.9"], "exact mode applies temperature and top-k locally"),
     (["--top-p", "2"], "--top-p must be a number in [0, 1]"),
     (["--prefill", "off"], "exact mode reads the next-token logprobs"),
-    (["--base-url", "ftp://x"], "base_url must start with http"),
+    (["--base-url", "ftp://x"], "--base-url must start with http"),
 ])
 def test_demo_bad_flags_one_line(tmp_path, capsys, flags, message):
     out = tmp_path / "r"
@@ -169,6 +169,7 @@ def test_demo_unreachable_endpoint_is_one_line(tmp_path, capsys):
                  "--timeout", "5", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 3 and "normlab demo: endpoint error:" in err and "Traceback" not in err
+    assert "resume" not in err  # nothing was asked, nothing kept
 
 
 def test_journal_bar_counts_complete_lines_and_replaces_expectations(tmp_path):

@@ -59,7 +59,7 @@ def test_simulate_out_existing_file_is_one_line_error(tmp_path, capsys):
     f.write_text("x")
     rc = main(["simulate", "minimal", "--n-agents", "10", "--n-words", "2", "--seed", "1", "--out", str(f)])
     err = capsys.readouterr().err
-    assert rc == 2 and "is an existing file" in err and "Traceback" not in err
+    assert rc == 2 and "exists and is not a directory" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and f.read_text() == "x"
 
 

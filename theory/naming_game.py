@@ -469,7 +469,9 @@ def _parse_initial(initial, n_agents, n_words, names):
         elif nm.isdigit():
             idx = int(nm)
         else:
-            raise ValueError(f"unknown name {nm!r} in initial={initial!r}; names are {names}")
+            raise ValueError(f"unknown name {nm!r} in initial={initial!r}; "
+                             + (f"names are {names}" if names else "without names, give a name index "
+                                "(consensus:0, consensus:1, ...)"))
         initial = idx
     if isinstance(initial, numbers.Integral) and not isinstance(initial, (bool, np.bool_)):
         idx = int(initial)

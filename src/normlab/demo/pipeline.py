@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from normlab._rng import spawn
-from normlab._validate import check_int
+from normlab._validate import check_int, check_out_dir
 
 __all__ = ["run_demo", "DemoResult", "DEMO_DEFAULTS"]
 
@@ -312,8 +312,7 @@ def _validate(out, names, n_agents, memory, runs, max_rounds, committed, committ
                   **{k: v for k, v in sampling.items() if k not in ("top_p", "min_p")})
     make_settings(n_agents, memory, names, max_interactions=1, mode=mode, embedded=endpoint.embedded, **sampling)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a directory")
+    check_out_dir(out)
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise ValueError(f"--out {out} is not empty and holds no normlab demo; choose an empty or new directory")
     return dict(out=out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
