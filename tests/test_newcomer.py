@@ -406,3 +406,24 @@ def test_every_help_example_parses():
     assert len(found) >= 15
     for argv in found:
         build_parser().parse_args(argv)  # SystemExit (a usage error) fails the test
+
+
+# ----------------------------------------------------------------------------- 12. legends over data
+def test_demo_figures_put_one_legend_below_the_panels():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from normlab.demo.report import _legend_below
+
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        ax.plot([0, 1], [0, 1], label="theory")
+        ax.plot([0, 1], [1, 0], label="LLM")
+    _legend_below(fig, axes)
+    assert all(ax.get_legend() is None for ax in axes)  # nothing drawn over the data
+    (leg,) = fig.legends
+    assert [t.get_text() for t in leg.get_texts()] == ["theory", "LLM"]  # each label once
+    assert leg.get_window_extent().y1 <= min(ax.get_window_extent().y0 for ax in axes) + 1  # under the axes
+    plt.close(fig)
