@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import plotting
 from normlab._rng import spawn
 
 from .posterior import StrategyFit
@@ -128,6 +129,7 @@ class GroupSizeCurve:
                 "p_consensus_ends": ends, "limit": lim, "individual": self.individual, "regime": self.regime,
                 "settings": {k: v for k, v in self.settings.items() if k != "sizes"}}
 
+    @plotting
     def plot(self, ax=None, *, reading: str = "consensus", majority: bool = True):
         """P(consensus on each name) against N (log scale), Monte Carlo bands, the majority
         reading of the favoured name (dashed), the individual bias ``p(name | empty)`` (dotted)

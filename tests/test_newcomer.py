@@ -427,3 +427,44 @@ def test_demo_figures_put_one_legend_below_the_panels():
     assert [t.get_text() for t in leg.get_texts()] == ["theory", "LLM"]  # each label once
     assert leg.get_window_extent().y1 <= min(ax.get_window_extent().y0 for ax in axes) + 1  # under the axes
     plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- 13. plots: path=, whole rounds
+def test_every_plot_is_drawn_in_style_and_saves_with_path():
+    """Every ``plot``/``plot_*`` of the packages goes through ``_display.plotting`` (the style,
+    ``path=`` to save); six did not (mean field, group size, scores, transfer, SCENE, CRSEC)."""
+    missing = []
+    for folder in ("theory", "calibration", "llm_runs", "src/normlab"):
+        for f in (ROOT / folder).rglob("*.py"):
+            lines = f.read_text().splitlines()
+            for i, line in enumerate(lines):
+                if re.match(r"\s*def plot(_\w+)?\(", line):
+                    j, decorators = i - 1, []
+                    while j >= 0 and lines[j].strip().startswith("@"):
+                        decorators.append(lines[j])
+                        j -= 1
+                    if not any("plotting" in d for d in decorators):
+                        missing.append(f"{f.relative_to(ROOT)}:{i + 1}")
+    assert missing == []
+
+
+def test_round_axes_tick_whole_rounds():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from normlab.calibration import compare_trajectories
+
+    rounds = np.arange(1, 5)
+    curve = pd.DataFrame({"round": rounds, "quantity": "success_rate", "name": "", "mean": rounds / 5,
+                          "low": rounds / 6, "high": rounds / 4})
+    ax = compare_trajectories(curve, curve).plot()
+    ax.figure.canvas.draw()
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks  # was 1.5, 2.5, 3.5
+    plt.close(ax.figure)
+    with pytest.raises(TypeError, match="llm_trajectories"):
+        compare_trajectories(object(), curve)

@@ -55,6 +55,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from normlab._display import legend_outside, plotting
+
 __all__ = ["StrategyMeanField", "strategy_mean_field", "mean_field_boundary", "successor_states"]
 
 #: Success rate at which seed 003 counts a population as converged (Methods).
@@ -294,6 +296,7 @@ class StrategyMeanField:
                 "leading_eigenvalue": fin(self.leading_eigenvalue), "stable": self.stable,
                 "rounds_to_95": fin(self.rounds_to_95), "symmetric": self.symmetric}
 
+    @plotting
     def plot(self, ax=None, *, success: bool = True):
         """Production share of each name (and the success probability) against rounds."""
         import matplotlib.pyplot as plt
@@ -308,7 +311,8 @@ class StrategyMeanField:
         what = f"settles on {self.outcome}" if self.outcome in self.names else self.outcome
         ax.set(xlabel="population rounds", ylabel="mean field", ylim=(-0.02, 1.02),
                title=f"mean field (N → ∞), H = {self.memory}: {what}")
-        ax.legend(frameon=False, fontsize=8)
+        ax.xaxis.get_major_locator().set_params(integer=True)  # the map advances by whole rounds
+        legend_outside(ax, "right")
         return ax
 
     def __repr__(self) -> str:

@@ -254,6 +254,7 @@ def fig_population(traj_th, llm_curve, pfacts, obs, names, winner, runs, path: P
         ax.plot(t["round"], t["mean"], color="C0", lw=1.6, label="theory: expected mean")
         ax.plot(ll["round"], ll["mean"], "o-", color="C3", ms=2.5, lw=1.1, label=f"LLM: mean of {runs} runs")
         ax.set_xlabel("population round (N interactions)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_ylabel(lab)
         reach = t.loc[t["mean"] >= 0.99, "round"]
         last.append(float(reach.iloc[0]) if len(reach) else float(t["round"].max()))
