@@ -2,7 +2,7 @@
 
 Trajectories are per population round (round ``r`` covers interactions ``(r - 1) N .. r N - 1``,
 from 1): the success rate and the production probability of each name among uncommitted agents
-(seed 003 Fig. 1A, Fig. 3A, Fig. S6). A run that stopped in a consensus keeps contributing after
+(Flint Ashery et al. 2025, Fig. 1A, Fig. 3A, Fig. S6). A run that stopped in a consensus keeps contributing after
 its stop -- success 1 and production 1 of its consensus name, as in the published figures; a run
 that stopped without a consensus (a cap) stops contributing.
 

@@ -718,7 +718,7 @@ def load_fit(name_or_path) -> StrategyFit:
     folder written by :meth:`StrategyFit.save`.
 
     The shipped tables were fitted by ``calibration/_build_tables.py`` on the baseline
-    (convergence) runs of the AI-norms data of seed 003; see :func:`shipped_fits`.
+    (convergence) runs of the AI-norms data of Flint Ashery et al. (2025); see :func:`shipped_fits`.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Probes of seed 003: individual bias, neutral name pools, strategy tables and meta-prompting.
+"""Probes of Flint Ashery et al. (2025): individual bias, neutral name pools, strategy tables and meta-prompting.
 
 Each probe prompts single agents with chosen memories (no population), in ``exact`` mode
 (next-token distributions, cached per prompt) or ``sample`` mode (generations, counted with
@@ -645,9 +645,9 @@ def find_neutral_names(*, n_names: int = 2, length: int = 6, threshold: float = 
     Parameters
     ----------
     n_names, length : int
-        Pool size ``W`` and characters per name (6 in seed 003).
+        Pool size ``W`` and characters per name (6 in Flint Ashery et al. 2025).
     threshold : float
-        Maximum JSD from uniform (0.005 in seed 003).
+        Maximum JSD from uniform (0.005 in Flint Ashery et al. 2025).
     max_pools : int
         Pools tried at most.
     template, endpoint, progress, rng, **kw

@@ -31,7 +31,7 @@ def _check_labels(rows):
         if "critical mass" in r["quantity"]:
             assert r["criterion"] in ("published", "per_run"), r
         if r["criterion"] == "published":
-            assert r["source"].startswith("published: seed 003 Table S3"), r
+            assert r["source"].startswith("published: Table S3"), r
 
 
 def test_small_table_without_data():

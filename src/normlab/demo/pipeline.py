@@ -531,7 +531,7 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
         answered from the probe's cache: no new request) or ``"sample"`` (the paper's generation
         and parsing, one request per decision and re-ask).
     within_rounds : int, optional
-        Window of the flip criterion (30 rounds, seed 003 Methods) and length of committed runs.
+        Window of the flip criterion (30 rounds, Flint Ashery et al. 2025, Methods) and length of committed runs.
     endpoint : normlab.llm_runs.EndpointConfig, optional
         Default: ``NORMLAB_LLM_BASE_URL`` if set, else the embedded SmolLM2 server.
     sampling : dict, optional
