@@ -120,6 +120,14 @@ def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
     assert all(step["llm_calls"] == 0 for step in s1["timing"]["steps"] if "population" in step["step"]
                or "committed" in step["step"])  # exact-mode runs are answered from the probe's cache
     assert s1["estimate"]["tokens_per_s"] > 0
+    # README's printed summary: the empty-memory numbers (the same prompts at any --memory)
+    import re
+
+    x, y, first = map(float, re.search(r"equally often \((\d\.\d+) / (\d\.\d+); but it picks the name the prompt "
+                                       r"lists first with\s+probability (\d\.\d+)\)", readme).groups())
+    st = s1["strategy_table"]
+    assert abs(st["p_empty"]["X"] - x) <= 0.011 and abs(st["p_empty"]["Y"] - y) <= 0.011, st["p_empty"]
+    assert abs(st["p_first_listed_empty"] - first) <= 0.011, st
     _check_report(out, s1)
     s2 = _run(capsys, out, *argv[3:])
     assert s2["cost"]["llm_calls"] == 0 and s2["population"] == s1["population"]
