@@ -25,6 +25,7 @@ A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Ta
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -728,6 +729,8 @@ def load_fit(name_or_path) -> StrategyFit:
     -------
     StrategyFit
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"load_fit takes a shipped table's name or a path; got {type(name_or_path).__name__}")
     p = Path(name_or_path)
     if p.suffix == ".json" and p.is_file():
         try:

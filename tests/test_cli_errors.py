@@ -186,3 +186,16 @@ def test_calibrate_out_saves_tidy_tables(tmp_path, capsys):
     assert "p_consensus" in set(pred["quantity"]) and normlab.load(d).n_agents == 24
     assert normlab.calibration.load_fit(f).names == ("Q", "M")
     assert main(argv) == 0  # a rerun overwrites its own result
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: __import__("normlab.theory", fromlist=["x"]).critical_mass("minimal", "abc", n_agents=10), TypeError,
+     "committed must be finite numbers"),
+    (lambda: __import__("normlab.calibration", fromlist=["x"]).load_fit(3), TypeError, "a shipped table's name or a path"),
+    (lambda: __import__("normlab.theory", fromlist=["x"]).strategy_mean_field(
+        __import__("normlab.calibration", fromlist=["x"]).load_fit("llama31_70b_QM_H5")), TypeError, "fit.mean_table()"),
+])
+def test_api_errors_say_what_is_allowed(call, error, message):
+    with pytest.raises(error) as info:
+        call()
+    assert message in str(info.value) and "\n" not in str(info.value)

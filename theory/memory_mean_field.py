@@ -344,7 +344,9 @@ def _as_table(strategy, memory):
 
         s = resolve_strategy(strategy, None)
         return s.to_table(check_int(memory, "memory", low=1), names=getattr(s, "names", None) or None)
-    raise TypeError(f"strategy must be a StrategyTable, a Strategy or a built-in name; got {type(strategy).__name__}")
+    hint = " (for a fitted table pass fit.mean_table())" if hasattr(strategy, "mean_table") else ""
+    raise TypeError(f"strategy must be a StrategyTable, a Strategy or a built-in name; got {type(strategy).__name__}"
+                    + hint)
 
 
 def _initial(initial, table) -> np.ndarray:

@@ -383,6 +383,8 @@ def critical_mass(
         vals = np.atleast_1d(np.asarray(committed))
         if vals.ndim != 1 or vals.size == 0:
             raise ValueError("committed must be a non-empty 1-D list of counts or fractions")
+        if not (np.issubdtype(vals.dtype, np.number) and np.all(np.isfinite(vals))):
+            raise TypeError(f"committed must be finite numbers: counts or fractions of N; got {committed!r}")
         if np.issubdtype(vals.dtype, np.floating) and np.all((vals > 0) & (vals < 1)):
             counts = np.unique(np.round(vals * N).astype(int))
         elif np.all(np.equal(np.mod(vals, 1), 0)):
