@@ -482,3 +482,12 @@ def test_no_seed_003_in_user_facing_text():
                 found += [f"{f.relative_to(ROOT)}:{k + 1}" for k, line in enumerate(f.read_text().splitlines())
                           if re.search(r"(?i)seed[ -]?0?03\b", line)]
     assert found == []
+
+
+def test_critical_mass_text_says_what_a_missing_bound_means(capsys):
+    argv = ["critical-mass", "--n-agents", "10", "--committed", "1,2", "--runs", "2", "--seed", "1", "--no-progress"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "None" not in text and "above 2, the largest count swept" in text  # 2 of 2 runs cannot bound it
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["high"] is None

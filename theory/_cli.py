@@ -320,6 +320,13 @@ def _critical_mass(args) -> int:
     res = critical_mass(args.model, committed, n_agents=args.n_agents, n_runs=args.runs,
                         within_rounds=args.within_rounds, rng=args.seed, progress=not args.no_progress, **kw)
     summary = res.summary()
+    if not args.json:  # every missing value said in words (null in --json)
+        kmax = int(res.committed.max())
+        beyond = f"not reached with up to {kmax} committed (the largest count swept)"
+        words = {"critical_mass": beyond, "critical_fraction": beyond, "interpolated": beyond, "low": beyond,
+                 "high": f"above {kmax}, the largest count swept (sweep larger counts to bound it)",
+                 "published": f"rule not met with up to {kmax} committed"}
+        summary = {k: (words.get(k, v) if v is None else v) for k, v in summary.items()}
     summary["points"] = res.to_frame()[["committed", "n_flips", "n_runs", "p_flip"]].to_dict(orient="list")
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
