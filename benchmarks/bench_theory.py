@@ -12,7 +12,7 @@ against normlab before any number is printed.
    kernel vs a plain C of the same rules (benchmarks/c/minimal_ng_plain.c; the older
    benchmarks/c/minimal_ng.c, with its own seeding, is shown too). Goal: within 1.3x.
 2. 20 000 short runs, N = 24, W = 10, end to end (seeding, kernel, ragged outputs, GameResult)
-   vs the authors' own model, ``NG_module.py`` of seed 003, imported at run time from
+   vs the authors' own model, ``NG_module.py`` of Flint Ashery et al. (2025), imported at run time from
    ``$NORMLAB_AINORMS_CODE`` (default ../shared/reference/ai-norms-code; never copied here) on a
    subset of runs: like for like (their rules, ``invent="discard"``, 1000 interactions per run)
    and normlab's default (to consensus). Goal: >= 40x. Memory of one normlab call: peak of

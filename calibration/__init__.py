@@ -1,6 +1,6 @@
 """Fit LLM strategy tables and predict collective bias and critical mass.
 
-From LLM naming-game logs (normlab's own runs, or the published AI-norms data of seed 003) this
+From LLM naming-game logs (normlab's own runs, or the published AI-norms data of Flint Ashery et al. 2025) this
 sub-package fits the agents' strategy -- ``p(name | memory state)`` -- with its uncertainty, and
 plays posterior draws of it in :func:`normlab.theory.strategy_game` to predict what a population
 will do: which convention wins (collective bias), how fast, and how large a committed minority
@@ -14,7 +14,7 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
   :func:`fit_hierarchical` (PyMC), :func:`fit_strategy`, :func:`compare_models`,
   :func:`posterior_predictive_check`, :class:`StrategyFit`, :func:`load_fit` (shipped tables
   fitted on the Llama-3 / Llama-3.1 runs; :func:`shipped_fits`)
-- asymmetry: :func:`strategy_asymmetry` (seed 003 Table 1)
+- asymmetry: :func:`strategy_asymmetry` (Flint Ashery et al. 2025, Table 1)
 - prediction: :func:`predict` -> :class:`Prediction`; :func:`calibrate` (the whole pipeline,
   also ``normlab calibrate``)
 - observed: :func:`empirical_critical_mass` (published, per_run and end_of_run critical masses),

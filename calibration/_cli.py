@@ -11,6 +11,7 @@ examples:
   normlab calibrate --ainorms ../shared/data/ai-norms/llama3_data.zip --names Q,M --memory 3 --n-agents 48
   normlab calibrate --log runs/qm_h5 --names Q,M --fit-on all
   normlab calibrate --table llama31_70b_QM_H5 --n-agents 24        # shipped fit, no raw data needed
+  normlab calibrate --log runs/qm_h5 --names Q,M --out cal/qm     # tables and summary.json saved in cal/qm
 
 Fits p(name | memory state) on the chosen runs (default: baseline/convergence runs), plays
 posterior draws of the table in the strategy game and prints: P(consensus on each name),
@@ -19,7 +20,15 @@ by agents committed to the other name) by two criteria -- "published": the autho
 behind Table S3 of Flint Ashery, Aiello & Baronchelli (2025), applied per posterior draw to a
 simulated 10-run experiment with their window (--max-round); "per_run": smallest count where half
 the runs flip within --within-rounds -- relative strength, and -- when the data hold them -- the
-observed values by the same rules.
+observed values by the same rules. A '-' or 'not reached' in the summary (null in --json) is a
+quantity the simulations did not reach: no flip with up to N - 1 committed agents, no 95% success
+within the simulated rounds.
+
+exit codes:
+  0    done
+  2    bad input: a bad flag or value, a missing or unreadable file, names or settings the data do not hold
+       (one line saying what is wrong; nothing fitted)
+  130  interrupted (Ctrl-C)
 """
 
 
@@ -58,8 +67,14 @@ def register(sub) -> None:
     p.add_argument("--runs-consensus", type=int, default=40, help="convergence runs per draw (default 40)")
     p.add_argument("--no-strength", action="store_true", help="skip the relative-strength simulations")
     p.add_argument("--chains", type=int, default=2, help="NUTS chains (default 2)")
-    p.add_argument("--samples", type=int, default=1000, help="NUTS draws per chain (default 1000)")
-    p.add_argument("--save-fit", metavar="JSON", default=None, help="write the fitted table (StrategyFit JSON)")
+    p.add_argument("--nuts-draws", "--samples", dest="samples", type=int, default=1000,
+                   help="NUTS draws per chain (default 1000)")
+    p.add_argument("--save-fit", metavar="JSON", default=None,
+                   help="write the fitted table (StrategyFit JSON, a .json file; reuse it with --table)")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="save the result in DIR (created): summary.json, predictions.parquet (predicted vs observed, "
+                        "one row per quantity), the fit and the per-draw simulations as Parquet tables "
+                        "(normlab.load(DIR) reads it back)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
     p.add_argument("--json", action="store_true", help="print the result as JSON (default: a readable summary)")
     p.add_argument("--no-progress", action="store_true",
@@ -99,6 +114,12 @@ def _calibrate(args) -> int:
         raise ValueError(f"--n-agents must be >= 2; got {args.n_agents}")
     if args.memory is not None and args.memory < 1:
         raise ValueError(f"--memory must be >= 1; got {args.memory}")
+    if args.save_fit:
+        from normlab._validate import check_out_file
+
+        check_out_file(args.save_fit, "--save-fit", (".json",))
+    if args.out:
+        _check_result_dir(args.out)
     pk = dict(n_runs_flip=args.runs_flip, n_runs_consensus=args.runs_consensus, strength=not args.no_strength)
     progress = not args.no_progress and sys.stderr.isatty()
     if args.table:
@@ -119,6 +140,10 @@ def _calibrate(args) -> int:
         out = {"llm": fit.meta.get("llm"), "source": str(args.table), "model": fit.kind, **out,
                "fit": {k: v for k, v in fit.summary().items() if k in ("decisions", "states_observed", "states_total",
                                                                         "decay", "diagnostics")}}
+        if args.save_fit:
+            fit.to_json(args.save_fit)
+        if args.out:
+            out["out"] = _save_result(args.out, pred, out)
         _print_result(out, args.json)
         return 0
     if args.names is None:
@@ -153,8 +178,38 @@ def _calibrate(args) -> int:
                         rng=args.seed, progress=progress)
     if args.save_fit:
         cal.fit.to_json(args.save_fit)
-    _print_result(cal.summary(), args.json)
+    summary = cal.summary()
+    if args.out:
+        summary["out"] = _save_result(args.out, cal, summary)
+    _print_result(summary, args.json)
     return 0
+
+
+def _check_result_dir(path: str) -> None:
+    """``--out``: a new or empty directory, or one an earlier ``--out`` wrote (overwritten)."""
+    from pathlib import Path
+
+    from normlab._display import MANIFEST
+    from normlab._validate import check_out_dir
+
+    check_out_dir(path)
+    p = Path(path)
+    if p.is_dir() and any(p.iterdir()) and not (p / MANIFEST).exists():
+        raise ValueError(f"--out {path} is a non-empty directory holding no saved result; choose a new or empty one")
+
+
+def _save_result(path: str, result, summary: dict) -> str:
+    """``result.save(path)`` plus ``summary.json`` and the tidy ``predictions.parquet``."""
+    import json
+    from pathlib import Path
+
+    from normlab.cli import _json_default
+
+    result.save(path)
+    result.to_frame().to_parquet(Path(path) / "predictions.parquet", index=False)
+    (Path(path) / "summary.json").write_text(json.dumps({**summary, "out": str(path)}, indent=1,
+                                                        default=_json_default))
+    return str(path)
 
 
 class _warnings_as_lines:
@@ -345,6 +400,10 @@ def format_summary(s: dict) -> str:
                      f"{_num(a.get('post_bias_visits'))} [{_num(a.get('post_bias_low'))}, {_num(a.get('post_bias_high'))}] "
                      "(probability, weighted by state visits);")
         lines.append(f"  {a.get('n_significant')} of {a.get('n_pairs_tested')} tested state pairs differ significantly")
+    if s.get("out"):
+        lines.append("")
+        lines.append(f"saved in {s['out']}: summary.json, predictions.parquet, the fit and the simulations "
+                     "(normlab.load reads it back)")
     if s.get("seconds") is not None:
         lines.append("")
         lines.append(f"done in {_num(s['seconds'])} s; --json prints every number (flip curves, settings)")

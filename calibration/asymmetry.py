@@ -2,7 +2,7 @@
 
 A strategy is *symmetric* when renaming the conventions does not change behaviour:
 ``p(A | s) = p(B | relabel(s))`` for every memory state ``s`` (``relabel`` swaps ``A`` and
-``B`` everywhere in the memory). Seed 003 (Table 1) shows that LLM agents violate this by their
+``B`` everywhere in the memory). Flint Ashery et al. (2025, Table 1) show that LLM agents violate this by their
 third interaction -- e.g. ``p(M | {M,Q; Q,M}) = 0.848`` but ``p(Q | {Q,M; M,Q}) = 0.451`` -- and
 that this asymmetry, not a first-move preference, selects the "strong" convention.
 
@@ -12,7 +12,7 @@ positive when the pair favours ``A``. The empty memory is its own mirror; there
 ``d = 2 p(A | {}) - 1`` (individual bias). :func:`strategy_asymmetry` reports, per pair,
 
 - the counts and frequencies, Fisher's exact test of ``p(A | s) = p(B | s')`` (two-sided), and the
-  exact binomial tests of each state against 1/2 (``p_dagger`` of seed 003 Table S5);
+  exact binomial tests of each state against 1/2 (``p_dagger`` of Flint Ashery et al. 2025, Table S5);
 - with a fitted posterior (:class:`~normlab.calibration.StrategyFit`), the posterior mean of
   ``d`` and ``P(d > 0)`` -- also for pairs never observed;
 
@@ -75,7 +75,7 @@ class AsymmetryResult:
         and with a posterior ``post_bias_visits`` with ``post_bias_low/high``,
         ``post_p_bias_positive``, ``post_bias_all_states`` (unweighted mean over every pair).
     by_length : pandas.DataFrame
-        The same summary per memory length (rows of seed 003 Table 1 are lengths 0, 1, 2):
+        The same summary per memory length (the rows of Table 1 of Flint Ashery et al. 2025 are lengths 0, 1, 2):
         ``memory_len``, ``n`` (decisions), ``p_a`` (production probability of ``a`` over the
         states of that length), ``p_binom`` (exact test against 1/2, the interaction-level test
         of the Table 1 caption), ``bias_ivw``, ``p_cmh``.

@@ -9,7 +9,7 @@ costs one term per observed state):
     state but is only as good as the features.
 ``logit_symmetric``
     The same with the bias columns removed: a strategy invariant under relabelling of the names,
-    which can produce conventions but no collective bias (the null model of seed 003 Table 1).
+    which can produce conventions but no collective bias (the null model of Flint Ashery et al. 2025, Table 1).
 ``hierarchical``
     ``logit p_s = x_s . beta + delta_s`` with a state effect ``delta_s ~ N(0, tau)`` for every
     non-empty state and ``tau ~ HalfNormal(2.5)``: partial pooling between the exact per-state
@@ -409,7 +409,7 @@ def posterior_predictive_check(fit: StrategyFit, counts: StateCounts | None = No
     (``Binomial(n_s, p_s)`` with ``p_s`` from a posterior draw of the table); the observed count
     is compared with the central ``level`` interval and its posterior predictive p-value. The
     same is aggregated per memory length (the production of name 1 at the k-th move, as in the
-    rows of seed 003 Table 1).
+    rows of Flint Ashery et al. 2025, Table 1).
 
     Parameters
     ----------

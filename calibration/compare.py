@@ -2,7 +2,7 @@
 
 Trajectories are per population round (round ``r`` covers interactions ``(r - 1) N .. r N - 1``,
 from 1): the success rate and the production probability of each name among uncommitted agents
-(seed 003 Fig. 1A, Fig. 3A, Fig. S6). A run that stopped in a consensus keeps contributing after
+(Flint Ashery et al. 2025, Fig. 1A, Fig. 3A, Fig. S6). A run that stopped in a consensus keeps contributing after
 its stop -- success 1 and production 1 of its consensus name, as in the published figures; a run
 that stopped without a consensus (a cap) stops contributing.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, html_card, plain, plotting, short_repr
+from normlab._display import fmt, html_card, legend_outside, plain, plotting, short_repr
 from normlab._rng import as_generator, spawn
 from normlab.schema import GameLog
 
@@ -297,6 +297,9 @@ def compare_trajectories(llm: pd.DataFrame, theory: pd.DataFrame, *, label: str 
     TrajectoryComparison
     """
     for nm, f in (("llm", llm), ("theory", theory)):
+        if not isinstance(f, pd.DataFrame):
+            make = "llm_trajectories(log)" if nm == "llm" else "theory_trajectories(fit, n_agents=..., n_rounds=...)"
+            raise TypeError(f"{nm} must be the curves DataFrame of {make}; got {type(f).__name__}")
         miss = {"round", "quantity", "name", "mean", "low", "high"} - set(f.columns)
         if miss:
             raise ValueError(f"{nm} curves are missing columns {sorted(miss)}")
@@ -459,9 +462,10 @@ def plot_trajectories(comparison: TrajectoryComparison, *, quantity: str = "succ
         ax.fill_between(s["round"], s["low"], s["high"], color=col, alpha=0.2)
         ax.plot(s["round"], s["mean"], color=col, label="LLM runs" if src == "llm" else "fitted strategy (theory)")
     ax.set_xlabel("population round")
+    ax.xaxis.get_major_locator().set_params(integer=True)  # rounds are whole numbers
     ax.set_ylabel(quantity.replace("_", " ") + (f" of {name}" if name else ""))
     ax.set_title(comparison.label, fontsize=10)
-    ax.legend(fontsize=8)
+    legend_outside(ax, "below")
     return ax
 
 
@@ -481,7 +485,8 @@ def plot_success_prediction(prediction, llm_curve: pd.Series | None = None, *, a
         ax.plot(llm_curve.index, llm_curve.to_numpy(), "o-", ms=3, color="C3", label="LLM runs")
     ax.axhline(0.95, color="0.6", lw=0.8)
     ax.set_xlabel("population round")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("success rate")
     ax.set_title(label, fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")  # success curves rise from the lower left
     return ax

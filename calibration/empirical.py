@@ -3,7 +3,7 @@
 ``p(. | s) ~ Dirichlet(counts[s] + prior)`` independently for every state. It needs no sampler and
 is exact where a state is well observed, but it does not generalise: a state never seen in the
 training runs keeps the flat prior (every probability equally plausible), and that uncertainty is
-carried into every prediction. This is the honest answer to the trap of seed 003's design -- the
+carried into every prediction. This is the honest answer to the trap of the design of Flint Ashery et al. (2025) -- the
 convergence runs rarely visit the mixed memories a committed minority creates.
 
 References

@@ -10,7 +10,7 @@
 
 The ``a`` part is **relabelling-symmetric** (swapping the names swaps ``x(1)`` and ``x(0)`` and
 flips its sign); the intercept ``b`` and the ``c`` part are invariant under relabelling, so they
-*are* the strategy asymmetry -- the microscopic origin of collective bias (seed 003, Table 1).
+*are* the strategy asymmetry -- the microscopic origin of collective bias (Flint Ashery et al. 2025, Table 1).
 Three sums are constant for a non-empty memory (``partner_share``, ``own_share`` and
 ``last_partner`` sum to 1 over the two names), so only one of them is kept, as the column
 ``nonempty``; the others (``success_share``, ``last_success``, ``streak``) vary. The columns are

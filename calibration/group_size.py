@@ -4,7 +4,7 @@ Populations of ``N`` agents sharing one strategy table ``p(name | memory)`` play
 (:func:`normlab.theory.strategy_game`) from empty memories for ``max_rounds`` population rounds.
 Each run is read two ways:
 
-``consensus`` (seed 003 Methods)
+``consensus`` (Flint Ashery et al. 2025, Methods)
     The population converges when 95 % of its last ``3N`` interactions succeed; the winner is the
     name produced most in the three rounds up to that moment; ``"none"`` if it never happens
     within ``max_rounds``. (The published runs stop at ``3N`` *consecutive* successes instead;
@@ -18,7 +18,7 @@ The limit ``N -> infinity`` comes from the table directly
 (:func:`normlab.theory.memory_mean_field.strategy_mean_field`): the deterministic map on the
 distribution of memory states, iterated from the empty memory to its fixed point. Comparing the
 limit with ``p(name | empty memory)`` -- the individual bias an agent shows before any interaction
-(seed 003 Fig. 2A) -- classifies the collective bias (Flint Ashery, Aiello, Pastor-Satorras &
+(Flint Ashery et al. 2025, Fig. 2A) -- classifies the collective bias (Flint Ashery, Aiello, Pastor-Satorras &
 Baronchelli): interaction **amplifies** an individual bias (same name, stronger), **creates** one
 where there was none, or **overrides** it (the other name wins).
 
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import plotting
 from normlab._rng import spawn
 
 from .posterior import StrategyFit
@@ -128,6 +129,7 @@ class GroupSizeCurve:
                 "p_consensus_ends": ends, "limit": lim, "individual": self.individual, "regime": self.regime,
                 "settings": {k: v for k, v in self.settings.items() if k != "sizes"}}
 
+    @plotting
     def plot(self, ax=None, *, reading: str = "consensus", majority: bool = True):
         """P(consensus on each name) against N (log scale), Monte Carlo bands, the majority
         reading of the favoured name (dashed), the individual bias ``p(name | empty)`` (dotted)

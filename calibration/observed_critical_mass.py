@@ -7,7 +7,7 @@ per population round (round ``r`` = interactions ``(r - 1) N .. r N - 1``, from 
 last partial round kept), and the three readings of :mod:`normlab.theory.criteria` are applied
 (see the table there):
 
-``published`` (the default wherever a number is compared with seed 003 Table S3)
+``published`` (the default wherever a number is compared with Table S3 of Flint Ashery et al. 2025)
     Per committed count, the authors' ensemble rule: mean share over runs (runs meeting the
     threshold at their own end padded with 1s), truncated at ``max_round`` (30; 21 for Llama-3 at
     N = 48), summed over its last three rounds ``>= 2.849``. The critical mass is the smallest
@@ -128,7 +128,7 @@ def run_flips(log: GameLog, *, within_rounds: int = 30, flip_sum: float = FLIP_S
     log : normlab.schema.GameLog
         Runs starting from a consensus (``initial = "consensus:<name>"``); other runs are ignored.
     within_rounds : int, optional
-        Window in population rounds of the ``per_run`` reading (30 in seed 003 Methods).
+        Window in population rounds of the ``per_run`` reading (30 in Flint Ashery et al. 2025, Methods).
     flip_sum : float, optional
         Threshold on the 3-round sum of the challenger's share (2.849).
 
@@ -208,7 +208,7 @@ class EmpiricalCriticalMass:
         ``n_flipped_at_end`` (loader column, if present).
     estimates : pandas.DataFrame
         One row per direction: ``model``, ``majority``, ``challenger``, ``n_agents``, ``memory``,
-        ``published`` (smallest tested count meeting the published rule, seed 003 Table S3;
+        ``published`` (smallest tested count meeting the published rule, Flint Ashery et al. 2025, Table S3;
         ``inf`` when none), ``max_round`` (its window), ``published_unobserved`` (counts whose
         runs are shorter than the window: rule not applied), ``first_count`` (``per_run``: smallest
         tested count with ``p_flip >= level``), ``first_all`` (smallest tested count where every
@@ -362,7 +362,7 @@ def empirical_critical_mass(log: GameLog, *, within_rounds: int = 30, max_round:
         Runs starting from a consensus (AI-norms ``swap``/``evolved`` files, normlab LLM runs,
         or simulations). Directions are grouped by model, majority, challenger, N and H.
     within_rounds : int, optional
-        Window of the ``per_run`` reading in population rounds (30, seed 003 Methods).
+        Window of the ``per_run`` reading in population rounds (30, Flint Ashery et al. 2025, Methods).
     max_round : int, optional
         Window of the ``published`` rule; default the authors' (:func:`~normlab.theory.criteria.
         published_max_round`: 30, 21 for Llama-3 at N = 48).

@@ -109,8 +109,8 @@ def observed_summary(log: GameLog, *, names, memory: int, n_agents: int, within_
         published runs used a longer streak), ``n_agents`` -- the predicted N when such baselines exist, else
         the most common N) and ``critical_mass`` (``overturn_<X>`` -> ``published`` and
         ``per_run``, each ``{estimate, low, high, p_not_reached}`` as in the predictions --
-        ``published`` is the smallest tested count meeting the paper's ensemble rule, seed 003
-        Table S3 -- and ``first_count``, ``first_all``, ``c50``, ``c50_low``, ``c50_high``,
+        ``published`` is the smallest tested count meeting the ensemble rule behind Table S3 of
+        Flint Ashery et al. (2025) -- and ``first_count``, ``first_all``, ``c50``, ``c50_low``, ``c50_high``,
         ``end_of_run``, ``counts``, ``n_runs``; see
         :func:`~normlab.calibration.empirical_critical_mass`).
     """
@@ -415,7 +415,7 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     n_draws : int, optional
         Posterior draws used by the prediction.
     within_rounds : int, optional
-        Window of the ``per_run`` flip reading (30 rounds, seed 003 Methods).
+        Window of the ``per_run`` flip reading (30 rounds, Flint Ashery et al. 2025, Methods).
     max_round : int, optional
         Window of the ``published`` rule (default the authors': 30, 21 for Llama-3 at N = 48).
     fit_kwargs, predict_kwargs : dict, optional

@@ -25,6 +25,7 @@ A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Ta
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -718,7 +719,7 @@ def load_fit(name_or_path) -> StrategyFit:
     folder written by :meth:`StrategyFit.save`.
 
     The shipped tables were fitted by ``calibration/_build_tables.py`` on the baseline
-    (convergence) runs of the AI-norms data of seed 003; see :func:`shipped_fits`.
+    (convergence) runs of the AI-norms data of Flint Ashery et al. (2025); see :func:`shipped_fits`.
 
     Parameters
     ----------
@@ -728,14 +729,24 @@ def load_fit(name_or_path) -> StrategyFit:
     -------
     StrategyFit
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"load_fit takes a shipped table's name or a path; got {type(name_or_path).__name__}")
     p = Path(name_or_path)
-    if p.suffix == ".json" and p.exists():
-        return StrategyFit.from_json(p)
+    if p.suffix == ".json" and p.is_file():
+        try:
+            return StrategyFit.from_json(p)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{p} is not valid JSON ({exc})") from None
+        except ValueError as exc:
+            raise ValueError(f"{p}: {exc}") from None
     if p.is_dir():
         return StrategyFit.load(p)
     name = str(name_or_path)
     avail = shipped_fits()
     if name not in avail:
+        if p.suffix == ".json" or len(p.parts) > 1:
+            raise FileNotFoundError(f"fitted table {name}: no such file (a fit saved by --save-fit or "
+                                    f"StrategyFit.to_json, or a shipped table: {', '.join(avail)})")
         raise ValueError(f"unknown fitted table {name!r}; shipped: {avail} (or pass a .json path)")
     root = resources.files("normlab.calibration") / "data" / f"{name}.json"
     return StrategyFit.from_dict(json.loads(root.read_text()))

@@ -7,7 +7,7 @@ Carlo noise of the simulations -- the same noise the LLM experiments have.
 
 What is predicted per draw
 --------------------------
-Collective bias and speed (runs from empty memories, seed 003 Fig. 2B and Fig. 1)
+Collective bias and speed (runs from empty memories, Flint Ashery et al. 2025, Fig. 2B and Fig. 1)
     ``n_runs_consensus`` runs with ``stop="streak"`` -- the published convergence runs stop after
     ``3N`` consecutive successes -- capped at ``max_rounds`` population rounds. A run that stops
     has converged; its **winner** is the name produced most often in its last three recorded
@@ -17,7 +17,7 @@ Collective bias and speed (runs from empty memories, seed 003 Fig. 2B and Fig. 1
     interactions ``(r - 1) N .. r N - 1``; a stopped run counts as success 1 afterwards, as in the
     published figures), and **rounds to 0.95** the first round where it reaches 0.95.
     **Time to consensus** is the mean stop time in rounds.
-Critical mass (seed 003 Methods "Committed Minorities", Fig. 3, Table S3)
+Critical mass (Flint Ashery et al. 2025, Methods "Committed Minorities", Fig. 3, Table S3)
     For each direction -- a consensus on ``X`` (every uncommitted memory holds ``H`` successful
     plays of ``X``) attacked by ``c`` agents committed to ``Y`` -- ``max(n_runs_flip,
     design_runs)`` runs of at most ``max(within_rounds, max_round)`` population rounds for every
@@ -76,7 +76,7 @@ __all__ = ["Prediction", "predict", "table_draws"]
 
 NONE = "none"
 FLIP_LEVEL = 0.5
-#: Runs per committed count in seed 003's committed-minority experiments (Methods).
+#: Runs per committed count in the committed-minority experiments of Flint Ashery et al. (2025, Methods).
 DESIGN_RUNS = 10
 WIDTH_FRACTIONS = tuple(k / 8 for k in range(1, 8))
 
@@ -553,7 +553,7 @@ class Prediction:
             counts) and ``p_not_reached``; ``per_run`` also ``pooled`` (smallest count where the
             pooled posterior predictive flip probability reaches ``flip_level``). The top-level
             ``estimate``, ``low``, ``high``, ``p_not_reached`` repeat ``published`` (the reading of
-            seed 003 Table S3), with ``criterion``, ``majority``, ``challenger``, ``n_agents``.
+            Flint Ashery et al. 2025, Table S3), with ``criterion``, ``majority``, ``challenger``, ``n_agents``.
             ``published`` is the smallest count whose simulated replication of the paper's
             experiment (``design_runs`` runs per count, window ``max_round``) meets the authors'
             ensemble rule, per draw -- so its interval carries parameter *and* experiment-size
@@ -900,8 +900,8 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     n_draws : int, optional
         Posterior draws of the table.
     within_rounds : int, optional
-        Window (population rounds) of the flip criterion and of pull/exploration (30 in seed 003
-        Methods).
+        Window (population rounds) of the flip criterion and of pull/exploration (30 in Flint Ashery et al.
+        2025, Methods).
     n_runs_consensus : int, optional
         Convergence runs per draw (40 per published experiment).
     n_runs_flip : int, optional
@@ -910,7 +910,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     max_rounds : int, optional
         Cap of the convergence runs.
     committed : sequence of int, optional
-        Committed counts swept (default ``0 .. N - 1``; seed 003 reports critical masses up to
+        Committed counts swept (default ``0 .. N - 1``; Flint Ashery et al. (2025) report critical masses up to
         two thirds of N).
     directions : sequence, optional
         Majority names (two-name pools) or ``(majority, challenger)`` pairs; default: every
@@ -926,7 +926,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         Flip frequency defining a draw's ``per_run`` critical mass (0.5).
     design_runs : int, optional
         Runs per committed count of the simulated replication of the paper's experiment, to which
-        the ``published`` rule is applied (10, seed 003 Methods); the first ``design_runs`` of the
+        the ``published`` rule is applied (10, Flint Ashery et al. 2025, Methods); the first ``design_runs`` of the
         ``max(n_runs_flip, design_runs)`` runs simulated per count.
     max_round : int, optional
         Window of the published rule; default the authors' window for the fitted LLM at this N
@@ -1009,7 +1009,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         cons, success, stats, flips, cmd, strg = _predict_reference(tables, ids, draw_seeds, cfg, threads, executor)
     settings = dict(cfg, committed=list(counts), directions=[list(d) for d in dirs], flip_level=float(flip_level),
                     n_draws=D, stop="streak (3N consecutive successes)", winner_rule="majority of the last 3 rounds",
-                    criteria={"published": f"ensemble rule of seed 003 Table S3 (plotter.ipynb cells 9-10) on "
+                    criteria={"published": f"ensemble rule of Flint Ashery et al. 2025, Table S3 (plotter.ipynb cells 9-10) on "
                                            f"{nd} runs per count, window {mxr} rounds",
                               "per_run": f"first passage within {wr} rounds, {nrf} runs per count, "
                                          f"flip frequency >= {float(flip_level)}"})

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import plotting
 from normlab._rng import as_generator
 from normlab.schema import GameLog
 
@@ -337,6 +338,7 @@ class Scores:
         head = f"<p><code>{html.escape(repr(self))}</code></p>"
         return head + self.to_frame().to_html(index=False, float_format=lambda v: f"{v:.3f}")
 
+    @plotting
     def plot_intervals(self, key=None, ax=None):
         """Flip fraction per committed count: the underlying interval (thick), the interval of an
         experiment of the observed size (thin) and the observed fraction (dot; open when outside
@@ -371,6 +373,7 @@ class Scores:
         ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
         return ax
 
+    @plotting
     def plot(self, ax=None):
         """Reliability diagram: observed frequency against predicted probability, per target
         (flip events; each name's consensus, one-vs-rest), with Clopper-Pearson bars and marker

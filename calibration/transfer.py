@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from normlab._display import plotting
 from normlab._rng import spawn
 from normlab.schema import GameLog
 
@@ -222,6 +223,7 @@ class TransferScores:
                 "cells": [clean(r) for r in self.table.drop(columns=["seconds"]).to_dict("records")],
                 "settings": self.settings}
 
+    @plotting
     def plot(self, axes=None):
         """Two heat maps, source fits (rows) by target settings (columns): Brier score of the
         flips and of the consensus winners on held-out runs (blank: nothing held out to score)."""

@@ -1,6 +1,6 @@
 """LLM population runners, probes and the AI-norms data loader.
 
-Runs the naming game of seed 003 with LLM agents through any OpenAI-compatible endpoint (or an
+Runs the naming game of Flint Ashery et al. (2025) with LLM agents through any OpenAI-compatible endpoint (or an
 embedded llama.cpp server with SmolLM2-135M-Instruct), in the paper's ``sample`` mode or the
 logprob-based ``exact`` mode, and measures individual bias, strategy tables and prompt
 comprehension; ``normlab.llm_runs.scene`` holds the SCENE implicit-norm benchmark (seed 002).

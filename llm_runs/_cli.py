@@ -191,15 +191,6 @@ EXIT_CODES = """exit codes:
   130  interrupted (Ctrl-C; completed work is kept; rerun to resume)"""
 
 
-def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Bad flags print one line (what is wrong, where the help is) instead of the whole usage."""
-    def error(message):
-        parser.exit(2, f"{parser.prog}: error: {message} (see '{parser.prog} --help')\n")
-
-    parser.error = error
-    return parser
-
-
 def _guard(command: str, fn, out=None):
     """Run ``fn``; endpoint failures and interrupts become one clear message, not a traceback."""
     from pathlib import Path
@@ -266,6 +257,10 @@ def _run(args) -> int:
                   groups=args.group, **kw)
     if args.out is None and not args.dry_run:
         raise ValueError("--out DIR is required: the run directory (its journal makes the run resumable)")
+    if args.out is not None:
+        from normlab._validate import check_out_dir
+
+        check_out_dir(args.out)
     if args.dry_run:
         from normlab.llm_runs.runner import estimate_game
 
@@ -303,6 +298,10 @@ def _probe(args) -> int:
     kw = _sampling(args, meta=args.probe == "meta")
     endpoint = _endpoint(args)
     mode = args.mode or "exact"
+    if args.out is not None:
+        from normlab._validate import check_out_dir
+
+        check_out_dir(args.out)
     if args.dry_run:
         est = _probe_estimate(args, dict(kw), endpoint, mode)
         print(json.dumps(est.to_dict(), indent=2) if args.json else est)
@@ -370,7 +369,7 @@ def _probe(args) -> int:
                                                                  "  (pass --out DIR to choose where)"))
         return 0
 
-    return _guard("llm-probe", go, args.out)
+    return _guard(f"llm-probe {args.probe}", go, args.out)
 
 
 def _finish_probe_directory(out, probe: str, endpoint) -> None:
@@ -428,6 +427,9 @@ def _probe_estimate(args, kw, endpoint, mode):
         reqs = (min(n, math.factorial(W)),) * 2 if s.mode == "exact" else (n, None if per is None else n * per)
         what = f"individual bias: {n} empty-memory decisions, names {','.join(s.names)}, {s.mode} mode"
     elif args.probe == "strategy":
+        from normlab.llm_runs.probes import check_table_size
+
+        check_table_size(W, memory)
         counts = [(W * W) ** k for k in range(memory + 1)]
         ptok = sum(c * _prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
         if s.mode == "exact":
@@ -563,7 +565,6 @@ def register(subparsers) -> None:
                         "--group 12:model=B,temperature=0.7. The decisions table records each agent's group and model")
     _add_endpoint_args(p, run_controls=True)
     p.set_defaults(func=_run)
-    _one_line_errors(p)
 
     q = subparsers.add_parser(
         "llm-probe",
@@ -578,13 +579,11 @@ def register(subparsers) -> None:
     )
     probes_sub = q.add_subparsers(dest="probe", metavar="PROBE", required=True)
 
-    _one_line_errors(q)
-
     def probe_parser(name, help, description, examples):
         pp = probes_sub.add_parser(name, help=help, description=description, epilog=examples + "\n" + EXIT_CODES,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
         pp.set_defaults(func=_probe, probe=name)
-        return _one_line_errors(pp)
+        return pp
 
     b = probe_parser(
         "bias", "individual bias: which name an agent with empty memory picks",

@@ -280,8 +280,9 @@ class DirectoryLock:
         self._f = None
 
     def __enter__(self) -> "DirectoryLock":
-        if self.directory.exists() and not self.directory.is_dir():
-            raise ValueError(f"--out {self.directory} exists and is not a directory")
+        from normlab._validate import check_out_dir
+
+        check_out_dir(self.directory)
         self._created = not self.directory.exists()
         self.directory.mkdir(parents=True, exist_ok=True)
         self._f = _open_locked(self.directory / LOCK_FILE, self.directory)

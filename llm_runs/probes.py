@@ -1,4 +1,4 @@
-"""Probes of seed 003: individual bias, neutral name pools, strategy tables and meta-prompting.
+"""Probes of Flint Ashery et al. (2025): individual bias, neutral name pools, strategy tables and meta-prompting.
 
 Each probe prompts single agents with chosen memories (no population), in ``exact`` mode
 (next-token distributions, cached per prompt) or ``sample`` mode (generations, counted with
@@ -24,6 +24,7 @@ import pandas as pd
 from normlab._display import (fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result,
                               short_repr)
 from normlab._rng import as_generator, as_seed_sequence
+from normlab._validate import check_int
 from normlab.schema import GameLog, memory_state_string, parse_memory_state, relabel_state, validate_names
 
 from .backend import EndpointConfig, open_endpoint
@@ -92,8 +93,9 @@ class _Probe:
         d = self.directory
         if d is None:
             return None
-        if d.exists() and not d.is_dir():
-            raise ValueError(f"{d} exists and is not a directory")
+        from normlab._validate import check_out_dir
+
+        check_out_dir(d)
         stored = read_settings(d) if d.exists() else None
         if stored is None and d.exists() and any(d.iterdir()):
             raise ValueError(f"output directory {d} is not empty and holds no normlab probe; choose another")
@@ -597,8 +599,31 @@ def _none_nan(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
+#: Most memory states a strategy-table probe asks about (W = 2: H <= 8, as the calibration's tables).
+MAX_TABLE_STATES = 200_000
+
+
+def check_table_size(n_names: int, memory: int) -> int:
+    """The number of memory states of lengths ``0..memory`` over ``n_names`` names; a
+    ``ValueError`` when a strategy table would exceed :data:`MAX_TABLE_STATES` (a probe of that
+    size would enumerate for minutes before its first request)."""
+    n, k = 0, 0
+    while k <= memory:
+        n += (n_names * n_names) ** k
+        if n > MAX_TABLE_STATES:
+            raise ValueError(f"a strategy table of {n_names} names up to memory H = {memory} has more than "
+                             f"{MAX_TABLE_STATES:,} memory states; lower --memory (W = 2: at most 8)")
+        k += 1
+    return n
+
+
 def random_names(n_names: int = 2, length: int = 6, *, alphabet: str = ALPHABET, rng=None) -> tuple:
     """A pool of distinct random strings (digits, lower- and upper-case letters by default)."""
+    n_names = check_int(n_names, "n_names", low=2)
+    length = check_int(length, "length", low=1)
+    if len(set(alphabet)) ** length < n_names:
+        raise ValueError(f"only {len(set(alphabet)) ** length} distinct names of length {length}; "
+                         f"cannot draw {n_names}")
     g = np.random.default_rng(as_seed_sequence(rng)) if not isinstance(rng, np.random.Generator) else rng
     out: list[str] = []
     while len(out) < n_names:
@@ -620,9 +645,9 @@ def find_neutral_names(*, n_names: int = 2, length: int = 6, threshold: float = 
     Parameters
     ----------
     n_names, length : int
-        Pool size ``W`` and characters per name (6 in seed 003).
+        Pool size ``W`` and characters per name (6 in Flint Ashery et al. 2025).
     threshold : float
-        Maximum JSD from uniform (0.005 in seed 003).
+        Maximum JSD from uniform (0.005 in Flint Ashery et al. 2025).
     max_pools : int
         Pools tried at most.
     template, endpoint, progress, rng, **kw
@@ -643,6 +668,7 @@ def find_neutral_names(*, n_names: int = 2, length: int = 6, threshold: float = 
         raise ValueError(f"threshold must be > 0; got {threshold!r}")
     if not isinstance(max_pools, int) or max_pools < 1:
         raise ValueError(f"max_pools must be an int >= 1; got {max_pools!r}")
+    random_names(n_names, length, rng=0)  # n_names >= 2 and length >= 1, before any work
     endpoint = _endpoint(endpoint)
     ss = as_seed_sequence(rng)
     name_rng, run_rng = ss.spawn(2)
@@ -868,6 +894,7 @@ async def astrategy_table(names, memory: int, *, mode: str = "exact", samples: i
         order_list = all_orders[: int(orders)]
     else:
         raise ValueError(f"orders must be 'all' or an int >= 1; got {orders!r}")
+    check_table_size(W, s.memory)
     states = enumerate_states(s.names, s.memory)
     jobs = []
     if s.mode == "exact":

@@ -1,7 +1,7 @@
 """Prompt templates of the LLM naming game (data in ``templates/*.json``), rendering and parsing.
 
 A template turns an agent's memory (its last ``H`` interactions) and a shuffled name list into
-the system and user messages of seed 003; :func:`parse_answer` reads the chosen name back from a
+the system and user messages of Flint Ashery et al. (2025); :func:`parse_answer` reads the chosen name back from a
 generated answer in the answer-first format ``{'value': <NAME>; 'reason': ...}``.
 """
 
@@ -255,7 +255,7 @@ class PromptTemplate:
         names_shown : sequence of str
             The name pool in the (shuffled) order shown to the agent.
         payoffs : (float, float), optional
-            Payoff of a success and of a failure (100 / -50 in seed 003).
+            Payoff of a success and of a failure (100 / -50 in Flint Ashery et al. 2025).
         query, user, rules : str, optional
             Replace the template's final instruction, user message or rules (meta-prompting).
 

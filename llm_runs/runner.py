@@ -1,4 +1,4 @@
-"""Play the naming game of seed 003 with LLM agents through an OpenAI-compatible endpoint.
+"""Play the naming game of Flint Ashery et al. (2025) with LLM agents through an OpenAI-compatible endpoint.
 
 Populations of ``N`` agents with memory ``H`` meet in random pairs (complete graph or any
 networkx graph); both agents of a pair are prompted concurrently; every call and interaction is
@@ -1802,7 +1802,7 @@ def _write_tables(res: LLMRunResult, outcome: str | None = None) -> None:
 
 
 def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwargs) -> LLMRunResult:
-    """Play (or resume) replicate runs of the LLM naming game of seed 003.
+    """Play (or resume) replicate runs of the LLM naming game of Flint Ashery et al. (2025).
 
     Parameters
     ----------

@@ -52,7 +52,7 @@ def memory_policy(system: str, names: Sequence[str], *, beta: float = 1.5, bias:
 
     ``w_k = 1 + k / H`` weighs recent interactions more (``k`` from 0, oldest first); the
     memory-less distribution is ``bias`` (uniform by default). Agents thus copy their partners,
-    and a population converges within tens of rounds, like the LLM populations of seed 003.
+    and a population converges within tens of rounds, like the LLM populations of Flint Ashery et al. (2025).
     """
     hist = history(system, names)
     H = max(1, len(hist))

@@ -2,7 +2,7 @@
 
 Every normlab value below is computed by this script; the reference values are typed in with
 their source, and a row says which flip criterion it uses (see ``normlab.theory.criteria``):
-``published`` is the authors' ensemble rule behind seed 003 Table S3 (``plotter.ipynb`` cells
+``published`` is the authors' ensemble rule behind Table S3 of Flint Ashery et al. (2025) (``plotter.ipynb`` cells
 9-10), ``per_run`` the first-passage reading (50% of runs flip). Values taken from
 ``../shared/VALIDATION.md`` are labelled as such, not as published.
 
@@ -30,7 +30,7 @@ import numpy as np
 DEFAULT_DATA = Path(os.environ.get("NORMLAB_AINORMS") or
                     Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ai-norms")
 VAL = "VALIDATION.md"
-S3 = "published: seed 003 Table S3"
+S3 = "published: Table S3"
 TEN = ("Q", "M", "X", "Y", "F", "J", "P", "R", "C", "D")
 MODELS = {  # shipped tables fitted on the baseline runs only
     "Llama-3.1": dict(llm="Llama-3.1-70B-Instruct", table="llama31_70b_QM_H5", N=24, H=5, s3={"M": 10, "Q": 0}),
@@ -100,7 +100,7 @@ def data_rows(data: Path, quick: bool = False, rng: int = 2025) -> list[dict]:
                          f"(window {est['M']['max_round']} rounds)", f"{m['s3']['M']} / {m['s3']['Q']}", S3,
                          f"{_cm(est['M']['published'])} / {_cm(est['Q']['published'])}", "published"))
         rows.append(_row(f"{key} same runs, smallest count where ≥ 50% of runs flip within 30 rounds (M / Q)", "—",
-                         "not reported in seed 003", f"{_cm(est['M']['first_count'])} / {_cm(est['Q']['first_count'])}",
+                         "not reported in the paper", f"{_cm(est['M']['first_count'])} / {_cm(est['Q']['first_count'])}",
                          "per_run"))
     return rows
 
@@ -126,7 +126,7 @@ def prediction_rows(quick: bool = False, rng: int = 2025) -> list[dict]:
         rows.append(_row(f"{head}: critical mass overturning M / Q (10-run replication per draw, window "
                          f"{p.settings['max_round']})", f"{m['s3']['M']} / {m['s3']['Q']}", S3, fmt["published"],
                          "published"))
-        rows.append(_row(f"{head}: critical mass overturning M / Q, 50% of runs flip", "—", "not reported in seed 003",
+        rows.append(_row(f"{head}: critical mass overturning M / Q, 50% of runs flip", "—", "not reported in the paper",
                          fmt["per_run"], "per_run"))
     return rows
 

@@ -54,7 +54,7 @@ def test_critical_mass_cli(capsys):
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["simulate", "minimal", "--n-agents", "1"], "n_agents"),
+        (["simulate", "minimal", "--n-agents", "1"], "--n-agents must be >= 2"),
         (["simulate", "strategy", "--n-agents", "10", "--memory", "0"], "memory"),
         (["simulate", "minimal", "--n-agents", "10", "--graph", "tree:3"], "graph spec"),
         (["simulate", "binary", "--n-agents", "10"], "committed"),

@@ -120,25 +120,33 @@ def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
     assert all(step["llm_calls"] == 0 for step in s1["timing"]["steps"] if "population" in step["step"]
                or "committed" in step["step"])  # exact-mode runs are answered from the probe's cache
     assert s1["estimate"]["tokens_per_s"] > 0
+    # README's printed summary: the empty-memory numbers (the same prompts at any --memory)
+    import re
+
+    x, y, first = map(float, re.search(r"equally often \((\d\.\d+) / (\d\.\d+); but it picks the name the prompt "
+                                       r"lists first with\s+probability (\d\.\d+)\)", readme).groups())
+    st = s1["strategy_table"]
+    assert abs(st["p_empty"]["X"] - x) <= 0.011 and abs(st["p_empty"]["Y"] - y) <= 0.011, st["p_empty"]
+    assert abs(st["p_first_listed_empty"] - first) <= 0.011, st
     _check_report(out, s1)
     s2 = _run(capsys, out, *argv[3:])
     assert s2["cost"]["llm_calls"] == 0 and s2["population"] == s1["population"]
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--n-agents", "2"], "n_agents must be >= 3"),
+    (["--n-agents", "2"], "--n-agents must be >= 3"),
     (["--memory", "7"], "memory must be <= 5"),
     (["--names", "X"], "two-name game"),
     (["--names", "X,Y,Z"], "two-name game"),
     (["--committed", "9"], "committed must be <= 7"),
     (["--committed", "two"], "committed must be 'auto'"),
     (["--runs", "0"], "runs must be >= 1"),
-    (["--draws", "3"], "n_draws must be >= 10"),
+    (["--draws", "3"], "--draws must be >= 10"),
     (["--model", "m"], "--model needs --base-url"),
     (["--top-p", "0.9"], "exact mode applies temperature and top-k locally"),
     (["--top-p", "2"], "--top-p must be a number in [0, 1]"),
     (["--prefill", "off"], "exact mode reads the next-token logprobs"),
-    (["--base-url", "ftp://x"], "base_url must start with http"),
+    (["--base-url", "ftp://x"], "--base-url must start with http"),
 ])
 def test_demo_bad_flags_one_line(tmp_path, capsys, flags, message):
     out = tmp_path / "r"
@@ -169,6 +177,7 @@ def test_demo_unreachable_endpoint_is_one_line(tmp_path, capsys):
                  "--timeout", "5", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 3 and "normlab demo: endpoint error:" in err and "Traceback" not in err
+    assert "resume" not in err  # nothing was asked, nothing kept
 
 
 def test_journal_bar_counts_complete_lines_and_replaces_expectations(tmp_path):

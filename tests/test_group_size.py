@@ -103,3 +103,17 @@ def test_the_command_behind_readme(capsys):
     out = capsys.readouterr().out
     assert out.count("mean field: settles on M") == 3
     assert "Llama-3.1 H=5" in out and "P(consensus on M) -> 0.00" in out
+    # README's table: the first-move bias and the mean-field limit do not depend on --runs/--sizes
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    rows = [r for r in readme.split("**Collective bias by group size.**", 1)[1].split("\n\n")[1].splitlines()
+            if r.startswith("| Llama")]
+    assert len(rows) == 3
+    for row in rows:
+        label, p_empty, _, limit = (c.strip() for c in row.strip("|").split(" | "))
+        line = next(x for x in out.splitlines() if x.startswith(label.replace(", H = ", " H=") + ":"))
+        assert f"p(M | empty memory) {p_empty}" in line, (row, line)
+        share, success = re.search(r"share of M (\d\.\d+), success (\d\.\d+)", line).groups()
+        assert f"success {success}" in limit and ("share" not in limit or f"share {share}" in limit), (row, line)

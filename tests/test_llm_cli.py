@@ -74,9 +74,9 @@ def test_llm_run_committed_and_initial(tmp_path, capsys):
     (["--reask", "forever"], "must be 'unbounded' or an int"),
     (["--top-p", "2"], "--top-p must be a number in [0, 1] or 'none'"),
     (["--min-p", "x"], "--min-p must be a number in [0, 1] or 'none'"),
-    (["--name-order", "mixed"], "name_order must be one of"),
-    (["--committed-placement", "first"], "committed_placement must be one of"),
-    (["--committed-mode", "add"], "committed_mode must be one of"),
+    (["--name-order", "mixed"], "--name-order must be one of"),
+    (["--committed-placement", "first"], "--committed-placement must be one of"),
+    (["--committed-mode", "add"], "--committed-mode must be one of"),
     (["--initial", "uniform"], "initial must be"),
     (["--parse", "loose"], "parse must be one of"),
 ])

@@ -225,7 +225,7 @@ def test_bad_flags_are_one_line(argv, capsys, tmp_path, monkeypatch):
     (["--template", "/nonexistent/t.json"], 2, "unknown template"),
     (["--group", "3:model=a", "--group", "2"], 2, "hold 5 agents"),
     (["--budget", "lots"], 2, "--budget must be"),
-    (["--n-agents", "1"], 2, "n_agents"),
+    (["--n-agents", "1"], 2, "--n-agents must be >= 2"),
 ])
 def test_bad_inputs_are_one_line_and_send_nothing(extra, code, words, tmp_path, capsys):
     with StubServer(["Q", "M"]) as stub:

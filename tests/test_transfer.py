@@ -104,3 +104,19 @@ def test_the_command_behind_readme(ainorms_dir, capsys, monkeypatch):
     out = capsys.readouterr().out
     for rel in ("same setting", "other N", "other H", "other N and H", "other LLM"):
         assert rel in out
+    # README's table: the runs scored and the intervals counted come from the data, not the draws
+    # (its Brier scores and coverage percentages are those of --draws 200)
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    rows = [r for r in readme.split("| fit → target |", 1)[1].split("\n\n")[0].splitlines() if r.startswith("| ")
+            and "---" not in r]
+    assert len(rows) == 5
+    printed = {re.split(r"\s{2,}", x.strip())[0]: x.split() for x in out.splitlines()}
+    for row in rows:
+        label, flips, _, winners, _, coverage = (c.strip() for c in row.strip("|").split(" | "))
+        rel = label.split(" (")[0]
+        cols = printed[rel][len(rel.split()):]  # cells, n_flip_runs, brier, log, n_consensus_runs, ..., n_experiment
+        assert cols[1] == ("0" if flips == "—" else flips) and cols[4] == ("0" if winners == "—" else winners), row
+        assert coverage.endswith(f"of {cols[8]}"), (row, cols)

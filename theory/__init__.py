@@ -2,7 +2,7 @@
 
 - :func:`minimal_naming_game` -- Baronchelli et al. 2006 naming game, finite or unlimited pool,
   any networkx graph, committed agents, production bias, β-model.
-- :func:`strategy_game` -- the memory-H game of seed 003 with strategy tables p(name | memory).
+- :func:`strategy_game` -- the memory-H game of Flint Ashery et al. (2025) with strategy tables p(name | memory).
 - :mod:`~normlab.theory.strategies` -- strategy tables, built-in strategies, state encoding.
 - :func:`strategy_mean_field` -- the strategy game as N -> infinity: the deterministic map on the
   distribution of memory states, its fixed point and stability (collective bias in the limit).
@@ -11,7 +11,7 @@
 - :func:`centola_critical_mass` -- mean-field critical mass of memory-M best response.
 - :func:`critical_mass` -- sweep committed sizes for any model and locate the tipping point.
 - :mod:`~normlab.theory.criteria` -- the flip criteria of committed-minority runs (``published``
-  ensemble rule of seed 003 Table S3, ``per_run`` first passage, ``end_of_run``), one home.
+  ensemble rule of Flint Ashery et al. 2025, Table S3, ``per_run`` first passage, ``end_of_run``), one home.
 - :func:`sweep` -- any simulator over a parameter grid, on any ``concurrent.futures`` executor.
 - :func:`norm_contagion_agents`, :func:`norm_contagion_ode` -- two-stage norm contagion (belief by
   contact, compliance after a lag; entrepreneurs as seeds), agents and mean field (CRSEC, seed 000).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from normlab.cli import EXIT_CODES
+
 
 def _graph_from_spec(spec: str | None, n: int, seed):
     """``complete`` (default), ``ba:M``, ``ws:K:P``, ``er:P``, ``ring``, ``grid`` (periodic square lattice)."""
@@ -21,6 +23,15 @@ def _graph_from_spec(spec: str | None, n: int, seed):
         raise ValueError(f"unknown graph spec {spec!r}; use complete, ba:M, ws:K:P, er:P, ring or grid")
     if len(nums) != need[kind]:
         raise ValueError(f"graph spec {kind!r} takes {need[kind]} parameter(s); got {spec!r}")
+    ints = {"ba": [0], "ws": [0]}.get(kind, [])
+    if any(nums[i] != int(nums[i]) for i in ints):
+        raise ValueError(f"bad graph spec {spec!r}: {kind}'s first parameter is a whole number of links")
+    if kind == "ba" and not 1 <= nums[0] < n:
+        raise ValueError(f"bad graph spec {spec!r}: ba:M needs 1 <= M < N = {n}")
+    if kind == "ws" and not (2 <= nums[0] < n and nums[0] % 2 == 0):
+        raise ValueError(f"bad graph spec {spec!r}: ws:K:P needs an even K with 2 <= K < N = {n}")
+    if kind in ("ws", "er") and not 0 <= nums[-1] <= 1:
+        raise ValueError(f"bad graph spec {spec!r}: the probability P must be in [0, 1]")
     if kind == "ba":
         return nx.barabasi_albert_graph(n, int(nums[0]), seed=seed)
     if kind == "ws":
@@ -47,10 +58,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                         "rounds; default of 'binary'), max (only at --max-interactions)")
     p.add_argument("--graph", default=None, help="complete (default), ba:M, ws:K:P, er:P, ring, grid")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
-    p.add_argument("--out", default=None, help="directory for tidy tables (runs, rounds, success_rate); created, "
-                                               "must not be an existing file")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="directory for tidy tables: runs (one row per run), rounds (one row per run and population "
+                        "round), success_rate (one row per round); created, must not be an existing file")
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="table format for --out")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: one from 1,000 runs up)")
 
 
 _SIM_EPILOG = """\
@@ -59,37 +72,72 @@ examples:
   normlab simulate binary --n-agents 100 --committed 10 --runs 20 --json
   normlab simulate strategy --n-agents 24 --memory 5 --strategy best_response --runs 40 --out runs_h5
   normlab simulate strategy --n-agents 24 --memory 3 --strategy table.csv --names Q,M --format csv --out t
-"""
+
+A table file holds memory_state, name and p columns, as written by 'normlab llm-probe strategy'.
+
+""" + EXIT_CODES
 
 _CM_EPILOG = """\
 examples:
   normlab critical-mass --n-agents 24 --committed 1,2,3,4,5,6 --runs 40 --seed 1
   normlab critical-mass --model binary_agreement --n-agents 100 --committed 0.05,0.1,0.15 --json
   normlab critical-mass --model strategy --memory 5 --n-agents 24 --out sweep.csv
+  normlab critical-mass --n-agents 24 --runs 40 --out cm --format csv    # cm/critical_mass.csv
 
 --committed takes whole counts (1, 2, ...) or fractions of N strictly between 0 and 1 (rounded to
 counts); a non-integer count such as 1.5 is refused. The critical mass is the smallest swept count
 whose flip probability within --within-rounds population rounds reaches 1/2; its interval comes
 from Clopper-Pearson bounds on each point's flip probability.
-"""
+
+""" + EXIT_CODES
+
+
+_MODEL_EPILOGS = {
+    "minimal": """\
+examples:
+  normlab simulate minimal --n-agents 24 --n-words 10 --runs 50 --seed 1
+  normlab simulate minimal --n-agents 24 --n-words 2 --bias 0.45,0.55 --runs 200 --json
+  normlab simulate minimal --n-agents 100 --graph ba:3 --runs 20 --out ng_ba --format csv
+  normlab simulate minimal --n-agents 24 --n-words 2 --initial consensus:0 --committed 6 --stop flip --runs 40
+""",
+    "binary": """\
+examples:
+  normlab simulate binary --n-agents 100 --committed 10 --runs 20 --json
+  normlab simulate binary --n-agents 1000 --committed 80 --runs 10 --max-interactions 200000 --seed 1
+""",
+    "strategy": """\
+examples:
+  normlab simulate strategy --n-agents 24 --memory 5 --strategy best_response --runs 40 --out runs_h5
+  normlab simulate strategy --n-agents 24 --memory 3 --strategy wsls --names Q,M --runs 100 --json
+  normlab llm-probe strategy --names Q,M --memory 3 --out probes/h3     # measure an LLM's table, then
+  normlab simulate strategy --n-agents 24 --memory 3 --strategy probes/h3/strategy.parquet --runs 100
+
+A table file holds memory_state, name and p columns, as written by 'normlab llm-probe strategy'.
+""",
+}
 
 
 def register(sub) -> None:
     sim = sub.add_parser("simulate", help="simulate a theory model and print a summary",
                          description="Simulate a theory model and print a summary (--out: tidy tables).",
                          epilog=_SIM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    models = sim.add_subparsers(dest="model", metavar="MODEL")
-    m = models.add_parser("minimal", help="minimal naming game (Baronchelli et al. 2006)")
+    models = sim.add_subparsers(dest="model", metavar="MODEL", required=True)
+    def model_parser(name, help):
+        return models.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
+                                 epilog=_MODEL_EPILOGS[name] + "\n" + EXIT_CODES,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    m = model_parser("minimal", "minimal naming game (Baronchelli et al. 2006)")
     _add_common(m)
     m.add_argument("--n-words", type=int, default=None, help="finite pool of W names (default: unlimited)")
     m.add_argument("--beta", type=float, default=1.0, help="collapse probability on success (β-model)")
     m.add_argument("--bias", default=None, help="production weights over names, comma-separated")
     m.add_argument("--initial", default=None, help="empty (default), consensus or consensus:<name index>")
     m.set_defaults(func=_simulate)
-    b = models.add_parser("binary", help="binary agreement with committed minority (Xie et al. 2011)")
+    b = model_parser("binary", "binary agreement with committed minority (Xie et al. 2011)")
     _add_common(b)
     b.set_defaults(func=_simulate, stop="flip")
-    s = models.add_parser("strategy", help="memory-H strategy-table game (Flint Ashery, Aiello & Baronchelli 2025)")
+    s = model_parser("strategy", "memory-H strategy-table game (Flint Ashery, Aiello & Baronchelli 2025)")
     _add_common(s)
     s.add_argument("--strategy", default="best_response",
                    help="best_response, wsls, or a table file (.parquet/.csv with memory_state,name,p)")
@@ -119,59 +167,83 @@ def register(sub) -> None:
                     help="--model strategy: best_response (default) or wsls")
     cm.add_argument("--memory", type=int, default=None, help="--model strategy: memory length H (required there)")
     cm.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
-    cm.add_argument("--out", default=None, help="write the sweep table (parquet or csv by extension)")
-    cm.add_argument("--json", action="store_true", help="print the summary as JSON (and no progress bar)")
+    cm.add_argument("--out", default=None, metavar="DIR|FILE",
+                    help="the sweep table, one row per committed count: a file ending in .csv or .parquet, or a "
+                         "directory (created) receiving critical_mass.parquet (--format csv: .csv)")
+    cm.add_argument("--format", default="parquet", choices=["parquet", "csv"],
+                    help="table format when --out is a directory (default %(default)s)")
+    cm.add_argument("--json", action="store_true", help="print the summary as JSON")
+    cm.add_argument("--no-progress", action="store_true", help="no progress bar")
     cm.set_defaults(func=_critical_mass)
 
 
-def _check_out_dir(path: str) -> None:
-    """``--out`` of ``simulate`` is a directory: refuse an existing file before any work."""
+_TABLE_SUFFIXES = (".csv", ".parquet")
+
+
+def _sweep_path(path: str, fmt: str):
+    """``--out`` of ``critical-mass``: a ``.csv``/``.parquet`` file, or a directory (as every other
+    command's ``--out``) receiving ``critical_mass.<format>``; checked before any work."""
     from pathlib import Path
 
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise ValueError(f"--out {path} is an existing file; --out names a directory for the tables "
-                         "(give a new or existing directory)")
-
-
-def _check_out_file(path: str) -> None:
-    """``--out`` of ``critical-mass`` is a table file in an existing directory."""
-    from pathlib import Path
+    from normlab._validate import check_out_dir, check_out_file
 
     p = Path(path)
-    if p.is_dir():
-        raise ValueError(f"--out {path} is a directory; --out names a table file (.csv or .parquet)")
-    if not p.parent.is_dir():
-        raise ValueError(f"--out {path}: directory {p.parent} does not exist")
+    if p.suffix.lower() in _TABLE_SUFFIXES:
+        check_out_file(p, "--out", _TABLE_SUFFIXES)
+        return p
+    if p.suffix and not p.is_dir():
+        raise ValueError(f"--out {path}: a table file must end in .csv or .parquet (or give a directory)")
+    check_out_dir(p)
+    return p / f"critical_mass.{fmt}"
 
 
 def _parse_committed(text: str):
     """``--committed`` of ``critical-mass``: whole counts, or fractions of N in (0, 1); never both."""
-    vals = []
-    for tok in text.split(","):
+    import math
+
+    if not text.strip():
+        raise ValueError("--committed is empty; give counts (1,2,3) or fractions of N (0.1,0.2), or leave it out")
+    vals, toks = [], [t.strip() for t in text.split(",")]
+    for tok in toks:
         try:
             vals.append(float(tok))
         except ValueError:
-            raise ValueError(f"--committed takes comma-separated counts or fractions of N; {tok.strip()!r} "
+            raise ValueError(f"--committed takes comma-separated counts or fractions of N; {tok!r} "
                              "is not a number") from None
+        if not math.isfinite(vals[-1]):
+            raise ValueError(f"--committed {tok} is not a finite number")
     fractions = [v for v in vals if 0 < v < 1]
     if fractions and len(fractions) < len(vals):
         raise ValueError(f"--committed mixes fractions of N in (0, 1) with counts ({text}); give one kind")
     if fractions:
         return vals
-    for v in vals:
+    for v, tok in zip(vals, toks):
         if v < 0 or v != int(v):
-            raise ValueError(f"--committed {v:g} is neither a whole count (0, 1, 2, ...) nor a fraction of N "
+            raise ValueError(f"--committed {tok} is neither a whole count (0, 1, 2, ...) nor a fraction of N "
                              "in (0, 1)")
     return [int(v) for v in vals]
 
 
 def _load_table(path: str, memory: int, names):
+    """A strategy table file (``memory_state``, ``name``, ``p``; the empty memory is ``""``)."""
+    from pathlib import Path
+
     import pandas as pd
 
     from .strategies import StrategyTable
 
-    df = pd.read_csv(path) if path.endswith(".csv") else pd.read_parquet(path)
+    if not Path(path).is_file():
+        raise ValueError(f"--strategy {path}: no such file (a table file, or best_response, wsls)")
+    try:
+        df = (pd.read_csv(path, keep_default_na=False, dtype={"memory_state": str, "name": str})
+              if path.endswith(".csv") else pd.read_parquet(path))
+    except Exception as exc:  # any reader failure is a bad file, said in one line
+        raise ValueError(f"--strategy {path} is not a readable table: {' '.join(str(exc).split())[:200]}") from None
+    missing = {"memory_state", "name", "p"} - set(df.columns)
+    if missing:
+        raise ValueError(f"--strategy {path} lacks column(s) {sorted(missing)}; a table has memory_state, name, p "
+                         "(as 'normlab llm-probe strategy' writes)")
+    df = df.assign(memory_state=df["memory_state"].fillna(""))
     if names is None:
         names = list(dict.fromkeys(df["name"].astype(str)))
     return StrategyTable.from_frame(df, memory=memory, names=names)
@@ -185,14 +257,21 @@ def _simulate(args) -> int:
     from . import binary_agreement, minimal_naming_game, strategy_game
 
     if args.out:
-        _check_out_dir(args.out)
+        from normlab._validate import check_out_dir
+
+        check_out_dir(args.out)
     graph = _graph_from_spec(args.graph, args.n_agents, args.seed)
-    common = dict(n_runs=args.runs, graph=graph, max_interactions=args.max_interactions, stop=args.stop, rng=args.seed)
+    common = dict(n_runs=args.runs, graph=graph, max_interactions=args.max_interactions, stop=args.stop, rng=args.seed,
+                  progress=False if args.no_progress else None)
     if args.model == "minimal":
         initial = args.initial
         if initial and initial.startswith("consensus:") and initial.split(":", 1)[1].isdigit():
             initial = int(initial.split(":", 1)[1])
-        bias = None if args.bias is None else [float(x) for x in args.bias.split(",")]
+        try:
+            bias = None if args.bias is None else [float(x) for x in args.bias.split(",")]
+        except ValueError:
+            raise ValueError(f"--bias takes comma-separated weights, one per name (e.g. 0.6,0.4); got {args.bias!r}") \
+                from None
         res = minimal_naming_game(args.n_agents, n_words=args.n_words, committed=args.committed, beta=args.beta,
                                   production_bias=bias, initial=initial, **common)
     elif args.model == "binary":
@@ -231,21 +310,28 @@ def _critical_mass(args) -> int:
 
     from . import critical_mass
 
-    committed = None if not args.committed else _parse_committed(args.committed)
-    if args.out:
-        _check_out_file(args.out)
+    committed = None if args.committed is None else _parse_committed(args.committed)
+    path = _sweep_path(args.out, args.format) if args.out else None
     kw = {}
     if args.model == "strategy":
         if args.memory is None:
             raise ValueError("--model strategy needs --memory H")
         kw = dict(strategy=args.strategy, memory=args.memory)
     res = critical_mass(args.model, committed, n_agents=args.n_agents, n_runs=args.runs,
-                        within_rounds=args.within_rounds, rng=args.seed, progress=not args.json, **kw)
+                        within_rounds=args.within_rounds, rng=args.seed, progress=not args.no_progress, **kw)
     summary = res.summary()
+    if not args.json:  # every missing value said in words (null in --json)
+        kmax = int(res.committed.max())
+        beyond = f"not reached with up to {kmax} committed (the largest count swept)"
+        words = {"critical_mass": beyond, "critical_fraction": beyond, "interpolated": beyond, "low": beyond,
+                 "high": f"above {kmax}, the largest count swept (sweep larger counts to bound it)",
+                 "published": f"rule not met with up to {kmax} committed"}
+        summary = {k: (words.get(k, v) if v is None else v) for k, v in summary.items()}
     summary["points"] = res.to_frame()[["committed", "n_flips", "n_runs", "p_flip"]].to_dict(orient="list")
-    if args.out:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
         df = res.to_frame()
-        df.to_csv(args.out, index=False) if args.out.endswith(".csv") else df.to_parquet(args.out, index=False)
-        summary["out"] = args.out
+        df.to_csv(path, index=False) if path.suffix.lower() == ".csv" else df.to_parquet(path, index=False)
+        summary["out"] = str(path)
     emit(summary, args.json)
     return 0

@@ -13,7 +13,7 @@ from normlab._validate import check_int  # noqa: F401 (re-exported for the theor
 STOP_CODES = {"max": 0, "consensus": 1, "success95": 2, "streak": 3, "flip": 4}
 STOP_NAMES = {v: k for k, v in STOP_CODES.items()}
 
-#: Published flip criterion (AI-norms README / seed 003 Methods): the committed name's production
+#: Published flip criterion (AI-norms README / Flint Ashery et al. 2025, Methods): the committed name's production
 #: share among uncommitted agents over the last 3 population rounds is >= 2.849 / 3.
 PUBLISHED_FLIP_THRESHOLD = 2.849 / 3.0  # = criteria.FLIP_SUM / 3 (criteria imports _validate only)
 

@@ -1,4 +1,4 @@
-"""Flip criteria for committed-minority runs: one home for the three readings of seed 003.
+"""Flip criteria for committed-minority runs: one home for the three readings of Flint Ashery et al. (2025).
 
 A committed-minority run starts from a consensus on ``X``; ``c`` agents always play the
 challenger ``Y``. Every reading below looks at ``Y``'s share of the *uncommitted* agents' valid
@@ -27,7 +27,7 @@ end_of_run   each run (at its end)             the share over the last three blo
                                                ``flipped`` column)
 ============ ================================= =============================================== ===========================
 
-``published`` is what produced seed 003 Table S3 (``plotter.ipynb`` cells 9-10, function
+``published`` is what produced Table S3 of Flint Ashery et al. (2025) (``plotter.ipynb`` cells 9-10, function
 ``non_cm_word_use`` and ``did_converge``): it is the default wherever a result is compared with
 the paper. It is an *ensemble* rule: a count can succeed although some of its runs never flip, and
 fail although half of them flip early and drift back. ``per_run`` is the prose reading of Methods
@@ -67,7 +67,7 @@ __all__ = [
 
 #: The three readings, in the order of the table above.
 CRITERIA = ("published", "per_run", "end_of_run")
-#: Threshold on the sum of three consecutive round shares (seed 003 Methods; ``did_converge``).
+#: Threshold on the sum of three consecutive round shares (Flint Ashery et al. 2025, Methods; ``did_converge``).
 FLIP_SUM = 2.849
 #: Rounds summed by every reading.
 LAST_ROUNDS = 3
@@ -271,7 +271,7 @@ def smallest_count(counts, ok) -> float:
 
 
 def published_critical_mass(by_count: dict, *, max_round: int = PUBLISHED_WINDOW, flip_sum: float = FLIP_SUM) -> float:
-    """Smallest tested committed count meeting the published rule (seed 003 Table S3).
+    """Smallest tested committed count meeting the published rule (Flint Ashery et al. 2025, Table S3).
 
     Parameters
     ----------
@@ -300,7 +300,7 @@ def first_passage(shares, *, window: int, flip_sum: float = FLIP_SUM, complete_r
     shares : array_like
         Per-round challenger shares of one run (NaN counts as 0).
     window : int
-        Last round at which a flip counts (30 in seed 003 Methods).
+        Last round at which a flip counts (30 in Flint Ashery et al. 2025, Methods).
     flip_sum : float, optional
     complete_rounds : int, optional
         Rounds to look at (default all of ``shares``; pass ``T // N`` to leave out a partial last

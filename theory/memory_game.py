@@ -1,4 +1,4 @@
-"""The memory-H strategy-table game that LLM agents play in seed 003.
+"""The memory-H strategy-table game that LLM agents play in Flint Ashery et al. (2025).
 
 Each interaction pairs a random agent with a random neighbour; both pick a name at the same time
 (an uncommitted agent by its strategy p(name | own last H interactions), a committed agent its
@@ -677,11 +677,11 @@ def strategy_game(
     committed_name : int or str, optional
         Name the committed agents always play (default: the last name of the pool). With no
         committed agent it names the *challenger* whose takeover the flip criterion tracks
-        (a consensus that flips on its own, as Llama-3.1's Q consensus in seed 003 Fig. S7).
+        (a consensus that flips on its own, as Llama-3.1's Q consensus in Flint Ashery et al. 2025, Fig. S7).
     initial : None, str, int or array_like of int, optional
-        ``None``/``"empty"``: empty memories (seed 003 convergence runs); ``"consensus"``,
+        ``None``/``"empty"``: empty memories (the convergence runs of Flint Ashery et al. 2025); ``"consensus"``,
         ``"consensus:<name>"`` or a name index: every uncommitted memory holds ``H`` successful
-        plays of that name (seed 003 Fig. 3 committed-minority runs); an array of ``N`` name
+        plays of that name (Flint Ashery et al. 2025, Fig. 3 committed-minority runs); an array of ``N`` name
         indices gives each agent ``H`` successful plays of its name (``-1``: empty memory).
     graph : networkx.Graph, optional
         Interaction network; complete graph if omitted.

@@ -20,7 +20,7 @@ of the convergence runs -- until ``|F(x) - x|_1 < tol``, and classifies the fixe
 
 - its production shares ``q*``: the name holding the majority is the convention the population
   settles on (``outcome``);
-- its success probability ``S* = sum_b q*_b ** 2``: seed 003 Methods count a population as
+- its success probability ``S* = sum_b q*_b ** 2``: Flint Ashery et al. (2025, Methods) count a population as
   converged when 95 % of its last ``3N`` interactions succeed, a window whose success fraction
   tends to ``S*`` as ``N`` grows, so the limit meets that rule only when ``S* >= 0.95``
   (``consensus``). A table that keeps some noise in settled memories can settle on a name (a
@@ -55,9 +55,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from normlab._display import legend_outside, plotting
+
 __all__ = ["StrategyMeanField", "strategy_mean_field", "mean_field_boundary", "successor_states"]
 
-#: Success rate at which seed 003 counts a population as converged (Methods).
+#: Success rate at which Flint Ashery et al. (2025) counts a population as converged (Methods).
 CONSENSUS_SUCCESS = 0.95
 _DENSE_LIMIT = 200  # states up to which the Jacobian's spectrum is computed densely (ARPACK above)
 
@@ -222,7 +224,7 @@ class StrategyMeanField:
         unstable fixed point of an asymmetric table (the initial state lies on a separatrix), or
         when neither convergence nor stability was established.
     consensus : bool
-        Whether the final success probability meets ``consensus_level`` (seed 003's convergence
+        Whether the final success probability meets ``consensus_level`` (the convergence rule of Flint Ashery et al. 2025;
         rule in the limit).
     p_majority : dict
         Limit ``N -> infinity`` of P(the population settles on each name), and ``"none"``; NaN
@@ -232,7 +234,7 @@ class StrategyMeanField:
         holds, else everything on ``"none"``.
     rounds_to_95 : float
         First time (rounds) at which the success probability, averaged over the trailing three
-        rounds (the 3N-interaction window of seed 003's convergence rule), reaches 0.95; NaN if never.
+        rounds (the 3N-interaction window of the convergence rule of Flint Ashery et al. 2025), reaches 0.95; NaN if never.
     symmetric : bool
         Whether the table is invariant under swapping the two names (iterate kept symmetric).
     settings : dict
@@ -294,6 +296,7 @@ class StrategyMeanField:
                 "leading_eigenvalue": fin(self.leading_eigenvalue), "stable": self.stable,
                 "rounds_to_95": fin(self.rounds_to_95), "symmetric": self.symmetric}
 
+    @plotting
     def plot(self, ax=None, *, success: bool = True):
         """Production share of each name (and the success probability) against rounds."""
         import matplotlib.pyplot as plt
@@ -308,7 +311,8 @@ class StrategyMeanField:
         what = f"settles on {self.outcome}" if self.outcome in self.names else self.outcome
         ax.set(xlabel="population rounds", ylabel="mean field", ylim=(-0.02, 1.02),
                title=f"mean field (N → ∞), H = {self.memory}: {what}")
-        ax.legend(frameon=False, fontsize=8)
+        ax.xaxis.get_major_locator().set_params(integer=True)  # the map advances by whole rounds
+        legend_outside(ax, "right")
         return ax
 
     def __repr__(self) -> str:
@@ -340,7 +344,9 @@ def _as_table(strategy, memory):
 
         s = resolve_strategy(strategy, None)
         return s.to_table(check_int(memory, "memory", low=1), names=getattr(s, "names", None) or None)
-    raise TypeError(f"strategy must be a StrategyTable, a Strategy or a built-in name; got {type(strategy).__name__}")
+    hint = " (for a fitted table pass fit.mean_table())" if hasattr(strategy, "mean_table") else ""
+    raise TypeError(f"strategy must be a StrategyTable, a Strategy or a built-in name; got {type(strategy).__name__}"
+                    + hint)
 
 
 def _initial(initial, table) -> np.ndarray:
@@ -380,7 +386,7 @@ def strategy_mean_field(strategy, *, memory: int | None = None, initial=None, ma
     memory : int, optional
         Memory length ``H`` (required unless ``strategy`` is a table).
     initial : None, str or array_like, optional
-        ``None``/``"empty"`` (the empty memory of seed 003's convergence runs);
+        ``None``/``"empty"`` (the empty memory of the convergence runs of Flint Ashery et al. 2025);
         ``"consensus:<name>"`` or a name (every agent holds ``H`` successful plays of it);
         ``W`` fractions (agents holding a full memory of each name: a mixture, as in the
         basin-width runs of :func:`normlab.calibration.predict`); or a probability vector over
@@ -398,8 +404,8 @@ def strategy_mean_field(strategy, *, memory: int | None = None, initial=None, ma
         even when ``tol`` was not reached within ``max_rounds`` (slow directions); ``converged``
         says whether it was.
     consensus_level : float, optional
-        Success probability from which a stable fixed point counts as a consensus (0.95, seed 003
-        Methods).
+        Success probability from which a stable fixed point counts as a consensus (0.95, Flint Ashery et al.
+        2025, Methods).
     record_every : int, optional
         Keep every ``record_every``-th step of the trajectory (the final step is always kept).
 
@@ -522,7 +528,7 @@ def mean_field_boundary(strategy, *, memory: int | None = None, majority=None, t
     ``majority`` and the rest of the other name (``W = 2``); the boundary ``f*`` is where the
     fixed point reached switches from the other name to ``majority`` (bisection). ``1 - f*`` is
     the mean-field counterpart of the basin ``width`` of :func:`normlab.calibration.predict`
-    (seed 003, Supplementary Text "Characterizing Relative Strength", Fig. S9).
+    (Flint Ashery et al. 2025, Supplementary Text "Characterizing Relative Strength", Fig. S9).
 
     Parameters
     ----------

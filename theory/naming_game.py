@@ -469,7 +469,9 @@ def _parse_initial(initial, n_agents, n_words, names):
         elif nm.isdigit():
             idx = int(nm)
         else:
-            raise ValueError(f"unknown name {nm!r} in initial={initial!r}; names are {names}")
+            raise ValueError(f"unknown name {nm!r} in initial={initial!r}; "
+                             + (f"names are {names}" if names else "without names, give a name index "
+                                "(consensus:0, consensus:1, ...)"))
         initial = idx
     if isinstance(initial, numbers.Integral) and not isinstance(initial, (bool, np.bool_)):
         idx = int(initial)
@@ -513,7 +515,7 @@ def minimal_naming_game(
     n_agents : int
         Population size ``N`` (>= 2).
     n_words : int, optional
-        Size ``W`` of a finite name pool (seed 003); ``None`` (default) lets empty speakers invent
+        Size ``W`` of a finite name pool (Flint Ashery et al. 2025); ``None`` (default) lets empty speakers invent
         brand-new words (Baronchelli et al. 2006).
     n_runs : int, optional
         Number of independent replicates.
@@ -525,7 +527,7 @@ def minimal_naming_game(
         to the last name of the pool (``W - 1``), or to word ``0`` for the unlimited pool.
     production_bias : array_like of float, optional
         Weights over the ``W`` names: a speaker holding several names picks one with probability
-        proportional to its weight (seed 003 Fig. S3 uses ``(1 - b, b)`` for ``W = 2``).
+        proportional to its weight (Fig. S3 of Flint Ashery et al. 2025 uses ``(1 - b, b)`` for ``W = 2``).
         Finite pool only. Held names whose weights are all zero are chosen uniformly.
     beta : float, optional
         Probability that a success collapses the inventories (β-model; 1 = minimal game).
@@ -537,7 +539,7 @@ def minimal_naming_game(
         Cap on interactions per run (default: 1000 rounds, or ``40 N^1.5`` for the unlimited pool).
     stop : {"consensus", "success95", "streak", "flip", "max"}, optional
         End a run at consensus (all agents hold one same name); when 95% of the last ``3N``
-        interactions succeeded (seed 003 Methods); after ``3N`` consecutive successes (the
+        interactions succeeded (Flint Ashery et al. 2025, Methods); after ``3N`` consecutive successes (the
         published LLM runs); at the flip criterion; or only at ``max_interactions``.
     flip_threshold : float, optional
         Share of the committed name among uncommitted agents' productions over the last 3
@@ -548,12 +550,12 @@ def minimal_naming_game(
         What an empty speaker does with the name it invents (or draws from the pool): ``"keep"``
         (default) adds it to its inventory, as in Baronchelli et al. (2006); ``"discard"`` only
         utters it -- it holds the name only if the interaction succeeds -- as in the authors'
-        ``NG_module.py``, which produced the theory line of seed 003 Fig. 1A (round-1 success
+        ``NG_module.py``, which produced the theory line of Fig. 1A of Flint Ashery et al. 2025 (round-1 success
         0.058 instead of 0.112 at N = 24, W = 10).
     bias_empty : bool, optional
         With ``production_bias``: an empty speaker also draws the name it utters from the bias
         weights, instead of uniformly from the pool -- an agent that "has the option of producing
-        either name" (seed 003 Fig. S3 caption), which puts the first round's production at the
+        either name" (Flint Ashery et al. 2025, Fig. S3 caption), which puts the first round's production at the
         bias, as in the published figure. Default ``False`` (the bias acts on held names only).
     per_interaction : bool, optional
         Also record the success of every interaction, summed over runs, for

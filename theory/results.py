@@ -205,7 +205,7 @@ class GameResult:
         return self._filled(rate, lambda k: 1.0, n_rounds)
 
     def success_rate(self, n_rounds: int | None = None) -> pd.DataFrame:
-        """Mean success rate per population round over runs (seed 003 Fig. 1A).
+        """Mean success rate per population round over runs (Flint Ashery et al. 2025, Fig. 1A).
 
         Parameters
         ----------
@@ -235,7 +235,7 @@ class GameResult:
         )
 
     def success_by_interaction(self, n_interactions: int | None = None):
-        """Mean success per interaction index over runs (seed 003 Fig. 1A inset; ``run_NG.py``).
+        """Mean success per interaction index over runs (Flint Ashery et al. 2025, Fig. 1A inset; ``run_NG.py``).
 
         Needs a result simulated with ``per_interaction=True``. Runs that stopped in an
         absorbing consensus count as successes at every later interaction; runs that stopped
@@ -274,7 +274,7 @@ class GameResult:
                              "sem": sem, "n_runs": n})
 
     def production_share(self, *, uncommitted: bool = True, n_rounds: int | None = None) -> pd.DataFrame:
-        """Production probability of each name per run and round (long format; seed 003 Fig. 3A, S3).
+        """Production probability of each name per run and round (long format; Flint Ashery et al. 2025, Fig. 3A, S3).
 
         Parameters
         ----------
@@ -508,7 +508,7 @@ class GameResult:
         Parameters
         ----------
         kind : {"success", "production", "inventory"}, optional
-            ``success``: success rate per round (seed 003 Fig. 1A); ``production``: share of each
+            ``success``: success rate per round (Flint Ashery et al. 2025, Fig. 1A); ``production``: share of each
             name among uncommitted agents' productions (Fig. 3A; the committed name highlighted);
             ``inventory``: total inventory ``N_w`` per round (unlimited pool). Default:
             ``production`` with committed agents, ``inventory`` for the unlimited pool, else

@@ -306,7 +306,7 @@ class StrategyTable(Strategy):
         """The table after renaming name ``n`` to ``perm[n]`` (e.g. ``[1, 0]`` swaps two names).
 
         ``relabel(perm).table[perm(s), perm(n)] == table[s, n]``: a symmetric strategy satisfies
-        ``table.relabel(perm)`` == ``table`` (seed 003 Table 1 tests exactly this symmetry).
+        ``table.relabel(perm)`` == ``table`` (Table 1 of Flint Ashery et al. 2025 tests exactly this symmetry).
         """
         perm = np.asarray(perm, dtype=np.int64)
         W, H = self.n_names, self.memory
@@ -461,7 +461,7 @@ class WinStayLoseShift(Strategy):
     """Repeat the last name after a success; switch to the partner's last name after a failure.
 
     Empty memory: uniform. This is the rule LLM agents follow after their first interaction in
-    seed 003 (Table 1: 99.4% stay after success, 97.3% switch after failure).
+    Flint Ashery et al. (2025, Table 1: 99.4% stay after success, 97.3% switch after failure).
     """
 
     n_names: int = 2
@@ -488,7 +488,7 @@ class LogitStrategy(Strategy):
     computed with recency weights ``decay**(age)`` (newest entry weight 1, normalised to sum 1).
     The empty memory has all features 0, so ``p ∝ exp(b)``. With name-specific coefficients
     (``coef`` of shape ``(W, 6)``) the strategy can respond differently to the same history
-    under a relabelling of the names -- the asymmetry behind collective bias (seed 003 Table 1).
+    under a relabelling of the names -- the asymmetry behind collective bias (Flint Ashery et al. 2025, Table 1).
 
     Parameters
     ----------

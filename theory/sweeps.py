@@ -3,7 +3,7 @@
 Critical mass: for each committed count the model starts from consensus on the majority name,
 the committed agents always play the alternative, and a run *flips* when the alternative reaches
 the published criterion (its share among uncommitted agents' productions over the last 3N
-interactions >= 2.849/3) within a given number of population rounds (30 in seed 003 Methods).
+interactions >= 2.849/3) within a given number of population rounds (30 in Flint Ashery et al. 2025, Methods).
 Every point of a sweep gets its own child seed, so results are identical serially, in a process
 pool or on a dask cluster (``Client.get_executor()``).
 
@@ -94,7 +94,7 @@ class CriticalMassResult:
     model : str
         Description of the simulated model.
     published_last3, published_success : numpy.ndarray
-        The published ensemble rule of seed 003 Table S3 (:mod:`normlab.theory.criteria`) applied
+        The published ensemble rule of Flint Ashery et al. 2025, Table S3 (:mod:`normlab.theory.criteria`) applied
         to each point's ``n_runs`` runs with window ``within_rounds``: the 3-round sum of the
         mean challenger share, and whether it reaches 2.849 (NaN / False where the model has no
         tracked challenger).
@@ -347,7 +347,7 @@ def critical_mass(
     n_runs : int, optional
         Replicates per point.
     within_rounds : int, optional
-        Population rounds allowed for the flip (30 in seed 003 Methods).
+        Population rounds allowed for the flip (30 in Flint Ashery et al. 2025, Methods).
     level : float, optional
         Flip probability defining the critical mass.
     executor : concurrent.futures.Executor, optional
@@ -383,6 +383,8 @@ def critical_mass(
         vals = np.atleast_1d(np.asarray(committed))
         if vals.ndim != 1 or vals.size == 0:
             raise ValueError("committed must be a non-empty 1-D list of counts or fractions")
+        if not (np.issubdtype(vals.dtype, np.number) and np.all(np.isfinite(vals))):
+            raise TypeError(f"committed must be finite numbers: counts or fractions of N; got {committed!r}")
         if np.issubdtype(vals.dtype, np.floating) and np.all((vals > 0) & (vals < 1)):
             counts = np.unique(np.round(vals * N).astype(int))
         elif np.all(np.equal(np.mod(vals, 1), 0)):

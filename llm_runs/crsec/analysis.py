@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from normlab._display import plotting
+
 from .topics import classify_text
 
 MEASURES = ("belief", "plan", "action")
@@ -284,6 +286,7 @@ def norm_funnel(norms: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+@plotting
 def plot_emergence(adoption: pd.DataFrame, counts: pd.DataFrame | None = None, *, axes=None,
                    measures=("belief", "action")):
     """Fig. 2 of Ren et al.: (a) conflicts, chats, thoughts per bin; (b) belief vs behaviour.

@@ -1,6 +1,6 @@
 """Safe loader of the published AI-norms LLM naming-game data into the tidy :mod:`normlab.schema`.
 
-The AI-norms repository [1]_ publishes the raw game histories of seed 003 [2]_ as Python pickles
+The AI-norms repository [1]_ publishes the raw game histories of Flint Ashery et al. (2025) [2]_ as Python pickles
 (``llama3_data.zip``, ``llama31_data.zip``...). This module reads them **without ever running a bare
 ``pickle.load``**: every pickle goes through :func:`normlab.llm_runs.published._unpickle.restricted_loads`,
 which refuses every global (so a crafted pickle cannot execute anything) and admits only plain
@@ -17,7 +17,7 @@ Public functions
 :func:`load_ainorms_meta`
     The meta-prompting (comprehension) tests as a long frame.
 :func:`mean_success_by_round`, :func:`first_round_reaching`
-    The population success curve of seed 003 Fig. 1 and the round at which it first reaches a
+    The population success curve of Fig. 1 of Flint Ashery et al. (2025) and the round at which it first reaches a
     threshold (published: 0.95 at round 10 for Llama-3 and 13 for Llama-3.1, W = 10).
 
 What the published files contain (checked on both archives)
@@ -1166,7 +1166,7 @@ def load_ainorms_meta(path, *, models=None, max_file_bytes: int = MAX_FILE_BYTES
 
 
 def mean_success_by_round(log: GameLog, *, pad_finished: bool = True) -> pd.Series:
-    """Mean success rate per population round across the runs of ``log`` (seed 003, Fig. 1).
+    """Mean success rate per population round across the runs of ``log`` (Flint Ashery et al. 2025, Fig. 1).
 
     Parameters
     ----------

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from normlab._display import plotting
 from normlab._rng import as_generator
 from normlab._validate import check_int
 
@@ -193,6 +194,7 @@ class SceneScore:
         head = self.frame[self.frame["metric"].isin(["repair_rate", "spearman_rho"]) & (self.frame["group"] == "all")]
         return f"<p><code>{self!r}</code></p>" + head.to_html(index=False)
 
+    @plotting
     def plot(self, *, published: bool = True, axes=None):
         """Repair rate, Spearman rho, per-sanction repair and opposing-pair compliance of the
         scored model(s), beside the six models published in the paper (Sect. 6).

@@ -20,3 +20,36 @@ def check_int(value, name: str, low: int | None = None, high: int | None = None)
     if high is not None and value > high:
         raise ValueError(f"{name} must be <= {high}; got {value}")
     return value
+
+
+def check_out_dir(path, flag: str = "--out") -> None:
+    """Refuse an output directory that cannot be created, before any work.
+
+    An existing file, or a path below one (``file.txt/sub``), raises ``ValueError`` naming
+    ``flag``; the directory itself is created by the caller when it writes.
+    """
+    from pathlib import Path
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{flag} {path} exists and is not a directory; give a new or existing directory")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{flag} {path}: {parent} is a file, not a directory")
+            break
+
+
+def check_out_file(path, flag: str, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse an output file that cannot be written (a directory, a missing folder, a suffix
+    other than ``suffixes``) with one ``ValueError`` naming ``flag``, before any work."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{flag} {path} is a directory; {flag} names a file"
+                         + (f" ({' or '.join(suffixes)})" if suffixes else ""))
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise ValueError(f"{flag} {path}: the file name must end in {' or '.join(suffixes)}")
+    if not p.parent.is_dir():
+        raise ValueError(f"{flag} {path}: directory {p.parent} does not exist")

@@ -59,7 +59,7 @@ def _demo(args) -> int:
         return 0
 
     code = _guard("demo", go, None)
-    if code in (3, 4, 130) and (Path(args.out) / "llm").exists():
+    if code in (3, 4, 130) and any(j.stat().st_size for j in (Path(args.out) / "llm").rglob("journal.jsonl")):
         print(f"normlab demo: every completed model answer is kept in {args.out}/llm; rerun the same command to resume",
               file=sys.stderr)
     return code

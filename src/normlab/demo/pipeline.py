@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from normlab._rng import spawn
-from normlab._validate import check_int
+from normlab._validate import check_int, check_out_dir
 
 __all__ = ["run_demo", "DemoResult", "DEMO_DEFAULTS"]
 
@@ -312,8 +312,7 @@ def _validate(out, names, n_agents, memory, runs, max_rounds, committed, committ
                   **{k: v for k, v in sampling.items() if k not in ("top_p", "min_p")})
     make_settings(n_agents, memory, names, max_interactions=1, mode=mode, embedded=endpoint.embedded, **sampling)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a directory")
+    check_out_dir(out)
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise ValueError(f"--out {out} is not empty and holds no normlab demo; choose an empty or new directory")
     return dict(out=out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
@@ -532,7 +531,7 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
         answered from the probe's cache: no new request) or ``"sample"`` (the paper's generation
         and parsing, one request per decision and re-ask).
     within_rounds : int, optional
-        Window of the flip criterion (30 rounds, seed 003 Methods) and length of committed runs.
+        Window of the flip criterion (30 rounds, Flint Ashery et al. 2025, Methods) and length of committed runs.
     endpoint : normlab.llm_runs.EndpointConfig, optional
         Default: ``NORMLAB_LLM_BASE_URL`` if set, else the embedded SmolLM2 server.
     sampling : dict, optional

@@ -167,6 +167,19 @@ def _style():
     return stack
 
 
+def _legend_below(fig, axes, ncol: int | None = None) -> None:
+    """One legend for the panels, under them, where it cannot hide data (the labels of every
+    panel, each once, in order)."""
+    seen = {}
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=ncol or min(len(seen), 4), fontsize=8,
+                   frameon=False, bbox_to_anchor=(0.5, 0.0))
+        fig.tight_layout(rect=(0, 0.06 * math.ceil(len(seen) / (ncol or min(len(seen), 4))) + 0.02, 1, 1))
+
+
 def _save(fig, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
@@ -241,13 +254,13 @@ def fig_population(traj_th, llm_curve, pfacts, obs, names, winner, runs, path: P
         ax.plot(t["round"], t["mean"], color="C0", lw=1.6, label="theory: expected mean")
         ax.plot(ll["round"], ll["mean"], "o-", color="C3", ms=2.5, lw=1.1, label=f"LLM: mean of {runs} runs")
         ax.set_xlabel("population round (N interactions)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_ylabel(lab)
         reach = t.loc[t["mean"] >= 0.99, "round"]
         last.append(float(reach.iloc[0]) if len(reach) else float(t["round"].max()))
         last.append(float(ll.loc[ll["mean"] < 0.999, "round"].max()) if (ll["mean"] < 0.999).any() else 1.0)
         low = float(np.nanmin(np.r_[t["low"].to_numpy(float), ll["mean"].to_numpy(float)]))
         ax.set_ylim(max(0.0, np.floor(low * 10) / 10 - 0.05), 1.02)
-        ax.legend(fontsize=7.5, loc="lower right")
     xmax = min(float(th["round"].max()), max(last) * 1.25 + 2)
     for ax in axes[:2]:
         ax.set_xlim(0.5, xmax)
@@ -268,8 +281,7 @@ def fig_population(traj_th, llm_curve, pfacts, obs, names, winner, runs, path: P
     ax.set_xlim(-0.5, len(cats) - 0.5)
     ax.set_ylabel(f"share of the {runs} runs")
     ax.set_title("which convention wins", fontsize=10)
-    ax.legend(fontsize=7.5, loc="best")
-    fig.tight_layout()
+    _legend_below(fig, axes, ncol=5)
     return _save(fig, path)
 
 
@@ -295,10 +307,9 @@ def fig_critical_mass(pred, lpred, cm_rows, names, n_runs, path: Path) -> Path:
         ax.set_title(f"overturning a consensus on {x}", fontsize=10)
         ax.set_ylim(-0.04, 1.04)
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.legend(fontsize=7.5, loc="upper left" if x == names[1] else "lower right")
     axes[0].set_ylabel("P(flip within the window)")
     fig.suptitle(f"Critical mass: bands are the 95% range of the flip frequency in {n_runs}-run experiments", fontsize=10)
-    fig.tight_layout()
+    _legend_below(fig, axes, ncol=3)
     return _save(fig, path)
 
 
@@ -318,14 +329,14 @@ def fig_committed(cm_curves, n_runs, within, path: Path) -> Path:
             m = sh.groupby("round")["share"].mean()
             ax.plot(m.index, m.to_numpy(), "o-", color="C3", ms=2.5, lw=1.4, label="LLM: mean")
         ax.axhline(2.849 / 3, color="0.45", lw=0.8, ls=":")
-        ax.text(within, 2.849 / 3 + 0.015, "flip threshold", ha="right", fontsize=7, color="0.35")
+        ax.text(1, 2.849 / 3 + 0.015, "flip threshold", ha="left", fontsize=7, color="0.35")  # early rounds: low
         ax.set_title(f"{c['committed']} committed to {c['challenger']} vs a consensus on {c['majority']}", fontsize=10)
         ax.set_xlabel("population round")
         ax.set_ylim(-0.03, 1.05)
         ax.set_xlim(0.5, within + 0.5)
-        ax.legend(fontsize=7.5, loc="center right")
+        ax.xaxis.get_major_locator().set_params(integer=True)
     axes[0, 0].set_ylabel("challenger's share of uncommitted answers")
-    fig.tight_layout()
+    _legend_below(fig, axes, ncol=4)
     return _save(fig, path)
 
 
@@ -349,7 +360,6 @@ def fig_calibration(ptab, cal, names, pfacts, lfacts, pcrit, lcrit, obs, path: P
     ax.set_xlim(-0.03, 1.03)
     ax.set_ylim(-0.03, 1.03)
     ax.set_title(f"{cal.fit.kind} fit on {obs['decisions']} population decisions vs the probe", fontsize=10)
-    ax.legend(fontsize=7.5, loc="upper left")
     ax = axes[1]
     N = obs.get("n_agents", 1)
     yk = 0
@@ -382,8 +392,7 @@ def fig_calibration(ptab, cal, names, pfacts, lfacts, pcrit, lcrit, obs, path: P
     ax.set_xticks(ticks + [N], [str(t_) for t_ in ticks] + ["none"])
     ax.set_xlabel(f"committed agents (of N = {N}; 'none': not reached with N - 1)")
     ax.set_title("critical mass from the two calibrations (95% interval for experiments of this size)", fontsize=9.5)
-    ax.legend(fontsize=7.5, loc="lower left")
-    fig.tight_layout()
+    _legend_below(fig, axes, ncol=4)
     return _save(fig, path)
 
 

@@ -18,7 +18,10 @@ archives (llama3_data.zip, llama31_data.zip, claude_data.zip, llama2_data.zip) i
 $NORMLAB_AINORMS or in shared/data/ai-norms beside the working directory; models whose archive is
 absent are left out of a figure, and a figure with none of its data is skipped with the reason.
 
-exit codes: 0 done (skips included), 2 bad input (unknown figure, missing --data folder).
+exit codes:
+  0    done (figures skipped for want of data included: each is printed with its reason)
+  2    bad input: an unknown figure key, a missing --data folder, an --out that is a file (nothing written)
+  130  interrupted (Ctrl-C; the figures written so far are kept)
 """
 
 
@@ -57,6 +60,9 @@ def _run(args) -> int:
         raise ValueError("--out DIR is required (the folder the figures are written to)")
     if args.dpi < 30 or args.dpi > 1200:
         raise ValueError(f"--dpi must be in 30..1200; got {args.dpi}")
+    from normlab._validate import check_out_dir
+
+    check_out_dir(args.out)
     keys = figure_keys(args.only)  # bad keys fail before any work
     make(keys, out=args.out, data=args.data, small=args.small, dpi=args.dpi)
     return 0

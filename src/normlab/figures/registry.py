@@ -193,15 +193,17 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
         ``data`` names a path that does not exist.
     """
     from normlab._display import style
+    from normlab._validate import check_out_dir
 
     keys = figure_keys(only)
     options, draw_options = options or {}, draw_options or {}
     for k in list(options) + list(draw_options):
         if k not in keys:
             raise ValueError(f"options given for {k!r}, which is not among the figures made ({', '.join(keys)})")
+    check_out_dir(out, "out")
     out = Path(out)
+    arch = archives(data, required=False)  # a missing data folder fails before the output folder is made
     out.mkdir(parents=True, exist_ok=True)
-    arch = archives(data, required=False)
     say = report or (lambda s: None)
     if arch is None:
         say("no published AI-norms data found: figures drawn from the LLM runs are skipped "

@@ -1,0 +1,201 @@
+"""Every bad flag, missing file and impossible output path of every command: one line on stderr
+naming the command and the flag, exit code 2, no traceback, no work done (issue 12, CLI).
+
+Each case below printed a traceback, a usage block, advice that did not apply, or exited 0 before
+its fix; the flags keep one meaning across commands (``--out`` a directory everywhere,
+``--no-progress``, ``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pandas as pd
+import pytest
+
+from normlab.cli import build_parser, main
+
+DEAD = "http://127.0.0.1:9/v1"  # nothing listens: every case below must fail before connecting
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    return tmp_path
+
+
+CASES = [
+    # argparse's own errors: one line with the command's name, not a usage block
+    (["simulate"], "normlab simulate", "required: MODEL"),
+    (["simulate", "minimal"], "normlab simulate minimal", "required: --n-agents"),
+    (["simulate", "minimal", "--n-agents", "10", "--foo"], "normlab simulate minimal", "unrecognized arguments: --foo"),
+    (["critical-mass", "--n-agents", "10", "--seed", "x"], "normlab critical-mass", "argument --seed: invalid int"),
+    (["calibrate", "--table", "llama31_70b_QM_H5", "--seed", "x"], "normlab calibrate", "invalid int value"),
+    (["calibrate"], "normlab calibrate", "one of the arguments --ainorms --log --table"),
+    (["demo", "--out", "{t}/d", "--fit", "foo"], "normlab demo", "argument --fit: invalid choice"),
+    (["llm-probe", "bias", "--foo"], "normlab llm-probe bias", "unrecognized arguments: --foo"),
+    # API checks worded as the flag the user typed
+    (["simulate", "minimal", "--n-agents", "10", "--runs", "0"], "normlab simulate minimal", "--runs must be >= 1"),
+    (["simulate", "minimal", "--n-agents", "10", "--seed", "-1"], "normlab simulate minimal", "--seed must be"),
+    (["simulate", "minimal", "--n-agents", "10", "--initial", "consensus:x"], "normlab simulate minimal",
+     "give a name index"),
+    # graph specs networkx would refuse with a traceback, or accept silently
+    (["simulate", "minimal", "--n-agents", "10", "--graph", "ba:0"], "normlab simulate minimal", "1 <= M < N = 10"),
+    (["simulate", "minimal", "--n-agents", "10", "--graph", "ba:20"], "normlab simulate minimal", "1 <= M < N = 10"),
+    (["simulate", "minimal", "--n-agents", "10", "--graph", "er:2"], "normlab simulate minimal", "P must be in [0, 1]"),
+    (["simulate", "minimal", "--n-agents", "10", "--graph", "ws:3:0.1"], "normlab simulate minimal", "an even K"),
+    (["simulate", "minimal", "--n-agents", "10", "--n-words", "2", "--bias", "a,b"], "normlab simulate minimal",
+     "--bias takes comma-separated weights"),
+    (["simulate", "strategy", "--n-agents", "10", "--memory", "2", "--strategy", "{t}/missing.csv"],
+     "normlab simulate strategy", "no such file"),
+    (["simulate", "strategy", "--n-agents", "10", "--memory", "2", "--strategy", "{t}/bad.csv"],
+     "normlab simulate strategy", "lacks column(s) ['memory_state', 'name', 'p']"),
+    # output paths that cannot be written: refused before any work, exit 2 (not 4, not a traceback)
+    (["simulate", "minimal", "--n-agents", "10", "--out", "{t}/afile/sub"], "normlab simulate minimal",
+     "{t}/afile is a file"),
+    (["figures", "--only", "table1", "--out", "{t}/afile"], "normlab figures", "exists and is not a directory"),
+    (["llm-run", "--n-agents", "4", "--memory", "2", "--names", "Q,M", "--max-interactions", "5",
+      "--base-url", DEAD, "--model", "m", "--out", "{t}/afile/sub"], "normlab llm-run", "{t}/afile is a file"),
+    (["demo", "--out", "{t}/afile/sub", "--base-url", DEAD, "--model", "m"], "normlab demo", "{t}/afile is a file"),
+    (["critical-mass", "--n-agents", "10", "--out", "{t}/sweep.txt"], "normlab critical-mass",
+     "must end in .csv or .parquet"),
+    (["calibrate", "--table", "llama31_70b_QM_H5", "--save-fit", "{t}/nope/fit.json"], "normlab calibrate",
+     "directory {t}/nope does not exist"),
+    (["calibrate", "--table", "llama31_70b_QM_H5", "--save-fit", "{t}/fit.txt"], "normlab calibrate",
+     "must end in .json"),
+    (["calibrate", "--table", "llama31_70b_QM_H5", "--out", "{t}/full"], "normlab calibrate",
+     "non-empty directory holding no saved result"),
+    # --committed values that crashed or were silently dropped
+    (["critical-mass", "--n-agents", "10", "--committed", "inf"], "normlab critical-mass", "not a finite number"),
+    (["critical-mass", "--n-agents", "10", "--committed", "nan"], "normlab critical-mass", "not a finite number"),
+    (["critical-mass", "--n-agents", "10", "--committed", ""], "normlab critical-mass", "--committed is empty"),
+    (["critical-mass", "--n-agents", "10", "--committed", "1.0000001"], "normlab critical-mass",
+     "--committed 1.0000001 is neither"),
+    # fitted tables that are not there or not JSON: the file is named
+    (["calibrate", "--table", "{t}/missing.json"], "normlab calibrate", "{t}/missing.json: no such file"),
+    (["calibrate", "--table", "{t}/bad.json"], "normlab calibrate", "{t}/bad.json is not valid JSON"),
+    # probes that hung (enumerating 22 million states; drawing names of length 0) or misnamed the flag
+    (["llm-probe", "strategy", "--memory", "12", "--base-url", DEAD, "--model", "m"], "normlab llm-probe strategy",
+     "more than 200,000 memory states"),
+    (["llm-probe", "strategy", "--memory", "12", "--dry-run", "--base-url", DEAD, "--model", "m"],
+     "normlab llm-probe strategy", "lower --memory"),
+    (["llm-probe", "neutral", "--length", "0", "--base-url", DEAD, "--model", "m"], "normlab llm-probe neutral",
+     "--length must be >= 1"),
+    (["llm-probe", "neutral", "--n-names", "1", "--base-url", DEAD, "--model", "m"], "normlab llm-probe neutral",
+     "--n-names must be >= 2"),
+    (["llm-probe", "meta", "--meta-protocol", "x", "--base-url", DEAD, "--model", "m"], "normlab llm-probe meta",
+     "--meta-protocol must be one of"),
+]
+
+
+@pytest.mark.parametrize("argv, prog, message", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
+def test_bad_input_is_one_line_exit_2(argv, prog, message, files, capsys):
+    t = str(files)
+    argv = [a.replace("{t}", t) for a in argv]
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse exits; main returns
+        rc = exc.code
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert rc == 2, (rc, err)
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"{prog}: error: ") and message.replace("{t}", t) in lines[0], lines[0]
+    assert out == ""
+
+
+def _leaves(parser):
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+    for a in subs:
+        for child in a.choices.values():
+            yield from _leaves(child)
+
+
+def test_every_command_documents_its_exit_codes():
+    top = build_parser()
+    assert "exit codes" in top.epilog and "normlab demo --out report" in top.epilog
+    leaves = list(_leaves(top))
+    assert len(leaves) >= 11  # simulate x3, critical-mass, llm-run, llm-probe x4, calibrate, figures, demo
+    for p in leaves:
+        epilog = p.epilog or ""
+        assert "examples:" in epilog and "exit codes:" in epilog, p.prog
+        assert epilog.rstrip().splitlines()[-1].lstrip().startswith("130"), p.prog
+
+
+def test_shared_flags_keep_one_meaning():
+    """--out, --seed, --json and --no-progress: every command that computes has them, --out is a
+    directory everywhere (critical-mass also takes a .csv/.parquet file)."""
+    for p in _leaves(build_parser()):
+        opts = {o: a for a in p._actions for o in a.option_strings}
+        name = p.prog.split(" ", 1)[1]
+        if name != "figures":  # figures are deterministic, written to files, no bars
+            assert {"--seed", "--json"} <= set(opts), name
+        if name not in ("figures",):
+            assert "--no-progress" in opts, name
+        if "--out" in opts:
+            assert "DIR" in (opts["--out"].metavar or "") or "directory" in opts["--out"].help, name
+        if "--runs" in opts:
+            assert opts["--runs"].type is int, name
+
+
+def test_critical_mass_out_directory_and_no_progress(tmp_path, capsys):
+    rc = main(["critical-mass", "--n-agents", "10", "--committed", "1,3", "--runs", "2", "--within-rounds", "5",
+               "--seed", "1", "--no-progress", "--out", str(tmp_path / "cm"), "--format", "csv", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and err == ""
+    s = json.loads(out)
+    t = pd.read_csv(tmp_path / "cm" / "critical_mass.csv")
+    assert s["out"] == str(tmp_path / "cm" / "critical_mass.csv")
+    assert t["committed"].tolist() == [1, 3] and (t["n_runs"] == 2).all()
+
+
+def test_a_probed_table_plays_in_simulate(tmp_path, capsys, monkeypatch):
+    """llm-probe strategy writes a CSV whose empty memory state is ""; simulate reads it back."""
+    from normlab.llm_runs import StubServer
+
+    monkeypatch.chdir(tmp_path)
+    with StubServer(["Q", "M"]) as stub:
+        assert main(["llm-probe", "strategy", "--memory", "1", "--base-url", stub.base_url, "--no-progress"]) == 0
+    capsys.readouterr()
+    rc = main(["simulate", "strategy", "--n-agents", "10", "--memory", "1", "--strategy", "llm-probe-strategy.csv",
+               "--runs", "3", "--seed", "1", "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0 and json.loads(out)["runs"] == 3
+
+
+def test_calibrate_out_saves_tidy_tables(tmp_path, capsys):
+    import normlab
+
+    d, f = tmp_path / "cal", tmp_path / "fit.json"
+    argv = ["calibrate", "--table", "llama31_70b_QM_H5", "--n-agents", "24", "--draws", "4", "--runs-flip", "2",
+            "--runs-consensus", "2", "--no-strength", "--seed", "1", "--no-progress", "--out", str(d),
+            "--save-fit", str(f)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"saved in {d}" in text
+    s = json.loads((d / "summary.json").read_text())
+    pred = pd.read_parquet(d / "predictions.parquet")
+    assert s["n_agents"] == 24 and {"quantity", "key", "estimate", "low", "high"} <= set(pred.columns)
+    assert "p_consensus" in set(pred["quantity"]) and normlab.load(d).n_agents == 24
+    assert normlab.calibration.load_fit(f).names == ("Q", "M")
+    assert main(argv) == 0  # a rerun overwrites its own result
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: __import__("normlab.theory", fromlist=["x"]).critical_mass("minimal", "abc", n_agents=10), TypeError,
+     "committed must be finite numbers"),
+    (lambda: __import__("normlab.calibration", fromlist=["x"]).load_fit(3), TypeError, "a shipped table's name or a path"),
+    (lambda: __import__("normlab.theory", fromlist=["x"]).strategy_mean_field(
+        __import__("normlab.calibration", fromlist=["x"]).load_fit("llama31_70b_QM_H5")), TypeError, "fit.mean_table()"),
+])
+def test_api_errors_say_what_is_allowed(call, error, message):
+    with pytest.raises(error) as info:
+        call()
+    assert message in str(info.value) and "\n" not in str(info.value)
