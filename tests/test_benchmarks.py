@@ -37,6 +37,13 @@ def test_bench_theory_tiny():
 
 
 @pytest.mark.slow
+def test_bench_theory_startup_alone():
+    out = _run("bench_theory.py", "--startup", "--tiny")
+    assert "5. Start-up" in out and "1. Minimal NG" not in out
+    assert "deferring SciPy's BLAS module" in out and "normlab's share" in out
+
+
+@pytest.mark.slow
 def test_bench_calibration_engines_tiny():
     res = json.loads(_run("bench_calibration.py", "--engines", "--draws", "4", "--reps", "1"))
     assert res["predict"]["same_critical_mass"] is True

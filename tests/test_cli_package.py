@@ -19,6 +19,24 @@ def test_import_is_light():
     assert normlab.__version__ == version("normlab")
 
 
+def test_kernels_load_without_scipy_linalg():
+    """Numba's start-up would import scipy.linalg (0.15-0.2 s) only to test for BLAS; normlab's
+    kernels load without it, and BLAS in a kernel and SciPy itself still work afterwards."""
+    code = (
+        "import sys, numpy as np, normlab.theory as t\n"
+        "t.minimal_naming_game(8, n_words=3, n_runs=2, rng=1, progress=False)\n"
+        "print('scipy.linalg' in sys.modules)\n"
+        "from numba import njit\n"
+        "a = np.arange(9.0).reshape(3, 3) + np.eye(3)\n"
+        "print(bool(np.allclose(njit(lambda x: np.dot(x, x))(a), a @ a)))\n"
+        "import scipy.linalg, scipy.optimize\n"
+        "print(bool(np.allclose(a @ scipy.linalg.solve(a, np.ones(3)), 1.0)))\n"
+        "print(type(sys.modules['scipy.linalg.cython_blas']).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "True", "module"]
+
+
 def test_subpackages_importable_from_any_directory(tmp_path):
     code = "import normlab.theory, normlab.llm_runs, normlab.calibration; print(normlab.theory.__name__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)

@@ -10,7 +10,7 @@ of a game.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ._jit import njit
 
 from ._common import batch_size
 from .results import GameResult, stop_reason_labels

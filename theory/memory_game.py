@@ -17,7 +17,7 @@ import numbers
 import types
 
 import numpy as np
-from numba import njit, prange
+from ._jit import njit, prange
 
 from normlab._rng import run_seeds
 

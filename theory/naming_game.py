@@ -20,7 +20,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from numba import njit, prange
+from ._jit import njit, prange
 
 from normlab._rng import run_seeds
 

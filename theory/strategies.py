@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+from ._jit import njit
 
 from normlab._display import html_card, new_axes, plotting, short_repr
 
