@@ -31,7 +31,7 @@ from .backend import EndpointConfig, open_endpoint
 from .journal import JOURNAL_FILE, Journal, read_settings, write_settings
 from .prompts import load_meta_template, load_template, parse_answer
 from .runner import (REASK_SAFETY_LIMIT, UNBOUNDED, GameSettings, ReaskLimitError, _compare, _Game, _seed_list,
-                     check_reasks, load_cache, make_settings)
+                     check_reasks, load_cache, longest_prompt_bytes, make_settings)
 
 ALPHABET = string.digits + string.ascii_letters
 
@@ -121,7 +121,9 @@ class _Probe:
         for r in self.journal.records:
             if r.get("ev") == "probe":
                 self.done[r["key"]] = r["side"]
-        self._ep = open_endpoint(self.endpoint)
+        # the game's own prompts (bias, strategy, neutral): the embedded server's KV cache is sized to them
+        self._ep = open_endpoint(self.endpoint, prompt_bytes=longest_prompt_bytes(self.s, self.tpl),
+                                 max_new_tokens=1 if self.s.mode == "exact" else self.s.max_tokens)
         self.client = await self._ep.__aenter__()
         try:
             if stored is not None and self.s.model != self.client.model:
