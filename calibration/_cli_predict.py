@@ -163,13 +163,14 @@ def format_probe_summary(s: dict) -> str:
     pr = s.get("probe") or {}
     c, t = pr.get("cost") or {}, pr.get("table") or {}
     lines.append("")
-    lines.append(f"probe: {c.get('decisions')} (state, order) prompts, {c.get('requests')} requests "
-                 f"({c.get('cache_hits')} answered from the journal or a cache), {c.get('prompt_tokens'):,} prompt "
-                 f"tokens, {c.get('probe_seconds')} s; prediction {c.get('predict_seconds')} s")
+    lines.append(f"probe: {c.get('decisions')} (state, order) prompts; {c.get('requests_now')} requests now "
+                 f"({c.get('prompt_tokens_now'):,} prompt tokens), {c.get('cache_hits')} prompts answered from")
+    lines.append(f"  the journal or a cache; {c.get('probe_seconds')} s; prediction {c.get('predict_seconds')} s")
     j = c.get("jitter") or {}
     lines.append(f"uncertainty: covered mass mean {t.get('covered_mass_mean', 0):.2f} (min {t.get('covered_mass_min', 0):.3f}); "
-                 f"name-order spread up to {t.get('order_spread_max', 0):.2f} (mean {t.get('order_spread_mean', 0):.2f}); "
-                 f"endpoint jitter sd {j.get('jitter_sd', 0):.2g} (logprob, {j.get('prompts', 0)} prompts re-asked)")
+                 f"name-order spread up to {t.get('order_spread_max', 0):.2f} (mean {t.get('order_spread_mean', 0):.2f});")
+    lines.append(f"  endpoint jitter sd {j.get('jitter_sd', 0):.2g} (logprob; {j.get('prompts', 0)} prompts re-asked without "
+                 "the cache)")
     u = s.get("underlying")
     if u:
         lines.append("")

@@ -521,7 +521,11 @@ def _population_rows(label, pop: _Population, fit, n_draws, level, rng):
             last = int(math.ceil(sim.stop_time[r] / N))
             curves[r, last:] = 1.0
     R = pop.curves.shape[1]
-    per_draw = np.stack([np.nanmean(curves[sim.group == d, :R], axis=0) for d in range(n_draws)])
+    import warnings
+
+    with warnings.catch_warnings():  # rounds after every run of a draw stopped: NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        per_draw = np.stack([np.nanmean(curves[sim.group == d, :R], axis=0) for d in range(n_draws)])
     obs_curve = np.nanmean(pop.curves, axis=0)
     runs = pop.runs
     base = {"group": label, "mode": s["mode"], "n_agents": N, "memory": H,

@@ -331,7 +331,7 @@ class ProbeFit:
         a = g.random((n_draws, S, 1, 1))
         m += a * self.name_like
         c = m.sum(axis=3, keepdims=True)
-        m = np.where(c > 1.0, m / c, m)
+        m = np.where(c > 1.0, m / np.maximum(c, 1.0), m)
         unc = self.uncovered_states
         if unc.any() and reask_until_valid:  # no name ever covered: anything goes (capped: always invalid)
             m[:, unc] = g.dirichlet(np.ones(W), size=(n_draws, int(unc.sum()), O))
@@ -880,11 +880,12 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
 
         # exact answers do not depend on the seed; a directory keeps the seed it was started with
         resumed = directory.is_dir() and read_settings(directory) is not None
+        before = _usage(directory) if resumed else None
         probe = strategy_table(names, H, mode="exact", orders="all", template=template, endpoint=endpoint,
                                out=directory, cache=cache or None, progress=progress,
                                rng=None if resumed else seeds[0], **sampling)
         t_probe = time.perf_counter() - t0
-        usage = _usage(directory)
+        usage = _usage(directory, before)
         jit = {"prompts": 0, "tokens_compared": 0, "jitter_sd": 0.0, "max_abs_diff": 0.0}
         if js:
             jit = measure_jitter(directory, endpoint=endpoint, n_states=js, rng=seeds[1])
@@ -917,15 +918,23 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
     return ProbePrediction(fit=fit, prediction=pred, underlying=und, cost=cost, settings=settings)
 
 
-def _usage(directory) -> dict:
-    """Calls, cache hits and tokens journaled in a probe directory."""
+def _usage(directory, before: dict | None = None) -> dict:
+    """Prompts, requests, reuse and tokens journaled in a probe directory (``*_now``: since
+    ``before``, the usage when this invocation started)."""
     from normlab.llm_runs.journal import JOURNAL_FILE, read_journal
 
-    recs = read_journal(Path(directory) / JOURNAL_FILE)
+    f = Path(directory) / JOURNAL_FILE
+    recs = read_journal(f) if f.exists() else []
     calls = [r for r in recs if r.get("ev") == "call"]
     probes = [r for r in recs if r.get("ev") == "probe"]
-    return {"decisions": len(probes), "requests": len(calls),
-            "cache_hits": int(sum(1 for r in probes if r["side"].get("hit"))),
-            "imported": int(sum(1 for r in recs if r.get("ev") == "cached")),
-            "prompt_tokens": int(sum(r.get("ptok", 0) for r in calls)),
-            "completion_tokens": int(sum(r.get("ctok", 0) for r in calls))}
+    b = before or {"decisions": 0, "requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    new = probes[b["decisions"]:]
+    out = {"decisions": len(probes), "requests": len(calls),
+           "prompt_tokens": int(sum(r.get("ptok", 0) for r in calls)),
+           "completion_tokens": int(sum(r.get("ctok", 0) for r in calls)),
+           "imported": int(sum(1 for r in recs if r.get("ev") == "cached"))}
+    out["requests_now"] = out["requests"] - b["requests"]
+    out["prompt_tokens_now"] = out["prompt_tokens"] - b["prompt_tokens"]
+    # prompts answered without a request now: probed in an earlier invocation, or from a cache
+    out["cache_hits"] = int(b["decisions"] + sum(1 for r in new if r["side"].get("hit")))
+    return out
