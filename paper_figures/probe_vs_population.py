@@ -48,7 +48,12 @@ PREDICT = {"N = 6, H = 2": "predict-n6h2.json", "N = 10, H = 3": "predict-n10h3.
 
 
 def _finished(d: Path) -> bool:
-    return (d / "runs.parquet").exists() or (d / "strategy.parquet").exists()
+    """A run directory whose tables are written, or a probe directory with a journal (a probe that
+    is still running contributes the attempts journaled so far)."""
+    if (d / "runs.parquet").exists():
+        return True
+    st = d / "settings.json"
+    return st.exists() and '"probe"' in st.read_text() and (d / "journal.jsonl").exists()
 
 
 def _times(data: Path, name: str) -> dict | None:

@@ -9,6 +9,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -262,19 +263,26 @@ def test_probe_prediction_summary_is_calibrate_schema_plus_probe(predicted):
     assert set(tf["interval"]) == {"experiment", "underlying"}
 
 
-def test_check_agrees_with_sampled_probes_and_populations_through_http(stub, predicted, tmp_path):
-    from normlab.calibration import probe_check
-
-    res, out = predicted
+@pytest.fixture(scope="module")
+def loop(stub, predicted, tmp_path_factory):
+    """Sampled probe and populations (re-ask until a name; 1 re-ask; exact mode) on the stub."""
+    _, out = predicted
+    root = tmp_path_factory.mktemp("loop")
     ep = EndpointConfig(base_url=stub.base_url)
-    strategy_table(NAMES, 1, mode="sample", samples=40, endpoint=ep, out=tmp_path / "sampled", progress=False, rng=3,
+    strategy_table(NAMES, 1, mode="sample", samples=40, endpoint=ep, out=root / "sampled", progress=False, rng=3,
                    prefill=True)
     common = dict(n_agents=4, memory=1, names=NAMES, mode="sample", endpoint=ep, progress=False, prefill=True)
-    run_game(max_interactions=300, runs=6, max_reasks="unbounded", stop="streak", out=tmp_path / "unb", rng=4,
-             **common)
-    run_game(max_interactions=120, runs=6, max_reasks=1, stop="consensus", out=tmp_path / "r1", rng=5, **common)
+    run_game(max_interactions=300, runs=6, max_reasks="unbounded", stop="streak", out=root / "unb", rng=4, **common)
+    run_game(max_interactions=120, runs=6, max_reasks=1, stop="consensus", out=root / "r1", rng=5, **common)
     run_game(4, 1, NAMES, mode="exact", max_interactions=300, runs=6, endpoint=ep, cache=out, progress=False,
-             out=tmp_path / "ex", rng=6)
+             out=root / "ex", rng=6)
+    return root, out
+
+
+def test_check_agrees_with_sampled_probes_and_populations_through_http(loop):
+    from normlab.calibration import probe_check
+
+    tmp_path, out = loop
     c = probe_check(out, sampled=[tmp_path / "sampled"],
                     populations=[tmp_path / "unb", tmp_path / "r1", tmp_path / "ex"], n_draws=100, rng=1)
     d = c.divergences.set_index(["aspect", "source"])
@@ -389,3 +397,40 @@ def test_probe_loop_on_the_embedded_model(tmp_path):
         assert abs(row["observed"] - row["predicted"]) < 4 * sd + 0.05, row
     p = c.population
     assert set(p["mode"]) == {"sample", "exact"} and p[p["mode"] == "exact"]["note"].str.contains("plumbing").all()
+
+
+# ----------------------------------------------------------------------------- README script
+SCRIPT = Path(__file__).resolve().parents[1] / "paper_figures" / "probe_vs_population.py"
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_vs_population", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_script_small_version_on_stub_runs(loop, predicted, tmp_path):
+    """The README script's --data step on the stub's directories (a small version of the SmolLM2 runs)."""
+    root, out = loop
+    res, _ = predicted
+    (root / "predict.json").write_text(json.dumps(res.summary(), default=str))
+    mod = _script()
+    s = mod.collect(root, exact=str(out), sampled=["sampled", "missing-probe"], groups=[["unb"], ["r1"], ["ex"]],
+                    predict={"N = 4, H = 1": "predict.json"}, n_draws=40, figure=tmp_path / "fig.png")
+    assert s["skipped"] == ["missing-probe"] and (tmp_path / "fig.png").stat().st_size > 10_000
+    text = mod.tables(json.loads(json.dumps(s)))
+    assert "| N = 4, H = 1 |" in text and "| N=4, H=1, sample, 1 re-asks |" in text
+    assert text.count("| N=4, H=1, exact mode |") >= 3 and "name a pool name" in text
+
+
+def test_readme_tables_come_from_the_script():
+    """Every table line the script prints from the committed summary is in the README."""
+    r = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    readme = (SCRIPT.parents[1] / "README.md").read_text()
+    missing = [line for line in r.stdout.splitlines() if line.startswith("|") and line not in readme]
+    assert missing == []
+    assert r.stdout.count("\n|") >= 10
