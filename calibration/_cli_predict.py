@@ -87,7 +87,8 @@ def register_predict(sub) -> None:
                    help="scoring of names of several tokens (default %(default)s)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--no-progress", action="store_true", help="no cost line and no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no cost line and no progress bars (default: the cost line on stderr, bars on a terminal)")
     p.set_defaults(func=_predict)
 
 
@@ -131,6 +132,7 @@ def _predict(args) -> int:
                 order_mixing=args.order_mixing, n_runs_consensus=args.runs_consensus, n_runs_flip=args.runs_flip,
                 within_rounds=args.within_rounds, max_round=args.max_round, strength=not args.no_strength,
                 underlying=not args.no_underlying, progress=not args.no_progress and sys.stderr.isatty(),
+                announce=not args.no_progress,
                 rng=args.seed, wrap=args.wrap, temperature=args.temperature, top_k=args.top_k or None,
                 top_logprobs=args.top_logprobs, multi_token=args.multi_token)
         if args.save_table:

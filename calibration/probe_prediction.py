@@ -764,8 +764,9 @@ class ProbePrediction:
             ax0.plot(su["round"], su["low"], "--", color="C0", lw=0.8, label="underlying interval")
             ax0.plot(su["round"], su["high"], "--", color="C0", lw=0.8)
         ax0.axhline(0.95, color="0.6", lw=0.8)
-        last = int(sc.loc[sc["low"] < 0.999, "round"].max()) if (sc["low"] < 0.999).any() else 10
-        ax0.set(xlim=(1, min(len(sc), max(10, 2 * last))), xlabel="population round", ylabel="success rate",
+        done = sc.loc[sc["mean"] >= 0.995, "round"]
+        last = int(done.min()) if len(done) else len(sc)
+        ax0.set(xlim=(1, min(len(sc), max(10, int(1.5 * last)))), xlabel="population round", ylabel="success rate",
                 title=f"N = {self.prediction.n_agents}, H = {self.prediction.memory} (probe only)")
         ax0.legend(fontsize=8, frameon=False)
         if ax1 is not None:
@@ -777,6 +778,7 @@ class ProbePrediction:
                          lw=0.8, label="order average (interval over draws)")
             ax1.set(xlabel="memory state (stable order)", ylabel=f"p({self.fit.names[0]} | state)", ylim=(-0.02, 1.02))
             ax1.legend(fontsize=8, frameon=False)
+        ax0.figure.tight_layout()
         return ax
 
 
@@ -795,7 +797,8 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
                   n_draws: int = 200, jitter_states: int = 8, order_mixing: str = "average",
                   n_runs_consensus: int = 40, n_runs_flip: int = 16, within_rounds: int = 30,
                   max_rounds: int = 200, max_round: int | None = None, strength: bool = True,
-                  underlying: bool = True, progress: bool = True, rng=None, **sampling) -> ProbePrediction:
+                  underlying: bool = True, progress: bool = True, announce: bool | None = None, rng=None,
+                  **sampling) -> ProbePrediction:
     """Probe every memory state of a model exactly and predict its population.
 
     Parameters
@@ -826,7 +829,10 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
     underlying : bool, optional
         Also predict with :data:`UNDERLYING_RUNS` runs per draw (the table's own uncertainty).
     progress : bool, optional
-        Print the cost estimate and show progress bars (stderr).
+        Progress bars (stderr).
+    announce : bool, optional
+        Print the cost estimate (calls, tokens, cached) on stderr before probing (default: as
+        ``progress``).
     rng : optional
         Seed of the probe's journal, of the jitter prompts and of the draws and simulations.
     **sampling
@@ -868,8 +874,8 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise ValueError(f"--out {out} exists and is not a directory")
     est = probe_cost(names, H, template=template, payoffs=sampling.get("payoffs", (100, -50)), out=out, cache=cache)
-    if progress:
-        print(f"normlab predict: {est.line()}", file=sys.stderr)
+    if progress if announce is None else announce:
+        print(f"normlab predict: {est.line()}", file=sys.stderr, flush=True)
     seeds = spawn(rng, 4)
     t_seeds, p_seeds = seeds[2].spawn(2), seeds[3].spawn(2)
     tmp = tempfile.TemporaryDirectory(prefix="normlab-probe-") if out is None else None

@@ -361,6 +361,8 @@ def test_cli_json_through_a_stub(tmp_path):
                  stub.base_url, "--draws", "8", "--runs-consensus", "4", "--runs-flip", "2", "--no-strength",
                  "--jitter-states", "0", "--seed", "1", "--out", str(tmp_path / "p"))
         assert r.returncode == 0, r.stderr
+        assert "normlab predict: probing 5 memory states x 2 name orders = 10 exact calls" in r.stderr
+        assert "10 already cached, 0 to make" in r.stderr
         lines = r.stdout.splitlines()
         assert "P(consensus on Q)" in r.stdout and "underlying values" in r.stdout
         assert "; 0 requests now" in r.stdout and "10 prompts answered from" in r.stdout
