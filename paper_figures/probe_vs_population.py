@@ -73,8 +73,6 @@ def _times(data: Path, name: str) -> dict | None:
 def collect(data, *, exact=EXACT, sampled=SAMPLED, groups=GROUPS, predict=PREDICT, n_draws=400, rng=2025,
             figure=FIGURE) -> dict:
     """Run the check on the directories in ``data`` and return the summary (JSON-friendly)."""
-    import numpy as np
-
     from normlab.calibration import probe_check
 
     data = Path(data)
@@ -135,7 +133,6 @@ def collect(data, *, exact=EXACT, sampled=SAMPLED, groups=GROUPS, predict=PREDIC
         axes[0].figure.tight_layout()
         axes[0].figure.savefig(figure, dpi=110)
         out["figure"] = str(Path(figure).name)
-    _ = np
     return out
 
 
