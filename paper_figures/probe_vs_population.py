@@ -86,7 +86,13 @@ def collect(data, *, exact=EXACT, sampled=SAMPLED, groups=GROUPS, predict=PREDIC
         skipped += [d for d in g if d not in ok]
         if ok:
             grp.append([data / d for d in ok])
-    chk = probe_check(data / exact, sampled=[data / s for s in smp], populations=grp, n_draws=n_draws, rng=rng)
+    # the table's jitter: as measured by normlab predict --probe (8 prompts re-asked), when available
+    from normlab.calibration import probe_fit
+
+    jit = [json.loads((data / f).read_text())["probe"]["cost"]["jitter"]["jitter_sd"]
+           for f in predict.values() if (data / f).exists()]
+    fit = probe_fit(data / exact, jitter_sd=max(jit) if jit else 0.0)
+    chk = probe_check(fit, sampled=[data / s for s in smp], populations=grp, n_draws=n_draws, rng=rng)
     runs = []
     for g in grp:
         from normlab.calibration.probe_comparison import _label, read_population
