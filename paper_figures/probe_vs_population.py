@@ -37,10 +37,9 @@ FIGURE = HERE / "data" / "probe_vs_population.png"
 EXACT = "exact-h3"
 SAMPLED = ["probe-sample-h3", "probe-noprefill-h1"]
 GROUPS = [  # directories with the same settings (different seeds) form one group
-    ["n6h2-unb-a", "n6h2-unb-b"],
-    ["n10h3-unb-a", "n10h3-unb-b"],
-    ["n6h2-r2-a"],
-    ["n10h3-r2-a"],
+    ["n6h2-unb-a", "n6h2-unb-b", "n6h2-unb-c"],
+    ["n10h3-unb-a", "n10h3-unb-b", "n10h3-unb-c"],
+    ["n6h2-r2-a", "n6h2-r2-b"],
     ["n6h2-exact"],
     ["n10h3-exact"],
 ]
