@@ -19,7 +19,7 @@ jitter, name-like uncovered mass; the spread over name orders is reported) and p
 population of N agents: P(consensus on each name), rounds to 95% success, critical masses by the
 published and per-run rules, relative strength -- intervals over table draws of what an
 experiment of the paper's size would report, and (underlying) of the quantity itself. --json
-prints the schema of 'normlab calibrate --json' plus 'underlying' and 'probe'.
+prints the schema of 'normlab calibrate --json' plus 'success_curve', 'underlying' and 'probe'.
 
 exit codes:
   0    done

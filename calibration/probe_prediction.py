@@ -714,7 +714,8 @@ class ProbePrediction:
 
     def summary(self) -> dict:
         """The ``normlab predict --probe --json`` object: the schema of ``normlab calibrate
-        --json`` (built by the same code) plus ``underlying`` and ``probe``."""
+        --json`` (built by the same code) plus ``success_curve`` (mean and interval per round,
+        until the mean reaches 0.999), ``underlying`` and ``probe`` (cost, table uncertainty)."""
         from .pipeline import Calibration
 
         out = Calibration(fit=self.fit, prediction=self.prediction, observed={},
@@ -722,6 +723,11 @@ class ProbePrediction:
                                     "fit_on": None, "asymmetry": None,
                                     "seconds": self.settings.get("seconds")}).summary()
         out["fit"]["decisions"] = None
+        sc = self.prediction.success_curve()
+        done = sc.loc[sc["mean"] >= 0.999, "round"]
+        last = int(done.min()) + 5 if len(done) else len(sc)
+        out["success_curve"] = [{"round": int(r["round"]), "mean": float(r["mean"]), "low": float(r["low"]),
+                                 "high": float(r["high"])} for _, r in sc[sc["round"] <= last].iterrows()]
         out["underlying"] = _underlying_summary(self.underlying)
         out["probe"] = {"cost": _jsonable(self.cost), "table": self.fit.diagnostics(),
                         "settings": _jsonable(self.settings)}

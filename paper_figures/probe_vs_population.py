@@ -43,7 +43,9 @@ GROUPS = [  # directories with the same settings (different seeds) form one grou
     ["n6h2-exact"],
     ["n10h3-exact"],
 ]
-PREDICT = {"N = 6, H = 2": "predict-n6h2.json", "N = 10, H = 3": "predict-n10h3.json"}
+PREDICT = {"SmolLM2-135M, N = 6, H = 2": "predict-n6h2.json", "SmolLM2-135M, N = 10, H = 3": "predict-n10h3.json",
+           "Gemma-3-270M (base), N = 6, H = 2": "gemma-predict-n6h2.json",
+           "Gemma-3-270M (base), N = 10, H = 3": "gemma-predict-n10h3.json"}
 
 
 def _finished(d: Path) -> bool:
@@ -88,9 +90,14 @@ def collect(data, *, exact=EXACT, sampled=SAMPLED, groups=GROUPS, predict=PREDIC
     # the table's jitter: as measured by normlab predict --probe (8 prompts re-asked), when available
     from normlab.calibration import probe_fit
 
-    jit = [json.loads((data / f).read_text())["probe"]["cost"]["jitter"]["jitter_sd"]
-           for f in predict.values() if (data / f).exists()]
-    fit = probe_fit(data / exact, jitter_sd=max(jit) if jit else 0.0)
+    fit = probe_fit(data / exact)
+    jit = [js["probe"]["cost"]["jitter"]["jitter_sd"] for js in
+           (json.loads((data / f).read_text()) for f in predict.values() if (data / f).exists())
+           if js.get("llm") == fit.meta.get("model")]
+    if jit:
+        import dataclasses
+
+        fit = dataclasses.replace(fit, jitter_sd=max(jit))
     chk = probe_check(fit, sampled=[data / s for s in smp], populations=grp, n_draws=n_draws, rng=rng)
     runs = []
     for g in grp:
@@ -113,7 +120,7 @@ def collect(data, *, exact=EXACT, sampled=SAMPLED, groups=GROUPS, predict=PREDIC
         p = data / f
         if p.exists():
             s = json.loads(p.read_text())
-            preds[label] = {k: s.get(k) for k in ("names", "memory", "n_agents", "p_consensus", "p_no_consensus",
+            preds[label] = {k: s.get(k) for k in ("llm", "names", "memory", "n_agents", "p_consensus", "p_no_consensus",
                                                   "p_consensus_interval", "rounds_to_95", "consensus_rounds",
                                                   "critical_mass", "relative_strength", "underlying", "draws")}
             preds[label]["probe"] = {"cost": s["probe"]["cost"], "table": s["probe"]["table"]}
@@ -160,11 +167,12 @@ def tables(s: dict) -> str:
     """The README tables (markdown) from a summary."""
     lines = []
     nm = s["names"][0]
-    lines.append(f"Probe-only predictions ({s['model']}, names {','.join(s['names'])}; median [95% interval] over "
-                 "table draws of what a 40-run experiment reports; underlying: 400 runs per draw):")
+    lines.append(f"Probe-only predictions (names {','.join(s['names'])}; median [95% interval] over table draws of what "
+                 "a 40-run experiment reports; underlying: 400 runs per draw):")
     lines.append("")
-    lines.append("| | P(consensus on F) | rounds to 95% success | rounds to consensus (3N streak) | critical mass "
-                 "overturn_J (published / per-run) | overturn_F | probe |")
+    n0, n1 = s["names"][0], s["names"][1]
+    lines.append(f"| | P(consensus on {n0}) | rounds to 95% success | rounds to consensus (3N streak) | critical mass "
+                 f"overturn_{n1} (published / per-run) | overturn_{n0} | probe |")
     lines.append("|---|---|---|---|---|---|---|")
     for label, p in s["predictions"].items():
         pci = p["p_consensus_interval"].get(nm) or [None, None]
@@ -178,13 +186,13 @@ def tables(s: dict) -> str:
         c = p["probe"]["cost"]
         lines.append(f"| {label} | {_f(p['p_consensus'][nm])} [{_f(pci[0])}, {_f(pci[1])}] | "
                      f"{_iv(p['rounds_to_95'])} (underlying {_iv(u.get('rounds_to_95'))}) | "
-                     f"{_iv(p['consensus_rounds'])} | {cms('overturn_J')} | {cms('overturn_F')} | "
+                     f"{_iv(p['consensus_rounds'])} | {cms('overturn_' + n1)} | {cms('overturn_' + n0)} | "
                      f"{c['decisions']} prompts, jitter sd {_f(c['jitter']['jitter_sd'], 3)} |")
     lines.append("")
     lines.append("State by state: every sampled attempt against the exact probe of the same prompt (observed "
                  "[95% Clopper-Pearson] vs predicted):")
     lines.append("")
-    lines.append("| source | attempts | name a pool name | predicted (covered mass) | F among valid | predicted |")
+    lines.append(f"| source | attempts | name a pool name | predicted (covered mass) | {nm} among valid | predicted |")
     lines.append("|---|---|---|---|---|---|")
     dv = s["divergences"]
     by = {}

@@ -252,7 +252,8 @@ def test_probe_prediction_summary_is_calibrate_schema_plus_probe(predicted):
     runs["kind"] = "baseline"
     cal = calibrate(GameLog(lg.decisions, runs), names=NAMES, model="empirical", n_draws=4,
                     predict_kwargs=dict(n_runs_consensus=3, n_runs_flip=2, strength=False), rng=1).summary()
-    assert set(cal) <= set(s) and set(s) - set(cal) == {"underlying", "probe"}
+    assert set(cal) <= set(s) and set(s) - set(cal) == {"success_curve", "underlying", "probe"}
+    assert s["success_curve"][0]["round"] == 1 and all(c["low"] <= c["high"] for c in s["success_curve"])
     assert set(cal["fit"]) == set(s["fit"])
     for k, v in cal["critical_mass"].items():
         assert set(v) == set(s["critical_mass"][k])
