@@ -46,6 +46,8 @@ from normlab._rng import spawn
 __all__ = ["ProbeCheck", "probe_check", "read_attempts", "read_population"]
 
 PLUMBING = "exact mode: the same chain as the exact probe (plumbing check only)"
+#: Suffix of the rows predicting a re-ask-capped group as if its invalid answers were re-asked away.
+IGNORED = " [if invalid answers are ignored]"
 
 
 # ----------------------------------------------------------------------------- reading directories
@@ -213,7 +215,10 @@ class ProbeCheck:
         Per group of population runs and quantity: ``group``, ``mode``, ``n_agents``,
         ``memory``, ``reask``, ``runs``, ``quantity``, ``key``, ``observed``, ``predicted``
         (mean over all simulated runs), ``low``, ``high`` (interval over table draws of what
-        an experiment with this many runs reports), ``covered``, ``note``.
+        an experiment with this many runs reports), ``covered``, ``note``. Groups with a re-ask
+        cap appear twice: predicted by their own chain (invalid decisions are failed no-ops),
+        and, labelled ``[if invalid answers are ignored]``, by the chain of the renormalised
+        table -- the size of that gap is what invalid answers do.
     curves : dict
         Group -> (observed mean success per round, predicted mean, low, high).
     settings : dict
@@ -258,10 +263,12 @@ class ProbeCheck:
 
     def __repr__(self) -> str:
         p = self.population
-        cov = p["covered"].dropna()
-        return (f"ProbeCheck({len(self.attempts)} sampled attempts in {self.states['memory_state'].nunique()} states; "
-                f"{p['group'].nunique()} population groups, {int(cov.sum())} of {len(cov)} observed quantities inside "
-                "their predicted interval)")
+        own = p[~p["group"].str.endswith(IGNORED)]
+        cov = own["covered"].dropna()
+        n_st = self.states["memory_state"].nunique() if len(self.states) else 0
+        return (f"ProbeCheck({len(self.attempts)} sampled attempts in {n_st} states; {own['group'].nunique()} "
+                f"population groups, {int(cov.sum())} of {len(cov)} observed quantities inside their predicted "
+                "interval)")
 
     def _repr_html_(self) -> str:
         f = self.to_frame()
@@ -497,7 +504,11 @@ def _first_reach(curve, level=0.95):
     return float(hit[0] + 1) if hit.size else np.nan
 
 
-def _population_rows(label, pop: _Population, fit, n_draws, level, rng):
+def _population_rows(label, pop: _Population, fit, n_draws, level, rng, *, ignore_invalid: bool = False):
+    """Observed vs predicted quantities of one group of runs (``ignore_invalid``: predicted by the
+    chain of a population that re-asks until a pool name appears, whatever the group's cap)."""
+    import warnings
+
     from normlab.theory.invalid_answers import invalid_answer_game
 
     s = pop.settings
@@ -509,7 +520,9 @@ def _population_rows(label, pop: _Population, fit, n_draws, level, rng):
     k = len(pop.runs)
     f = _trim(fit, H)
     seeds = spawn(rng, 2)
-    tab, inv, cost, note = _protocol(f, s, n_draws, seeds[0])
+    tab, inv, cost, note = _protocol(f, {**s, "max_reasks": "unbounded"} if ignore_invalid else s, n_draws, seeds[0])
+    if ignore_invalid:
+        note = "predicted as if every decision were valid (re-asked until a pool name): what ignoring invalid answers gives"
     stop = s["stop"] if s["stop"] in ("streak", "consensus") else "max"
     sim = invalid_answer_game(tab, inv, n_agents=N, memory=H, n_runs=k, max_interactions=T, stop=stop, cost=cost,
                               names=f.names, rng=seeds[1])
@@ -521,15 +534,15 @@ def _population_rows(label, pop: _Population, fit, n_draws, level, rng):
             last = int(math.ceil(sim.stop_time[r] / N))
             curves[r, last:] = 1.0
     R = pop.curves.shape[1]
-    import warnings
-
-    with warnings.catch_warnings():  # rounds after every run of a draw stopped: NaN
+    with warnings.catch_warnings():  # rounds after every run stopped: NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         per_draw = np.stack([np.nanmean(curves[sim.group == d, :R], axis=0) for d in range(n_draws)])
-    obs_curve = np.nanmean(pop.curves, axis=0)
+        obs_curve = np.nanmean(pop.curves, axis=0)
+        mean_curve = np.nanmean(per_draw, axis=0)
+        lo_c, hi_c = np.nanquantile(per_draw, [a, 1 - a], axis=0)
     runs = pop.runs
-    base = {"group": label, "mode": s["mode"], "n_agents": N, "memory": H,
-            "reask": str(s["max_reasks"]) if s["mode"] == "sample" else "-",
+    base = {"group": label + (IGNORED if ignore_invalid else ""), "mode": s["mode"],
+            "n_agents": N, "memory": H, "reask": str(s["max_reasks"]) if s["mode"] == "sample" else "-",
             "stop": s["stop"], "runs": k}
     rows = []
 
@@ -542,30 +555,28 @@ def _population_rows(label, pop: _Population, fit, n_draws, level, rng):
         rows.append({**base, "quantity": q, "key": key, "observed": obs, "predicted": pred, "low": float(lo),
                      "high": float(hi), "covered": cov, "note": "; ".join(x for x in (note, extra) if x)})
 
+    def pooled(col):
+        return sf.groupby("group").apply(lambda x: x[col].mul(x["decisions"]).sum() / x["decisions"].sum(),
+                                         include_groups=False)
+
     g = sf.groupby("group")
     for nm in list(f.names) + ["none"]:
         add("p_winner", nm, float((runs["winner"] == nm).mean()), g["winner"].apply(lambda w: np.mean(w == nm)),
             pooled=float(np.mean(sf["winner"] == nm)))
-    obs_stop = float((runs["n_interactions"] / N).mean())
-    add("rounds_to_stop", "", obs_stop, g["stop_rounds"].mean(),
+    add("rounds_to_stop", "", float((runs["n_interactions"] / N).mean()), g["stop_rounds"].mean(),
         extra=f"{s['stop']} stop, cap {T // N} rounds; runs at the cap count at the cap")
     if stop == "streak":
         r95 = np.array([_first_reach(c) for c in per_draw])
         add("rounds_to_95", "", _first_reach(obs_curve), r95,
             extra=f"NaN draws (never within {R} rounds): {np.mean(np.isnan(r95)):.0%}")
-    sr_draw = g.apply(lambda x: x["success_rate"].mul(x["decisions"]).sum() / x["decisions"].sum(), include_groups=False)
-    add("success_rate", "", float(runs["successes"].sum() / (runs["n_interactions"].sum())), sr_draw,
+    add("success_rate", "", float(runs["successes"].sum() / (runs["n_interactions"].sum())), pooled("success_rate"),
         extra="successes per interaction until the stop")
     if s["mode"] == "sample":
-        vd = g.apply(lambda x: x["valid_share"].mul(x["decisions"]).sum() / x["decisions"].sum(), include_groups=False)
-        add("valid_share", "", float(runs["valid"].sum() / runs["decisions"].sum()), vd,
+        add("valid_share", "", float(runs["valid"].sum() / runs["decisions"].sum()), pooled("valid_share"),
             extra="decisions with a pool name")
-        cd = g.apply(lambda x: x["cost_per_decision"].mul(x["decisions"]).sum() / x["decisions"].sum(),
-                     include_groups=False)
-        add("requests_per_decision", "", float(runs["llm_calls"].sum() / runs["decisions"].sum()), cd,
-            extra="expected requests per decision from the covered mass")
-    mean_curve = np.nanmean(per_draw, axis=0)
-    lo_c, hi_c = np.nanquantile(per_draw, [a, 1 - a], axis=0)
+        if not ignore_invalid:
+            add("requests_per_decision", "", float(runs["llm_calls"].sum() / runs["decisions"].sum()),
+                pooled("cost_per_decision"), extra="expected requests per decision from the covered mass")
     return rows, (obs_curve, mean_curve, lo_c, hi_c)
 
 
@@ -640,6 +651,8 @@ def probe_check(exact, *, sampled=(), populations=(), n_draws: int = 200, level:
         r, c = _population_rows(label, pop, fit, D, float(level), sd)
         rows += r
         curves[label] = c
+        if pop.settings["mode"] == "sample" and str(pop.settings["max_reasks"]) != "unbounded":
+            rows += _population_rows(label, pop, fit, D, float(level), sd, ignore_invalid=True)[0]
     cols_p = ["group", "mode", "n_agents", "memory", "reask", "stop", "runs", "quantity", "key", "observed",
               "predicted", "low", "high", "covered", "note"]
     population = pd.DataFrame(rows, columns=cols_p)
