@@ -50,8 +50,8 @@ def register_predict(sub) -> None:
     p.add_argument("--cache", action="append", default=None, metavar="DIR",
                    help="reuse exact-mode answers journaled in DIR (a probe or run); repeatable")
     p.add_argument("--draws", type=int, default=200, help="table draws (default 200)")
-    p.add_argument("--jitter-states", type=int, default=8,
-                   help="prompts re-asked without the cache to measure the endpoint's logprob jitter (default 8; 0: none)")
+    p.add_argument("--jitter-states", type=int, default=16,
+                   help="prompts re-asked without the cache to measure the endpoint's logprob jitter (default 16; 0: none)")
     p.add_argument("--order-mixing", default="average", choices=["average", "dirichlet"],
                    help="average: the population's uniform name shuffle (exact, default); dirichlet: per-draw random "
                         "weights over the probed orders (sensitivity)")

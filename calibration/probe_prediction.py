@@ -627,6 +627,8 @@ def probe_fit(directory, *, jitter_sd: float = 0.0, order_mixing: str = "average
 async def _ajitter(directory, endpoint, n_states: int, rng) -> dict:
     """Re-ask ``n_states`` random (state, order) prompts of a probe directory without the cache and
     compare the top logprobs with the journaled ones."""
+    import asyncio
+
     from normlab.llm_runs.backend import open_endpoint
     from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
     from normlab.llm_runs.prompts import load_template
@@ -643,28 +645,32 @@ async def _ajitter(directory, endpoint, n_states: int, rng) -> dict:
     g = as_generator(rng)
     pick = [jobs[int(k)] for k in g.choice(len(jobs), size=min(int(n_states), len(jobs)), replace=False)] if jobs else []
     diffs = []
+
+    async def ask(client, state, shown, ph):
+        prompt = tpl.render(parse_memory_state(state), tuple(shown.split(",")), payoffs=tuple(s["payoffs"]))
+        if s["wrap"] == "chat":
+            res = await client.chat(prompt.messages(prompt.prefill), max_tokens=1, temperature=1.0, logprobs=True,
+                                    top_logprobs=int(s["top_logprobs"]))
+        else:
+            res = await client.complete(prompt.text(s["wrap"], prompt.prefill), max_tokens=1, temperature=1.0,
+                                        logprobs=True, top_logprobs=int(s["top_logprobs"]))
+        old = {str(t): float(lp) for t, lp in tops[ph]}
+        new = {str(t): float(lp) for t, lp in (res.top or [])}
+        k = int(s["top_k"] or 10)
+        return [new[t] - old[t] for t in sorted(old, key=lambda x: -old[x])[:k] if t in new]
+
+    # sent concurrently, as the probe and the populations send theirs (batched decoding is one
+    # source of the jitter)
     async with open_endpoint(endpoint) as client:
-        for state, shown, ph in pick:
-            prompt = tpl.render(parse_memory_state(state), tuple(shown.split(",")), payoffs=tuple(s["payoffs"]))
-            if s["wrap"] == "chat":
-                res = await client.chat(prompt.messages(prompt.prefill), max_tokens=1, temperature=1.0, logprobs=True,
-                                        top_logprobs=int(s["top_logprobs"]))
-            else:
-                res = await client.complete(prompt.text(s["wrap"], prompt.prefill), max_tokens=1, temperature=1.0,
-                                            logprobs=True, top_logprobs=int(s["top_logprobs"]))
-            old = {str(t): float(lp) for t, lp in tops[ph]}
-            new = {str(t): float(lp) for t, lp in (res.top or [])}
-            k = int(s["top_k"] or 10)
-            for t in sorted(old, key=lambda x: -old[x])[:k]:
-                if t in new:
-                    diffs.append(new[t] - old[t])
+        for dd in await asyncio.gather(*(ask(client, *job) for job in pick)):
+            diffs += dd
     diffs = np.asarray(diffs, float)
     sd = float(np.sqrt(np.mean(diffs**2) / 2.0)) if diffs.size else 0.0
     return {"prompts": len(pick), "tokens_compared": int(diffs.size), "jitter_sd": sd,
             "max_abs_diff": float(np.abs(diffs).max()) if diffs.size else 0.0}
 
 
-def measure_jitter(directory, *, endpoint=None, n_states: int = 8, rng=None) -> dict:
+def measure_jitter(directory, *, endpoint=None, n_states: int = 16, rng=None) -> dict:
     """Endpoint jitter: re-ask ``n_states`` prompts of an exact probe without the cache.
 
     Returns
@@ -800,7 +806,7 @@ def _underlying_summary(pred) -> dict | None:
 
 
 def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None, cache=None, template="main",
-                  n_draws: int = 200, jitter_states: int = 8, order_mixing: str = "average",
+                  n_draws: int = 200, jitter_states: int = 16, order_mixing: str = "average",
                   n_runs_consensus: int = 40, n_runs_flip: int = 16, within_rounds: int = 30,
                   max_rounds: int = 200, max_round: int | None = None, strength: bool = True,
                   underlying: bool = True, progress: bool = True, announce: bool | None = None, rng=None,

