@@ -269,7 +269,7 @@ def _command(name):
     return _subparsers(build_parser()).choices[name]
 
 
-@pytest.mark.parametrize("command", ["simulate", "llm-run", "llm-probe", "calibrate", "critical-mass"])
+@pytest.mark.parametrize("command", ["simulate", "llm-run", "llm-probe", "calibrate", "critical-mass", "predict"])
 def test_every_command_help_has_examples(command):
     import argparse
 
