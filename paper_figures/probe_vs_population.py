@@ -207,6 +207,21 @@ def tables(s: dict) -> str:
                      + (f"{_f(b['observed'], 3)} [{_f(b['low'], 3)}, {_f(b['high'], 3)}] | {_f(b['predicted'], 3)} |"
                         if b else "– | – |"))
     lines.append("")
+    orders = [r for r in dv if r["aspect"] == "name order"]
+    for src in dict.fromkeys(r["source"] for r in orders):
+        rs = [r for r in orders if r["source"] == src]
+        lines.append(f"- name order, {src}: " + "; ".join(
+            f"shown {r['measure'].rsplit(' ', 1)[1]}: {_f(r['observed'], 2)} vs {_f(r['predicted'], 2)} (n = {r['n']})"
+            for r in rs))
+    for r in dv:
+        if r["aspect"] == "endpoint jitter":
+            lines.append(f"- endpoint jitter: sd of the first-token logprob in {r['n']:,} sampled-request tokens vs the "
+                         f"exact probe's: {_f(r['observed'], 3)} (the predictions re-ask 16 prompts: "
+                         f"{_f(r['predicted'], 3)})")
+        if r["aspect"] == "multi-token names":
+            lines.append(f"- multi-token names: {_f(r['observed'], 2)} requests per (state, order) prompt "
+                         f"({r['note']})")
+    lines.append("")
     lines.append("Populations against the chain the probe predicts for their protocol (interval: what an experiment "
                  "with the observed number of runs reports; exact mode = the probe's own chain, a plumbing check):")
     lines.append("")
