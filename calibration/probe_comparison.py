@@ -282,29 +282,36 @@ class ProbeCheck:
         import matplotlib.pyplot as plt
 
         if axes is None:
-            fig, axes = plt.subplots(2, 2, figsize=(11, 8.5))
+            fig, axes = plt.subplots(2, 2, figsize=(13, 9.5), gridspec_kw={"width_ratios": [1, 1.25]})
         axes = np.asarray(axes).reshape(-1)
         st = self.states
         nm = self.fit.names[0]
         for k, (src, g) in enumerate(st.groupby("source", sort=False)):
-            g = g[g["valid"] > 0]
+            g = g[g["valid"] >= 10]
             axes[0].errorbar(g["p_first_pred"], g["p_first"], yerr=[g["p_first"] - g["p_first_low"],
                                                                       g["p_first_high"] - g["p_first"]],
                              fmt="o", ms=3, lw=0.6, alpha=0.75, color=f"C{k}", label=_short(src))
         axes[0].plot([0, 1], [0, 1], color="0.5", lw=0.8)
         axes[0].set(xlabel=f"exact probe: p({nm} | state, valid)", ylabel=f"sampled: share of {nm} among valid answers",
-                    title="(1) vs (2)/(3): the name chosen", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
+                    title="the name chosen: (1) vs (2), (3) (states with >= 10 valid)", xlim=(-0.02, 1.02),
+                    ylim=(-0.02, 1.02))
         axes[0].legend(fontsize=7, frameon=False)
         for k, (src, g) in enumerate(st.groupby("source", sort=False)):
+            g = g[g["attempts"] >= 20]
             axes[1].errorbar(g["valid_pred"], g["valid_rate"], yerr=[g["valid_rate"] - g["valid_low"],
                                                                       g["valid_high"] - g["valid_rate"]],
                              fmt="o", ms=3, lw=0.6, alpha=0.75, color=f"C{k}", label=_short(src))
         axes[1].plot([0, 1], [0, 1], color="0.5", lw=0.8)
         axes[1].set(xlabel="exact probe: covered mass C (pool name at the answer position)",
-                    ylabel="sampled: share of attempts naming a pool name", title="invalid answers",
+                    ylabel="sampled: share of attempts naming a pool name",
+                    title="invalid answers (states with >= 20 attempts)",
                     xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
+        longest = 10
+        for obs, *_ in self.curves.values():
+            ok = np.flatnonzero(~np.isnan(obs) & (obs < 0.999))
+            longest = max(longest, int(ok.max(initial=0)) + 4)
         for k, (grp, (obs, mean, lo, hi)) in enumerate(self.curves.items()):
-            n = int(min(len(obs), max(np.flatnonzero(~np.isnan(obs)).max(initial=0) + 3, 10)))
+            n = int(min(len(obs), longest))
             x = np.arange(1, n + 1)
             axes[2].fill_between(x, lo[:n], hi[:n], color=f"C{k}", alpha=0.18)
             axes[2].plot(x, mean[:n], color=f"C{k}", lw=1)
@@ -323,9 +330,9 @@ class ProbeCheck:
         axes[3].plot(np.clip(pos, -1.5, 2.5), y, "kx")
         axes[3].axvline(0, color="0.6", lw=0.6)
         axes[3].axvline(1, color="0.6", lw=0.6)
-        lab = [f"{_short(g)}: {q}{' ' + k if k else ''}  {o:.3g} vs [{lo:.3g}, {hi:.3g}]"
+        lab = [f"{_short(g)}: {q}{' ' + k if k else ''} {o:.3g} vs [{lo:.3g}, {hi:.3g}]"
                for g, q, k, o, lo, hi in zip(p["group"], p["quantity"], p["key"], p["observed"], p["low"], p["high"])]
-        axes[3].set_yticks(y, lab, fontsize=6)
+        axes[3].set_yticks(y, lab, fontsize=6.5)
         axes[3].set(xlim=(-1.6, 2.6), xlabel="observed within the predicted interval (0 = low end, 1 = high end)",
                     title="populations: observed vs probe-only interval")
         plt.tight_layout()
@@ -333,7 +340,9 @@ class ProbeCheck:
 
 
 def _short(label: str) -> str:
-    return label.replace("population ", "").replace("sampled probe", "probe").replace(" until a name", "∞")
+    return (label.replace("population ", "").replace("sampled probe", "probe").replace("sample, ", "")
+            .replace("re-ask until a name", "re-ask∞").replace(IGNORED, " (invalid ignored)")
+            .replace(" (attempts)", "").replace("exact mode", "exact"))
 
 
 def _reason_kind(reason, text, names) -> str:

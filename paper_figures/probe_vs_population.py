@@ -255,11 +255,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None, help="directory of the runs: recompute the summary (writes "
                                                  f"{SUMMARY.relative_to(HERE.parent)})")
-    ap.add_argument("--summary", default=str(SUMMARY), help="summary JSON to print (default: the committed one)")
+    ap.add_argument("--summary", default=str(SUMMARY), help="summary JSON to print or (with --data) to write, its "
+                                                            "figure beside it (default: the committed one)")
     args = ap.parse_args(argv)
     if args.data is not None:
-        s = collect(args.data)
         Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
+        s = collect(args.data, figure=Path(args.summary).with_suffix(".png"))
         Path(args.summary).write_text(json.dumps(s, indent=1))
     p = Path(args.summary)
     if not p.exists():
