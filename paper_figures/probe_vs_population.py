@@ -152,15 +152,18 @@ def collect(data, *, exact=EXACT, sampled=SAMPLED, groups=GROUPS, predict=PREDIC
 def _f(v, d=2):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
-    if isinstance(v, (int,)) or float(v).is_integer() and abs(v) >= 10:
-        return f"{v:.0f}"
+    if float(v).is_integer():
+        return f"{int(v)}"
     return f"{v:.{d}f}"
 
 
-def _iv(d):
+def _iv(d, d_=2):
+    """``est [low, high]``; a missing end (``None``) was not reached within the simulated range."""
     if not d or d.get("estimate") is None:
         return "not reached"
-    return f"{_f(d['estimate'])} [{_f(d.get('low'))}, {_f(d.get('high'))}]"
+    lo = _f(d.get("low"), d_) if d.get("low") is not None else "n.r."
+    hi = _f(d.get("high"), d_) if d.get("high") is not None else "n.r."
+    return f"{_f(d['estimate'], d_)} [{lo}, {hi}]"
 
 
 def tables(s: dict) -> str:
@@ -168,12 +171,14 @@ def tables(s: dict) -> str:
     lines = []
     nm = s["names"][0]
     lines.append(f"Probe-only predictions (names {','.join(s['names'])}; median [95% interval] over table draws of what "
-                 "a 40-run experiment reports; underlying: 400 runs per draw):")
+                 "a 40-run experiment reports; underlying: 400 runs per draw; n.r.: not reached with up to N - 1 "
+                 "committed agents, or within 200 rounds):")
     lines.append("")
     n0, n1 = s["names"][0], s["names"][1]
-    lines.append(f"| | P(consensus on {n0}) | rounds to 95% success | rounds to consensus (3N streak) | critical mass "
-                 f"overturn_{n1} (published / per-run) | overturn_{n0} | probe |")
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append(f"| | P(consensus on {n0}) | P(none in 200 rounds) | rounds to 95% success | rounds to consensus "
+                 f"(3N streak, runs that reach it) | critical mass overturn_{n1} (published / per-run) | overturn_{n0} | "
+                 "probe |")
+    lines.append("|---|---|---|---|---|---|---|---|")
     for label, p in s["predictions"].items():
         pci = p["p_consensus_interval"].get(nm) or [None, None]
         u = p.get("underlying") or {}
@@ -185,8 +190,8 @@ def tables(s: dict) -> str:
 
         c = p["probe"]["cost"]
         lines.append(f"| {label} | {_f(p['p_consensus'][nm])} [{_f(pci[0])}, {_f(pci[1])}] | "
-                     f"{_iv(p['rounds_to_95'])} (underlying {_iv(u.get('rounds_to_95'))}) | "
-                     f"{_iv(p['consensus_rounds'])} | {cms('overturn_' + n1)} | {cms('overturn_' + n0)} | "
+                     f"{_f(p.get('p_no_consensus'))} | {_iv(p['rounds_to_95'])} (underlying {_iv(u.get('rounds_to_95'))}) | "
+                     f"{_iv(p['consensus_rounds'], 1)} | {cms('overturn_' + n1)} | {cms('overturn_' + n0)} | "
                      f"{c['decisions']} prompts, jitter sd {_f(c['jitter']['jitter_sd'], 3)} |")
     lines.append("")
     lines.append("State by state: every sampled attempt against the exact probe of the same prompt (observed "
