@@ -27,6 +27,9 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
   mean-field limit N -> infinity) -> :class:`GroupSizeCurve`
 - norm adoption: :func:`fit_adoption` (belief / compliance rates of the two-stage contagion and
   their ratio, CRSEC seed 000) -> :class:`AdoptionFit`
+- probe-only prediction: :func:`probe_predict` (exact probes of every memory state -> table with
+  its uncertainty, :class:`ProbeFit` -> :class:`ProbePrediction`; also ``normlab predict --probe``),
+  :func:`probe_check` (exact probes vs sampled probes vs populations) -> :class:`ProbeCheck`
 - LLM vs theory: :func:`llm_trajectories`, :func:`theory_trajectories`,
   :func:`compare_trajectories` and the ``plot_*`` figures.
 
@@ -93,6 +96,17 @@ _EXPORTS = {
     "GroupSizeCurve": "group_size",
     "Scores": "scoring",
     "AdoptionFit": "adoption",
+    "ProbeFit": "probe_prediction",
+    "ProbeCost": "probe_prediction",
+    "ProbePrediction": "probe_prediction",
+    "probe_cost": "probe_prediction",
+    "probe_fit": "probe_prediction",
+    "probe_predict": "probe_prediction",
+    "measure_jitter": "probe_prediction",
+    "ProbeCheck": "probe_comparison",
+    "probe_check": "probe_comparison",
+    "read_attempts": "probe_comparison",
+    "read_population": "probe_comparison",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

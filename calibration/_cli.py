@@ -80,6 +80,9 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars (default: shown when stderr is a terminal)")
     p.set_defaults(func=_calibrate)
+    from ._cli_predict import register_predict
+
+    register_predict(sub)
 
 
 _LLM_ALIASES = {

@@ -61,6 +61,9 @@ _EXPORTS = {
     "matrix_template": "rankers",
     # testing
     "StubServer": "testing",
+    "EMBEDDED_MODELS": "embedded_models",
+    "embedded_model_path": "embedded_models",
+    "serve_embedded": "embedded_models",
     # published data (llm_runs/published/)
     "load_ainorms": "published.ainorms",
     "load_ainorms_probes": "published.ainorms",

@@ -270,7 +270,7 @@ def _command(name):
 
 
 @pytest.mark.parametrize("command", ["simulate", "llm-run", "llm-probe", "calibrate", "critical-mass", "figures",
-                                     "demo"])
+                                     "demo", "predict"])
 def test_every_command_help_has_examples(command):
     import argparse
 

@@ -8,6 +8,8 @@
   distribution of memory states, its fixed point and stability (collective bias in the limit).
 - :func:`binary_agreement`, :func:`binary_agreement_ode`, :func:`critical_fraction` -- Xie et al.
   2011 committed minority, agents and mean field.
+- :func:`invalid_answer_game` -- the memory-H game when decisions can be invalid (an LLM answer
+  with no pool name after capped re-asks: a failed interaction written into no memory).
 - :func:`centola_critical_mass` -- mean-field critical mass of memory-M best response.
 - :func:`critical_mass` -- sweep committed sizes for any model and locate the tipping point.
 - :mod:`~normlab.theory.criteria` -- the flip criteria of committed-minority runs (``published``
@@ -56,6 +58,8 @@ _EXPORTS = {
     "norm_contagion_ode": "norm_contagion",
     "ContagionResult": "norm_contagion",
     "ContagionODE": "norm_contagion",
+    "invalid_answer_game": "invalid_answers",
+    "InvalidAnswerGame": "invalid_answers",
 }
 _SUBMODULES = {"strategies", "itcmas", "criteria"}
 
