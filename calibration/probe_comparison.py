@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from normlab._display import plotting
 from normlab._rng import spawn
 
 __all__ = ["ProbeCheck", "probe_check", "read_attempts", "read_population"]
@@ -275,6 +276,7 @@ class ProbeCheck:
         return (f"<p><b>{self!r}</b></p><p>{PLUMBING}.</p>"
                 + f.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep=""))
 
+    @plotting
     def plot(self, axes=None):
         """Four panels: per-state name probability and valid-attempt rate (sampled vs exact),
         success curves (observed vs predicted band) and the population quantities against their

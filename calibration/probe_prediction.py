@@ -63,6 +63,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from normlab._display import plotting
 from normlab._rng import as_generator, spawn
 
 __all__ = ["ProbeFit", "ProbeCost", "ProbePrediction", "probe_cost", "probe_fit", "probe_predict", "ORDER_MIXING"]
@@ -761,6 +762,7 @@ class ProbePrediction:
     def _repr_html_(self) -> str:
         return f"<p><b>{self!r}</b></p>" + self.to_frame().to_html(index=False, float_format=lambda v: f"{v:.3g}")
 
+    @plotting
     def plot(self, ax=None):
         """Predicted success curve (band: experiment interval; dashed: underlying) and, beside it,
         the probed ``p(first name | state)`` with its order spread."""
