@@ -84,6 +84,50 @@ def test_demo_on_stub_server_and_rerun_from_cache(tmp_path, capsys):
         assert s2[k] == s1[k], k
 
 
+def test_demo_dry_run_sends_and_writes_nothing(tmp_path, capsys):
+    """--dry-run: the requests of each step, nothing sent, no directory created."""
+    from normlab.llm_runs.testing import StubServer
+
+    out = tmp_path / "report"
+    with StubServer() as stub:
+        assert main(["demo", "--out", str(out), *TINY, "--base-url", stub.base_url, "--dry-run"]) == 0
+        est = json.loads(capsys.readouterr().out)
+        # sample mode adds the populations and committed runs (re-asks: at most 3 requests per decision)
+        assert main(["demo", "--out", str(out), *TINY, "--base-url", stub.base_url, "--dry-run", "--mode", "sample",
+                     "--price-input", "1", "--price-output", "2"]) == 0
+        s = json.loads(capsys.readouterr().out)
+        assert stub.n_chat == 0
+    assert not out.exists() and est["nothing_sent"] is True
+    # H = 1: 5 memory states x 2 orders (exact) + 3 free-generation answers; exact populations: none
+    assert est["requests"] == {"typical": 13, "at_most": 13}
+    assert s["requests"]["typical"] > 13 and s["requests"]["at_most"] > s["requests"]["typical"]
+    assert s["cost_usd"]["typical"] > 0 and not out.exists()
+
+
+def test_demo_budget_stops_cleanly_and_a_larger_one_continues(tmp_path, capsys):
+    """--budget caps everything the demo sends (exit 5, answers kept); a rerun with more finishes
+    without asking anything twice."""
+    from normlab.llm_runs.testing import StubServer
+
+    with StubServer() as stub:
+        full = _run(capsys, tmp_path / "ref", "--base-url", stub.base_url)
+        need = stub.n_chat
+        spent = full["cost"]["prompt_tokens"] + full["cost"]["completion_tokens"]
+    out = tmp_path / "report"
+    with StubServer() as stub:
+        code = main(["demo", "--out", str(out), *TINY, "--base-url", stub.base_url, "--budget", str(spent // 2)])
+        err = capsys.readouterr().err
+        assert code == 5, err
+        assert "budget" in err and "larger --budget" in err and "Traceback" not in err
+        first = stub.n_chat
+        assert 0 < first < need
+        s = _run(capsys, out, "--base-url", stub.base_url, "--budget", str(spent * 2))
+        assert stub.n_chat == need  # the rest, nothing twice
+    assert s["cost"]["llm_calls_total"] == need
+    for k in ("population", "critical_mass", "committed_check", "strategy_table", "free_generation"):
+        assert s[k] == full[k], k
+
+
 def test_demo_sample_mode_on_stub(tmp_path, capsys):
     """Sample mode: the populations generate and parse (one request per decision), nothing cached."""
     from normlab.llm_runs.testing import StubServer

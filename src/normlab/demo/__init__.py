@@ -19,6 +19,7 @@ from normlab._lazy import lazy_exports
 
 _EXPORTS = {
     "run_demo": "pipeline",
+    "estimate_demo": "pipeline",
     "DemoResult": "pipeline",
     "DEMO_DEFAULTS": "pipeline",
     "SUMMARY_SCHEMA": "report",

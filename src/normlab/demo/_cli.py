@@ -18,6 +18,10 @@ examples:
   normlab demo --out report-h3 --n-agents 24 --memory 3      # closer to the paper (N = 24, H = 5)
   normlab demo --out report-sample --mode sample --runs 4    # the paper's generate-and-parse protocol
   normlab demo --out report-mine --base-url http://127.0.0.1:8000/v1 --model MODEL   # your model (vLLM, llama.cpp)
+  normlab demo --out report-api --base-url URL --model MODEL --price-input 0.6 --price-output 2.4 --dry-run
+                                                             # requests, tokens and cost first; nothing is sent
+  normlab demo --out report-api --base-url URL --model MODEL --price-input 0.6 --price-output 2.4 --budget '$0.50'
+                                                             # stops cleanly at the cap (exit 5); rerun to continue
 """
 
 
@@ -42,14 +46,23 @@ def _demo(args) -> int:
     endpoint = _endpoint(args)
     command = ("normlab " + " ".join(shlex.quote(a) for a in sys.argv[1:])) if Path(sys.argv[0]).name == "normlab" else None
 
+    kw = dict(names=args.names, n_agents=args.n_agents, memory=args.memory, runs=args.runs,
+              max_rounds=args.max_rounds, committed=args.committed, committed_runs=args.committed_runs,
+              sample_check=args.sample_check, fit=args.fit, n_draws=args.draws, mode=args.mode or "exact",
+              within_rounds=args.within_rounds, endpoint=endpoint, sampling=sampling)
+    if args.dry_run:
+        import json
+
+        from normlab.demo.pipeline import estimate_demo
+
+        est = estimate_demo(args.out, **kw)
+        print(json.dumps(est.to_dict(), indent=2) if args.json else est)
+        return 0
+
     def go():
         from normlab.demo.pipeline import run_demo
 
-        res = run_demo(args.out, names=args.names, n_agents=args.n_agents, memory=args.memory, runs=args.runs,
-                       max_rounds=args.max_rounds, committed=args.committed, committed_runs=args.committed_runs,
-                       sample_check=args.sample_check, fit=args.fit, n_draws=args.draws, mode=args.mode or "exact",
-                       within_rounds=args.within_rounds, endpoint=endpoint, sampling=sampling, rng=args.seed,
-                       progress=not args.no_progress, verbose=True, command=command)
+        res = run_demo(args.out, rng=args.seed, progress=not args.no_progress, verbose=True, command=command, **kw)
         if args.json:
             import json
 
@@ -59,7 +72,10 @@ def _demo(args) -> int:
         return 0
 
     code = _guard("demo", go, None)
-    if code in (3, 4, 130) and any(j.stat().st_size for j in (Path(args.out) / "llm").rglob("journal.jsonl")):
+    if code == 5:
+        print(f"normlab demo: every completed model answer is kept in {args.out}/llm; rerun the same command with a "
+              "larger --budget to continue", file=sys.stderr)
+    elif code in (3, 4, 130) and any(j.stat().st_size for j in (Path(args.out) / "llm").rglob("journal.jsonl")):
         print(f"normlab demo: every completed model answer is kept in {args.out}/llm; rerun the same command to resume",
               file=sys.stderr)
     return code
@@ -155,7 +171,7 @@ def register(subparsers) -> None:
                         "about a minute)")
     g.add_argument("--draws", type=int, default=200, help="simulated experiments / posterior draws per prediction "
                                                          "(default %(default)s)")
-    _add_endpoint_args(p)
+    _add_endpoint_args(p, run_controls=True)
     _retune(p, "mode", help="exact (default): the populations decide from next-token probabilities and are answered from "
                             "the probe's cache; sample: the paper's protocol, generate and parse (one request per "
                             "decision and re-ask)")

@@ -36,6 +36,7 @@ import math
 import sys
 import threading
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +46,7 @@ import pandas as pd
 from normlab._rng import spawn
 from normlab._validate import check_int, check_out_dir
 
-__all__ = ["run_demo", "DemoResult", "DEMO_DEFAULTS"]
+__all__ = ["run_demo", "estimate_demo", "DemoResult", "DEMO_DEFAULTS"]
 
 #: Defaults of :func:`run_demo` and ``normlab demo``: a population small enough for a 2-core laptop.
 DEMO_DEFAULTS = {
@@ -339,6 +340,158 @@ def _seed_int(rng) -> int:
 
 
 # ----------------------------------------------------------------------------- estimates
+def _spent(directories, ep) -> tuple[float, float]:
+    """Tokens (prompt + completion) and USD journaled in ``directories``, at ``ep``'s prices."""
+    led = _ledger(directories)
+    usd = (led["prompt_tokens"] * ep.price_input + led["completion_tokens"] * ep.price_output) / 1e6
+    return float(led["prompt_tokens"] + led["completion_tokens"]), usd
+
+
+def _budget_text(ep) -> str:
+    return (f"{ep.budget_tokens:,.0f} tokens" if ep.budget_tokens is not None else "") + \
+        (" / " if ep.budget_tokens is not None and ep.budget_usd is not None else "") + \
+        (f"${ep.budget_usd:,.4f}" if ep.budget_usd is not None else "")
+
+
+def _stage_endpoint(ep, llm_root: Path, own: Path):
+    """``ep`` with what is left of the demo's budget for one step.
+
+    The demo's ``budget_tokens`` / ``budget_usd`` cap everything journaled under ``OUT/llm``
+    (earlier runs of the demo included). Each step's own client already counts its own journal
+    (so a rerun with a larger budget continues it), so the step gets the budget less what the
+    *other* steps spent.
+    """
+    from normlab.llm_runs.backend import BudgetExhausted
+
+    if ep.budget_tokens is None and ep.budget_usd is None:
+        return ep
+    others = sorted({j.parent for j in Path(llm_root).rglob("journal.jsonl")} - {Path(own)})
+    tok, usd = _spent(others, ep)
+    kw = {}
+    for key, spent in (("budget_tokens", tok), ("budget_usd", usd)):
+        cap = getattr(ep, key)
+        if cap is not None:
+            if cap - spent <= 0:
+                raise BudgetExhausted(f"the demo's budget of {_budget_text(ep)} is spent")
+            kw[key] = cap - spent
+    return dataclasses.replace(ep, **kw)
+
+
+def _stopped_at_budget(res) -> None:
+    """A run the cap stopped returns (its completed runs kept); the demo stops there too."""
+    from normlab.llm_runs.backend import BudgetExhausted
+
+    if getattr(res, "stopped", None) == "budget":
+        raise BudgetExhausted("a step reached the budget")
+
+
+@contextlib.contextmanager
+def _demo_budget(ep, llm_root: Path):
+    """Turn a step's :class:`BudgetExhausted` into one message about the demo's whole budget."""
+    from normlab.llm_runs.backend import BudgetExhausted
+
+    try:
+        yield
+    except BudgetExhausted:
+        if ep.budget_tokens is None and ep.budget_usd is None:
+            raise
+        dirs = sorted({j.parent for j in Path(llm_root).rglob("journal.jsonl")})
+        tok, usd = _spent(dirs, ep)
+        raise BudgetExhausted(
+            f"the demo's budget of {_budget_text(ep)} is reached: {tok:,.0f} tokens"
+            + (f" (${usd:,.4f})" if ep.price_input or ep.price_output else "")
+            + f" in {_ledger(dirs)['calls']:,} requests are journaled under {llm_root}") from None
+
+
+def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS["n_agents"],
+                  memory: int = DEMO_DEFAULTS["memory"], runs: int = DEMO_DEFAULTS["runs"],
+                  max_rounds: int = DEMO_DEFAULTS["max_rounds"], committed=DEMO_DEFAULTS["committed"],
+                  committed_runs: int = DEMO_DEFAULTS["committed_runs"],
+                  sample_check: int = DEMO_DEFAULTS["sample_check"], fit: str = DEMO_DEFAULTS["fit"],
+                  n_draws: int = DEMO_DEFAULTS["n_draws"], mode: str = DEMO_DEFAULTS["mode"],
+                  within_rounds: int = DEMO_DEFAULTS["within_rounds"], endpoint=None, sampling: dict | None = None):
+    """Requests, tokens and cost of :func:`run_demo` with the same arguments, before anything
+    is sent (``normlab demo --dry-run``): nothing is sent and nothing is written.
+
+    Returns
+    -------
+    normlab.llm_runs.RunEstimate
+        ``typical`` and ``at_most`` per quantity, summed over the steps that call the model:
+        the strategy table (one exact request per memory state and name order, less what
+        ``out`` already journaled), the free-generation check (``sample_check`` requests), and
+        in sample mode the populations and committed-minority runs
+        (:func:`normlab.llm_runs.estimate_game`; in exact mode they are answered from the
+        table's cache). Tokens are estimated from the rendered prompts (UTF-8 bytes / 3).
+    """
+    import itertools
+
+    from normlab.llm_runs.runner import (BYTES_PER_TOKEN, RunEstimate, _prompt_tokens, distinct_prompts,
+                                         estimate_game, estimate_requests, make_settings)
+
+    cfg = _validate(out, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
+                    n_draws, mode, within_rounds, endpoint, sampling)
+    out, names, N, H = cfg["out"], cfg["names"], cfg["n_agents"], cfg["memory"]
+    ep, smp = cfg["endpoint"], cfg["sampling"]
+    llm_dir = out / "llm" / _key(cfg)
+    prices = {"all": (ep.price_input, ep.price_output)}
+    parts, notes = [], []
+
+    # 1. the strategy table, exact: one request per memory state and name order
+    s, tpl, _ = make_settings(N, H, names, max_interactions=1, mode="exact", embedded=ep.embedded,
+                              **{k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")})
+    counts = [4 ** k for k in range(H + 1)]
+    ptok = sum(c * _prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
+    total = distinct_prompts(names, H)
+    done = sum(1 for d in llm_dir.glob("probe-H*") for c in _journal_calls(d) if c.get("purpose") == "exact")
+    left = max(total - done, 0)
+    parts.append(estimate_requests(s, tpl, requests=(left, left), prompt_tokens=ptok, what="", prices=prices,
+                                   completion_per_request=1))
+    notes.append(f"strategy table: {total:,} exact requests ({sum(counts):,} memory states x 2 name orders; a name "
+                 f"of several tokens adds requests){f', {done:,} already journaled' if done else ''}")
+    # 2. free generation at an empty memory, no re-ask
+    if cfg["sample_check"]:
+        s2, tpl2, _ = make_settings(N, H, names, max_interactions=1, mode="sample", embedded=ep.embedded,
+                                    **{**smp, "max_reasks": 0})
+        n = cfg["sample_check"]
+        parts.append(estimate_requests(s2, tpl2, requests=(n, n), prompt_tokens=_prompt_tokens(s2, tpl2, 0),
+                                       what="", prices=prices))
+        notes.append(f"free-generation check: {n} requests (sample mode, no re-ask)")
+    # 3. populations and committed-minority runs
+    if cfg["mode"] == "exact":
+        notes.append("populations and committed-minority runs (exact mode): answered from the strategy table's "
+                     "cache, no request")
+    else:
+        run_kw = dict(mode="sample", endpoint=ep, **smp)
+        parts.append(estimate_game(N, H, names, max_interactions=cfg["max_rounds"] * N, runs=cfg["runs"],
+                                   stop="streak", **run_kw))
+        notes.append(f"populations: {cfg['runs']} runs, sample mode (typical: 12 N interactions per run)")
+        if cfg["committed_runs"]:
+            cs = [1] if cfg["committed"] == "auto" else cfg["committed"]
+            for (x, y), c in itertools.product(itertools.permutations(names), cs):
+                parts.append(estimate_game(N, H, names, max_interactions=cfg["within_rounds"] * N,
+                                           runs=cfg["committed_runs"], committed=int(c), committed_name=y,
+                                           initial=f"consensus:{x}", stop="flip", **run_kw))
+            notes.append(f"committed-minority runs: {cfg['committed_runs']} per direction and count, each to its "
+                         f"cap of {cfg['within_rounds']} rounds"
+                         + ("; counts 'auto' come from the prediction: estimated with one count per direction"
+                            if cfg["committed"] == "auto" else ""))
+    keys = ("requests", "prompt_tokens", "completion_tokens", "cost_usd")
+    rows = {k: tuple(None if any(p.rows[k][i] is None for p in parts) else float(sum(p.rows[k][i] for p in parts))
+                     for i in (0, 1)) for k in keys}
+    notes.append(f"tokens: prompts rendered from the template, UTF-8 bytes / {BYTES_PER_TOKEN:g} (tokenizers differ "
+                 "by about 20 %)")
+    spent = None
+    if llm_dir.exists():
+        dirs = sorted({j.parent for j in (out / "llm").rglob("journal.jsonl")})
+        led = _ledger(dirs)
+        if led["calls"]:
+            spent = {"requests": led["calls"], "tokens": led["prompt_tokens"] + led["completion_tokens"]}
+    model = "embedded SmolLM2-135M-Instruct" if ep.embedded else (ep.model or "the endpoint's first model")
+    what = (f"normlab demo: N = {N}, H = {H}, names {','.join(names)}, {cfg['runs']} populations, "
+            f"{cfg['mode']} mode, {model}")
+    return RunEstimate(what=what, rows=rows, prices=prices, notes=tuple(notes), done=spent)
+
+
 def _prompt_chars(names, states, sampling) -> list[int]:
     """Characters of every probe prompt (each state in each name order), as sent."""
     import itertools
@@ -599,7 +752,8 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     with clock.step(f"strategy table, memories of length <= {L_a} (timed)", [dir_a]):
         before = len(_journal_calls(dir_a))
         t = time.perf_counter()
-        strategy_table(names, L_a, out=dir_a, **probe_kw)
+        with _demo_budget(ep, out / "llm"):
+            strategy_table(names, L_a, out=dir_a, **{**probe_kw, "endpoint": _stage_endpoint(ep, out / "llm", dir_a)})
         wall_a = time.perf_counter() - t
     speed = _speed(dir_a, states_a, cfg, wall_a, len(_journal_calls(dir_a)) - before, llm_dir / "speed.json")
     # plan: what is left, in requests, tokens and minutes (from the measured speed)
@@ -629,7 +783,9 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
         echo("        populations and committed runs (sample mode): estimated after the theory prediction")
     echo("        theory simulations: seconds (a first run after installation also compiles them, ~1 min)")
     with clock.step(f"strategy table (H = {H})", [dir_b]):
-        probe = strategy_table(names, H, out=dir_b, cache=[dir_a], **probe_kw)
+        with _demo_budget(ep, out / "llm"):
+            probe = strategy_table(names, H, out=dir_b, cache=[dir_a],
+                                   **{**probe_kw, "endpoint": _stage_endpoint(ep, out / "llm", dir_b)})
     ptab = probe.to_frame()
     holes = int(ptab.groupby("memory_state")["p"].apply(lambda v: v.isna().any()).sum())
     table = probe.to_strategy_table(default=_uniform(names, H))  # states with no name in reach: uniform
@@ -647,8 +803,10 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
         with clock.step("free-generation check", [sdir]):
             skw = {k: v for k, v in smp.items()}
             skw["max_reasks"] = 0
-            bias = individual_bias(names, trials=cfg["sample_check"], mode="sample", endpoint=ep, out=sdir,
-                                   progress=progress, rng=seeds[1], **skw)
+            with _demo_budget(ep, out / "llm"):
+                bias = individual_bias(names, trials=cfg["sample_check"], mode="sample",
+                                       endpoint=_stage_endpoint(ep, out / "llm", sdir), out=sdir,
+                                       progress=progress, rng=seeds[1], **skw)
         echo(f"  free generation at an empty memory: {bias.invalid} of {bias.trials} answers name no pool name")
 
     # --- 3. theory prediction from the probed table (intervals for an experiment of the demo's size)
@@ -679,8 +837,10 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     run_kw = dict(mode=cfg["mode"], endpoint=ep, progress=False, **smp)
     with clock.step("LLM populations", [pop_dir]):
         with _JournalBar(pop_dir, cfg["runs"], exp_int, f"LLM populations ({cfg['mode']})", progress):
-            pop = run_game(N, H, names, max_interactions=cap, runs=cfg["runs"], stop="streak", out=pop_dir,
-                           cache=cache, rng=seeds[2], **run_kw)
+            with _demo_budget(ep, out / "llm"):
+                pop = run_game(N, H, names, max_interactions=cap, runs=cfg["runs"], stop="streak", out=pop_dir,
+                               cache=cache, rng=seeds[2], **{**run_kw, "endpoint": _stage_endpoint(ep, out / "llm", pop_dir)})
+                _stopped_at_budget(pop)
     obs = _population_observed(pop, names, N)
     echo(f"  LLM populations: winners {', '.join(obs['winners'])}")
 
@@ -704,9 +864,12 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
         th_curve, th_len = _committed_theory(table, x, y, c, cfg, spawn(seeds[7], len(tests))[i])
         with clock.step(f"committed minority: {c} committed to {y} vs a consensus on {x}", [cdir]):
             with _JournalBar(cdir, cfg["committed_runs"], th_len, f"committed {c}x{y} vs {x} ({cfg['mode']})", progress):
-                r = run_game(N, H, names, max_interactions=wr * N, runs=cfg["committed_runs"], committed=c,
-                             committed_name=y, initial=f"consensus:{x}", stop="flip", out=cdir, cache=cache,
-                             rng=spawn(seeds[3], len(tests))[i], **run_kw)
+                with _demo_budget(ep, out / "llm"):
+                    r = run_game(N, H, names, max_interactions=wr * N, runs=cfg["committed_runs"], committed=c,
+                                 committed_name=y, initial=f"consensus:{x}", stop="flip", out=cdir, cache=cache,
+                                 rng=spawn(seeds[3], len(tests))[i],
+                                 **{**run_kw, "endpoint": _stage_endpoint(ep, out / "llm", cdir)})
+                    _stopped_at_budget(r)
         committed_res.append(r)
         k = int(r.log.runs["flipped"].sum())
         n = int(len(r.log.runs))
