@@ -1,6 +1,6 @@
 """README's main job on the embedded model against the pure prompt-evaluation floor (issue 10).
 
-Run:  python benchmarks/bench_embedded.py [--quick | --smoke] [--repeats 2] [--configs old,new]
+Run:  python benchmarks/bench_embedded.py [--quick | --smoke] [--repeats 2] [--configs old,new] [--demo-only | --no-demo]
 (``--smoke``: a 20-interaction job, new configuration only -- what the test suite runs)
 
 1. Prompt-evaluation rate of SmolLM2-135M on this machine, one thread: the embedded server
@@ -23,6 +23,13 @@ Run:  python benchmarks/bench_embedded.py [--quick | --smoke] [--repeats 2] [--c
    rate of part 1. Printed: tokens the server evaluated (prompt - cached) against that minimum,
    and job CPU / floor CPU (goal: <= 1.3). Wall ratios are shown too; on a machine other jobs
    share they move with the load and say little.
+
+4. README's main job since issue 12, ``normlab demo --out DIR`` (defaults; ``--demo-only`` skips
+   parts 2-3): the demo's steps that call the model (strategy table, free-generation check;
+   in exact mode the populations are answered from the table's cache) against the same floor,
+   their prompts rebuilt from the probe records in the demo's journals. Printed: requests, tokens
+   evaluated vs the minimum, CPU of those steps (``summary.json``'s per-step CPU, server start
+   included) / floor CPU, and the whole command's CPU and wall time beside it.
 
 Not a timed test: it prints figures. Trajectories can differ slightly between repeats (llama.cpp
 returns logprobs that differ in the last digits from call to call), so each job's floor is
@@ -158,6 +165,58 @@ def must_evaluate(run_dir: Path, base_url: str) -> dict:
     return {"must_tokens": nodes, "tokenized": total}
 
 
+# ----------------------------------------------------------------------------- 4. the demo
+def run_demo_job(out: Path) -> dict:
+    """``normlab demo --out OUT`` with its defaults, in a fresh interpreter."""
+    cmd = [sys.executable, "-c", "import sys; from normlab.cli import main; sys.exit(main(sys.argv[1:]))",
+           "demo", "--out", str(out), "--no-progress", "--json"]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"demo failed: {r.stderr[-2000:]}")
+    s = json.loads((out / "summary.json").read_text())
+    llm = [st for st in s["timing"]["steps"] if st["llm_calls"] > 0]
+    return {"wall_s_outside": time.perf_counter() - t0, "cpu_s": s["timing"]["cpu_s"], "wall_s": s["timing"]["wall_s"],
+            "llm_cpu_s": sum(st["cpu_s"] for st in llm), "llm_wall_s": sum(st["wall_s"] for st in llm),
+            "llm_steps": [st["step"] for st in llm], "calls": sum(st["llm_calls"] for st in llm),
+            "prompt_tokens": sum(st["prompt_tokens"] for st in llm)}
+
+
+def demo_must_evaluate(out: Path, base_url: str) -> dict:
+    """Prefix-tree tokens of every prompt the demo sent, rebuilt from its probe records."""
+    from normlab.llm_runs.journal import read_journal
+    from normlab.llm_runs.prompts import load_template
+    from normlab.schema import parse_memory_state
+
+    tpl = load_template("main")
+    root = base_url[: -len("/v1")]
+    where, calls = {}, []
+    for j in sorted((out / "llm").rglob("journal.jsonl")):
+        for r in read_journal(j):
+            if r.get("ev") == "probe":
+                state = r["key"].rsplit("|", 1)[0]
+                where[r["side"]["ph"]] = ("" if state == "bias" else state, r["side"]["shown"])
+            elif r.get("ev") == "call":
+                calls.append(r)
+    trie: dict = {}
+    nodes = total = evaluated = 0
+    for c in calls:
+        state, shown = where[c["ph"]]
+        p = tpl.render(list(parse_memory_state(state)), tuple(shown.split(",")))
+        text = _post(root + "/apply-template", {"messages": p.messages(p.prefill + (c.get("partial") or ""))})["prompt"]
+        toks = _post(root + "/tokenize", {"content": text, "add_special": True, "parse_special": True})["tokens"]
+        total += len(toks)
+        evaluated += (c.get("ptok") or 0) - (c.get("cached") or 0)
+        node = trie
+        for tk in toks:
+            if tk not in node:
+                node[tk] = {}
+                nodes += 1
+            node = node[tk]
+    return {"must_tokens": nodes, "tokenized": total, "evaluated": evaluated,
+            "completion_tokens": sum(c.get("ctok") or 0 for c in calls)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one run instead of four; one repeat")
@@ -165,6 +224,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--configs", default="old,new",
                     help="comma-separated: old, new, or a JSON object of EndpointConfig fields")
+    ap.add_argument("--demo-only", action="store_true", help="parts 1 and 4 only (the rate and normlab demo)")
+    ap.add_argument("--no-demo", action="store_true", help="skip part 4 (normlab demo)")
     ap.add_argument("--job", help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--size", default="full", help=argparse.SUPPRESS)
@@ -202,7 +263,7 @@ def main(argv=None) -> int:
           "configurations alternating")
     results = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp, EmbeddedServer(n_threads=1, n_parallel=1, n_ctx=1024) as tok_srv:
-        for k in range(repeats):
+        for k in range(0 if args.demo_only else repeats):
             for c in configs:
                 out = Path(tmp) / f"{c}{k}"
                 r = run_job(out, c, size)
@@ -218,6 +279,23 @@ def main(argv=None) -> int:
                       f"({r['evaluated'] / r['must_tokens']:.3f}x); CPU {r['cpu_s']:.1f} s vs floor "
                       f"{r['floor_cpu_s']:.1f} s = {r['cpu_s'] / r['floor_cpu_s']:.2f}x; wall {r['wall_s']:.0f} s "
                       f"({r['wall_s'] / r['floor_wall_s']:.2f}x); peak memory {r['max_rss_mb']:.0f} MB")
+        if not (args.smoke or args.no_demo):
+            print("\n4. README's main job now: normlab demo --out DIR (defaults)")
+            for k in range(1 if size != "full" else args.repeats):
+                out = Path(tmp) / f"demo{k}"
+                r = run_demo_job(out)
+                r.update(demo_must_evaluate(out, tok_srv.base_url))
+                if r["tokenized"] != r["prompt_tokens"]:
+                    print(f"   warning: {r['tokenized']} tokens rebuilt, {r['prompt_tokens']} reported")
+                floor = r["must_tokens"] / rate_cpu
+                print(f"   #{k + 1}: {r['calls']} requests ({', '.join(r['llm_steps'])}); prompt tokens "
+                      f"{r['prompt_tokens']:,}, evaluated {r['evaluated']:,} vs must {r['must_tokens']:,} "
+                      f"({r['evaluated'] / r['must_tokens']:.3f}x), {r['completion_tokens']} generated; "
+                      f"CPU of these steps {r['llm_cpu_s']:.1f} s vs floor {floor:.1f} s = "
+                      f"{r['llm_cpu_s'] / floor:.2f}x (goal <= 1.3); whole demo {r['cpu_s']:.0f} s CPU, "
+                      f"{r['wall_s']:.0f} s wall")
+    if args.demo_only:
+        return 0
     print("\nmedians")
     for c, rs in results.items():
         med = {key: statistics.median(r[key] for r in rs) for key in ("cpu_s", "wall_s", "max_rss_mb")}

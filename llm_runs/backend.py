@@ -9,11 +9,13 @@ token accounting. :class:`EmbeddedServer` runs llama.cpp's OpenAI-compatible ser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib.util
 import math
 import os
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1050,9 +1052,60 @@ class LLMClient:
         return obj if isinstance(obj, dict) else None
 
 
+#: Embedded servers kept across endpoint sessions inside :func:`shared_embedded_server` (None: none kept).
+_SHARED_SERVERS: dict | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def shared_embedded_server():
+    """Inside this block, endpoint sessions of the embedded model share one running server.
+
+    Each :func:`open_endpoint` on the embedded model normally starts a llama.cpp server and stops
+    it on exit, and its prompt cache goes with it. A pipeline of several steps (``normlab demo``:
+    two probe stages, a free-generation check, runs) then re-evaluates the rules prefix and every
+    prompt an earlier step already evaluated. Here a server is kept per (threads, slots, cache,
+    slot similarity) and reused by every later session whose KV size fits it (a larger one
+    replaces it); all stop when the block ends. Answers do not change: a restored cached state is
+    the state a fresh evaluation of the same tokens produces.
+    """
+    global _SHARED_SERVERS
+    with _SHARED_LOCK:
+        outer = _SHARED_SERVERS is not None
+        if not outer:
+            _SHARED_SERVERS = {}
+    try:
+        yield
+    finally:
+        if not outer:
+            with _SHARED_LOCK:
+                servers, _SHARED_SERVERS = _SHARED_SERVERS, None
+            for srv in servers.values():
+                srv.close()
+
+
+def _shared_server(cfg, n_ctx: int) -> "EmbeddedServer | None":
+    """A started shared server for ``cfg`` with at least ``n_ctx`` KV tokens per slot, or None
+    outside :func:`shared_embedded_server`."""
+    with _SHARED_LOCK:
+        if _SHARED_SERVERS is None:
+            return None
+        key = (cfg.embedded_threads, cfg.embedded_parallel, cfg.embedded_cache_mib, cfg.embedded_slot_similarity)
+        srv = _SHARED_SERVERS.get(key)
+        if srv is not None and srv.n_ctx >= n_ctx:
+            return srv
+        if srv is not None:
+            srv.close()
+        srv = EmbeddedServer(n_threads=cfg.embedded_threads, n_parallel=cfg.embedded_parallel, n_ctx=n_ctx,
+                             cache_mib=cfg.embedded_cache_mib, slot_similarity=cfg.embedded_slot_similarity).start()
+        _SHARED_SERVERS[key] = srv
+        return srv
+
+
 class open_endpoint:
     """Async context manager yielding a ready :class:`LLMClient` (starting the embedded server
-    when the config has no base URL, and stopping it on exit).
+    when the config has no base URL, and stopping it on exit; inside
+    :func:`shared_embedded_server` the server is shared and outlives the session).
 
     Parameters
     ----------
@@ -1070,7 +1123,8 @@ class open_endpoint:
         self.config = config if config is not None else EndpointConfig.from_env()
         self.prompt_bytes = prompt_bytes
         self.max_new_tokens = max_new_tokens
-        self.server: EmbeddedServer | None = None
+        self.server: EmbeddedServer | None = None  # started here, stopped on exit
+        self._shared: EmbeddedServer | None = None  # from shared_embedded_server(), left running
         self.client: LLMClient | None = None
 
     def embedded_ctx(self) -> int:
@@ -1084,18 +1138,23 @@ class open_endpoint:
     async def __aenter__(self) -> LLMClient:
         cfg = self.config
         if cfg.embedded:
-            self.server = EmbeddedServer(n_threads=cfg.embedded_threads, n_parallel=cfg.embedded_parallel,
-                                         n_ctx=self.embedded_ctx(), cache_mib=cfg.embedded_cache_mib,
-                                         slot_similarity=cfg.embedded_slot_similarity)
-            await asyncio.to_thread(self.server.start)
-            base_url, model = self.server.base_url, self.server.model
+            shared = await asyncio.to_thread(_shared_server, cfg, self.embedded_ctx())
+            if shared is not None:
+                self._shared = shared  # not ours to stop
+                base_url, model = shared.base_url, shared.model
+            else:
+                self.server = EmbeddedServer(n_threads=cfg.embedded_threads, n_parallel=cfg.embedded_parallel,
+                                             n_ctx=self.embedded_ctx(), cache_mib=cfg.embedded_cache_mib,
+                                             slot_similarity=cfg.embedded_slot_similarity)
+                await asyncio.to_thread(self.server.start)
+                base_url, model = self.server.base_url, self.server.model
         else:
             base_url, model = cfg.base_url, cfg.model
         self.client = LLMClient(base_url, model, cfg)
         try:
             await self.client.__aenter__()
             await self.client.check()
-            self.client.info = await self.client.fingerprint(self.server)
+            self.client.info = await self.client.fingerprint(self.server or self._shared)
         except BaseException:
             await self._close()
             raise

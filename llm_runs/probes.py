@@ -9,6 +9,7 @@ the probe journals every call and answer there and resumes from it when run agai
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 import re
@@ -122,7 +123,14 @@ class _Probe:
             if r.get("ev") == "probe":
                 self.done[r["key"]] = r["side"]
         # the game's own prompts (bias, strategy, neutral): the embedded server's KV cache is sized to them
-        self._ep = open_endpoint(self.endpoint, prompt_bytes=longest_prompt_bytes(self.s, self.tpl),
+        ep = self.endpoint
+        if ep.embedded:
+            # one slot, one request at a time: llama.cpp's logits change when two sequences share a
+            # batch (p(X) 0.945 alone, 1.0 beside another prompt), which made a probed table depend
+            # on timing; with the requests in prompt order each one also resumes from the cached
+            # prompt it shares most with (README's demo: tokens evaluated 1.17x -> 1.00x the minimum)
+            ep = dataclasses.replace(ep, embedded_parallel=1, concurrency=1)
+        self._ep = open_endpoint(ep, prompt_bytes=longest_prompt_bytes(self.s, self.tpl),
                                  max_new_tokens=1 if self.s.mode == "exact" else self.s.max_tokens)
         self.client = await self._ep.__aenter__()
         try:
@@ -192,6 +200,14 @@ class _Probe:
         finally:
             if pbar is not None:
                 pbar.close()
+
+
+def ordered_prompt_text(tpl, s, memory, order) -> str:
+    """The text of a probe prompt (``order``: indices of the names shown; ``None``: as listed),
+    used only to order requests so that prompts sharing a prefix are asked one after another."""
+    shown = list(s.names) if order is None else [s.names[k] for k in order]
+    p = tpl.render(list(memory), shown, payoffs=s.payoffs)
+    return "".join(m["content"] for m in p.messages(None))
 
 
 def _settings(names, memory, mode, template, kw, embedded):
@@ -910,9 +926,16 @@ async def astrategy_table(names, memory: int, *, mode: str = "exact", samples: i
             for k in range(samples):
                 jobs.append((f"{st}|s{k}", si * samples + k, mem, None))
     extra = {"orders": orders if orders == "all" else int(orders), "samples": int(samples)}
+    # ask in the order of the prompts' text (a depth-first walk of their prefix tree): each prompt
+    # follows the one it shares most with, which a bounded prompt cache still holds
+    first = [ordered_prompt_text(tpl, s, m, o) for _, _, m, o in jobs]
+    perm = sorted(range(len(jobs)), key=first.__getitem__)
     async with _Probe("strategy", s, tpl, endpoint, out, progress, rng, extra, cache) as pr:
-        sides = await pr.run_all(jobs, f"strategy table H={s.memory}")
+        done = await pr.run_all([jobs[i] for i in perm], f"strategy table H={s.memory}")
         calls, model = pr.llm_calls, pr.s.model
+    sides = [None] * len(jobs)
+    for i, side in zip(perm, done):
+        sides[i] = side
     mirror = _mirror_map(s.names)
     rows, order_rows = [], []
     per_state = len(order_list) if s.mode == "exact" else samples

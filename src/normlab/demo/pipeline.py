@@ -377,6 +377,21 @@ def _stage_endpoint(ep, llm_root: Path, own: Path):
     return dataclasses.replace(ep, **kw)
 
 
+def _demo_ctx(cfg) -> int:
+    """KV tokens per slot for the longest prompt any step sends, with its longest answer."""
+    from normlab.llm_runs.backend import ctx_for_prompt
+    from normlab.llm_runs.runner import longest_prompt_bytes, make_settings
+
+    ep, smp = cfg["endpoint"], cfg["sampling"]
+    need = []
+    for mode in ("exact", "sample"):
+        kw = smp if mode == "sample" else {k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")}
+        s, tpl, _ = make_settings(cfg["n_agents"], cfg["memory"], cfg["names"], max_interactions=1, mode=mode,
+                                  embedded=True, **kw)
+        need.append(ctx_for_prompt(longest_prompt_bytes(s, tpl), 1 if mode == "exact" else s.max_tokens))
+    return max(need)
+
+
 def _stopped_at_budget(res) -> None:
     """A run the cap stopped returns (its completed runs kept); the demo stops there too."""
     from normlab.llm_runs.backend import BudgetExhausted
@@ -716,6 +731,17 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Table 1,
     Fig. S8, Table S3, Methods "Committed Minorities".
     """
+    from normlab.llm_runs.backend import shared_embedded_server
+
+    with shared_embedded_server():  # one embedded server (and prompt cache) for every step
+        return _run_demo(out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
+                         committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
+                         n_draws=n_draws, mode=mode, within_rounds=within_rounds, endpoint=endpoint,
+                         sampling=sampling, rng=rng, progress=progress, verbose=verbose, command=command)
+
+
+def _run_demo(out, *, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
+              n_draws, mode, within_rounds, endpoint, sampling, rng, progress, verbose, command) -> DemoResult:
     from normlab import __version__
     from normlab.calibration import calibrate, llm_trajectories, predict, theory_trajectories
     from normlab.llm_runs import individual_bias, run_game, strategy_table
@@ -726,6 +752,14 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     seed = _seed_int(rng)
     out, names, N, H = cfg["out"], cfg["names"], cfg["n_agents"], cfg["memory"]
     ep, smp = cfg["endpoint"], cfg["sampling"]
+    if ep.embedded:
+        # one server for every step (shared_embedded_server), its KV sized for the longest prompt of
+        # any step; one slot and one request at a time: llama.cpp's logits change when two
+        # sequences share a batch (measured: p(X) 0.945 alone, 1.0 beside another prompt), so
+        # concurrent requests would make the probed table depend on timing. One CPU thread gains
+        # nothing from concurrency (same CPU time measured).
+        ep = dataclasses.replace(ep, embedded_ctx=ep.embedded_ctx or _demo_ctx(cfg), embedded_parallel=1,
+                                 concurrency=1)
     echo = _echo(verbose)
     clock = _Clock()
     out.mkdir(parents=True, exist_ok=True)
