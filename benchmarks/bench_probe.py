@@ -7,11 +7,14 @@ On the embedded SmolLM2-135M server (one llama.cpp thread, in-process, so the pr
 includes the model) unless --base-url is given:
 
 1. Cold probe: ``normlab.llm_runs.strategy_table`` in exact mode, every state of length 0..H in
-   both name orders, requests in flight as ``normlab predict --probe`` sends them (concurrency 4
-   over the server's 2 slots): requests, prompt tokens, wall and CPU seconds.
-2. Baseline, measured in the same run: the plainest correct probe -- one request at a time, the
-   name distribution read from it -- on ``--baseline`` prompts drawn from the same states, half
-   before and half after the cold probe (so machine load hits both alike). Ratio per request.
+   both name orders, sent as ``normlab predict --probe`` sends them (to the embedded server: one
+   request at a time, in the order of the prompts' text, so each resumes from the cached prompt
+   it shares most with; to ``--base-url``: concurrency 4): requests, prompt tokens, tokens the
+   server evaluated (not restored from its prompt cache), wall and CPU seconds.
+2. Baseline, measured in the same run: the plainest correct probe -- one request at a time, in
+   no particular order, the name distribution read from it -- on ``--baseline`` prompts drawn
+   from the same states, half before and half after the cold probe (so machine load hits both
+   alike), against a server of its own (one slot). Ratio per request.
 3. Resume: the same probe from its journal (every prompt a cache hit): requests and seconds.
 4. Prediction from the table: ``ProbeFit`` -> ``normlab.calibration.predict`` at ``--n-agents``
    (200 table draws, the paper's experiment sizes) and the underlying prediction (400 runs per
@@ -91,12 +94,13 @@ def main(argv=None) -> int:
     print(f"H = {H}, W = {len(names)}: {est.line()}")
     srv = None
     if args.base_url is None:
-        srv = EmbeddedServer().start()
+        srv = EmbeddedServer(n_parallel=1).start()  # the baseline's; the probe starts its own, as normlab does
         base_url = srv.base_url
+        ep = EndpointConfig()
     else:
         base_url = args.base_url
-    try:
         ep = EndpointConfig(base_url=base_url)
+    try:
         s = {"names": names, "temperature": 0.5, "top_k": 10, "top_logprobs": 20}
         tpl = load_template("main")
         rng = np.random.default_rng(args.seed)
@@ -114,6 +118,7 @@ def main(argv=None) -> int:
         calls = probe.llm_calls
         recs = [json.loads(x) for x in (out / "journal.jsonl").read_text().splitlines()]
         ptok = sum(r.get("ptok", 0) for r in recs if r.get("ev") == "call")
+        evaluated = ptok - sum(r.get("cached") or 0 for r in recs if r.get("ev") == "call")
         w2, c2 = _clock()
         again = strategy_table(names, H, mode="exact", endpoint=ep, out=out, progress=False)
         w3, c3 = _clock()
@@ -123,7 +128,8 @@ def main(argv=None) -> int:
             srv.close()
     bw, bc = (bw1 + bw2) / len(prompts), (bc1 + bc2) / len(prompts)
     cw, cc = (w1 - w0) / calls, (c1 - c0) / calls
-    print(f"1. cold probe: {calls} requests ({ptok:,} prompt tokens) in {w1 - w0:.1f} s wall, {c1 - c0:.1f} s CPU: "
+    print(f"1. cold probe: {calls} requests ({ptok:,} prompt tokens, {evaluated:,} evaluated) in {w1 - w0:.1f} s wall, "
+          f"{c1 - c0:.1f} s CPU: "
           f"{cw:.3f} s wall, {cc:.3f} s CPU per request")
     print(f"2. baseline (one request at a time, {len(prompts)} prompts before and after): {bw:.3f} s wall, "
           f"{bc:.3f} s CPU per request; normlab / baseline = {cw / bw:.2f} (wall), {cc / bc:.2f} (CPU)")
