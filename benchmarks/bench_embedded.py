@@ -1,7 +1,7 @@
 """README's main job on the embedded model against the pure prompt-evaluation floor (issue 10).
 
 Run:  python benchmarks/bench_embedded.py [--quick | --smoke] [--repeats 2] [--configs old,new] [--demo-only | --no-demo]
-(``--smoke``: a 20-interaction job, new configuration only -- what the test suite runs)
+(``--smoke``: a 20-interaction job, new configuration only, and a small demo -- what the test suite runs)
 
 1. Prompt-evaluation rate of SmolLM2-135M on this machine, one thread: the embedded server
    (in this process, so the process CPU time counts its thread) evaluates naming-game prompts
@@ -166,10 +166,14 @@ def must_evaluate(run_dir: Path, base_url: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- 4. the demo
-def run_demo_job(out: Path) -> dict:
-    """``normlab demo --out OUT`` with its defaults, in a fresh interpreter."""
+DEMO_SMOKE = ["--memory", "1", "--runs", "2", "--max-rounds", "20", "--committed-runs", "1", "--sample-check", "2",
+              "--draws", "20", "--within-rounds", "5"]
+
+
+def run_demo_job(out: Path, extra=()) -> dict:
+    """``normlab demo --out OUT`` with its defaults (or ``extra`` flags), in a fresh interpreter."""
     cmd = [sys.executable, "-c", "import sys; from normlab.cli import main; sys.exit(main(sys.argv[1:]))",
-           "demo", "--out", str(out), "--no-progress", "--json"]
+           "demo", "--out", str(out), "--no-progress", "--json", *extra]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -279,11 +283,12 @@ def main(argv=None) -> int:
                       f"({r['evaluated'] / r['must_tokens']:.3f}x); CPU {r['cpu_s']:.1f} s vs floor "
                       f"{r['floor_cpu_s']:.1f} s = {r['cpu_s'] / r['floor_cpu_s']:.2f}x; wall {r['wall_s']:.0f} s "
                       f"({r['wall_s'] / r['floor_wall_s']:.2f}x); peak memory {r['max_rss_mb']:.0f} MB")
-        if not (args.smoke or args.no_demo):
-            print("\n4. README's main job now: normlab demo --out DIR (defaults)")
+        if not args.no_demo:
+            print("\n4. README's main job now: normlab demo --out DIR "
+                  + ("(smoke: " + " ".join(DEMO_SMOKE) + ")" if args.smoke else "(defaults)"))
             for k in range(1 if size != "full" else args.repeats):
                 out = Path(tmp) / f"demo{k}"
-                r = run_demo_job(out)
+                r = run_demo_job(out, DEMO_SMOKE if args.smoke else ())
                 r.update(demo_must_evaluate(out, tok_srv.base_url))
                 if r["tokenized"] != r["prompt_tokens"]:
                     print(f"   warning: {r['tokenized']} tokens rebuilt, {r['prompt_tokens']} reported")

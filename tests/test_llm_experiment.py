@@ -302,3 +302,11 @@ def test_bench_embedded_smoke_prints_the_floor_ratio():
     assert "tokens/CPU s" in r.stdout and "job CPU / floor CPU" in r.stdout
     ratio = float(r.stdout.split("job CPU / floor CPU = ")[1].split("x")[0])
     assert 1.0 < ratio < 3.0  # a 20-interaction job: start-up weighs more than in the full job
+    # part 4, README's main job (a small demo): its probes go one at a time in prompt order, so the
+    # server evaluates each token of the prompts' prefix tree about once
+    import re
+
+    part4 = r.stdout.split("4. README's main job now")[1]
+    ev = float(re.search(r"\(([\d.]+)x\), \d+ generated", part4).group(1))
+    assert 0.99 <= ev <= 1.05, part4
+    assert "CPU of these steps" in part4 and "= " in part4.split("CPU of these steps")[1]
