@@ -31,9 +31,8 @@ Run:  python benchmarks/bench_embedded.py [--quick | --smoke] [--repeats 2] [--c
    evaluated vs the minimum, CPU of those steps (``summary.json``'s per-step CPU, server start
    included) / floor CPU, and the whole command's CPU and wall time beside it.
 
-Not a timed test: it prints figures. Trajectories can differ slightly between repeats (llama.cpp
-returns logprobs that differ in the last digits from call to call), so each job's floor is
-computed from its own prompts.
+Not a timed test: it prints figures. Each job's floor is computed from its own prompts (the
+configurations differ in KV size and cache, which can move the last digits of a logprob).
 """
 
 from __future__ import annotations

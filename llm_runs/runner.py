@@ -9,6 +9,7 @@ journaled (append-only JSONL) so that a killed run resumes exactly; the output i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import contextlib
 import inspect
 import json
@@ -1655,6 +1656,11 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
     tpls = [tpl] + [load_template(g.template) if g.template != tpl.name else tpl for g in (groups or [])]
     new_tokens = 1 if s.mode == "exact" else max([s.max_tokens] + [g.max_tokens for g in groups or []])
     pbytes = max(longest_prompt_bytes(s, t) for t in tpls)
+    if endpoint.embedded:
+        # one slot, one request at a time: llama.cpp's logits change when two sequences share a
+        # batch (p_name moved by up to 0.04 between two runs of the same seed), so concurrent
+        # requests made a run depend on timing; one CPU thread gains nothing from them
+        endpoint = dataclasses.replace(endpoint, embedded_parallel=1, concurrency=1)
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(open_endpoint(endpoint, prompt_bytes=pbytes,
                                                                max_new_tokens=new_tokens))
@@ -1923,9 +1929,11 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
         Exact mode: run or probe directories (e.g. a :func:`~normlab.llm_runs.strategy_table`
         with the same template, model and ``H``) whose journaled next-token distributions are
         reused instead of asking the endpoint again; each reused distribution is copied into
-        this run's journal. Endpoints such as llama.cpp return slightly different logprobs for
-        the same prompt from call to call (batching, prompt cache), so a run is reproduced
-        exactly from its seed plus the distributions it used -- this is how to share them.
+        this run's journal. Endpoints such as llama.cpp return different logprobs for the same
+        prompt when other requests share its batch (the embedded server is therefore sent one
+        request at a time, and reproduces a run from its seed; a remote server may not), so a
+        run is reproduced exactly from its seed plus the distributions it used -- this is how to
+        share them.
     progress : bool, optional
         tqdm progress bar in agent decisions, against an estimate of the decisions the runs need
         (never lowered) with the time left at the recent pace (:class:`_Progress`).
