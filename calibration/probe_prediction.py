@@ -661,8 +661,10 @@ async def _ajitter(directory, endpoint, n_states: int, rng) -> dict:
         k = int(s["top_k"] or 10)
         return [new[t] - old[t] for t in sorted(old, key=lambda x: -old[x])[:k] if t in new]
 
-    # sent concurrently, as LLM populations send theirs: two sequences sharing a batch is the
-    # main source of the jitter (the probe itself asks the embedded server one at a time)
+    # sent concurrently, as populations send theirs to a remote server: two sequences sharing a
+    # batch is the main source of the jitter. normlab's runs and probes now ask the embedded
+    # server one request at a time, so for it this is an upper bound (the intervals are wider
+    # than its runs need, never narrower)
     async with open_endpoint(endpoint) as client:
         for dd in await asyncio.gather(*(ask(client, *job) for job in pick)):
             diffs += dd
