@@ -11,10 +11,10 @@ Run:  python benchmarks/bench_embedded.py [--quick | --smoke] [--repeats 2] [--c
    memory of a fresh server with each size is reported beside it.
 2. README's main job (``normlab llm-run --n-agents 10 --memory 3 --names F,J --max-interactions
    500 --runs 4 --mode exact --seed 1``; ``--quick``: one run) in a subprocess per repeat, the
-   server configurations alternating: ``old`` = how normlab ran llama.cpp before this change
+   server configurations alternating: ``old`` = how normlab ran llama.cpp before issue 10
    (2 slots x 4 096 tokens, llama.cpp's default 8 GiB prompt cache and slot similarity 0.1),
-   ``new`` = the defaults now (prompt cache consulted on every request, 256 MiB, KV sized to
-   the prompts). Each job reports its own CPU time (server thread included), wall time and
+   ``new`` = the defaults now (one slot, prompt cache consulted on every request, 256 MiB, KV
+   sized to the prompts). Each job reports its own CPU time (server thread included), wall time and
    peak resident memory.
 3. The floor: every prompt a job sent, tokenized by the model (``/apply-template``,
    ``/tokenize``), goes into a prefix tree; its nodes are the tokens that must be evaluated
@@ -50,7 +50,7 @@ import urllib.request
 from pathlib import Path
 
 CONFIGS = {
-    "old": {"embedded_ctx": 4096, "embedded_cache_mib": 8192, "embedded_slot_similarity": 0.1},
+    "old": {"embedded_ctx": 4096, "embedded_cache_mib": 8192, "embedded_slot_similarity": 0.1, "embedded_parallel": 2},
     "new": {},
 }
 JOB = dict(n_agents=10, memory=3, names="F,J", max_interactions=500, runs=4, mode="exact", rng=1)

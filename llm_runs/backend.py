@@ -80,7 +80,11 @@ class EndpointConfig:
         Price in USD per million prompt / completion tokens, for cost accounting.
     embedded_threads, embedded_parallel : int
         Embedded server: CPU threads (default :func:`default_threads`: 1 on up to 2 cores) and
-        parallel slots (2: both players of a pair at once).
+        parallel slots (default 1: requests are answered one at a time, in the order sent).
+        llama.cpp's logits change when two sequences share a batch (a probe's p(X) went from
+        0.945 alone to 1.0 beside another prompt; two runs of one seed differed by up to 0.04 in
+        ``p_name`` with 2 slots), so more slots make results depend on timing; one CPU thread
+        evaluates prompts one after the other anyway.
     embedded_ctx : int, optional
         Embedded server: KV-cache tokens per slot. ``None`` (default): sized to the longest
         prompt the caller can send (:func:`ctx_for_prompt`; the LLM runner and probes say how
@@ -112,7 +116,7 @@ class EndpointConfig:
     price_input: float = 0.0
     price_output: float = 0.0
     embedded_threads: int | None = None
-    embedded_parallel: int = 2
+    embedded_parallel: int = 1
     embedded_ctx: int | None = None
     embedded_cache_mib: int | None = None
     embedded_slot_similarity: float = 0.0
@@ -272,7 +276,8 @@ class EmbeddedServer:
         CPU threads (default :func:`default_threads`: 1 on up to 2 cores). Threads never
         busy-wait (``poll = 0``), so an idle or waiting server leaves the cores to others.
     n_parallel : int
-        Parallel slots (concurrent requests decoded together).
+        Parallel slots (concurrent requests decoded together; default 1, see
+        :attr:`EndpointConfig.embedded_parallel`: two sequences in one batch change the logits).
     n_ctx : int, optional
         KV-cache tokens per slot (default :data:`DEFAULT_EMBEDDED_CTX`; :func:`ctx_for_prompt`
         sizes it to the prompts, which :func:`open_endpoint` does when told their length).
@@ -305,7 +310,7 @@ class EmbeddedServer:
     http://127.0.0.1:40123/v1
     """
 
-    def __init__(self, model_path=None, *, n_threads: int | None = None, n_parallel: int = 2,
+    def __init__(self, model_path=None, *, n_threads: int | None = None, n_parallel: int = 1,
                  n_ctx: int | None = None, alias: str = EMBEDDED_MODEL, cache_mib: int | None = None,
                  slot_similarity: float = 0.0):
         if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1):

@@ -9,7 +9,6 @@ the probe journals every call and answer there and resumes from it when run agai
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import math
 import re
@@ -123,14 +122,8 @@ class _Probe:
             if r.get("ev") == "probe":
                 self.done[r["key"]] = r["side"]
         # the game's own prompts (bias, strategy, neutral): the embedded server's KV cache is sized to them
-        ep = self.endpoint
-        if ep.embedded:
-            # one slot, one request at a time: llama.cpp's logits change when two sequences share a
-            # batch (p(X) 0.945 alone, 1.0 beside another prompt), which made a probed table depend
-            # on timing; with the requests in prompt order each one also resumes from the cached
-            # prompt it shares most with (README's demo: tokens evaluated 1.17x -> 1.00x the minimum)
-            ep = dataclasses.replace(ep, embedded_parallel=1, concurrency=1)
-        self._ep = open_endpoint(ep, prompt_bytes=longest_prompt_bytes(self.s, self.tpl),
+        # (the embedded server answers one request at a time, EndpointConfig.embedded_parallel)
+        self._ep = open_endpoint(self.endpoint, prompt_bytes=longest_prompt_bytes(self.s, self.tpl),
                                  max_new_tokens=1 if self.s.mode == "exact" else self.s.max_tokens)
         self.client = await self._ep.__aenter__()
         try:

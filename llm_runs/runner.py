@@ -9,7 +9,6 @@ journaled (append-only JSONL) so that a killed run resumes exactly; the output i
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import contextlib
 import inspect
 import json
@@ -1656,11 +1655,6 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
     tpls = [tpl] + [load_template(g.template) if g.template != tpl.name else tpl for g in (groups or [])]
     new_tokens = 1 if s.mode == "exact" else max([s.max_tokens] + [g.max_tokens for g in groups or []])
     pbytes = max(longest_prompt_bytes(s, t) for t in tpls)
-    if endpoint.embedded:
-        # one slot, one request at a time: llama.cpp's logits change when two sequences share a
-        # batch (p_name moved by up to 0.04 between two runs of the same seed), so concurrent
-        # requests made a run depend on timing; one CPU thread gains nothing from them
-        endpoint = dataclasses.replace(endpoint, embedded_parallel=1, concurrency=1)
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(open_endpoint(endpoint, prompt_bytes=pbytes,
                                                                max_new_tokens=new_tokens))

@@ -120,7 +120,7 @@ def test_a_run_records_the_embedded_server_and_its_estimate_errs_high(tmp_path):
     emb = ep["embedded"]
     assert emb["gguf"].endswith(".gguf") and emb["gguf_bytes"] > 50e6 and emb["threads"] == 1
     assert emb["n_ctx_per_slot"] == ctx_for_prompt(longest_prompt_bytes(s, tpl), 1) and emb["prompt_cache_mib"] == 256
-    assert ep["server_props"]["model_ftype"] and ep["server_props"]["total_slots"] == 2
+    assert ep["server_props"]["model_ftype"] and ep["server_props"]["total_slots"] == 1  # one request at a time
     # the dry-run estimate of tokens per request errs on the high side, by less than 40 %
     est = estimate_game(2, 1, "F,J", max_interactions=4, runs=1, mode="exact", stop="max")
     per_request = est.rows["prompt_tokens"][1] / est.rows["requests"][1]
