@@ -12,7 +12,7 @@ import sys
 
 _EXAMPLES = """\
 examples:
-  normlab demo --out report                                  # offline, embedded SmolLM2 (3-4 min on 2 busy cores)
+  normlab demo --out report                                  # offline, embedded SmolLM2 (about 1 min on 2 free cores)
   normlab demo --out report                                  # again: every model answer comes from the cache
   normlab demo --out report --committed 1,2,3                # more committed counts; the rest is reused
   normlab demo --out report-h3 --n-agents 24 --memory 3      # closer to the paper (N = 24, H = 5)
