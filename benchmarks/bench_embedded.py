@@ -146,13 +146,22 @@ def must_evaluate(run_dir: Path, base_url: str) -> dict:
     calls = pd.read_parquet(run_dir / "calls.parquet").sort_values("call")
     by_hash = dec.dropna(subset=["prompt_hash"]).drop_duplicates("prompt_hash").set_index("prompt_hash")
     tpl = load_template("main")
-    root = base_url[: -len("/v1")]
-    trie: dict = {}
-    nodes = total = 0
+    prompts = []
     for ph, partial in zip(calls["prompt_hash"], calls["partial"]):
         r = by_hash.loc[ph]
         p = tpl.render(list(parse_memory_state(r["memory_state"])), tuple(r["names_shown"].split(",")))
-        text = _post(root + "/apply-template", {"messages": p.messages(p.prefill + (partial or ""))})["prompt"]
+        prompts.append(p.messages(p.prefill + (partial or "")))
+    return prefix_tree(base_url, prompts)
+
+
+def prefix_tree(base_url: str, prompts) -> dict:
+    """Nodes of the token prefix tree of ``prompts`` (chat messages, tokenized by the server at
+    ``base_url``): the tokens that must be evaluated at least once, whatever the cache."""
+    root = base_url[: -len("/v1")]
+    trie: dict = {}
+    nodes = total = 0
+    for msgs in prompts:
+        text = _post(root + "/apply-template", {"messages": msgs})["prompt"]
         toks = _post(root + "/tokenize", {"content": text, "add_special": True, "parse_special": True})["tokens"]
         total += len(toks)
         node = trie
@@ -192,7 +201,6 @@ def demo_must_evaluate(out: Path, base_url: str) -> dict:
     from normlab.schema import parse_memory_state
 
     tpl = load_template("main")
-    root = base_url[: -len("/v1")]
     where, calls = {}, []
     for j in sorted((out / "llm").rglob("journal.jsonl")):
         for r in read_journal(j):
@@ -201,22 +209,13 @@ def demo_must_evaluate(out: Path, base_url: str) -> dict:
                 where[r["side"]["ph"]] = ("" if state == "bias" else state, r["side"]["shown"])
             elif r.get("ev") == "call":
                 calls.append(r)
-    trie: dict = {}
-    nodes = total = evaluated = 0
+    prompts = []
     for c in calls:
         state, shown = where[c["ph"]]
         p = tpl.render(list(parse_memory_state(state)), tuple(shown.split(",")))
-        text = _post(root + "/apply-template", {"messages": p.messages(p.prefill + (c.get("partial") or ""))})["prompt"]
-        toks = _post(root + "/tokenize", {"content": text, "add_special": True, "parse_special": True})["tokens"]
-        total += len(toks)
-        evaluated += (c.get("ptok") or 0) - (c.get("cached") or 0)
-        node = trie
-        for tk in toks:
-            if tk not in node:
-                node[tk] = {}
-                nodes += 1
-            node = node[tk]
-    return {"must_tokens": nodes, "tokenized": total, "evaluated": evaluated,
+        prompts.append(p.messages(p.prefill + (c.get("partial") or "")))
+    return {**prefix_tree(base_url, prompts),
+            "evaluated": sum((c.get("ptok") or 0) - (c.get("cached") or 0) for c in calls),
             "completion_tokens": sum(c.get("ctok") or 0 for c in calls)}
 
 

@@ -340,6 +340,11 @@ def _seed_int(rng) -> int:
 
 
 # ----------------------------------------------------------------------------- estimates
+def _journal_dirs(root) -> list[Path]:
+    """Every run or probe directory with a journal under ``root`` (``OUT/llm``)."""
+    return sorted({j.parent for j in Path(root).rglob("journal.jsonl")})
+
+
 def _spent(directories, ep) -> tuple[float, float]:
     """Tokens (prompt + completion) and USD journaled in ``directories``, at ``ep``'s prices."""
     led = _ledger(directories)
@@ -365,7 +370,7 @@ def _stage_endpoint(ep, llm_root: Path, own: Path):
 
     if ep.budget_tokens is None and ep.budget_usd is None:
         return ep
-    others = sorted({j.parent for j in Path(llm_root).rglob("journal.jsonl")} - {Path(own)})
+    others = [d for d in _journal_dirs(llm_root) if d != Path(own)]
     tok, usd = _spent(others, ep)
     kw = {}
     for key, spent in (("budget_tokens", tok), ("budget_usd", usd)):
@@ -410,7 +415,7 @@ def _demo_budget(ep, llm_root: Path):
     except BudgetExhausted:
         if ep.budget_tokens is None and ep.budget_usd is None:
             raise
-        dirs = sorted({j.parent for j in Path(llm_root).rglob("journal.jsonl")})
+        dirs = _journal_dirs(llm_root)
         tok, usd = _spent(dirs, ep)
         raise BudgetExhausted(
             f"the demo's budget of {_budget_text(ep)} is reached: {tok:,.0f} tokens"
@@ -497,7 +502,7 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
                  "by about 20 %)")
     spent = None
     if llm_dir.exists():
-        dirs = sorted({j.parent for j in (out / "llm").rglob("journal.jsonl")})
+        dirs = _journal_dirs(out / "llm")
         led = _ledger(dirs)
         if led["calls"]:
             spent = {"requests": led["calls"], "tokens": led["prompt_tokens"] + led["completion_tokens"]}
