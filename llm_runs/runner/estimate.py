@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..backend import EndpointConfig
+from .. import journal as jr
 from ..journal import JOURNAL_FILE, read_journal
 from ..prompts import PromptTemplate, load_template
 from .groups import group_prices, make_groups
@@ -173,9 +174,9 @@ def estimate_game(n_agents: int, memory: int, names, *, max_interactions: int, g
     done = None
     if out is not None and (Path(out) / JOURNAL_FILE).exists():
         recs = read_journal(Path(out) / JOURNAL_FILE)
-        calls = [r for r in recs if r.get("ev") == "call"]
-        done = {"interactions": sum(1 for r in recs if r.get("ev") == "int"), "requests": len(calls),
-                "tokens": int(sum((r.get("ptok") or 0) + (r.get("ctok") or 0) for r in calls))}
+        calls = jr.calls(recs)
+        done = {"interactions": jr.count(recs, jr.INTERACTION), "requests": len(calls),
+                "tokens": int(sum(r.prompt_tokens + r.completion_tokens for r in calls))}
     rows = {"interactions": inter, "llm_decisions": dec}
     est = estimate_requests(s, tpl, requests=reqs, prompt_tokens=ptok, what=what, prices=prices, notes=how, done=done)
     return RunEstimate(what=est.what, rows={**rows, **est.rows}, prices=est.prices, notes=est.notes, done=done)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..backend import BudgetExhausted, EndpointError
 from ..exact import choose, name_distribution
+from .. import journal as jr
 from ..journal import JOURNAL_FILE, Journal, read_journal, record_session
 from ..prompts import PromptTemplate, parse_answer, parse_answer_authors, sha256_hex
 from .settings import UNBOUNDED, GameSettings
@@ -29,9 +30,9 @@ class ReaskLimitError(EndpointError):
 def exact_cache_entries(records) -> dict:
     """``{key: top_logprobs}`` of the exact-mode distributions in journal records."""
     out = {}
-    for r in records:
-        if r.get("ev") in ("call", "cached") and r.get("purpose") == "exact" and r.get("key") and r.get("top"):
-            out[r["key"]] = r["top"]
+    for r in jr.exact_distributions(records):
+        if r.key and r.top:
+            out[r.key] = r.top
     return out
 
 
@@ -90,7 +91,7 @@ class Game:
         self.names = s.names
         self._setups: dict[int, tuple] = {}
         self.inflight: dict[str, asyncio.Future] = {}
-        self.n_calls = sum(1 for r in journal.records if r.get("ev") == "call")
+        self.n_calls = jr.count(journal.records, jr.CALL)
         self.ss = s.seed_sequence()
         self.cache: dict[str, list] = exact_cache_entries(journal.records)
         self.imported = imported or {}
@@ -105,12 +106,11 @@ class Game:
         # what earlier sessions spent counts against a cap (a rerun with a larger cap continues)
         caps = {id(g.client.cap): g.client.cap for g in self.groups}
         if any(c.active for c in caps.values()):
-            for r in journal.records:
-                if r.get("ev") == "call":
-                    a = r.get("agent")
-                    gi = int(self.group_of[a]) if isinstance(a, int) and 0 <= a < s.n_agents else 0
-                    c = self.groups[max(gi, 0)].client
-                    c.cap.add(r.get("ptok") or 0, r.get("ctok") or 0, c.prices)
+            for r in jr.calls(journal.records):
+                a = r.agent
+                gi = int(self.group_of[a]) if isinstance(a, int) and 0 <= a < s.n_agents else 0
+                c = self.groups[max(gi, 0)].client
+                c.cap.add(r.prompt_tokens, r.completion_tokens, c.prices)
         self.write_manifest()
 
     def agents(self, agent: int) -> Agents:
@@ -158,13 +158,8 @@ class Game:
 
     def _log_call(self, run, t, agent, purpose, prompt, partial, key, res) -> None:
         self.n_calls += 1
-        self.journal.write({
-            "ev": "call", "id": self.n_calls, "run": run, "t": t, "agent": agent, "purpose": purpose,
-            "key": key, "ph": prompt.hash, "partial": partial, "text": res.text, "top": res.top,
-            "tokens": res.tokens, "finish": res.finish_reason, "ptok": res.prompt_tokens,
-            "ctok": res.completion_tokens, "cached": res.cached_tokens, "lat": round(res.latency, 6),
-            "attempts": res.attempts, "errors": res.errors,
-        })
+        self.journal.write(jr.call_record(id=self.n_calls, run=run, t=t, agent=agent, purpose=purpose, key=key,
+                                          prompt_hash=prompt.hash, partial=partial, result=res))
 
     async def _top(self, prompt, partial, ctx, client=None) -> list:
         client = client or self.client
@@ -177,8 +172,8 @@ class Game:
             return self.cache[key]
         if key in self.imported:  # reused from another directory: copied here, so this run is self-contained
             top = self.imported[key]
-            self.journal.write({"ev": "cached", "purpose": "exact", "key": key, "top": top, "ph": prompt.hash,
-                                "partial": partial, "run": ctx["run"], "t": ctx["t"]})
+            self.journal.write(jr.imported_record(key=key, top=top, prompt_hash=prompt.hash, partial=partial,
+                                                  run=ctx["run"], t=ctx["t"]))
             self.cache[key] = top
             return top
         if key in self.inflight:
@@ -195,9 +190,9 @@ class Game:
                     res = await client.complete(msgs, max_tokens=1, temperature=1.0, logprobs=True,
                                                 top_logprobs=self.s.top_logprobs)
                 ctx["calls"] += 1
-                ctx["lat"] += res.latency
-                ctx["ptok"] += res.prompt_tokens
-                ctx["ctok"] += res.completion_tokens
+                ctx["latency"] += res.latency
+                ctx["prompt_tokens"] += res.prompt_tokens
+                ctx["completion_tokens"] += res.completion_tokens
                 self._log_call(ctx["run"], ctx["t"], ctx["agent"], "exact", prompt, partial,
                                key if res.top else None, res)
                 if res.top:
@@ -218,27 +213,31 @@ class Game:
         finally:
             self.inflight.pop(key, None)
 
-    async def decide(self, run, t, agent, memory, order, u, seed) -> dict:
+    async def decide(self, run, t, agent, memory, order, u, seed) -> jr.Decision:
         s = self.s
         if agent in self.setup(run)[0]:
-            return {"name": s.committed_name, "committed": True, "calls": 0}
+            return jr.committed_decision(s.committed_name)
         shown = tuple(self.names[k] for k in order)
         g = self.agents(agent)
         prompt = g.tpl.render(list(memory), shown, payoffs=s.payoffs)
-        ctx = {"run": run, "t": t, "agent": agent, "calls": 0, "lat": 0.0, "ptok": 0, "ctok": 0}
-        side = {"shown": ",".join(shown), "ph": prompt.hash}
+        ctx = {"run": run, "t": t, "agent": agent, "calls": 0, "latency": 0.0, "prompt_tokens": 0,
+               "completion_tokens": 0}
         if s.mode == "exact":
             nd = await name_distribution(
                 self.names, lambda partial: self._top(prompt, partial, ctx, g.client), temperature=g.temperature,
                 top_k=g.top_k, multi_token=s.multi_token, case_sensitive=s.case_sensitive,
             )
-            side.update(p=None if nd.probs is None else [round(x, 12) for x in nd.probs],
-                        cov=nd.covered_mass, approx=nd.approx)
+            name = p_name = None
             if nd.probs is None:
-                side.update(name=None, inv="no pool name among the top-logprob tokens")
+                reason = "no pool name among the top-logprob tokens"
             else:
                 k = choose(nd.probs, float(u))
-                side.update(name=self.names[k], inv=None, pn=nd.probs[k])
+                name, reason, p_name = self.names[k], None, nd.probs[k]
+            return jr.exact_decision(
+                shown=",".join(shown), prompt_hash=prompt.hash,
+                probs=None if nd.probs is None else [round(x, 12) for x in nd.probs], covered_mass=nd.covered_mass,
+                approx=nd.approx, name=name, invalid_reason=reason, p_name=p_name, calls=ctx["calls"],
+                latency=ctx["latency"], prompt_tokens=ctx["prompt_tokens"], completion_tokens=ctx["completion_tokens"])
         else:
             name, reason, text = None, None, None
             unbounded = s.max_reasks == UNBOUNDED
@@ -254,9 +253,9 @@ class Game:
                     res = await g.client.complete(prompt.text(s.wrap, prompt.prefill if s.prefill else None),
                                                   seed=int(seed) + attempt, **sampler)
                 ctx["calls"] += 1
-                ctx["lat"] += res.latency
-                ctx["ptok"] += res.prompt_tokens
-                ctx["ctok"] += res.completion_tokens
+                ctx["latency"] += res.latency
+                ctx["prompt_tokens"] += res.prompt_tokens
+                ctx["completion_tokens"] += res.completion_tokens
                 self._log_call(run, t, agent, "sample", prompt, "", None, res)
                 text = res.text
                 if s.parse == "authors":
@@ -278,16 +277,18 @@ class Game:
                     f"(normlab.llm_runs.runner.REASK_SAFETY_LIMIT) instead of looping forever -- check the template, "
                     "--wrap and --max-tokens, or use an integer --reask cap"
                 )
-            side.update(name=name, inv=None if name is not None else f"{reason} (after {attempt + 1} attempts)",
-                        text=text, reasks=attempt)
-        side.update(calls=ctx["calls"], hit=ctx["calls"] == 0, lat=round(ctx["lat"], 6),
-                    ptok=ctx["ptok"], ctok=ctx["ctok"])
-        return side
+            return jr.sample_decision(
+                shown=",".join(shown), prompt_hash=prompt.hash, name=name,
+                invalid_reason=None if name is not None else f"{reason} (after {attempt + 1} attempts)", text=text,
+                reasks=attempt, calls=ctx["calls"], latency=ctx["latency"], prompt_tokens=ctx["prompt_tokens"],
+                completion_tokens=ctx["completion_tokens"])
 
-    async def play(self, run: int, replay: list[dict], ended: bool) -> None:
+    async def play(self, run: int, replay: list, ended: bool) -> None:
+        """Play run ``run`` to its stop rule, after replaying its journaled interactions
+        (:class:`~normlab.llm_runs.journal.Interaction`); ``ended``: the run is finished already."""
         st = RunState(self.s, *self.setup(run))
         for rec in replay:
-            st.apply(rec["i"], rec["j"], rec["s"][0]["name"], rec["s"][1]["name"])
+            st.apply(rec.i, rec.j, *rec.names)
         if ended:
             return
         if st.reason is None:
@@ -306,15 +307,15 @@ class Game:
                         return
                     exc = fatal[0]
                     if isinstance(exc, EndpointError):
-                        self.journal.write({"ev": "error", "run": run, "t": t, "message": str(exc)[:500]}, sync=True)
+                        self.journal.write(jr.run_error_record(run, t, str(exc)[:500]), sync=True)
                     raise exc
                 si, sj = sides
-                self.journal.write({"ev": "int", "run": run, "t": t, "i": i, "j": j, "s": [si, sj]}, sync=True)
-                st.apply(i, j, si["name"], sj["name"])
+                self.journal.write(jr.interaction_record(run, t, i, j, (si, sj)), sync=True)
+                st.apply(i, j, si.name, sj.name)
                 if self.pbar is not None:
                     self.pbar.step(run, self.n_calls)
                 if st.reason is not None:
                     break
         if self.pbar is not None:
             self.pbar.end(run, st.t)
-        self.journal.write({"ev": "end", "run": run, "n": st.t, "reason": st.reason}, sync=True)
+        self.journal.write(jr.run_end_record(run, st.t, st.reason), sync=True)

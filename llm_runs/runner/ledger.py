@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import journal as jr
 from ..journal import JOURNAL_FILE, SETTINGS_FILE, read_journal, read_manifest, read_settings
 from .groups import agent_groups
 from .settings import GameSettings
@@ -32,8 +33,8 @@ def build_ledger(s: GameSettings, calls: list[dict], prices=(0.0, 0.0), models: 
     Parameters
     ----------
     s : GameSettings
-    calls : list of dict
-        The journal's ``call`` records.
+    calls : list of journal.Call
+        The journal's requests (:func:`normlab.llm_runs.journal.calls`; raw call records are read as such).
     prices : (float, float) or dict
         Prices, or ``{group label: prices}``.
     models : dict, optional
@@ -42,16 +43,17 @@ def build_ledger(s: GameSettings, calls: list[dict], prices=(0.0, 0.0), models: 
     labels, asked = agent_groups(s)
     models = models or {}
     rows = []
-    for c in sorted(calls, key=lambda c: c.get("id", 0)):
-        a = c.get("agent")
+    calls = [c if isinstance(c, jr.Call) else jr.Call(c) for c in calls]
+    for c in sorted(calls, key=lambda c: 0 if c.id is None else c.id):
+        a = c.agent
         g = labels[a] if isinstance(a, int) and 0 <= a < len(labels) else "all"
         pi, po = prices_of(prices, g)
-        pt, ct = int(c.get("ptok") or 0), int(c.get("ctok") or 0)
-        rows.append({"call": c.get("id"), "run": c.get("run"), "t": c.get("t"), "agent": a, "group": g,
-                     "model": models.get(g) or asked.get(g) or s.model, "purpose": c.get("purpose"),
-                     "prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": int(c.get("cached") or 0),
+        pt, ct = int(c.prompt_tokens), int(c.completion_tokens)
+        rows.append({"call": c.id, "run": c.run, "t": c.t, "agent": a, "group": g,
+                     "model": models.get(g) or asked.get(g) or s.model, "purpose": c.purpose,
+                     "prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": int(c.cached_tokens),
                      "tokens": pt + ct, "cost_usd": (pt * pi + ct * po) / 1e6,
-                     "latency_s": c.get("lat", np.nan), "attempts": c.get("attempts", 1)})
+                     "latency_s": np.nan if c.latency is None else c.latency, "attempts": c.attempts})
     cols = ["call", "run", "t", "agent", "group", "model", "purpose", "prompt_tokens", "completion_tokens",
             "cached_tokens", "tokens", "cost_usd", "cum_prompt_tokens", "cum_completion_tokens", "cum_tokens",
             "cum_cost_usd", "latency_s", "attempts"]
@@ -89,12 +91,12 @@ def ledger_for_directory(directory, prices=(0.0, 0.0)) -> pd.DataFrame:
     st = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored["settings"].items() if k in names}
     s = GameSettings(**st)
     f = directory / JOURNAL_FILE
-    calls = [r for r in read_journal(f) if r.get("ev") == "call"] if f.exists() else []
+    calls = jr.calls(read_journal(f)) if f.exists() else []
     return build_ledger(s, calls, prices, served_models(directory))
 
 
 def label_of(labels, call) -> str | None:
-    a = call.get("agent")
+    a = call.agent
     return labels[a] if isinstance(a, int) and 0 <= a < len(labels) else "all"
 
 

@@ -11,46 +11,13 @@ import pandas as pd
 
 from normlab.schema import GameLog, rebuild_decisions
 
+from .. import journal as jr
 from ..journal import JOURNAL_FILE, Journal, finish_session
 from .groups import agent_groups
 from .ledger import build_ledger, label_of, ledger_totals, prices_of, served_models
 from .result import LLMRunResult
 from .settings import GameSettings
 from .state import RunState, run_setup
-
-
-def _check_int_record(r: dict, s) -> None:
-    """A replayed interaction must be well formed and name only pool names (or no name)."""
-    try:
-        i, j, sides = r["i"], r["j"], r["s"]
-        ok = (isinstance(r["run"], int) and isinstance(r["t"], int) and isinstance(i, int) and isinstance(j, int)
-              and 0 <= i < s.n_agents and 0 <= j < s.n_agents and isinstance(sides, list) and len(sides) == 2
-              and all(isinstance(x, dict) and (x.get("name") is None or x.get("name") in s.names) for x in sides))
-    except (KeyError, TypeError):
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"journal record {str(r)[:160]} is malformed or names something outside the pool {list(s.names)}; "
-            "the journal is corrupt or was edited -- move the directory aside and start the run again"
-        )
-
-
-def runs_from_journal(records: list[dict], n_runs: int, s=None):
-    inter = {k: [] for k in range(n_runs)}
-    ended = {}
-    for r in records:
-        ev = r.get("ev")
-        if ev == "int":
-            if s is not None:
-                _check_int_record(r, s)
-            k = r["run"]
-            if k in inter and r["t"] == len(inter[k]):  # contiguous, first occurrence wins
-                inter[k].append(r)
-        elif ev == "end":
-            if not isinstance(r.get("run"), int):
-                raise ValueError(f"journal record {str(r)[:160]} is malformed; the journal is corrupt")
-            ended[r["run"]] = r
-    return inter, ended
 
 
 def _consensus(dec: pd.DataFrame, n_agents: int) -> str | None:
@@ -75,11 +42,11 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
                  *, elapsed=0.0, replayed=0, stopped: str | None = None, models: dict | None = None) -> LLMRunResult:
     """Rebuild the tidy tables of all runs from the journal records."""
     records = journal.all_records()
-    inter, ended = runs_from_journal(records, s.runs)
-    calls = [r for r in records if r.get("ev") == "call"]
+    inter, ended = jr.replay(records, s.runs)
+    calls = jr.calls(records)
     calls_by_run = {}
     for c in calls:
-        calls_by_run.setdefault(c["run"], []).append(c)
+        calls_by_run.setdefault(c.run, []).append(c)
     labels, asked = agent_groups(s)
     models = models or served_models(directory)
     decs, runs = [], []
@@ -87,25 +54,25 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
         recs = inter[k]
         committed_set, initial_memory = run_setup(s, k)
         committed_ids = sorted(committed_set)
-        players = np.array([(r["i"], r["j"]) for r in recs], dtype=np.int64).reshape(-1, 2)
-        answers = [(r["s"][0]["name"], r["s"][1]["name"]) for r in recs]
+        players = np.array([(r.i, r.j) for r in recs], dtype=np.int64).reshape(-1, 2)
+        answers = [r.names for r in recs]
         d = rebuild_decisions(players, answers, run=k, n_agents=s.n_agents, memory=s.memory,
                               committed=committed_ids, initial_memory=initial_memory)
-        sides = [side for r in recs for side in r["s"]]
-        d["names_shown"] = [x.get("shown") for x in sides]
-        d["prompt_hash"] = [x.get("ph") for x in sides]
-        d["p_name"] = [x.get("pn", np.nan) if x.get("pn") is not None else np.nan for x in sides]
-        d["covered_mass"] = [x.get("cov", np.nan) if x.get("cov") is not None else np.nan for x in sides]
-        d["probs"] = [x.get("p") for x in sides]
-        d["p_approx"] = pd.array([x.get("approx") for x in sides], dtype="boolean")
-        d["cache_hit"] = pd.array([x.get("hit") for x in sides], dtype="boolean")
-        d["llm_calls"] = np.array([x.get("calls", 0) for x in sides], dtype=np.int64)
-        d["reasks"] = np.array([x.get("reasks", 0) for x in sides], dtype=np.int64)
-        d["invalid_reason"] = [x.get("inv") for x in sides]
-        d["raw_text"] = [x.get("text") for x in sides]
-        d["latency_s"] = [float(x.get("lat", 0.0)) for x in sides]
-        d["prompt_tokens"] = np.array([x.get("ptok", 0) for x in sides], dtype=np.int64)
-        d["completion_tokens"] = np.array([x.get("ctok", 0) for x in sides], dtype=np.int64)
+        sides = [side for r in recs for side in r.sides]
+        d["names_shown"] = [x.names_shown for x in sides]
+        d["prompt_hash"] = [x.prompt_hash for x in sides]
+        d["p_name"] = [np.nan if x.p_name is None else x.p_name for x in sides]
+        d["covered_mass"] = [np.nan if x.covered_mass is None else x.covered_mass for x in sides]
+        d["probs"] = [x.probs for x in sides]
+        d["p_approx"] = pd.array([x.p_approx for x in sides], dtype="boolean")
+        d["cache_hit"] = pd.array([x.cache_hit for x in sides], dtype="boolean")
+        d["llm_calls"] = np.array([x.llm_calls for x in sides], dtype=np.int64)
+        d["reasks"] = np.array([x.reasks for x in sides], dtype=np.int64)
+        d["invalid_reason"] = [x.invalid_reason for x in sides]
+        d["raw_text"] = [x.text for x in sides]
+        d["latency_s"] = [float(x.latency) for x in sides]
+        d["prompt_tokens"] = np.array([x.prompt_tokens for x in sides], dtype=np.int64)
+        d["completion_tokens"] = np.array([x.completion_tokens for x in sides], dtype=np.int64)
         d["group"] = [labels[a] for a in d["agent"]]
         d["model"] = [None if g is None else (models.get(g) or asked.get(g) or s.model) for g in d["group"]]
         decs.append(d)
@@ -113,14 +80,14 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
         st = RunState(s, committed_set, initial_memory)
         flip_t = np.nan
         for r in recs:
-            st.apply(r["i"], r["j"], r["s"][0]["name"], r["s"][1]["name"])
+            st.apply(r.i, r.j, *r.names)
             if st.flipped and np.isnan(flip_t):
                 flip_t = float(st.t - 1)
         rc = calls_by_run.get(k, [])
-        ptok = sum(c.get("ptok", 0) for c in rc)
-        ctok = sum(c.get("ctok", 0) for c in rc)
-        cost = sum(c.get("ptok", 0) * prices_of(client_prices, label_of(labels, c))[0]
-                   + c.get("ctok", 0) * prices_of(client_prices, label_of(labels, c))[1] for c in rc) / 1e6
+        ptok = sum(c.prompt_tokens for c in rc)
+        ctok = sum(c.completion_tokens for c in rc)
+        cost = sum(c.prompt_tokens * prices_of(client_prices, label_of(labels, c))[0]
+                   + c.completion_tokens * prices_of(client_prices, label_of(labels, c))[1] for c in rc) / 1e6
         end = ended.get(k)
         runs.append({
             "run": k, "model": s.model, "kind": s.kind, "names": ",".join(s.names), "n_agents": s.n_agents,
@@ -128,7 +95,7 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
             "initial": s.initial, "n_interactions": len(recs), "consensus": _consensus(d, s.n_agents),
             "source_file": str(directory / JOURNAL_FILE) if directory is not None else None,
             "mode": s.mode, "template": s.template, "stop": s.stop,
-            "stop_reason": end["reason"] if end else None, "finished": end is not None,
+            "stop_reason": end.reason if end else None, "finished": end is not None,
             "decisions": int(len(unc)), "llm_calls": len(rc),
             "cache_hits": int(unc["cache_hit"].fillna(False).sum()), "reasks": int(unc["reasks"].sum()),
             "wrap": s.wrap, "parse": s.parse, "max_reasks": str(s.max_reasks), "sampler": json.dumps(s.sampler()),
@@ -137,23 +104,24 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
             "invalid": int((~unc["valid"]).sum()), "prompt_tokens": ptok, "completion_tokens": ctok,
             "cost_usd": cost,
             "memory_consensus": st._memory_consensus(), "flipped": bool(st.flipped), "flip_time": flip_t,
-            "mean_latency_s": float(np.mean([c.get("lat", 0.0) for c in rc])) if rc else np.nan,
+            "mean_latency_s": float(np.mean([0.0 if c.latency is None else c.latency for c in rc])) if rc else np.nan,
         })
     dec = pd.concat(decs, ignore_index=True)
     for c in ("names_shown", "prompt_hash", "invalid_reason", "raw_text", "probs", "group", "model"):
         dec[c] = dec[c].astype(object).where(dec[c].notna(), None)
     log = GameLog(dec, pd.DataFrame(runs))
     cf = pd.DataFrame({
-        "call": [c["id"] for c in calls], "run": [c["run"] for c in calls], "t": [c["t"] for c in calls],
-        "agent": [c["agent"] for c in calls], "purpose": [c["purpose"] for c in calls],
-        "prompt_hash": [c.get("ph") for c in calls], "partial": [c.get("partial") for c in calls],
-        "text": [c.get("text") for c in calls],
-        "top_logprobs": [json.dumps(c.get("top")) if c.get("top") is not None else None for c in calls],
-        "finish_reason": [c.get("finish") for c in calls],
-        "prompt_tokens": [c.get("ptok", 0) for c in calls], "completion_tokens": [c.get("ctok", 0) for c in calls],
-        "cached_tokens": [c.get("cached", 0) for c in calls], "latency_s": [c.get("lat", np.nan) for c in calls],
-        "attempts": [c.get("attempts", 1) for c in calls],
-        "errors": ["; ".join(c.get("errors") or []) or None for c in calls],
+        "call": [c.id for c in calls], "run": [c.run for c in calls], "t": [c.t for c in calls],
+        "agent": [c.agent for c in calls], "purpose": [c.purpose for c in calls],
+        "prompt_hash": [c.prompt_hash for c in calls], "partial": [c.partial for c in calls],
+        "text": [c.text for c in calls],
+        "top_logprobs": [json.dumps(c.top) if c.top is not None else None for c in calls],
+        "finish_reason": [c.finish_reason for c in calls],
+        "prompt_tokens": [c.prompt_tokens for c in calls], "completion_tokens": [c.completion_tokens for c in calls],
+        "cached_tokens": [c.cached_tokens for c in calls],
+        "latency_s": [np.nan if c.latency is None else c.latency for c in calls],
+        "attempts": [c.attempts for c in calls],
+        "errors": ["; ".join(c.errors) or None for c in calls],
     })
     return LLMRunResult(log=log, calls=cf, settings=s.to_dict(), directory=directory, elapsed=elapsed,
                         replayed=replayed, ledger=build_ledger(s, calls, client_prices, models), stopped=stopped)

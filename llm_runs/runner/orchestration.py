@@ -16,11 +16,12 @@ from normlab._rng import as_seed_sequence
 
 from .._sync import run_sync
 from ..backend import EndpointConfig, open_endpoint
+from .. import journal as jr
 from ..journal import JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_session, read_settings, write_settings
 from ..prompts import load_template
 from .game import Agents, Game, load_cache
 from .groups import group_prices, make_groups
-from .log import build_result, runs_from_journal, write_tables
+from .log import build_result, write_tables
 from .progress import Progress
 from .result import LLMRunResult
 from .settings import (_RESUMABLE_FREE, GameSettings, compare_settings, longest_prompt_bytes, make_settings,
@@ -122,7 +123,7 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
                 )
             s = GameSettings(**{**s.__dict__, "seed": tuple(st["seed"]), "model": st["model"]})
     journal = Journal(directory / JOURNAL_FILE if directory is not None else None, fsync_interval=fsync_interval)
-    inter, ended = runs_from_journal(journal.records, s.runs, s)
+    inter, ended = jr.replay(journal.records, s.runs, n_agents=s.n_agents, names=s.names)
     replayed = sum(len(v) for v in inter.values())
     prices = group_prices(s, endpoint, groups)
     if stored is not None and len(ended) == s.runs:  # nothing left to play
