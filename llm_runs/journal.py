@@ -26,6 +26,8 @@ import time
 import warnings
 from pathlib import Path
 
+from normlab._validate import check_out_dir
+
 #: Test hook (fault matrix): seconds to pause between the two halves of every record write, so
 #: that a kill lands inside journal writes. Read once at import; 0 in normal use.
 _SPLIT_WRITES = float(os.environ.get("NORMLAB_TEST_SPLIT_WRITES", "0") or 0)
@@ -702,8 +704,6 @@ class DirectoryLock:
         self._f = None
 
     def __enter__(self) -> "DirectoryLock":
-        from normlab._validate import check_out_dir
-
         check_out_dir(self.directory)
         self._created = not self.directory.exists()
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from normlab._display import fmt, html_card, legend_outside, new_axes, plain, pl
 from normlab._rng import as_generator
 from normlab.schema import GameLog
 
-from .._sync import run_sync
+from ..sync import run_sync
 from ..backend import EndpointConfig
 from ..runner.estimate import prompt_tokens
 from .common import bias_stats, clopper_pearson, none_nan, probe_settings, reject_unknown, resolve_endpoint

@@ -16,7 +16,7 @@ from normlab._display import fmt, html_card, legend_outside, new_axes, plain, pl
 from normlab._rng import as_seed_sequence
 from normlab.schema import GameLog, memory_state_string, parse_memory_state
 
-from .._sync import run_sync
+from ..sync import run_sync
 from ..backend import EndpointConfig, open_endpoint
 from ..prompts import _fmt, answer_value, load_meta_template
 from ..runner.estimate import prompt_tokens

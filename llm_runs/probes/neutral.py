@@ -15,7 +15,7 @@ from normlab._display import html_card, legend_outside, new_axes, plain, plottin
 from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
 
-from .._sync import run_sync
+from ..sync import run_sync
 from ..backend import EndpointConfig
 from ..runner.estimate import prompt_tokens
 from .common import bias_stats, probe_settings, reject_unknown, resolve_endpoint

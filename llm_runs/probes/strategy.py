@@ -15,7 +15,7 @@ from normlab import theory
 from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
 from normlab.schema import memory_state_string, parse_memory_state, relabel_state, validate_names
 
-from .._sync import run_sync
+from ..sync import run_sync
 from ..backend import EndpointConfig
 from ..runner.estimate import distinct_prompts, prompt_tokens
 from .common import clopper_pearson, none_nan, probe_settings, reject_unknown, resolve_endpoint

@@ -14,7 +14,7 @@ import numpy as np
 
 from normlab._rng import as_seed_sequence
 
-from .._sync import run_sync
+from ..sync import run_sync
 from ..backend import EndpointConfig, open_endpoint
 from .. import journal as jr
 from ..journal import JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_session, read_settings, write_settings
