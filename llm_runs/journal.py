@@ -446,11 +446,11 @@ class Interaction(_View):
 
     @property
     def run(self):
-        return self.record["run"]
+        return self.record.get("run")
 
     @property
     def t(self):
-        return self.record["t"]
+        return self.record.get("t")
 
     @property
     def i(self) -> int:
