@@ -92,10 +92,6 @@ def _refused(exc) -> bool:
 #: Longest wait a ``Retry-After`` header may impose; longer (absurd) values are capped, and the
 #: cap is named in the error trail.
 RETRY_AFTER_CAP = 60.0
-#: Request-body fields that belong to the run's protocol (recorded in its settings):
-#: ``extra_body`` may not override them.
-PROTOCOL_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "temperature", "top_k", "top_p", "min_p",
-                             "seed", "logprobs", "top_logprobs", "n", "stop", "stream"})
 
 
 def _retry_after(headers) -> float | None:

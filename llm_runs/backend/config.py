@@ -31,13 +31,10 @@ class NotOpenAICompatible(EndpointError):
     gave an HTML page, a 404 page or JSON of another shape): nothing was sent to it."""
 
 
-
-RETRY_AFTER_CAP = 60.0
 #: Request-body fields that belong to the run's protocol (recorded in its settings):
 #: ``extra_body`` may not override them.
 PROTOCOL_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "temperature", "top_k", "top_p", "min_p",
                              "seed", "logprobs", "top_logprobs", "n", "stop", "stream"})
-
 
 
 @dataclass(frozen=True)
