@@ -1,21 +1,8 @@
-"""Run a coroutine from synchronous code, also inside a running event loop (JupyterLab)."""
+"""The name :mod:`normlab.llm_runs.sync` had (``from normlab.llm_runs._sync import run_sync``: the
+calibration layer and tests import it; the integrator switches them, then this module goes)."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
+from .sync import run_sync
 
-
-def run_sync(factory):
-    """Run ``factory()`` (a coroutine factory) to completion and return its result.
-
-    Outside an event loop this is :func:`asyncio.run`; inside one (a Jupyter cell) the coroutine
-    runs on a fresh loop in a worker thread, so ``run_game(...)`` works in notebooks without
-    ``await``.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(factory())
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="normlab-llm") as ex:
-        return ex.submit(lambda: asyncio.run(factory())).result()
+__all__ = ["run_sync"]

@@ -80,10 +80,16 @@ class NameDistribution:
     approx: bool
 
 
-def _normaliser(names: Sequence[str], case_sensitive: bool):
+def name_normaliser(names: Sequence[str], case_sensitive: bool):
+    """How tokens and names are compared: exactly with ``case_sensitive``, or when two names differ
+    only in case; else case-insensitively (``str.lower``)."""
     if case_sensitive or len({n.lower() for n in names}) != len(names):
         return lambda s: s
     return str.lower
+
+
+#: The name :func:`name_normaliser` had (``normlab.calibration.probe_prediction`` imports it).
+_normaliser = name_normaliser
 
 
 async def name_distribution(
@@ -140,7 +146,7 @@ async def name_distribution(
     """
     if multi_token not in MULTI_TOKEN_MODES:
         raise ValueError(f"multi_token must be one of {MULTI_TOKEN_MODES}; got {multi_token!r}")
-    norm = _normaliser(names, case_sensitive)
+    norm = name_normaliser(names, case_sensitive)
     nn = [norm(n) for n in names]
     extended = [any(m != n and m.startswith(n) for m in nn) for n in nn]
     mass = [0.0] * len(nn)

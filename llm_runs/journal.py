@@ -1,4 +1,5 @@
-"""Append-only JSONL journal of LLM calls and game interactions, and the run-directory settings.
+"""Append-only JSONL journal of LLM calls and game interactions, its record format, and the
+run-directory settings and manifest.
 
 Every record is one JSON line written with a single ``write`` and flushed to the OS at once, so
 a killed process loses at most the interaction in flight; interaction records are also fsynced
@@ -9,6 +10,12 @@ character) is cut off; a complete last record that lacks only its newline is kep
 one; an unreadable last line is cut off with a warning (it would otherwise end up mid-file and
 make the journal unreadable). A journal deleted or replaced while a run writes it stops the
 run with a clear message, and the records of this process are saved beside it.
+
+This module owns the record format (the keys ``ev``, ``ph``, ``ptok``, ... of each line): the
+rest of normlab writes records with the writers of the section "record format" below
+(:func:`call_record`, :func:`interaction_record`, ...) and reads them through its views
+(:class:`Call`, :class:`Decision`, :class:`Interaction`, ...) and readers (:func:`calls`,
+:func:`replay`, :func:`probe_answers`, ...). The format on disk is unchanged by them.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import os
 import time
 import warnings
 from pathlib import Path
+
+from normlab._validate import check_out_dir
 
 #: Test hook (fault matrix): seconds to pause between the two halves of every record write, so
 #: that a kill lands inside journal writes. Read once at import; 0 in normal use.
@@ -184,6 +193,421 @@ def _parse(line: bytes):
     return rec if isinstance(rec, dict) else None
 
 
+# ----------------------------------------------------------------------------- record format
+# One JSON object per line; ``ev`` says what it records. Only this section reads or writes the
+# keys; the views below give them names (and the defaults every reader has always used).
+
+#: Record kinds (the ``ev`` of a line): an LLM request; an exact-mode distribution reused from
+#: another directory (copied here); an interaction of two agents; the end of a run; an endpoint
+#: error that stopped a run; a probe's decision.
+CALL, IMPORTED, INTERACTION, RUN_END, RUN_ERROR, PROBE = "call", "cached", "int", "end", "error", "probe"
+
+
+def record_kind(record: dict) -> str | None:
+    """The kind of a record (:data:`CALL`, :data:`INTERACTION`, ...; ``None`` for none)."""
+    return record.get("ev")
+
+
+def count(records, kind: str) -> int:
+    """How many records are of ``kind``."""
+    return sum(1 for r in records if r.get("ev") == kind)
+
+
+class _View:
+    """Named, read-only access to one record (the dict stays as written: :attr:`record`)."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: dict):
+        self.record = record
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.record!r})"
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.record == self.record
+
+    __hash__ = None
+
+
+class Decision(_View):
+    """One agent's decision: a side of an interaction, or a probe's answer.
+
+    ``name`` is the name played (``None``: invalid); exact mode adds ``probs`` (over the pool, in
+    pool order), ``covered_mass``, ``p_approx`` and ``p_name``; sample mode ``text`` and
+    ``reasks``; a committed agent's decision holds only ``name`` and ``committed``.
+    """
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str | None:
+        return self.record.get("name")
+
+    @property
+    def committed(self) -> bool:
+        return bool(self.record.get("committed", False))
+
+    @property
+    def names_shown(self) -> str | None:
+        """The pool in the order shown, comma-joined."""
+        return self.record.get("shown")
+
+    @property
+    def prompt_hash(self) -> str | None:
+        return self.record.get("ph")
+
+    @property
+    def probs(self) -> list | None:
+        return self.record.get("p")
+
+    @property
+    def covered_mass(self) -> float | None:
+        return self.record.get("cov")
+
+    @property
+    def p_approx(self) -> bool | None:
+        return self.record.get("approx")
+
+    @property
+    def invalid_reason(self) -> str | None:
+        return self.record.get("inv")
+
+    @property
+    def p_name(self) -> float | None:
+        return self.record.get("pn")
+
+    @property
+    def text(self) -> str | None:
+        return self.record.get("text")
+
+    @property
+    def reasks(self) -> int:
+        return self.record.get("reasks", 0)
+
+    @property
+    def llm_calls(self) -> int:
+        return self.record.get("calls", 0)
+
+    @property
+    def cache_hit(self) -> bool | None:
+        return self.record.get("hit")
+
+    @property
+    def latency(self) -> float:
+        return self.record.get("lat", 0.0)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.record.get("ptok", 0)
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.record.get("ctok", 0)
+
+    @property
+    def order(self) -> list | None:
+        """A probe's name order (indices into the pool)."""
+        return self.record.get("order")
+
+    def with_order(self, order) -> "Decision":
+        """This decision with the name order a probe showed (``[int, ...]``)."""
+        return Decision({**self.record, "order": [int(x) for x in order]})
+
+
+def committed_decision(name: str | None) -> Decision:
+    """The decision of a committed agent (no prompt, no call)."""
+    return Decision({"name": name, "committed": True, "calls": 0})
+
+
+def exact_decision(*, shown: str, prompt_hash: str, probs, covered_mass, approx, name, invalid_reason, p_name,
+                   calls: int, latency: float, prompt_tokens: int, completion_tokens: int) -> Decision:
+    """An exact-mode decision (``p_name`` is recorded with the name it belongs to)."""
+    d = {"shown": shown, "ph": prompt_hash, "p": probs, "cov": covered_mass, "approx": approx, "name": name,
+         "inv": invalid_reason}
+    if name is not None:
+        d["pn"] = p_name
+    d.update(calls=calls, hit=calls == 0, lat=round(latency, 6), ptok=prompt_tokens, ctok=completion_tokens)
+    return Decision(d)
+
+
+def sample_decision(*, shown: str, prompt_hash: str, name, invalid_reason, text, reasks: int, calls: int,
+                    latency: float, prompt_tokens: int, completion_tokens: int) -> Decision:
+    """A sample-mode decision: the last answer's text and the re-asks it took."""
+    return Decision({"shown": shown, "ph": prompt_hash, "name": name, "inv": invalid_reason, "text": text,
+                     "reasks": reasks, "calls": calls, "hit": calls == 0, "lat": round(latency, 6),
+                     "ptok": prompt_tokens, "ctok": completion_tokens})
+
+
+class _Distribution(_View):
+    """What an LLM request and a reused distribution have in common."""
+
+    __slots__ = ()
+
+    @property
+    def run(self):
+        return self.record.get("run")
+
+    @property
+    def t(self):
+        return self.record.get("t")
+
+    @property
+    def purpose(self) -> str | None:
+        """``"exact"`` (a next-token distribution) or ``"sample"`` (a generation)."""
+        return self.record.get("purpose")
+
+    @property
+    def key(self) -> str | None:
+        """Exact mode: the hash of (model, prompt, top_logprobs) under which the distribution is reused."""
+        return self.record.get("key")
+
+    @property
+    def prompt_hash(self) -> str | None:
+        return self.record.get("ph")
+
+    @property
+    def partial(self) -> str | None:
+        """Exact mode: the part of a name after the prefill (``""`` at the first token)."""
+        return self.record.get("partial")
+
+    @property
+    def top(self) -> list | None:
+        """The top logprobs at the first generated position, ``[[token, logprob], ...]``."""
+        return self.record.get("top")
+
+    @property
+    def imported(self) -> bool:
+        """Reused from another directory (no request was made for it here)."""
+        return self.record.get("ev") == IMPORTED
+
+
+class Call(_Distribution):
+    """One LLM request (after its retries), as journaled before its answer was used."""
+
+    __slots__ = ()
+
+    @property
+    def id(self) -> int | None:
+        return self.record.get("id")
+
+    @property
+    def agent(self):
+        return self.record.get("agent")
+
+    @property
+    def text(self) -> str | None:
+        return self.record.get("text")
+
+    @property
+    def tokens(self) -> list | None:
+        return self.record.get("tokens")
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.record.get("finish")
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.record.get("ptok") or 0
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.record.get("ctok") or 0
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens the server reported as served from its cache."""
+        return self.record.get("cached") or 0
+
+    @property
+    def latency(self) -> float | None:
+        return self.record.get("lat")
+
+    @property
+    def attempts(self) -> int:
+        return self.record.get("attempts", 1)
+
+    @property
+    def errors(self) -> list:
+        return self.record.get("errors") or []
+
+
+class Imported(_Distribution):
+    """An exact-mode distribution reused from another directory (``cache=``), copied here."""
+
+    __slots__ = ()
+
+
+class Interaction(_View):
+    """Interaction ``t`` of run ``run``: agents ``i`` and ``j`` and their two decisions."""
+
+    __slots__ = ()
+
+    @property
+    def run(self):
+        return self.record.get("run")
+
+    @property
+    def t(self):
+        return self.record.get("t")
+
+    @property
+    def i(self) -> int:
+        return self.record["i"]
+
+    @property
+    def j(self) -> int:
+        return self.record["j"]
+
+    @property
+    def sides(self) -> tuple:
+        """``(Decision of i, Decision of j)``."""
+        a, b = self.record["s"]
+        return Decision(a), Decision(b)
+
+    @property
+    def names(self) -> tuple:
+        """``(name of i, name of j)`` (``None``: invalid)."""
+        a, b = self.record["s"]
+        return a["name"], b["name"]
+
+
+class RunEnd(_View):
+    """The end of run ``run`` after ``n`` interactions, by its stop rule ``reason``."""
+
+    __slots__ = ()
+
+    @property
+    def run(self):
+        return self.record.get("run")
+
+    @property
+    def n(self):
+        return self.record.get("n")
+
+    @property
+    def reason(self) -> str | None:
+        return self.record.get("reason")
+
+
+class ProbeAnswer(_View):
+    """A probe's decision, cached in the journal under ``key``."""
+
+    __slots__ = ()
+
+    @property
+    def key(self) -> str:
+        return self.record["key"]
+
+    @property
+    def decision(self) -> Decision:
+        return Decision(self.record["side"])
+
+
+# --- writers (the records as they are written: the format of journals on disk)
+def call_record(*, id: int, run, t, agent, purpose: str, key, prompt_hash: str, partial: str, result) -> dict:
+    """The record of one LLM request (``result``: its :class:`~normlab.llm_runs.backend.CallResult`)."""
+    return {
+        "ev": CALL, "id": id, "run": run, "t": t, "agent": agent, "purpose": purpose,
+        "key": key, "ph": prompt_hash, "partial": partial, "text": result.text, "top": result.top,
+        "tokens": result.tokens, "finish": result.finish_reason, "ptok": result.prompt_tokens,
+        "ctok": result.completion_tokens, "cached": result.cached_tokens, "lat": round(result.latency, 6),
+        "attempts": result.attempts, "errors": result.errors,
+    }
+
+
+def imported_record(*, key: str, top, prompt_hash: str, partial: str, run, t) -> dict:
+    """The record of an exact-mode distribution reused from another directory."""
+    return {"ev": IMPORTED, "purpose": "exact", "key": key, "top": top, "ph": prompt_hash, "partial": partial,
+            "run": run, "t": t}
+
+
+def interaction_record(run: int, t: int, i: int, j: int, sides) -> dict:
+    """The record of interaction ``t`` of ``run`` (``sides``: the two :class:`Decision`)."""
+    si, sj = sides
+    return {"ev": INTERACTION, "run": run, "t": t, "i": i, "j": j, "s": [si.record, sj.record]}
+
+
+def run_end_record(run: int, n: int, reason: str | None) -> dict:
+    return {"ev": RUN_END, "run": run, "n": n, "reason": reason}
+
+
+def run_error_record(run: int, t: int, message: str) -> dict:
+    return {"ev": RUN_ERROR, "run": run, "t": t, "message": message}
+
+
+def probe_record(key: str, decision: Decision) -> dict:
+    return {"ev": PROBE, "key": key, "side": decision.record}
+
+
+# --- readers
+def calls(records) -> list:
+    """The LLM requests (:class:`Call`), in journal order."""
+    return [Call(r) for r in records if r.get("ev") == CALL]
+
+
+def exact_distributions(records) -> list:
+    """Exact-mode distributions, requested here (:class:`Call`) or reused (:class:`Imported`)."""
+    return [Call(r) if r.get("ev") == CALL else Imported(r) for r in records
+            if r.get("ev") in (CALL, IMPORTED) and r.get("purpose") == "exact"]
+
+
+def probe_answers(records) -> list:
+    """A probe's decisions (:class:`ProbeAnswer`), in journal order."""
+    return [ProbeAnswer(r) for r in records if r.get("ev") == PROBE]
+
+
+def as_interaction(record: dict) -> Interaction | None:
+    """The record as an :class:`Interaction` (``None`` for any other kind)."""
+    return Interaction(record) if record.get("ev") == INTERACTION else None
+
+
+def as_run_end(record: dict) -> RunEnd | None:
+    """The record as a :class:`RunEnd` (``None`` for any other kind)."""
+    return RunEnd(record) if record.get("ev") == RUN_END else None
+
+
+def check_interaction(record: dict, n_agents: int, names) -> None:
+    """A replayed interaction must be well formed and name only pool names (or no name)."""
+    r = record
+    try:
+        i, j, sides = r["i"], r["j"], r["s"]
+        ok = (isinstance(r["run"], int) and isinstance(r["t"], int) and isinstance(i, int) and isinstance(j, int)
+              and 0 <= i < n_agents and 0 <= j < n_agents and isinstance(sides, list) and len(sides) == 2
+              and all(isinstance(x, dict) and (x.get("name") is None or x.get("name") in names) for x in sides))
+    except (KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"journal record {str(r)[:160]} is malformed or names something outside the pool {list(names)}; "
+            "the journal is corrupt or was edited -- move the directory aside and start the run again"
+        )
+
+
+def replay(records, n_runs: int, *, n_agents: int | None = None, names=None) -> tuple[dict, dict]:
+    """What resumption replays: ``({run: [Interaction, ...]}, {run: RunEnd})``.
+
+    Interactions of a run count when contiguous from ``t = 0`` (the first occurrence wins);
+    with ``n_agents`` and ``names`` every interaction is checked first (:func:`check_interaction`).
+    """
+    inter = {k: [] for k in range(n_runs)}
+    ended = {}
+    for r in records:
+        ev = r.get("ev")
+        if ev == INTERACTION:
+            if n_agents is not None:
+                check_interaction(r, n_agents, names)
+            k = r["run"]
+            if k in inter and r["t"] == len(inter[k]):  # contiguous, first occurrence wins
+                inter[k].append(Interaction(r))
+        elif ev == RUN_END:
+            if not isinstance(r.get("run"), int):
+                raise ValueError(f"journal record {str(r)[:160]} is malformed; the journal is corrupt")
+            ended[r["run"]] = RunEnd(r)
+    return inter, ended
+
+
 def read_journal(path) -> list[dict]:
     """All records of a journal file.
 
@@ -280,8 +704,6 @@ class DirectoryLock:
         self._f = None
 
     def __enter__(self) -> "DirectoryLock":
-        from normlab._validate import check_out_dir
-
         check_out_dir(self.directory)
         self._created = not self.directory.exists()
         self.directory.mkdir(parents=True, exist_ok=True)

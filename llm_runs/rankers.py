@@ -23,6 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from normlab import theory
+
+from .backend import EmbeddedServer, EndpointConfig, LLMClient
+from .sync import run_sync
+
 if TYPE_CHECKING:
     from normlab.theory.itcmas import MatrixInput
 
@@ -177,8 +182,6 @@ class LLMRanker:
 
     def __init__(self, endpoint=None, *, template=None, temperature: float = 0.5, max_tokens: int = 96,
                  prefill: bool | None = None):
-        from .backend import EndpointConfig
-
         self.endpoint = endpoint if endpoint is not None else EndpointConfig.from_env()
         if not isinstance(self.endpoint, EndpointConfig):
             raise TypeError(f"endpoint must be an EndpointConfig; got {type(self.endpoint).__name__}")
@@ -204,8 +207,6 @@ class LLMRanker:
     # ------------------------------------------------------------------ lifecycle
     def _ensure_endpoint(self):
         if self._base_url is None:
-            from .backend import EmbeddedServer
-
             cfg = self.endpoint
             self._server = EmbeddedServer(n_threads=cfg.embedded_threads, n_parallel=1, n_ctx=cfg.embedded_ctx).start()
             self._base_url, self._model = self._server.base_url, self._server.model
@@ -226,17 +227,11 @@ class LLMRanker:
 
     # ------------------------------------------------------------------ ranking
     async def _ask(self, messages, seed):
-        from .backend import LLMClient
-
         async with LLMClient(self._base_url, self._model, self.endpoint) as client:
             return await client.chat(messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=seed)
 
     def __call__(self, obs, *, rng) -> np.ndarray:
         """Rank the agents of one step (lower = better); the Ranker protocol of ``itcmas``."""
-        from normlab.theory.itcmas import ranks_from_order
-
-        from ._sync import run_sync
-
         self._ensure_endpoint()
         system, user = render_matrix_prompt(obs, self.template)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -256,7 +251,7 @@ class LLMRanker:
             err = "no agent name in the answer (all agents tie: no reallocation this step)"
         self._calls.append(RankerCall(int(obs.step), text, tuple(order), len(order), time.perf_counter() - t0,
                                       int(res.prompt_tokens), int(res.completion_tokens), err))
-        return ranks_from_order(order, obs.agents)
+        return theory.itcmas.ranks_from_order(order, obs.agents)
 
     def calls_frame(self):
         """One row per ranking request (``step``, ``text``, ``order``, ``n_ranked``, ``latency``, tokens, ``error``)."""

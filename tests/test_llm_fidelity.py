@@ -9,7 +9,7 @@ import json
 import pytest
 
 from normlab.llm_runs import EndpointConfig, StubServer, run_game
-from normlab.llm_runs import runner as runner_mod
+from normlab.llm_runs.runner import game as runner_mod  # the game loop reads REASK_SAFETY_LIMIT
 from normlab.llm_runs.backend import open_endpoint
 from normlab.llm_runs.prompts import load_template
 from normlab.llm_runs.runner import ReaskLimitError

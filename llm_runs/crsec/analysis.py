@@ -31,8 +31,10 @@ import numpy as np
 import pandas as pd
 
 from normlab._display import plotting
+from normlab.llm_runs.published.crsec import (NODES_FILE, NORMS_FILE, CRSECRun, load_crsec_run,  # noqa: F401
+                                              norm_funnel, save_crsec_norms)
 
-from .topics import classify_text
+from .topics import classify_text, load_topics
 
 MEASURES = ("belief", "plan", "action")
 EVENT_KINDS = ("conflict", "chat", "thought")
@@ -198,16 +200,12 @@ def behaviour_from_nodes(nodes: pd.DataFrame, times, *, start=None, agents=None,
 
 
 def _topic_names(topics=None) -> list:
-    from .topics import load_topics
-
     return list(load_topics(topics)["topics"])
 
 
 def beliefs_from_snapshots(snapshots, *, topics=None) -> pd.DataFrame:
     """Belief curves from several snapshots of one run (published storage folders saved at
     different times): ``{t: CRSECRun or folder}`` -> ``t, topic, measure, proportion, n_agents``."""
-    from normlab.llm_runs.published.crsec import CRSECRun, load_crsec_run
-
     if not isinstance(snapshots, dict) or not snapshots:
         raise ValueError("snapshots must be a non-empty dict {time: CRSECRun or run folder}")
     rows = []
@@ -251,39 +249,6 @@ def event_counts(events: pd.DataFrame, *, bin_minutes: float = 60.0, t_max: floa
         c = np.bincount(bins[events["kind"].to_numpy() == kind], minlength=n_bins) if len(t) else np.zeros(n_bins, int)
         rows.append(pd.DataFrame({"t": np.arange(n_bins) * float(bin_minutes), "kind": kind, "count": c[:n_bins]}))
     return pd.concat(rows, ignore_index=True)
-
-
-def norm_funnel(norms: pd.DataFrame) -> pd.DataFrame:
-    """Per agent: identified information and where it ended (wide, one row per agent).
-
-    Columns: ``n_norms``, ``qualified``, ``candidate``, ``synthesised``, one ``rejected_<reason>``
-    per rejection reason present, and ``pass_rate`` (qualified + synthesised over the checked
-    candidates, created norms excluded when a ``source`` column says so).
-
-    References
-    ----------
-    Ren et al., IJCAI 2024, §2.3; published rejection codes (:data:`REJECTION_CODES`).
-    """
-    if not {"agent", "state"} <= set(norms.columns):
-        raise ValueError("norms needs columns agent and state")
-    if not len(norms):
-        return pd.DataFrame(columns=["agent", "n_norms", "qualified", "candidate", "synthesised", "pass_rate"])
-    st = pd.crosstab(norms["agent"], norms["state"])
-    for s in ("qualified", "candidate", "synthesised"):
-        if s not in st.columns:
-            st[s] = 0
-    out = st[["qualified", "candidate", "synthesised"]].copy()
-    out.insert(0, "n_norms", norms.groupby("agent").size())
-    if "rejection" in norms.columns and norms["rejection"].notna().any():
-        rej = pd.crosstab(norms["agent"], norms["rejection"]).add_prefix("rejected_")
-        out = out.join(rej, how="left").fillna(0).astype(int)
-    checked = norms if "source" not in norms.columns else norms[norms["source"] != "creation"]
-    if len(checked):
-        passed = checked["state"].isin(["qualified", "synthesised"]).groupby(checked["agent"]).mean()
-        out["pass_rate"] = passed.reindex(out.index)
-    else:
-        out["pass_rate"] = np.nan
-    return out.reset_index()
 
 
 @plotting
@@ -336,8 +301,6 @@ def plot_emergence(adoption: pd.DataFrame, counts: pd.DataFrame | None = None, *
 def write_crsec_run(run, folder, *, start: str = "2023-02-13 08:00:00") -> Path:
     """Write a :class:`PopulationRun` in the CRSEC storage layout (norm databases + chat/thought
     memory nodes timed from ``start``), so :func:`load_crsec_run` reads it back."""
-    from normlab.llm_runs.published.crsec import NODES_FILE, NORMS_FILE, save_crsec_norms
-
     folder = Path(folder)
     t0 = pd.Timestamp(start)
     for name, db in run.databases.items():

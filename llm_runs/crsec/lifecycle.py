@@ -30,8 +30,8 @@ import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
-from normlab.llm_runs._sync import run_sync
 
+from ..sync import run_sync
 from .records import REJECTIONS, NormDatabase, NormRecord
 
 #: The four steps of the paper's sanity check, in order.

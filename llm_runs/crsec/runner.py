@@ -36,12 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from normlab.llm_runs._sync import run_sync
 
 from normlab._display import plotting
 from normlab._rng import as_generator, spawn
 
+from ..backend import EndpointConfig, open_endpoint
+from ..sync import run_sync
+from .analysis import adoption_curves, event_counts, norm_funnel, plot_emergence, write_crsec_run
 from .lifecycle import SYNTHESIS_THRESHOLD, _resolve_steps, aevaluate, asynthesise, maybe_await
+from .llm_operations import LLMOperations
+from .operations import RuleOperations
 from .records import NormDatabase
 from .topics import classify_text, load_agents, load_topics
 
@@ -83,8 +87,6 @@ class PopulationRun:
 
     def adoption(self) -> pd.DataFrame:
         """Long frame ``t, topic, measure (belief | plan | action), proportion`` (Fig. 2b)."""
-        from .analysis import adoption_curves
-
         return adoption_curves(self.states)
 
     def to_frame(self) -> pd.DataFrame:
@@ -93,28 +95,20 @@ class PopulationRun:
 
     def event_counts(self, bin_minutes: float = 60.0) -> pd.DataFrame:
         """Conflicts, chats and thoughts per time bin (Fig. 2a)."""
-        from .analysis import event_counts
-
         return event_counts(self.events, bin_minutes=bin_minutes)
 
     def funnel(self) -> pd.DataFrame:
         """Per agent: norms per state and rejection reason."""
-        from .analysis import norm_funnel
-
         return norm_funnel(self.norms)
 
     @plotting
     def plot(self, *, bin_minutes: float = 60.0, axes=None):
         """The two panels of Fig. 2 (counts of conflicts/chats/thoughts; belief vs behaviour)."""
-        from .analysis import plot_emergence
-
         return plot_emergence(self.adoption(), self.event_counts(bin_minutes), axes=axes)
 
     def save_crsec(self, folder) -> Path:
         """Write the run in the CRSEC storage layout (``personas/<name>/norms/...`` and the memory
         ``nodes.json`` with the chats and thoughts), readable by :func:`load_crsec_run`."""
-        from .analysis import write_crsec_run
-
         return write_crsec_run(self, folder)
 
     def __repr__(self) -> str:
@@ -172,16 +166,10 @@ async def arun_population(agents=None, *, ops="rule", minutes: float = 240.0, dt
     seeds = spawn(rng, 2)
     gen = as_generator(seeds[0])
     if ops == "rule":
-        from .operations import RuleOperations
-
         ops = RuleOperations(table, names=names, rng=seeds[1])
         return await _simulate(agents, ops, table, gen, minutes, dt, n_norms, p_present, p_thought,
                                plan_every, threshold, steps, progress)
     if ops == "llm":
-        from normlab.llm_runs.backend import EndpointConfig, open_endpoint
-
-        from .llm_operations import LLMOperations
-
         cfg = endpoint if endpoint is not None else EndpointConfig.from_env(embedded_threads=1, concurrency=1)
         async with open_endpoint(cfg) as client:
             ops = LLMOperations(client, names=names, rng=seeds[1])

@@ -51,6 +51,7 @@ import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 #: Negative utilities of the published format and what they mean (-5, -6: normlab extensions).
@@ -323,6 +324,40 @@ def load_crsec_nodes(path, *, agent: str | None = None) -> pd.DataFrame:
     return nodes_from_obj(_read_json(path, "Smallville associative memory"), agent=agent, source=f"{path}: ")
 
 
+def norm_funnel(norms: pd.DataFrame) -> pd.DataFrame:
+    """Per agent: identified information and where it ended (wide, one row per agent).
+
+    Columns: ``n_norms``, ``qualified``, ``candidate``, ``synthesised``, one ``rejected_<reason>``
+    per rejection reason present, and ``pass_rate`` (qualified + synthesised over the checked
+    candidates, created norms excluded when a ``source`` column says so).
+
+    References
+    ----------
+    Ren et al., IJCAI 2024, §2.3; published rejection codes (:data:`REJECTION_CODES`).
+    """
+    if not {"agent", "state"} <= set(norms.columns):
+        raise ValueError("norms needs columns agent and state")
+    if not len(norms):
+        return pd.DataFrame(columns=["agent", "n_norms", "qualified", "candidate", "synthesised", "pass_rate"])
+    st = pd.crosstab(norms["agent"], norms["state"])
+    for s in ("qualified", "candidate", "synthesised"):
+        if s not in st.columns:
+            st[s] = 0
+    out = st[["qualified", "candidate", "synthesised"]].copy()
+    out.insert(0, "n_norms", norms.groupby("agent").size())
+    if "rejection" in norms.columns and norms["rejection"].notna().any():
+        rej = pd.crosstab(norms["agent"], norms["rejection"]).add_prefix("rejected_")
+        out = out.join(rej, how="left").fillna(0).astype(int)
+    checked = norms if "source" not in norms.columns else norms[norms["source"] != "creation"]
+    if len(checked):
+        passed = checked["state"].isin(["qualified", "synthesised"]).groupby(checked["agent"]).mean()
+        out["pass_rate"] = passed.reindex(out.index)
+    else:
+        out["pass_rate"] = np.nan
+    return out.reset_index()
+
+
+
 @dataclass(frozen=True)
 class CRSECRun:
     """One published (or normlab-written) CRSEC run folder, read into tidy frames.
@@ -352,8 +387,6 @@ class CRSECRun:
 
     def state_counts(self) -> pd.DataFrame:
         """Per agent: number of norms in each state and each rejection reason (wide)."""
-        from normlab.llm_runs.crsec.analysis import norm_funnel
-
         return norm_funnel(self.norms)
 
     def __repr__(self) -> str:

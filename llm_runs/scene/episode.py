@@ -58,6 +58,17 @@ class Turn:
                 "content": self.content, "target_turn_id": self.target_turn_id}
 
 
+def event(kind: str, **fields) -> dict:
+    """One entry of an episode's event log (``meta["events"]``; a generated scenario's ``log``):
+    ``{"ev": kind, **fields}`` -- the log's format lives here and in :func:`count_events`."""
+    return {"ev": kind, **fields}
+
+
+def count_events(log, kind: str, *, role: str | None = None) -> int:
+    """How many entries of an event log are of ``kind`` (and, with ``role``, of that role)."""
+    return sum(1 for e in log if e["ev"] == kind and (role is None or e.get("role") == role))
+
+
 def render_transcript(turns, *, with_ids: bool = True) -> str:
     """The transcript as chat lines: ``[3] Ana: text`` and ``[4] Ben reacted 💀 to [3]``."""
     lines = []

@@ -44,8 +44,9 @@ import numpy as np
 from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
 
-from .._sync import run_sync
-from .episode import LABELS, Episode, Turn, render_transcript
+from ..backend import EndpointConfig, open_endpoint
+from ..sync import run_sync
+from .episode import LABELS, Episode, Turn, count_events, event, render_transcript, save_episodes
 from .schemas import SchemaValidationError, validate
 from .taxonomy import TAXONOMY, SceneTuple, check_tuple
 
@@ -267,8 +268,6 @@ class _Session:
     """Endpoints (personas/judge and subject), seeds and the event log of one run."""
 
     def __init__(self, endpoint, subject, settings: SceneSettings, rng):
-        from ..backend import EndpointConfig
-
         self.endpoint = endpoint if endpoint is not None else EndpointConfig.from_env()
         if not isinstance(self.endpoint, EndpointConfig):
             raise TypeError(f"endpoint must be an EndpointConfig; got {type(self.endpoint).__name__}")
@@ -280,8 +279,6 @@ class _Session:
         self.events: list[dict] = []
 
     async def __aenter__(self):
-        from ..backend import open_endpoint
-
         self._ep = open_endpoint(self.endpoint)
         self.client = await self._ep.__aenter__()
         self.subject_client = self.client
@@ -315,10 +312,10 @@ class _Session:
         text = res.text
         if pre and text is not None and not text.lstrip().startswith("{"):
             text = pre + text  # servers that return only the continuation (llama.cpp echoes nothing)
-        log.append({"ev": "call", "role": role, "model": client.model, "seed": seed, "system": system,
-                    "user": user, "prefill": pre, "text": text, "finish_reason": res.finish_reason,
-                    "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
-                    "latency": round(res.latency, 3)})
+        log.append(event("call", role=role, model=client.model, seed=seed, system=system,
+                         user=user, prefill=pre, text=text, finish_reason=res.finish_reason,
+                         prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
+                         latency=round(res.latency, 3)))
         return text
 
 
@@ -382,14 +379,14 @@ async def _generate(sess: _Session, tup: SceneTuple, seeds, log: list) -> tuple[
         obj = extract_json(text)
         if obj is None:
             status = "scaffold unparseable"
-            log.append({"ev": "unparseable", "role": "scaffold", "attempt": attempt, "text": text})
+            log.append(event("unparseable", role="scaffold", attempt=attempt, text=text))
             continue
         try:
             scaffold = validate(_normalise_scaffold(obj, (s.subject_name, s.subject_bio)), "scaffold_v1")
             break
         except SchemaValidationError as exc:
             status = f"scaffold invalid: {exc}"
-            log.append({"ev": "invalid", "role": "scaffold", "attempt": attempt, "error": str(exc)})
+            log.append(event("invalid", role="scaffold", attempt=attempt, error=str(exc)))
     if scaffold is None:
         return None, status
     no, sa = TAXONOMY.entry("norm", tup.norm), TAXONOMY.entry("sanction", tup.sanction)
@@ -402,7 +399,7 @@ async def _generate(sess: _Session, tup: SceneTuple, seeds, log: list) -> tuple[
         obj = extract_json(text)
         if obj is None:
             status = "hidden unparseable"
-            log.append({"ev": "unparseable", "role": "hidden", "attempt": attempt, "text": text})
+            log.append(event("unparseable", role="hidden", attempt=attempt, text=text))
             continue
         scenario = {"scaffold": copy.deepcopy(scaffold), "tuple": {**tup._asdict(), "precedent": tup.precedent_flag},
                     "hidden": _normalise_hidden(obj)}
@@ -410,7 +407,7 @@ async def _generate(sess: _Session, tup: SceneTuple, seeds, log: list) -> tuple[
             return validate(scenario, "scenario_v1"), "ok"
         except SchemaValidationError as exc:
             status = f"hidden invalid: {exc}"
-            log.append({"ev": "invalid", "role": "hidden", "attempt": attempt, "error": str(exc)})
+            log.append(event("invalid", role="hidden", attempt=attempt, error=str(exc)))
     return None, status
 
 
@@ -425,7 +422,7 @@ class GeneratedScenario:
     log: tuple
 
     def __repr__(self) -> str:
-        return f"GeneratedScenario({'/'.join(self.tuple)}, status={self.status!r}, calls={sum(1 for e in self.log if e['ev'] == 'call')})"
+        return f"GeneratedScenario({'/'.join(self.tuple)}, status={self.status!r}, calls={count_events(self.log, 'call')})"
 
 
 def generate_scenario(tup, *, endpoint=None, settings: SceneSettings | None = None, rng=None) -> GeneratedScenario:
@@ -494,22 +491,22 @@ async def _act(sess: _Session, chat: _Chat, role: str, actor: str, system: str, 
                           temperature=sess.s.temperature, subject=subject, log=log)
     act = parse_action(text, chat.ids)
     if act is None:
-        log.append({"ev": "unparseable", "role": role, "actor": actor, "t": t, "text": text})
+        log.append(event("unparseable", role=role, actor=actor, t=t, text=text))
         return "unparseable"
     if act["action"] == "no-op":
-        log.append({"ev": "no-op", "role": role, "actor": actor, "t": t})
+        log.append(event("no-op", role=role, actor=actor, t=t))
         return "no-op"
     target = act["target_turn_id"]
     if act["action"] == "react":
         if not chat.turns:
-            log.append({"ev": "unparseable", "role": role, "actor": actor, "t": t, "text": text,
-                        "reason": "reaction with nothing to react to"})
+            log.append(event("unparseable", role=role, actor=actor, t=t, text=text,
+                             reason="reaction with nothing to react to"))
             return "unparseable"
         if target is None:
             target = chat.turns[-1].turn_id
-            log.append({"ev": "target_defaulted", "actor": actor, "t": t, "target_turn_id": target})
+            log.append(event("target_defaulted", actor=actor, t=t, target_turn_id=target))
     turn = chat.add(t, actor, act["action"], act["content"] or sess.s.reaction_emoji, target)
-    log.append({"ev": "turn", "role": role, **turn.to_dict(), **({"truncated": True} if act.get("truncated") else {})})
+    log.append(event("turn", role=role, **turn.to_dict(), **({"truncated": True} if act.get("truncated") else {})))
     return act["action"]
 
 
@@ -525,7 +522,7 @@ def _precedent(scenario: dict, chat: _Chat, log: list) -> None:
             else:
                 turn = chat.add(0, p["name"], "message", line)
             last = turn
-            log.append({"ev": "turn", "role": "precedent", **turn.to_dict()})
+            log.append(event("turn", role="precedent", **turn.to_dict()))
 
 
 async def _episode(sess: _Session, scenario: dict, model_label: str | None, episode_id: str, seeds) -> Episode:
@@ -541,17 +538,17 @@ async def _episode(sess: _Session, scenario: dict, model_label: str | None, epis
     hidden = {p["name"]: p for p in scenario["hidden"]["personas"]}
     roster = [c["name"] for c in cast if c["name"] in hidden]
     norm, sanc = TAXONOMY.entry("norm", tup.norm), TAXONOMY.entry("sanction", tup.sanction)
-    log: list = [{"ev": "start", "episode_id": episode_id, "tuple": tup._asdict(), "subject": subj}]
+    log: list = [event("start", episode_id=episode_id, tuple=tup._asdict(), subject=subj)]
     chat = _Chat()
     for t0 in sc["transcript"]["opening_turns"]:
         if t0["action"] != "no-op":
             turn = chat.add(0, t0["actor"], t0["action"], t0["content"])
-            log.append({"ev": "turn", "role": "opening", **turn.to_dict()})
+            log.append(event("turn", role="opening", **turn.to_dict()))
     if tup.precedent == "present":
         _precedent(scenario, chat, log)
     el = sc["transcript"]["elicitor_turn"]
     turn = chat.add(0, el["actor"], el["action"], el["content"])
-    log.append({"ev": "turn", "role": "elicitor", **turn.to_dict()})
+    log.append(event("turn", role="elicitor", **turn.to_dict()))
 
     channel, cast_text = sc["channel"]["description"], _cast_text(cast)
     subj_sys, _, subj_pre = _render("subject", subject=subj, subject_bio=subj_bio, channel=channel, cast=cast_text,
@@ -574,7 +571,7 @@ async def _episode(sess: _Session, scenario: dict, model_label: str | None, epis
         return Template(persona_prompt["user"]).substitute(transcript=chat.text())
 
     async def subject_turn(t, floor=""):
-        log.append({"ev": "subject_view", "t": t, "n_turns_visible": len(chat.turns), "floor_open": bool(floor)})
+        log.append(event("subject_view", t=t, n_turns_visible=len(chat.turns), floor_open=bool(floor)))
         return await _act(sess, chat, "subject", subj, subj_sys, subject_user(floor), subj_pre, t, seeds, log, subject=True)
 
     end_reason, silent_run = "max_turns", 0
@@ -598,10 +595,10 @@ async def _episode(sess: _Session, scenario: dict, model_label: str | None, epis
                     named.append(m.group(0))
         if named:
             order = named + [r for r in roster if r not in named]
-            log.append({"ev": "orchestrator", "t": t, "order": order, "parsed": True, "named": len(named)})
+            log.append(event("orchestrator", t=t, order=order, parsed=True, named=len(named)))
         else:
             order = [roster[i] for i in g.permutation(len(roster))]
-            log.append({"ev": "orchestrator", "t": t, "order": order, "parsed": False, "text": text})
+            log.append(event("orchestrator", t=t, order=order, parsed=False, text=text))
         if terminate and s.honour_terminate and t > s.min_post_sanction_turns:
             end_reason = "orchestrator"  # B.5 (b) or (c), as judged by the orchestrator
             break
@@ -620,11 +617,11 @@ async def _episode(sess: _Session, scenario: dict, model_label: str | None, epis
                 break
         else:
             silent_run = 0
-    log.append({"ev": "end", "reason": end_reason, "turns": len(chat.turns)})
-    n_unp = sum(1 for e in log if e["ev"] == "unparseable" and e.get("role") == "subject")
-    n_subj_calls = sum(1 for e in log if e["ev"] == "call" and e["role"] == "subject")
+    log.append(event("end", reason=end_reason, turns=len(chat.turns)))
+    n_unp = count_events(log, "unparseable", role="subject")
+    n_subj_calls = count_events(log, "call", role="subject")
     meta = {"end_reason": end_reason, "subject_calls": n_subj_calls, "subject_unparseable": n_unp,
-            "persona_unparseable": sum(1 for e in log if e["ev"] == "unparseable" and e.get("role") == "persona"),
+            "persona_unparseable": count_events(log, "unparseable", role="persona"),
             "settings": asdict(s), "events": log}
     model = model_label or sess.subject_client.model or "unknown"
     return Episode(model=model, tuple=tup, subject=subj, transcript=tuple(chat.turns), episode_id=episode_id, meta=meta)
@@ -736,8 +733,6 @@ def run_scene(items, *, endpoint=None, subject=None, model_label: str | None = N
 
     eps = run_sync(go)
     if out is not None:
-        from .episode import save_episodes
-
         save_episodes(eps, out)
     return eps
 
@@ -832,9 +827,9 @@ async def _judge(sess: _Session, ep: Episode, seeds) -> Episode:
         labels, metrics, notes = _parse_labels(text, ep)
         if labels is not None:
             if notes:
-                log.append({"ev": "judge_notes", "notes": notes})
+                log.append(event("judge_notes", notes=notes))
             break
-        log.append({"ev": "unparseable", "role": "judge", "attempt": attempt, "text": text, "notes": notes})
+        log.append(event("unparseable", role="judge", attempt=attempt, text=text, notes=notes))
     if labels is None:
         return replace(ep, judge=None, meta={**ep.meta, "judge_status": "unparseable"})
     by_id = {x.turn_id: x for x in ep.transcript}
@@ -865,7 +860,7 @@ async def _audit(sess: _Session, ep: Episode, seeds) -> Episode:
     found = set(re.findall(r"\b(INVALID|PARTIAL|VALID)\b", cand.upper()))
     label = found.pop() if len(found) == 1 else "UNPARSEABLE"  # none, or the template echoed
     just = obj.get("justification") if isinstance(obj, dict) else None
-    log.append({"ev": "audit", "label": label, "justification": just if isinstance(just, str) else None})
+    log.append(event("audit", label=label, justification=just if isinstance(just, str) else None))
     return replace(ep, audit=label)
 
 

@@ -24,11 +24,28 @@ import sys
 
 from normlab import __version__
 
+#: Every exit code of the ``normlab`` commands, one home: ``code: (what it means for a command
+#: that runs no LLM, what it means for a command that calls one)``; ``None``: it does not occur there.
+EXIT_CODE_TABLE = {
+    0: ("done", "done (or resumed to the end); --dry-run printed its estimate"),
+    2: ("bad input: a bad flag or value, a missing or unreadable file (one line saying what is wrong; no work done)",
+        "bad input: a bad flag, a missing file (one line saying what is wrong and what is allowed; nothing was sent)"),
+    3: (None, "the endpoint is down, refuses, or keeps failing (completed work is kept; rerun to resume)"),
+    4: (None, "the disk or the run directory failed (full, read-only, journal deleted; completed work is kept)"),
+    5: (None, "stopped at --budget (completed work is kept; the same command with a larger --budget continues)"),
+    130: ("interrupted (Ctrl-C)", "interrupted (Ctrl-C; completed work is kept; rerun to resume)"),
+}
+
+
+def exit_codes(*, llm: bool = False) -> str:
+    """The ``exit codes:`` block of a command's ``--help``, from :data:`EXIT_CODE_TABLE`
+    (``llm``: a command that calls an LLM)."""
+    rows = [(code, texts[1 if llm else 0]) for code, texts in EXIT_CODE_TABLE.items()]
+    return "exit codes:\n" + "\n".join(f"  {code:<5}{text}" for code, text in rows if text is not None)
+
+
 #: Exit codes of the commands that run no LLM (simulate, critical-mass, calibrate, figures).
-EXIT_CODES = """exit codes:
-  0    done
-  2    bad input: a bad flag or value, a missing or unreadable file (one line saying what is wrong; no work done)
-  130  interrupted (Ctrl-C)"""
+EXIT_CODES = exit_codes()
 
 _EPILOG = """\
 examples:

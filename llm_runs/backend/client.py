@@ -1,0 +1,572 @@
+"""The retrying client: one ``openai.AsyncOpenAI`` client with a concurrency semaphore, bounded
+retries with backoff (429 honouring ``Retry-After``, 5xx, timeouts, dropped connections), token
+accounting against the spending cap, and the endpoint's fingerprint for a run's manifest."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from dataclasses import dataclass
+
+from .config import EndpointConfig, EndpointError, NotOpenAICompatible, redact_url
+from .embedded import EmbeddedServer
+from .spending import SpendingCap
+
+
+@dataclass
+class CallResult:
+    """Outcome of one chat-completion request (after retries).
+
+    ``top`` is the top-logprob list ``[(token, logprob), ...]`` at the first generated position
+    (when requested); ``tokens`` the generated tokens with their logprobs.
+    """
+
+    text: str | None
+    top: list | None
+    tokens: list | None
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    latency: float
+    attempts: int
+    errors: list
+
+
+def _describe(exc) -> str:
+    """Innermost cause of a connection error, e.g. ``ConnectError: [Errno 111] Connection refused``."""
+    inner = exc
+    while inner.__cause__ is not None or (inner.__context__ is not None and not inner.__suppress_context__):
+        inner = inner.__cause__ or inner.__context__
+    return f"{type(inner).__name__}: {str(inner)[:200]}"
+
+
+def _model_ids(resp) -> list | None:
+    """Model ids of an OpenAI-shaped ``GET /models`` answer (``{"data": [{"id": ...}, ...]}``);
+    ``None`` when the answer is not JSON of that shape."""
+    try:
+        obj = resp.json()
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
+        return None
+    ids = [m.get("id") for m in obj["data"] if isinstance(m, dict)]
+    if len(ids) != len(obj["data"]) or not all(isinstance(i, str) for i in ids):
+        return None
+    return ids
+
+
+def _model_entry(resp, model) -> dict | None:
+    """The ``/models`` entry of ``model`` (id, owner, created, and whatever else the server
+    says about it), for the run's manifest."""
+    try:
+        for m in resp.json()["data"]:
+            if m.get("id") == model or (model and str(m.get("id", "")).startswith(model + ":")):
+                return {k: v for k, v in m.items() if isinstance(v, (str, int, float, bool)) or k == "meta"}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def _json_error(resp) -> bool:
+    """True when an error answer is JSON (an API's error), not an HTML or text page."""
+    try:
+        resp.json()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def _refused(exc) -> bool:
+    """True when nothing listens at the address (as opposed to a dropped connection)."""
+    inner = exc
+    while inner.__cause__ is not None or (inner.__context__ is not None and not inner.__suppress_context__):
+        inner = inner.__cause__ or inner.__context__
+        if isinstance(inner, ConnectionRefusedError) or type(inner).__name__ == "ConnectError":
+            return True
+    return False
+
+
+#: Longest wait a ``Retry-After`` header may impose; longer (absurd) values are capped, and the
+#: cap is named in the error trail.
+RETRY_AFTER_CAP = 60.0
+
+
+def _retry_after(headers) -> float | None:
+    """Seconds the server asks to wait (``Retry-After[-ms]``), capped at :data:`RETRY_AFTER_CAP`."""
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        v = headers.get(name)
+        if v is None:
+            continue
+        try:
+            val = float(v) * scale
+        except ValueError:
+            continue
+        if math.isfinite(val) and val >= 0:
+            return min(val, RETRY_AFTER_CAP)
+    return None
+
+
+
+def _clean_text(text):
+    """Lone surrogates (``\\ud83d`` escapes in a JSON body) become U+FFFD so that every table
+    can be written as UTF-8."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _logprob(v) -> float:
+    x = float(v)
+    if math.isnan(x) or x > 0 and math.isinf(x):
+        raise ValueError(f"logprob {v!r} is not a log-probability")
+    return x
+
+
+class LLMClient:
+    """One ``openai.AsyncOpenAI`` client with a semaphore, bounded retries and accounting.
+
+    Parameters
+    ----------
+    base_url, model : str
+    config : EndpointConfig
+        Timeouts, retries, concurrency, extra body fields, prices.
+
+    Notes
+    -----
+    The ``openai`` client's own retries are disabled so that every attempt is counted and a
+    ``Retry-After`` header is honoured exactly. Non-retryable HTTP errors (400, 401, 403, 404,
+    422) raise :class:`EndpointError` at once.
+    """
+
+    def __init__(self, base_url: str, model: str | None, config: EndpointConfig):
+        self.base_url = base_url.rstrip("/")
+        self.shown_url = redact_url(self.base_url)
+        self.model = model
+        self.config = config
+        self._client = None
+        self._sem: asyncio.Semaphore | None = None
+        self.n_requests = 0
+        self.n_attempts = 0
+        self.n_errors = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self._ok_once = False
+        self._largest_prompt = 0  # the budget's estimate of a request's prompt
+        self.cap = SpendingCap(config.budget_tokens, config.budget_usd)
+        self.model_entry: dict | None = None
+        self.info: dict | None = None  # endpoint fingerprint, filled by open_endpoint
+
+    async def __aenter__(self) -> "LLMClient":
+        import openai
+
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=self.config.resolve_api_key(),
+            timeout=self.config.timeout, max_retries=0,
+        )
+        self._sem = asyncio.Semaphore(self.config.concurrency)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            try:
+                await client.close()
+            except Exception:  # pragma: no cover - closing must never mask the real error
+                pass
+
+    def _redact(self, text: str) -> str:
+        """Remove the API key (a server may echo the Authorization header in an error body) and
+        credentials inside the base URL from a message."""
+        key = self.config.resolve_api_key()
+        if key and key != "not-needed" and len(key) >= 4:
+            text = text.replace(key, "***")
+        return redact_url(text.replace(self.base_url, self.shown_url))
+
+    def _error(self, message: str) -> EndpointError:
+        return EndpointError(self._redact(message))
+
+    def _down(self, exc) -> EndpointError:
+        return self._error(
+            f"cannot reach the OpenAI-compatible endpoint at {self.base_url} "
+            f"({_describe(exc)}); is the server running? "
+            "Omit --base-url to use the embedded SmolLM2 server."
+        )
+
+    async def check(self) -> str:
+        """Fail fast with one clear error when the endpoint is down; return the model name.
+
+        Lists ``/models`` (fills in :attr:`model` when it is ``None``). A server answering that
+        route with an HTML or non-JSON page, or with JSON not shaped like an OpenAI model list,
+        is refused with :class:`NotOpenAICompatible`; an OpenAI-style JSON error (a compatible
+        server without the route) is accepted when ``model`` is given.
+        """
+        import openai
+
+        try:
+            raw = await self._client.models.with_raw_response.list(timeout=min(self.config.timeout, 30.0))
+            resp = raw.http_response
+            ids = _model_ids(resp)
+            if ids is None:
+                raise self._not_openai(resp)
+            self.model_entry = _model_entry(resp, self.model or (ids[0] if ids else None))
+            if self.model is None:
+                if not ids:
+                    raise self._error(f"{self.base_url}/models lists no model; pass --model")
+                self.model = ids[0]
+            elif ids and not any(i == self.model or i.startswith(self.model + ":") for i in ids):
+                raise self._error(
+                    f"{self.base_url} does not serve model {self.model!r}; it lists {', '.join(map(repr, ids[:8]))}"
+                    + (" ..." if len(ids) > 8 else "")
+                )
+        except openai.APIConnectionError as exc:
+            raise self._down(exc) from None
+        except openai.AuthenticationError:
+            raise self._error(
+                f"the endpoint at {self.base_url} rejected the API key (HTTP 401); set "
+                f"{self.config.api_key_env} or OPENAI_API_KEY"
+            ) from None
+        except openai.APIStatusError as exc:
+            if not _json_error(exc.response):
+                raise self._not_openai(exc.response) from None
+            if self.model is None:
+                raise self._error(
+                    f"{self.base_url}/models answered HTTP {exc.status_code}; pass --model explicitly"
+                ) from None
+        return self.model
+
+    def _not_openai(self, resp) -> "NotOpenAICompatible":
+        ctype = (resp.headers.get("content-type") or "no content type").split(";")[0].strip()
+        try:
+            head = " ".join(resp.text.split())[:60]
+        except Exception:  # pragma: no cover - undecodable body
+            head = ""
+        detail = f"HTTP {resp.status_code}, {ctype}" + (f": {head!r}" if head else "")
+        return NotOpenAICompatible(self._redact(
+            f"{self.base_url} does not look like an OpenAI-compatible server (GET /models answered {detail}); "
+            "check --base-url (it usually ends in /v1) or omit it to use the embedded SmolLM2 server"
+        ))
+
+    def _backoff(self, attempt: int) -> float:
+        base = min(self.config.backoff_max, self.config.backoff * 2**attempt)
+        return base * (0.5 + random.random() / 2)  # jitter; never affects results
+
+    async def chat(
+        self,
+        messages: list[dict],
+        *,
+        max_tokens: int,
+        temperature: float,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        seed: int | None = None,
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
+    ) -> CallResult:
+        """One chat completion with retries.
+
+        Parameters
+        ----------
+        messages : list of dict
+            A final assistant message is continued by servers that support it (llama.cpp).
+        max_tokens : int
+        temperature : float
+        top_k : int, optional
+            Sent as an extra body field (OpenAI's own API does not accept it: use ``None``).
+        top_p, min_p : float, optional
+            Nucleus and min-p filters; ``None`` omits the field (the server's default applies --
+            llama.cpp's are top_p = 0.95, min_p = 0.05). ``min_p`` is an extra body field.
+        seed : int, optional
+            Sent when the endpoint config allows it.
+        logprobs : bool
+        top_logprobs : int, optional
+
+        Returns
+        -------
+        CallResult
+
+        Raises
+        ------
+        EndpointError
+            After ``max_retries`` failed retries, or at once for a non-retryable HTTP error.
+        """
+        # the body is plain JSON already: post it through the client (same transport, auth and
+        # error types) without the request transformation and response models of
+        # `chat.completions.create` (1.5 ms less per request; tolerant of non-standard servers)
+        body = dict(model=self.model or "default", messages=messages, max_tokens=int(max_tokens),
+                    temperature=float(temperature))
+        if logprobs:
+            body["logprobs"] = True
+            if top_logprobs:
+                body["top_logprobs"] = int(top_logprobs)
+        self._sampler_fields(body, top_k, top_p, min_p, seed)
+        return await self._post("/chat/completions", body, self._result)
+
+    async def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int,
+        temperature: float,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        seed: int | None = None,
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
+    ) -> CallResult:
+        """One text completion (``/completions``) of a raw prompt, with the retries and accounting
+        of :meth:`chat`.
+
+        Used for the raw wraps (``raw-llama3``, ``raw-llama2``): the prompt already holds the
+        chat header tokens, so no server chat template is applied (the AI-norms authors sent
+        such strings to a text-generation endpoint).
+
+        Parameters
+        ----------
+        prompt : str
+            The exact text to continue (:meth:`normlab.llm_runs.prompts.Prompt.text`).
+        max_tokens, temperature, top_k, top_p, min_p, seed
+            As for :meth:`chat`.
+        logprobs : bool
+            Ask for logprobs of the generated tokens (``logprobs = top_logprobs or 1``, the
+            completions API's integer form).
+        top_logprobs : int, optional
+            Alternatives per position.
+
+        Returns
+        -------
+        CallResult
+            ``text`` is the continuation only (the prompt is not echoed).
+
+        Raises
+        ------
+        EndpointError
+            As for :meth:`chat`.
+
+        References
+        ----------
+        AI-norms code (MIT): ``run_API.py`` / ``run_local.py`` (``query`` of a raw string).
+        """
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
+        body = dict(model=self.model or "default", prompt=prompt, max_tokens=int(max_tokens),
+                    temperature=float(temperature))
+        if logprobs:
+            body["logprobs"] = int(top_logprobs or 1)
+        self._sampler_fields(body, top_k, top_p, min_p, seed)
+        return await self._post("/completions", body, self._completion_result)
+
+    def _sampler_fields(self, body: dict, top_k, top_p, min_p, seed) -> None:
+        if seed is not None and self.config.send_seed:
+            body["seed"] = int(seed)
+        if top_k is not None:
+            body["top_k"] = int(top_k)
+        if top_p is not None:
+            body["top_p"] = float(top_p)
+        if min_p is not None:
+            body["min_p"] = float(min_p)
+        body.update(self.config.extra_body or {})
+
+    async def _post(self, route: str, body: dict, parse) -> CallResult:
+        if self._client is None:
+            raise RuntimeError("LLMClient used outside `async with`")
+        reserved = await self._reserve(body)
+        if not self.cap.active:
+            return await self._attempts(route, body, parse)
+        try:
+            return await self._attempts(route, body, parse)
+        finally:
+            self.cap.release(reserved, self.prices)
+
+    async def _attempts(self, route: str, body: dict, parse) -> CallResult:
+        import openai
+
+        errors: list[str] = []
+        self.n_requests += 1
+        t_start = time.perf_counter()
+        for attempt in range(self.config.max_retries + 1):
+            wait = None
+            async with self._sem:
+                if self._client is None:
+                    # the session ended (another request failed or hit the budget) while this one
+                    # waited for its turn: abandon it quietly, nothing was sent
+                    raise asyncio.CancelledError()
+                self.n_attempts += 1
+                t0 = time.perf_counter()
+                try:
+                    # the whole request within `timeout` (the client's own timeout is per read:
+                    # a server trickling bytes would keep a request alive for ever)
+                    resp = await asyncio.wait_for(self._client.post(route, body=body, cast_to=dict),
+                                                  timeout=self.config.timeout)
+                except openai.RateLimitError as exc:
+                    wait = _retry_after(exc.response.headers)
+                    capped = wait == RETRY_AFTER_CAP and "capped" or ""
+                    errors.append(f"HTTP 429 (rate limit){'; retry after %.3gs' % wait if wait is not None else ''}"
+                                  f"{' (Retry-After capped at %gs)' % RETRY_AFTER_CAP if capped else ''}")
+                except openai.APIStatusError as exc:
+                    if exc.status_code == 501:
+                        self.n_errors += 1
+                        raise self._error(
+                            f"{self.base_url}{route} answered HTTP 501 (not implemented): the server is not "
+                            "OpenAI-compatible or lacks this route (raw wraps need /completions; try --wrap chat)"
+                        ) from None
+                    if exc.status_code in (408, 409) or exc.status_code >= 500:
+                        wait = _retry_after(exc.response.headers)
+                        errors.append(f"HTTP {exc.status_code}")
+                    else:
+                        self.n_errors += 1
+                        raise self._error(
+                            f"HTTP {exc.status_code} from {self.base_url}{route}: {str(exc)[:300]}"
+                        ) from None
+                except (openai.APITimeoutError, asyncio.TimeoutError):
+                    errors.append(f"timeout after {self.config.timeout:g}s")
+                except openai.APIConnectionError as exc:
+                    errors.append(f"connection error: {_describe(exc)[:160]}")
+                    if not self._ok_once and attempt >= 1 and _refused(exc):
+                        self.n_errors += 1
+                        raise self._down(exc) from None
+                except (openai.APIResponseValidationError, ValueError) as exc:
+                    errors.append(f"malformed response: {str(exc)[:120]}")
+                else:
+                    latency = time.perf_counter() - t0
+                    try:
+                        return parse(resp, latency=time.perf_counter() - t_start, attempts=attempt + 1,
+                                     errors=errors, call_latency=latency)
+                    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+                        errors.append(f"malformed response: {type(exc).__name__}: {str(exc)[:100]}")
+            self.n_errors += 1
+            if attempt == self.config.max_retries:
+                break
+            await asyncio.sleep(self._backoff(attempt) if wait is None else wait)
+        raise self._error(
+            f"{self.base_url}: request failed after {self.config.max_retries + 1} attempts; last errors: "
+            + "; ".join(errors[-3:])
+        )
+
+    def _result(self, resp, *, latency, attempts, errors, call_latency) -> CallResult:
+        if not isinstance(resp, dict):
+            raise TypeError(f"response body is a {type(resp).__name__}, not a JSON object")
+        choice = resp["choices"][0]
+        msg = choice.get("message") or {}
+        text = msg.get("content")
+        if text is not None and not isinstance(text, str):
+            raise TypeError("message content is not a string")
+        top = tokens = None
+        content = (choice.get("logprobs") or {}).get("content")
+        if content:
+            tokens = [(str(c["token"]), _logprob(c["logprob"])) for c in content]
+            first = content[0].get("top_logprobs")
+            if first:
+                top = [(str(t["token"]), _logprob(t["logprob"])) for t in first]
+        return self._account(resp, choice, text, top, tokens, latency, attempts, errors)
+
+    def _completion_result(self, resp, *, latency, attempts, errors, call_latency) -> CallResult:
+        """Parse a ``/completions`` response: the legacy logprobs layout (``tokens``,
+        ``token_logprobs``, ``top_logprobs`` as ``[{token: logprob}]``) or the chat-style
+        ``content`` list that llama.cpp also returns."""
+        if not isinstance(resp, dict):
+            raise TypeError(f"response body is a {type(resp).__name__}, not a JSON object")
+        choice = resp["choices"][0]
+        text = choice.get("text")
+        if text is not None and not isinstance(text, str):
+            raise TypeError("completion text is not a string")
+        top = tokens = None
+        lp = choice.get("logprobs") or {}
+        if lp.get("content"):
+            content = lp["content"]
+            tokens = [(str(c["token"]), _logprob(c["logprob"])) for c in content]
+            first = content[0].get("top_logprobs")
+            if first:
+                top = [(str(t["token"]), _logprob(t["logprob"])) for t in first]
+        elif lp.get("tokens"):
+            tokens = [(str(t), _logprob(v)) for t, v in zip(lp["tokens"], lp.get("token_logprobs") or [])]
+            tops = lp.get("top_logprobs") or []
+            if tops and tops[0]:
+                first = tops[0]
+                items = first.items() if isinstance(first, dict) else ((t["token"], t["logprob"]) for t in first)
+                top = sorted(((str(t), _logprob(v)) for t, v in items), key=lambda kv: -kv[1])
+        return self._account(resp, choice, text, top, tokens, latency, attempts, errors)
+
+    def _account(self, resp, choice, text, top, tokens, latency, attempts, errors) -> CallResult:
+        usage = resp.get("usage") or {}
+        pt = int(usage.get("prompt_tokens") or 0)
+        ct = int(usage.get("completion_tokens") or 0)
+        cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+        self.prompt_tokens += pt
+        self.completion_tokens += ct
+        self._largest_prompt = max(self._largest_prompt, pt)
+        self.cap.add(pt, ct, self.prices)
+        self._ok_once = True
+        text = _clean_text(text)
+        if top is not None:
+            top = [(_clean_text(t), v) for t, v in top]
+        return CallResult(text=text, top=top, tokens=tokens, finish_reason=choice.get("finish_reason"),
+                          prompt_tokens=pt, completion_tokens=ct, cached_tokens=cached,
+                          latency=latency, attempts=attempts, errors=list(errors))
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """USD cost of the given token counts at the configured prices."""
+        return (prompt_tokens * self.config.price_input + completion_tokens * self.config.price_output) / 1e6
+
+    # --- spending caps (see SpendingCap)
+    async def _reserve(self, body: dict) -> tuple[float, float]:
+        if not self.cap.active:
+            return (0.0, 0.0)
+        if self._largest_prompt:
+            est_p = float(self._largest_prompt)
+        else:  # before the first answer: half the characters, more than any tokenizer makes of English
+            text = body.get("prompt") or "".join(str(m.get("content") or "") for m in body.get("messages", []))
+            est_p = len(text) / 2 + 16
+        return await self.cap.acquire(est_p, float(body.get("max_tokens") or 0), self.prices)
+
+    @property
+    def prices(self) -> tuple[float, float]:
+        return (self.config.price_input, self.config.price_output)
+
+    async def fingerprint(self, server: "EmbeddedServer | None" = None) -> dict:
+        """What identifies the endpoint and model behind a run (for its manifest).
+
+        The base URL without credentials, the model name and its ``/models`` entry; for a
+        llama.cpp server its ``/props`` (model file, quantisation, context, slots, build); for
+        the embedded server the GGUF file's name, size and modification time and the
+        xllamacpp version. Best effort: a server without ``/props`` simply has none.
+        """
+        out = {"base_url": self.shown_url, "model": self.model, "models_entry": self.model_entry}
+        props = await self._props()
+        if props is not None:
+            keep = ("model_path", "model_alias", "model_ftype", "total_slots", "build_info", "n_ctx")
+            flat = dict(props)
+            flat["n_ctx"] = (props.get("default_generation_settings") or {}).get("n_ctx")
+            out["server_props"] = {k: flat.get(k) for k in keep if flat.get(k) is not None}
+        if server is not None:
+            out["embedded"] = server.describe()
+        return out
+
+    async def _props(self) -> dict | None:
+        """``GET /props`` of a llama.cpp server (next to ``/v1``), or ``None``."""
+        import httpx2  # openai's own HTTP client
+
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        try:
+            async with httpx2.AsyncClient(timeout=5.0) as h:
+                r = await h.get(root + "/props")
+            if r.status_code != 200:
+                return None
+            obj = r.json()
+        except Exception:  # best effort: any failure means "no props"
+            return None
+        return obj if isinstance(obj, dict) else None
+

@@ -1,0 +1,184 @@
+"""Where and how to call an OpenAI-compatible endpoint (:class:`EndpointConfig`), the errors an
+endpoint raises, and what may be shown of its address (:func:`redact_url`)."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+
+#: Environment variables read by :meth:`EndpointConfig.from_env` (the key is read, never stored).
+ENV_BASE_URL = "NORMLAB_LLM_BASE_URL"
+ENV_MODEL = "NORMLAB_LLM_MODEL"
+ENV_API_KEY = "NORMLAB_LLM_API_KEY"
+
+EMBEDDED_MODEL = "SmolLM2-135M-Instruct"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class EndpointError(RuntimeError):
+    """The LLM endpoint is unreachable, refuses requests, or keeps failing after retries."""
+
+
+class BudgetExhausted(RuntimeError):
+    """A spending cap (:attr:`EndpointConfig.budget_tokens` / ``budget_usd``) was reached: the
+    request was not sent. Completed work is kept; a larger cap continues the run."""
+
+
+class NotOpenAICompatible(EndpointError):
+    """The server at ``base_url`` answers, but not like an OpenAI-compatible API (``GET /models``
+    gave an HTML page, a 404 page or JSON of another shape): nothing was sent to it."""
+
+
+#: Request-body fields that belong to the run's protocol (recorded in its settings):
+#: ``extra_body`` may not override them.
+PROTOCOL_FIELDS = frozenset({"model", "messages", "prompt", "max_tokens", "temperature", "top_k", "top_p", "min_p",
+                             "seed", "logprobs", "top_logprobs", "n", "stop", "stream"})
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """Where and how to call an OpenAI-compatible chat-completions endpoint.
+
+    ``base_url=None`` selects the embedded llama.cpp server with SmolLM2-135M-Instruct
+    (:class:`EmbeddedServer`). Sampling settings (temperature, top-k, ...) belong to the run, not
+    to the endpoint. None of these settings enter a run's settings hash except ``model``.
+
+    Parameters
+    ----------
+    base_url : str, optional
+        e.g. ``"http://127.0.0.1:8000/v1"`` (vLLM), ``"http://127.0.0.1:11434/v1"`` (Ollama),
+        ``"https://api.openai.com/v1"``. ``None``: the embedded server.
+    model : str, optional
+        Model name sent with each request; ``None``: the first model listed by ``/models``.
+    api_key : str, optional
+        Never written anywhere; by default read from the environment variable ``api_key_env``
+        (then ``OPENAI_API_KEY``); local servers need none.
+    api_key_env : str
+    timeout : float
+        Seconds per request attempt.
+    max_retries : int
+        Retries per request after the first attempt (429, 5xx, timeouts, connection errors).
+    backoff, backoff_max : float
+        Exponential backoff base and cap in seconds (with jitter); a ``Retry-After`` header wins.
+    concurrency : int
+        Requests in flight at once (one semaphore for the whole client).
+    send_seed : bool
+        Send a per-call ``seed`` derived from the run's seed (reproducible sampling on servers
+        that honour it: llama.cpp, vLLM, the stub).
+    extra_body : dict, optional
+        Extra JSON fields for every request (e.g. ``{"continue_final_message": True,
+        "add_generation_prompt": False}`` for vLLM's prefill continuation).
+    price_input, price_output : float
+        Price in USD per million prompt / completion tokens, for cost accounting.
+    embedded_threads, embedded_parallel : int
+        Embedded server: CPU threads (default :func:`default_threads`: 1 on up to 2 cores) and
+        parallel slots (default 1: requests are answered one at a time, in the order sent).
+        llama.cpp's logits change when two sequences share a batch (a probe's p(X) went from
+        0.945 alone to 1.0 beside another prompt; two runs of one seed differed by up to 0.04 in
+        ``p_name`` with 2 slots), so more slots make results depend on timing; one CPU thread
+        evaluates prompts one after the other anyway.
+    embedded_ctx : int, optional
+        Embedded server: KV-cache tokens per slot. ``None`` (default): sized to the longest
+        prompt the caller can send (:func:`ctx_for_prompt`; the LLM runner and probes say how
+        long theirs can be), else :data:`DEFAULT_EMBEDDED_CTX`.
+    embedded_cache_mib : int, optional
+        Embedded server: host-memory prompt cache in MiB (default
+        :data:`DEFAULT_PROMPT_CACHE_MIB`; ``0`` turns it off). Every request resumes from the
+        cached KV state with the longest common prefix; see :class:`EmbeddedServer`.
+    embedded_slot_similarity : float
+        Embedded server: llama.cpp's slot prompt similarity (``0``, default: every request
+        consults the prompt cache; llama.cpp's own default is 0.1).
+    budget_tokens, budget_usd : float, optional
+        Spending caps (prompt + completion tokens; USD at ``price_input`` / ``price_output``).
+        No request is sent that could pass a cap; the caller then gets :class:`BudgetExhausted`
+        (see :class:`SpendingCap`). ``None``: no cap.
+    """
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False, compare=False)
+    api_key_env: str = ENV_API_KEY
+    timeout: float = 120.0
+    max_retries: int = 5
+    backoff: float = 0.5
+    backoff_max: float = 30.0
+    concurrency: int = 4
+    send_seed: bool = True
+    extra_body: dict | None = None
+    price_input: float = 0.0
+    price_output: float = 0.0
+    embedded_threads: int | None = None
+    embedded_parallel: int = 1
+    embedded_ctx: int | None = None
+    embedded_cache_mib: int | None = None
+    embedded_slot_similarity: float = 0.0
+    budget_tokens: float | None = None
+    budget_usd: float | None = None
+
+    def __post_init__(self):
+        if self.base_url is not None and not str(self.base_url).startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://; got {self.base_url!r}")
+        for name in ("timeout", "backoff", "backoff_max"):
+            if not (isinstance(getattr(self, name), (int, float)) and getattr(self, name) > 0):
+                raise ValueError(f"{name} must be a positive number; got {getattr(self, name)!r}")
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0; got {self.max_retries!r}")
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1; got {self.concurrency!r}")
+        if self.embedded_threads is not None and (isinstance(self.embedded_threads, bool)
+                                                  or not isinstance(self.embedded_threads, int) or self.embedded_threads < 1):
+            raise ValueError(f"embedded_threads must be an int >= 1 (or None for the default); got {self.embedded_threads!r}")
+        if not isinstance(self.embedded_parallel, int) or self.embedded_parallel < 1:
+            raise ValueError(f"embedded_parallel must be an int >= 1; got {self.embedded_parallel!r}")
+        if self.embedded_ctx is not None and (not isinstance(self.embedded_ctx, int) or self.embedded_ctx < 256):
+            raise ValueError(f"embedded_ctx must be an int >= 256 or None (sized to the prompts); got {self.embedded_ctx!r}")
+        if not isinstance(self.embedded_slot_similarity, (int, float)) or not 0 <= self.embedded_slot_similarity <= 1:
+            raise ValueError(f"embedded_slot_similarity must be in [0, 1]; got {self.embedded_slot_similarity!r}")
+        if self.embedded_cache_mib is not None and (not isinstance(self.embedded_cache_mib, int)
+                                                    or self.embedded_cache_mib < 0):
+            raise ValueError(f"embedded_cache_mib must be an int >= 0 or None; got {self.embedded_cache_mib!r}")
+        for name in ("price_input", "price_output"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be a finite number >= 0 (USD per million tokens); got {v!r}")
+        for name in ("budget_tokens", "budget_usd"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                                  or v <= 0):
+                raise ValueError(f"{name} must be a positive number or None; got {v!r}")
+        if self.budget_usd is not None and not (self.price_input or self.price_output):
+            raise ValueError("a budget in USD needs prices: set price_input / price_output (--price-input, "
+                             "--price-output, USD per million tokens) or give the budget in tokens")
+        if self.extra_body is not None and not isinstance(self.extra_body, dict):
+            raise TypeError("extra_body must be a dict or None")
+        clash = sorted(PROTOCOL_FIELDS & set(self.extra_body or {}))
+        if clash:
+            raise ValueError(
+                f"extra_body may not set {', '.join(clash)}: these belong to the run's protocol and are recorded in its "
+                "settings; use the run's own arguments (--temperature, --top-k, --top-p, --min-p, --max-tokens, ...)"
+            )
+
+    @classmethod
+    def from_env(cls, base_url: str | None = None, model: str | None = None, **kwargs) -> "EndpointConfig":
+        """Settings from arguments, else ``NORMLAB_LLM_BASE_URL`` / ``NORMLAB_LLM_MODEL``
+        (``OPENAI_BASE_URL`` is honoured too); no base URL anywhere means the embedded server."""
+        base_url = base_url or os.environ.get(ENV_BASE_URL) or os.environ.get("OPENAI_BASE_URL") or None
+        model = model or os.environ.get(ENV_MODEL) or None
+        return cls(base_url=base_url, model=model, **kwargs)
+
+    @property
+    def embedded(self) -> bool:
+        return self.base_url is None
+
+    def resolve_api_key(self) -> str:
+        key = self.api_key or os.environ.get(self.api_key_env) or os.environ.get("OPENAI_API_KEY")
+        return key or "not-needed"
+
+
+
+def redact_url(url: str) -> str:
+    """``https://user:secret@host/v1`` -> ``https://***@host/v1``: credentials inside an endpoint's
+    address hidden, for messages, reports and manifests (the one redaction of a URL)."""
+    return re.sub(r"(?<=://)[^/@\s]+@", "***@", url)

@@ -1,0 +1,321 @@
+"""The game loop: one session of play -- each decision (sample or exact mode, re-asks, the
+exact-mode cache), each run to its stop rule, every call and interaction journaled first."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..backend import BudgetExhausted, EndpointError
+from ..exact import choose, name_distribution
+from .. import journal as jr
+from ..journal import JOURNAL_FILE, Journal, read_journal, record_session
+from ..prompts import PromptTemplate, parse_answer, parse_answer_authors, sha256_hex
+from .settings import UNBOUNDED, GameSettings
+from .state import RunState, run_setup
+
+#: Safety limit of ``max_reasks="unbounded"``: requests per decision before the run stops.
+REASK_SAFETY_LIMIT = 1000
+
+
+class ReaskLimitError(EndpointError):
+    """``max_reasks="unbounded"`` reached :data:`REASK_SAFETY_LIMIT` requests for one decision."""
+
+
+def exact_cache_entries(records) -> dict:
+    """``{key: top_logprobs}`` of the exact-mode distributions in journal records."""
+    out = {}
+    for r in jr.exact_distributions(records):
+        if r.key and r.top:
+            out[r.key] = r.top
+    return out
+
+
+def load_cache(sources) -> dict:
+    """Exact-mode distributions journaled in other run or probe directories (or journal files).
+
+    Parameters
+    ----------
+    sources : path or sequence of paths
+
+    Returns
+    -------
+    dict
+        ``{key: top_logprobs}``; keys hash the model name, the full prompt and ``top_logprobs``,
+        so only identical requests are ever reused.
+    """
+    if sources is None:
+        return {}
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    out = {}
+    for src in sources:
+        p = Path(src)
+        f = p / JOURNAL_FILE if p.is_dir() else p
+        if not f.exists():
+            raise FileNotFoundError(f"cache source {src} holds no {JOURNAL_FILE}")
+        out.update(exact_cache_entries(read_journal(f)))
+    return out
+
+
+@dataclass
+class Agents:
+    """What the decisions of one group of agents use: template, client and sampler."""
+
+    label: str
+    tpl: PromptTemplate
+    client: object
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    min_p: float | None
+    max_tokens: int
+
+
+class Game:
+    """One session of play: decisions (:meth:`decide`), runs (:meth:`play`), the journal.
+
+    ``groups`` (mixed populations) is a list of ``(Agents, first agent, size)``; by default
+    every agent uses ``tpl``, ``client`` and the run's sampler. Also used by the probes (one
+    agent, :meth:`decide` only).
+    """
+
+    def __init__(self, s: GameSettings, tpl: PromptTemplate, nbrs, client, journal: Journal, pbar=None,
+                 imported: dict | None = None, groups: list | None = None):
+        self.s, self.tpl, self.nbrs, self.client, self.journal, self.pbar = s, tpl, nbrs, client, journal, pbar
+        self.names = s.names
+        self._setups: dict[int, tuple] = {}
+        self.inflight: dict[str, asyncio.Future] = {}
+        self.n_calls = jr.count(journal.records, jr.CALL)
+        self.ss = s.seed_sequence()
+        self.cache: dict[str, list] = exact_cache_entries(journal.records)
+        self.imported = imported or {}
+        if not groups:
+            groups = [(Agents("all", tpl, client, s.temperature, s.top_k, s.top_p, s.min_p, s.max_tokens),
+                       0, s.n_agents)]
+        self.groups = [g for g, _, _ in groups]
+        self.group_of = np.full(s.n_agents, -1, dtype=np.int64)  # -1: injected committed agents
+        for k, (_, first, size) in enumerate(groups):
+            self.group_of[first:first + size] = k
+        self.stopped: str | None = None  # "budget" when a spending cap stopped the session
+        # what earlier sessions spent counts against a cap (a rerun with a larger cap continues)
+        caps = {id(g.client.cap): g.client.cap for g in self.groups}
+        if any(c.active for c in caps.values()):
+            for r in jr.calls(journal.records):
+                a = r.agent
+                gi = int(self.group_of[a]) if isinstance(a, int) and 0 <= a < s.n_agents else 0
+                c = self.groups[max(gi, 0)].client
+                c.cap.add(r.prompt_tokens, r.completion_tokens, c.prices)
+        self.write_manifest()
+
+    def agents(self, agent: int) -> Agents:
+        return self.groups[max(int(self.group_of[agent]), 0)]
+
+    def write_manifest(self) -> None:
+        """Record this session in the directory's manifest (a file-backed journal only)."""
+        if self.journal.path is None:
+            return
+        endpoints = []
+        for g in self.groups:
+            info = getattr(g.client, "info", None) or {"base_url": getattr(g.client, "shown_url", None),
+                                                        "model": getattr(g.client, "model", None)}
+            endpoints.append({"group": g.label, **info, "price_input": g.client.config.price_input,
+                              "price_output": g.client.config.price_output})
+        cap = self.groups[0].client.cap
+        record_session(self.journal.path.parent, endpoints=endpoints,
+                       budget={"tokens": cap.budget_tokens, "usd": cap.budget_usd},
+                       spent_before={"tokens": cap.tokens, "usd": cap.usd} if cap.active else None)
+
+    def setup(self, run: int) -> tuple[set, dict | None]:
+        """Committed ids and initial memories of ``run`` (:func:`run_setup`, cached)."""
+        if run not in self._setups:
+            self._setups[run] = run_setup(self.s, run)
+        return self._setups[run]
+
+    # --- randomness: every interaction's draws come from (run seed, run, t) only
+    def draws(self, run: int, t: int):
+        g = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+            self.ss.entropy, spawn_key=tuple(self.ss.spawn_key) + (run, t))))
+        N, W = self.s.n_agents, len(self.names)
+        i = int(g.integers(N))
+        if self.nbrs is None:
+            j = int(g.integers(N - 1))
+            j += j >= i
+        else:
+            row = self.nbrs[i]
+            j = int(row[int(g.integers(len(row)))])
+        orders = (g.permutation(W), g.permutation(W))
+        if self.s.name_order == "shared":  # one shuffle per interaction (the authors' simulate_CM)
+            orders = (orders[0], orders[0])
+        u = g.random(2)
+        seeds = g.integers(0, 2**31 - 1, size=2)
+        return i, j, orders, u, seeds
+
+    def _log_call(self, run, t, agent, purpose, prompt, partial, key, res) -> None:
+        self.n_calls += 1
+        self.journal.write(jr.call_record(id=self.n_calls, run=run, t=t, agent=agent, purpose=purpose, key=key,
+                                          prompt_hash=prompt.hash, partial=partial, result=res))
+
+    async def _top(self, prompt, partial, ctx, client=None) -> list:
+        client = client or self.client
+        if self.s.wrap == "chat":
+            msgs = prompt.messages(prompt.prefill + partial)
+        else:
+            msgs = prompt.text(self.s.wrap, prompt.prefill + partial)
+        key = sha256_hex(json.dumps([client.model, msgs, self.s.top_logprobs], ensure_ascii=False), 32)
+        if key in self.cache:
+            return self.cache[key]
+        if key in self.imported:  # reused from another directory: copied here, so this run is self-contained
+            top = self.imported[key]
+            self.journal.write(jr.imported_record(key=key, top=top, prompt_hash=prompt.hash, partial=partial,
+                                                  run=ctx["run"], t=ctx["t"]))
+            self.cache[key] = top
+            return top
+        if key in self.inflight:
+            return await asyncio.shield(self.inflight[key])
+        fut = asyncio.get_running_loop().create_future()
+        self.inflight[key] = fut
+        try:
+            res = None
+            for _ in range(3):  # a response without logprobs is a transport glitch: ask again
+                if self.s.wrap == "chat":
+                    res = await client.chat(msgs, max_tokens=1, temperature=1.0, logprobs=True,
+                                            top_logprobs=self.s.top_logprobs)
+                else:
+                    res = await client.complete(msgs, max_tokens=1, temperature=1.0, logprobs=True,
+                                                top_logprobs=self.s.top_logprobs)
+                ctx["calls"] += 1
+                ctx["latency"] += res.latency
+                ctx["prompt_tokens"] += res.prompt_tokens
+                ctx["completion_tokens"] += res.completion_tokens
+                self._log_call(ctx["run"], ctx["t"], ctx["agent"], "exact", prompt, partial,
+                               key if res.top else None, res)
+                if res.top:
+                    break
+            if not res.top:
+                raise EndpointError(
+                    f"{client.base_url} returned no top_logprobs; exact mode needs an endpoint that "
+                    "supports logprobs/top_logprobs (llama.cpp, vLLM, ...); use --mode sample otherwise"
+                )
+            self.cache[key] = res.top
+            fut.set_result(res.top)
+            return res.top
+        except BaseException as exc:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()  # mark retrieved
+            raise
+        finally:
+            self.inflight.pop(key, None)
+
+    async def decide(self, run, t, agent, memory, order, u, seed) -> jr.Decision:
+        s = self.s
+        if agent in self.setup(run)[0]:
+            return jr.committed_decision(s.committed_name)
+        shown = tuple(self.names[k] for k in order)
+        g = self.agents(agent)
+        prompt = g.tpl.render(list(memory), shown, payoffs=s.payoffs)
+        ctx = {"run": run, "t": t, "agent": agent, "calls": 0, "latency": 0.0, "prompt_tokens": 0,
+               "completion_tokens": 0}
+        if s.mode == "exact":
+            nd = await name_distribution(
+                self.names, lambda partial: self._top(prompt, partial, ctx, g.client), temperature=g.temperature,
+                top_k=g.top_k, multi_token=s.multi_token, case_sensitive=s.case_sensitive,
+            )
+            name = p_name = None
+            if nd.probs is None:
+                reason = "no pool name among the top-logprob tokens"
+            else:
+                k = choose(nd.probs, float(u))
+                name, reason, p_name = self.names[k], None, nd.probs[k]
+            return jr.exact_decision(
+                shown=",".join(shown), prompt_hash=prompt.hash,
+                probs=None if nd.probs is None else [round(x, 12) for x in nd.probs], covered_mass=nd.covered_mass,
+                approx=nd.approx, name=name, invalid_reason=reason, p_name=p_name, calls=ctx["calls"],
+                latency=ctx["latency"], prompt_tokens=ctx["prompt_tokens"], completion_tokens=ctx["completion_tokens"])
+        else:
+            name, reason, text = None, None, None
+            unbounded = s.max_reasks == UNBOUNDED
+            limit = REASK_SAFETY_LIMIT if unbounded else s.max_reasks + 1
+            sampler = dict(max_tokens=g.max_tokens, temperature=g.temperature, top_k=g.top_k, top_p=g.top_p,
+                           min_p=g.min_p, logprobs=True)
+            attempt = 0
+            for attempt in range(limit):
+                if s.wrap == "chat":
+                    res = await g.client.chat(prompt.messages(prompt.prefill if s.prefill else None),
+                                              seed=int(seed) + attempt, **sampler)
+                else:
+                    res = await g.client.complete(prompt.text(s.wrap, prompt.prefill if s.prefill else None),
+                                                  seed=int(seed) + attempt, **sampler)
+                ctx["calls"] += 1
+                ctx["latency"] += res.latency
+                ctx["prompt_tokens"] += res.prompt_tokens
+                ctx["completion_tokens"] += res.completion_tokens
+                self._log_call(run, t, agent, "sample", prompt, "", None, res)
+                text = res.text
+                if s.parse == "authors":
+                    full = text
+                    if s.prefill and text is not None and not text.lstrip().startswith(prompt.prefill.strip()):
+                        full = prompt.prefill + text
+                    parsed = parse_answer_authors(full, shown)
+                else:
+                    parsed = parse_answer(text, self.names, answer_key=g.tpl.answer_key,
+                                          prefill=prompt.prefill if s.prefill else None,
+                                          case_sensitive=s.case_sensitive)
+                name, reason = parsed.name, parsed.reason
+                if name is not None:
+                    break
+            if name is None and unbounded:
+                raise ReaskLimitError(
+                    f"run {run}, interaction {t}, agent {agent}: no pool name in {REASK_SAFETY_LIMIT} answers "
+                    f"(last: {str(text)[:80]!r}); --reask unbounded stops at this safety limit "
+                    f"(normlab.llm_runs.runner.REASK_SAFETY_LIMIT) instead of looping forever -- check the template, "
+                    "--wrap and --max-tokens, or use an integer --reask cap"
+                )
+            return jr.sample_decision(
+                shown=",".join(shown), prompt_hash=prompt.hash, name=name,
+                invalid_reason=None if name is not None else f"{reason} (after {attempt + 1} attempts)", text=text,
+                reasks=attempt, calls=ctx["calls"], latency=ctx["latency"], prompt_tokens=ctx["prompt_tokens"],
+                completion_tokens=ctx["completion_tokens"])
+
+    async def play(self, run: int, replay: list, ended: bool) -> None:
+        """Play run ``run`` to its stop rule, after replaying its journaled interactions
+        (:class:`~normlab.llm_runs.journal.Interaction`); ``ended``: the run is finished already."""
+        st = RunState(self.s, *self.setup(run))
+        for rec in replay:
+            st.apply(rec.i, rec.j, *rec.names)
+        if ended:
+            return
+        if st.reason is None:
+            while True:
+                t = st.t
+                i, j, (oi, oj), u, seeds = self.draws(run, t)
+                mi, mj = tuple(st.mem[i]), tuple(st.mem[j])
+                # both sides finish (a call made is journaled) before an error or a cap stops the run
+                sides = await asyncio.gather(self.decide(run, t, i, mi, oi, u[0], seeds[0]),
+                                             self.decide(run, t, j, mj, oj, u[1], seeds[1]), return_exceptions=True)
+                errors = [x for x in sides if isinstance(x, BaseException)]
+                if errors:
+                    fatal = [x for x in errors if not isinstance(x, BudgetExhausted)]
+                    if not fatal:  # a spending cap: stop here, resumable (no "end" record)
+                        self.stopped = "budget"
+                        return
+                    exc = fatal[0]
+                    if isinstance(exc, EndpointError):
+                        self.journal.write(jr.run_error_record(run, t, str(exc)[:500]), sync=True)
+                    raise exc
+                si, sj = sides
+                self.journal.write(jr.interaction_record(run, t, i, j, (si, sj)), sync=True)
+                st.apply(i, j, si.name, sj.name)
+                if self.pbar is not None:
+                    self.pbar.step(run, self.n_calls)
+                if st.reason is not None:
+                    break
+        if self.pbar is not None:
+            self.pbar.end(run, st.t)
+        self.journal.write(jr.run_end_record(run, st.t, st.reason), sync=True)

@@ -1,0 +1,166 @@
+"""The result of :func:`~normlab.llm_runs.run_game`: the tidy log, the calls, the ledger."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from normlab._display import html_card, plain, plotting, short_repr
+from normlab.schema import GameLog
+
+
+@dataclass(frozen=True)
+class LLMRunResult:
+    """Runs of the LLM naming game.
+
+    Attributes
+    ----------
+    log : normlab.schema.GameLog
+        Decisions (two rows per interaction, schema columns plus ``names_shown``,
+        ``prompt_hash``, ``p_name``, ``covered_mass``, ``probs`` (pool order), ``p_approx``
+        (exact mode: a normalising constant or a branch was approximated), ``cache_hit``, ``llm_calls``,
+        ``invalid_reason``, ``raw_text``, ``latency_s``, ``prompt_tokens``, ``completion_tokens``,
+        ``group`` (the agent's group; ``"all"`` in a homogeneous population), ``model``)
+        and runs (schema columns plus ``mode``, ``template``, ``stop``, ``stop_reason``,
+        ``finished``, ``decisions`` (uncommitted decisions), ``llm_calls``, ``cache_hits``,
+        ``invalid``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``,
+        ``memory_consensus`` (the theory's consensus at the end), ``flipped``, ``flip_time``,
+        ``mean_latency_s``). ``consensus`` is the name on which >= 95% of the last ``3N``
+        interactions succeeded with >= 95% of the uncommitted productions (else ``None``).
+    calls : pandas.DataFrame
+        One row per LLM request: ``call``, ``run``, ``t``, ``agent``, ``purpose``, ``prompt_hash``,
+        ``partial``, ``text``, ``top_logprobs`` (JSON), ``finish_reason``, tokens, ``latency_s``,
+        ``attempts``, ``errors``.
+    settings : dict
+        The run settings (see :class:`GameSettings`).
+    directory : pathlib.Path or None
+        Run directory (``settings.json``, ``journal.jsonl``, Parquet tables).
+    elapsed : float
+        Wall-clock seconds of this invocation.
+    replayed : int
+        Interactions replayed from the journal (resumption) rather than played now.
+    ledger : pandas.DataFrame
+        The token/cost ledger, one row per request (:func:`build_ledger`).
+    stopped : str or None
+        ``"budget"`` when a spending cap stopped this session (the runs left unfinished resume
+        with a larger cap); ``None`` otherwise.
+    """
+
+    log: GameLog
+    calls: pd.DataFrame
+    settings: dict
+    directory: Path | None
+    elapsed: float = 0.0
+    replayed: int = 0
+    ledger: pd.DataFrame | None = None
+    stopped: str | None = None
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per run (the run table of :attr:`log`)."""
+        return self.log.runs.copy()
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.log.runs["finished"].all())
+
+    def summary(self) -> dict:
+        """JSON-friendly summary (printed by ``normlab llm-run``)."""
+        r = self.log.runs
+        dec = int(r["decisions"].sum())
+        calls = int(r["llm_calls"].sum())
+        hits = int(r["cache_hits"].sum())
+        out = {
+            "model": self.settings.get("model"),
+            "mode": self.settings.get("mode"),
+            "kind": str(r["kind"].iloc[0]) if len(r) else None,
+            "runs": int(len(r)),
+            "finished": self.finished,
+            "n_interactions": [int(x) for x in r["n_interactions"]],
+            "stop_reasons": [x for x in r["stop_reason"]],
+            "decisions": dec,
+            "llm_calls": calls,
+            "calls_per_decision": (calls / dec) if dec else None,
+            "cache_hits": hits,
+            "cache_hit_rate": (hits / dec) if dec else None,
+            "invalid": int(r["invalid"].sum()),
+            "reasks": int(r["reasks"].sum()),
+            "wrap": self.settings.get("wrap"),
+            "parse": self.settings.get("parse"),
+            "max_reasks": self.settings.get("max_reasks"),
+            "sampler": {k: self.settings.get(k) for k in ("temperature", "top_k", "top_p", "min_p", "max_tokens")},
+            "consensus": [None if c is None else str(c) for c in r["consensus"]],
+            "prompt_tokens": int(r["prompt_tokens"].sum()),
+            "completion_tokens": int(r["completion_tokens"].sum()),
+            "cost_usd": float(r["cost_usd"].sum()),
+            "replayed_interactions": int(self.replayed),
+            "elapsed_s": round(float(self.elapsed), 3),
+        }
+        if self.stopped:
+            out["stopped"] = self.stopped
+        if self.settings.get("groups"):
+            d = self.log.decisions
+            d = d[~d["committed"]]
+            out["groups"] = {str(g): {"model": str(x["model"].iloc[0]), "decisions": int(len(x)),
+                                      "invalid": int((~x["valid"]).sum()),
+                                      "names": {str(k): int(v) for k, v in x["name"].value_counts().items()}}
+                             for g, x in d.groupby("group", sort=False)}
+        if self.settings.get("committed"):
+            out["flipped"] = [bool(x) for x in r["flipped"]]
+        if self.directory is not None:
+            out["directory"] = str(self.directory)
+            out["log"] = str(self.directory / "decisions.parquet")
+            out["runs_table"] = str(self.directory / "runs.parquet")
+            out["calls_table"] = str(self.directory / "calls.parquet")
+            out["ledger"] = str(self.directory / "ledger.parquet")
+            out["manifest"] = str(self.directory / "manifest.json")
+        return plain(out)
+
+    def __repr__(self) -> str:
+        s, r = self.settings, self.log.runs
+        cons = r["consensus"].astype(object).where(r["consensus"].notna(), "none").value_counts()
+        return short_repr("LLMRunResult", s.get("model"), f"{s.get('mode')} mode",
+                          f"{len(r)} runs of N={s.get('n_agents')}, H={s.get('memory')}, names {','.join(s.get('names', ()))}",
+                          "consensus " + ", ".join(f"{k} {v}/{len(r)}" for k, v in cons.items()),
+                          f"{int(r['decisions'].sum())} decisions", f"{int(r['llm_calls'].sum())} LLM calls",
+                          f"{int(r['invalid'].sum())} invalid", "finished" if self.finished else "NOT finished",
+                          f"{self.elapsed:.0f} s")
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        rows = [("runs", s["runs"]), ("decisions", s["decisions"]), ("LLM calls", s["llm_calls"]),
+                ("calls per decision", s["calls_per_decision"]), ("cache hit rate", s["cache_hit_rate"]),
+                ("invalid answers", s["invalid"]), ("re-asks", s["reasks"]),
+                ("consensus per run", ", ".join("none" if c is None else c for c in s["consensus"]))]
+        if "flipped" in s:
+            rows.append(("flipped to the committed name", f"{sum(s['flipped'])}/{len(s['flipped'])} runs"))
+        if self.stopped:
+            rows.append(("stopped", f"{self.stopped} (a larger cap continues the runs)"))
+        if "groups" in s:
+            rows.append(("groups", "; ".join(f"{g}: {v['model']}, {v['decisions']} decisions"
+                                              for g, v in s["groups"].items())))
+        rows += [("tokens (prompt / completion)", f"{s['prompt_tokens']:,} / {s['completion_tokens']:,}"),
+                 ("cost (USD)", s["cost_usd"]), ("elapsed (s)", s["elapsed_s"])]
+        st = self.settings
+        return html_card("LLMRunResult", rows, level=None,
+                         subtitle=f"{st.get('model')}, {st.get('mode')} mode, N = {st.get('n_agents')}, "
+                                  f"H = {st.get('memory')}, names {','.join(st.get('names', ()))}",
+                         settings={"stop": st.get("stop"), "wrap": st.get("wrap"), "parse": st.get("parse"),
+                                   "directory": s.get("directory")},
+                         note=".plot() draws the success rate per round (kind='production' the shares); "
+                              ".log holds the tidy tables.")
+
+    @plotting
+    def plot(self, kind: str = "success", *, name: str | None = None, ax=None):
+        """Mean success rate (or production share of ``name``) per population round over the
+        runs, with a 95% band (:meth:`normlab.schema.GameLog.plot`).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = self.log.plot(kind, name=name, by=("model", "committed_count", "initial"), ax=ax)
+        st = self.settings
+        ax.set_title(f"{st.get('model')}, N = {st.get('n_agents')}, H = {st.get('memory')}", fontsize=9)
+        return ax
