@@ -48,7 +48,7 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
     import numpy as np
 
     from normlab.calibration import load_fit, predict
-    from normlab.calibration import posterior as post
+    from normlab.calibration import hierarchical as post
 
     numba.set_num_threads(1)
     fit = load_fit("llama31_70b_QM_H5")

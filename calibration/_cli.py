@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .fit_kinds import DEFAULT, FIT_KINDS
+
 _EPILOG = """\
 examples:
   normlab calibrate --ainorms ../shared/data/ai-norms/llama31_data.zip --names Q,M --json
@@ -56,8 +58,9 @@ def register(sub) -> None:
                                                "Llama-3.1-70B-Instruct or a file shorthand like llama31)")
     p.add_argument("--fit-on", default="baseline", choices=["baseline", "evolved", "swap", "all"],
                    help="which runs to fit on (default: baseline)")
-    p.add_argument("--fit-model", default="hierarchical", choices=["hierarchical", "logit", "logit_symmetric", "empirical"],
-                   help="strategy model (default: hierarchical, chosen by held-out log-likelihood)")
+    p.add_argument("--fit-model", default=DEFAULT, choices=list(FIT_KINDS),
+                   help=f"strategy model (default: {DEFAULT}, chosen by held-out log-likelihood), one of the "
+                        "registered fit kinds -- " + "; ".join(f"{k}: {kind.title}" for k, kind in FIT_KINDS.items()))
     p.add_argument("--draws", type=int, default=200, help="posterior draws of the table (default 200)")
     p.add_argument("--within-rounds", type=int, default=30, help="window of the per-run flip reading in population "
                                                                  "rounds (default 30)")
@@ -95,7 +98,9 @@ def _calibrate(args) -> int:
     import logging
     from pathlib import Path
 
-    if not args.list_tables and args.fit_model != "empirical" and not args.table:
+    from normlab.calibration.fit_kinds import fit_family
+
+    if not args.list_tables and not args.table and fit_family(args.fit_model).uses_nuts:
         import pymc  # noqa: F401  (pymc configures its logger on import; quieten it afterwards)
 
         logging.getLogger("pymc").setLevel(logging.WARNING)
@@ -172,8 +177,8 @@ def _calibrate(args) -> int:
     llm = _LLM_ALIASES.get(args.llm, args.llm) if args.llm else None
     from normlab.calibration import calibrate
 
-    fit_kwargs = {} if args.fit_model == "empirical" else {"chains": args.chains, "cores": min(args.chains, 2),
-                                                            "draws": args.samples}
+    fit_kwargs = {"chains": args.chains, "cores": min(args.chains, 2),
+                  "draws": args.samples} if fit_family(args.fit_model).uses_nuts else {}
     with _warnings_as_lines():
         cal = calibrate(log, names=names, memory=args.memory, n_agents=args.n_agents, fit_on=args.fit_on,
                         model=args.fit_model, llm=llm, n_draws=args.draws, within_rounds=args.within_rounds,

@@ -24,6 +24,7 @@ from normlab._display import fmt, fmt_interval, html_card, new_figure, plain, pl
 from normlab._rng import spawn
 from normlab.schema import GameLog
 
+from .fit_kinds import DEFAULT, fit_family, fit_strategy
 from .inputs import FIT_ON, _check_names, counts_from_log, select_runs
 from .posterior import StrategyFit
 
@@ -390,7 +391,7 @@ class elapsed_bar:
 
 
 def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,
-              fit_on="baseline", model: str = "hierarchical", llm=None, n_draws: int = 200,
+              fit_on="baseline", model: str = DEFAULT, llm=None, n_draws: int = 200,
               within_rounds: int = 30, max_round: int | None = None, fit_kwargs: dict | None = None, predict_kwargs: dict | None = None,
               compare_observed: bool = True, source: str | None = None, rng=None,
               progress: bool = False) -> Calibration:
@@ -408,7 +409,9 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         Population size of the predictions (default: the most common N of the fitted runs).
         The strategy is fitted on the runs of every N.
     fit_on : {"baseline", "evolved", "swap", "all"}, optional
-    model : {"hierarchical", "logit", "logit_symmetric", "empirical"}, optional
+    model : str, optional
+        A registered fit kind (:func:`normlab.calibration.fit_kinds.fit_kind_names`; default
+        ``"hierarchical"``, :data:`normlab.calibration.fit_kinds.DEFAULT`).
     llm : str, optional
         Value of the ``model`` run column to keep (required when the log holds several LLMs
         with runs of this pool).
@@ -445,16 +448,14 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Tables S2-S3.
     """
     from .asymmetry import strategy_asymmetry
-    from .bayes import MODELS, fit_strategy
     from .prediction import predict
 
     t0 = time.perf_counter()
     names = _check_names(names)
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}; got {model!r}")
+    family = fit_family(model, "model")
     if isinstance(fit_on, str) and fit_on not in FIT_ON:
         raise ValueError(f"fit_on must be one of {sorted(FIT_ON)}; got {fit_on!r}")
-    if model != "empirical" and len(names) != 2:
+    if family.two_names_only and len(names) != 2:
         raise ValueError(f"model {model!r} supports two names only; use model='empirical' for {len(names)} names")
     sel = select_runs(log, names=names, memory=memory, model=llm, fit_on=fit_on)
     llms = sorted(map(str, sel.runs["model"].unique()))
@@ -470,7 +471,7 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     seeds = spawn(rng, 4)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}
     fk = dict(fit_kwargs or {})
-    if progress and model != "empirical":
+    if progress and family.uses_nuts:
         fk.setdefault("progress", True)
     fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **fk)
     from normlab.theory.criteria import published_max_round

@@ -106,10 +106,10 @@ def tables_at_memory(fit: StrategyFit, memory: int, n_draws: int, *, how: str = 
     if how == "suffix":
         idx = _suffix_index(fit.n_names, fit.memory, H)
         return [StrategyTable(t[idx], memory=H, names=fit.names) for t in fit.sample_tables(D, rng=rng)]
-    if fit.kind == "empirical":
+    if not fit.family.features:
         raise ValueError(f"memory transfer {how!r} needs a feature-based fit (logit or hierarchical); "
-                         "use how='suffix' for an empirical fit")
-    if how == "prior" and fit.kind != "hierarchical":
+                         f"use how='suffix' for an {fit.kind} fit")
+    if how == "prior" and not fit.family.state_effects:
         raise ValueError("memory transfer 'prior' needs a hierarchical fit (state effects with a scale tau)")
     kind = "hierarchical" if how == "prior" else "logit"
     moved = StrategyFit(kind=kind, names=fit.names, memory=H, counts=np.zeros((n_states(fit.n_names, H), fit.n_names)),
