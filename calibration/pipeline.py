@@ -14,19 +14,28 @@ Fig. 3, Tables S2-S3, Methods.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, fmt_interval, html_card, new_figure, plain, plotting, short_repr
+from normlab._display import (fmt, fmt_interval, html_card, load_result, new_figure, plain, plotting, save_result,
+                              short_repr)
 from normlab._rng import spawn
+from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 from normlab.schema import GameLog
+from normlab.theory.criteria import published_max_round
 
+from .asymmetry import strategy_asymmetry
 from .fit_kinds import DEFAULT, fit_family, fit_strategy
 from .inputs import FIT_ON, _check_names, counts_from_log, select_runs
+from .observed_critical_mass import EmpiricalCriticalMass, empirical_critical_mass
 from .posterior import StrategyFit
+from .prediction import Prediction, predict
+from .scoring import score
 
 __all__ = ["Calibration", "calibrate", "observed_summary", "ainorms_file_patterns", "find_ainorms", "streak_rounds"]
 
@@ -42,9 +51,6 @@ def find_ainorms():
     -------
     pathlib.Path or None
     """
-    import os
-    from pathlib import Path
-
     env = os.environ.get("NORMLAB_AINORMS")
     if env:
         p = Path(env)
@@ -115,10 +121,6 @@ def observed_summary(log: GameLog, *, names, memory: int, n_agents: int, within_
         ``end_of_run``, ``counts``, ``n_runs``; see
         :func:`~normlab.calibration.empirical_critical_mass`).
     """
-    from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
-
-    from .observed_critical_mass import empirical_critical_mass
-
     names = _check_names(names)
     out = {"baseline": None, "critical_mass": None}
     try:
@@ -333,8 +335,6 @@ class Calibration:
         """Write the calibration to the folder ``path``: ``fit/``, ``prediction/`` and
         ``empirical/`` sub-folders and the observed values in ``result.json``; read it back with
         :meth:`load` or ``normlab.load``."""
-        from normlab._display import save_result
-
         children = {"fit": self.fit, "prediction": self.prediction}
         if self.empirical is not None:
             children["empirical"] = self.empirical
@@ -343,13 +343,6 @@ class Calibration:
     @classmethod
     def load(cls, path) -> "Calibration":
         """Read a calibration written by :meth:`save`."""
-        from pathlib import Path
-
-        from normlab._display import load_result
-
-        from .observed_critical_mass import EmpiricalCriticalMass
-        from .prediction import Prediction
-
         meta, _ = load_result(path, cls)
         path = Path(path)
         emp = EmpiricalCriticalMass.load(path / "empirical") if "empirical" in meta["children"] else None
@@ -447,9 +440,6 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     ----------
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Tables S2-S3.
     """
-    from .asymmetry import strategy_asymmetry
-    from .prediction import predict
-
     t0 = time.perf_counter()
     names = _check_names(names)
     family = fit_family(model, "model")
@@ -474,8 +464,6 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     if progress and family.uses_nuts:
         fk.setdefault("progress", True)
     fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **fk)
-    from normlab.theory.criteria import published_max_round
-
     mxr = published_max_round(llms[0], int(n_agents)) if max_round is None else max_round
     pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr)
     pk.update(predict_kwargs or {})
@@ -487,8 +475,6 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
                                     within_rounds=within_rounds, max_round=max_round, model=llms[0],
                                     rng=seeds[2])
         emp = observed.pop("empirical", None)
-        from .scoring import score
-
         try:  # score on the runs the fit did not use, if the log holds any at (names, H, N)
             scores = score(pred, log, exclude=sel.runs["run"], llm=llms[0], rng=seeds[3])
         except ValueError:
