@@ -98,7 +98,7 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
                   "old_all": [round(x, 3) for x in v["old"]], "new_all": [round(x, 3) for x in v["new"]]}
     # the compiled design alone (tables drawn beforehand): interactions per CPU second
     from normlab._rng import spawn
-    from normlab.calibration.prediction import _run_design
+    from normlab.calibration.prediction_design import _run_design
     from normlab.theory.criteria import published_max_round
 
     tabs = fit.tables(draws, rng=1)

@@ -36,7 +36,7 @@ from normlab.schema import GameLog
 from normlab.theory import strategy_game
 
 from .posterior import StrategyFit
-from .prediction import _numba_threads, _winners, table_draws
+from .prediction_common import _numba_threads, _winners, table_draws
 
 __all__ = [
     "llm_trajectories",

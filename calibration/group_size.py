@@ -42,7 +42,7 @@ from normlab._validate import check_int
 from normlab.theory import StrategyTable, clopper_pearson, strategy_game, strategy_mean_field
 
 from .posterior import StrategyFit, load_fit
-from .prediction import table_draws
+from .prediction_common import table_draws
 
 __all__ = ["GroupSizeCurve", "group_size_curve", "DEFAULT_SIZES"]
 
@@ -275,7 +275,7 @@ def group_size_curve(strategy, *, sizes=DEFAULT_SIZES, n_runs: int = 100, max_ro
     """
     sz, R, T = _check_settings(sizes, n_runs, max_rounds, regime_tol)
     tables = _strategy_tables(strategy, n_draws, rng)
-    names, H, W = tuple(tables[0].names), tables[0].memory, tables[0].n_names
+    names, H = tuple(tables[0].names), tables[0].memory
     D = len(tables)
     per = [R // D + (1 if d < R % D else 0) for d in range(D)]
     seeds = spawn(rng, 3)

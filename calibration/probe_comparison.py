@@ -54,6 +54,7 @@ from normlab.theory import invalid_answer_game
 from normlab.theory.strategies import n_states
 
 from .inputs import state_labels
+from .prediction_common import first_round_reaching
 from .probe_prediction import ProbeFit, probe_fit
 
 __all__ = ["ProbeCheck", "probe_check", "read_attempts", "read_population"]
@@ -501,11 +502,6 @@ def _trim(fit, H):
     return dataclasses.replace(fit, memory=H, mass=fit.mass[:S], name_like=fit.name_like[:S], approx=fit.approx[:S])
 
 
-def _first_reach(curve, level=0.95):
-    hit = np.flatnonzero(np.asarray(curve) >= level - 1e-9)
-    return float(hit[0] + 1) if hit.size else np.nan
-
-
 def _population_rows(label, pop: _Population, fit, n_draws, level, rng, *, ignore_invalid: bool = False):
     """Observed vs predicted quantities of one group of runs (``ignore_invalid``: predicted by the
     chain of a population that re-asks until a pool name appears, whatever the group's cap)."""
@@ -564,8 +560,8 @@ def _population_rows(label, pop: _Population, fit, n_draws, level, rng, *, ignor
     add("rounds_to_stop", "", float((runs["n_interactions"] / N).mean()), g["stop_rounds"].mean(),
         extra=f"{s['stop']} stop, cap {T // N} rounds; runs at the cap count at the cap")
     if stop == "streak":
-        r95 = np.array([_first_reach(c) for c in per_draw])
-        add("rounds_to_95", "", _first_reach(obs_curve), r95,
+        r95 = np.array([first_round_reaching(c) for c in per_draw])
+        add("rounds_to_95", "", first_round_reaching(obs_curve), r95,
             extra=f"NaN draws (never within {R} rounds): {np.mean(np.isnan(r95)):.0%}")
     add("success_rate", "", float(runs["successes"].sum() / (runs["n_interactions"].sum())), pooled("success_rate"),
         extra="successes per interaction until the stop")

@@ -72,7 +72,7 @@ from normlab.schema import GameLog
 from normlab.theory import clopper_pearson
 
 from .observed_critical_mass import empirical_critical_mass, run_flips
-from .prediction import Prediction
+from .prediction_result import Prediction
 
 __all__ = ["Scores", "score", "brier_binary", "log_score_binary", "brier_categorical", "log_score_categorical",
            "kt_probability", "beta_summary", "denoised_probabilities", "experiment_interval"]
