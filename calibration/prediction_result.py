@@ -434,3 +434,8 @@ class Prediction:
         return cls(names=tuple(meta["names"]), memory=int(meta["memory"]), n_agents=int(meta["n_agents"]),
                    n_draws=int(meta["n_draws"]), within_rounds=int(meta["within_rounds"]), level=float(meta["level"]),
                    settings=meta["settings"], fit_summary=meta["fit_summary"], **{k: t[k] for k in cls._TABLES})
+
+
+# The public home of Prediction is normlab.calibration.prediction: it names the class in the type tag
+# of saved results (normlab.load) and in pickles, so results saved before the split load unchanged.
+Prediction.__module__ = "normlab.calibration.prediction"

@@ -149,3 +149,15 @@ def test_calibrate_on_a_shipped_table_prints_the_stored_numbers(capsys):
     out = capsys.readouterr().out
     want = (DATA / "calibrate_llama31_70b_QM_H5_N24_seed1.json").read_text()
     _same(json.loads(want), json.loads(out))
+
+
+def test_saved_results_keep_their_type_tags(tmp_path):
+    """The result classes keep their public module in the type tag of a saved result, so folders
+    saved before the layout change load unchanged (and the other way round)."""
+    fit = load_fit("llama3_70b_QM_H3")
+    pred = predict(fit, n_agents=6, n_draws=2, n_runs_consensus=3, n_runs_flip=2, max_rounds=30, strength=False,
+                   committed=[0, 2], rng=1)
+    for obj, tag in ((pred, "normlab.calibration.prediction:Prediction"),
+                     (fit, "normlab.calibration.posterior:StrategyFit")):
+        d = obj.save(tmp_path / type(obj).__name__)
+        assert json.loads((d / "result.json").read_text())["format"] == tag
