@@ -53,7 +53,7 @@ _EXPORTS = {
     "state_labels": "inputs",
     "StrategyFit": "posterior",
     "load_fit": "posterior",
-    "shipped_fits": "posterior",
+    "shipped_fits": "shipped",
     "FitFamily": "posterior",
     "posterior_predictive_check": "posterior",
     "FitKind": "fit_kinds",

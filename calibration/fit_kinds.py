@@ -23,15 +23,14 @@ A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Ta
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 
 __all__ = ["FitKind", "FIT_KINDS", "DEFAULT", "MODELS", "register_fit_kind", "unregister_fit_kind",
            "fit_kind_names", "fit_family", "fit_strategy"]
 
 
-@dataclass(frozen=True)
 class FitKind:
-    """One registered fit kind.
+    """One registered fit kind (read-only; a plain class: the command line reads the registry and
+    stays free of the ``dataclasses`` machinery).
 
     Attributes
     ----------
@@ -43,9 +42,17 @@ class FitKind:
         The family object, or ``"module:ATTRIBUTE"`` naming it (imported on first use).
     """
 
-    key: str
-    title: str
-    family: object
+    __slots__ = ("key", "title", "family")
+
+    def __init__(self, key: str, title: str, family):
+        for k, v in (("key", key), ("title", title), ("family", family)):
+            object.__setattr__(self, k, v)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"FitKind is read-only (register a new kind instead of changing {name!r})")
+
+    def __repr__(self) -> str:
+        return f"FitKind({self.key!r}, {self.title!r}, {self.family!r})"
 
     def load(self):
         """The family object (importing its module the first time)."""

@@ -29,7 +29,6 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +42,7 @@ from normlab.theory.strategies import n_states
 from .features import design_matrix
 from .fit_kinds import MODELS, fit_family
 from .inputs import StateCounts, _state_tables, state_labels
+from .shipped import shipped_document, shipped_fits
 
 __all__ = ["StrategyFit", "FitFamily", "KINDS", "load_fit", "shipped_fits", "posterior_predictive_check"]
 
@@ -603,15 +603,6 @@ def _jsonable(o):
     return o
 
 
-def shipped_fits() -> list[str]:
-    """Names of the fitted tables shipped with normlab (see :func:`load_fit`)."""
-    root = resources.files("normlab.calibration") / "data"
-    try:
-        return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json"))
-    except (FileNotFoundError, NotADirectoryError):  # pragma: no cover - broken install
-        return []
-
-
 def load_fit(name_or_path) -> StrategyFit:
     """Load a shipped fitted table by name (e.g. ``"llama31_70b_QM_H5"``), a JSON file path, or a
     folder written by :meth:`StrategyFit.save`.
@@ -646,5 +637,4 @@ def load_fit(name_or_path) -> StrategyFit:
             raise FileNotFoundError(f"fitted table {name}: no such file (a fit saved by --save-fit or "
                                     f"StrategyFit.to_json, or a shipped table: {', '.join(avail)})")
         raise ValueError(f"unknown fitted table {name!r}; shipped: {avail} (or pass a .json path)")
-    root = resources.files("normlab.calibration") / "data" / f"{name}.json"
-    return StrategyFit.from_dict(json.loads(root.read_text()))
+    return StrategyFit.from_dict(shipped_document(name))
