@@ -120,7 +120,7 @@ def _predict(args) -> int:
         import contextlib
 
         from normlab.calibration.probe_prediction import probe_predict
-        from normlab.llm_runs.embedded_models import serve_embedded
+        from normlab.llm_runs import serve_embedded
 
         ctx = (serve_embedded(args.embedded_model, n_threads=args.embedded_threads)
                if args.embedded_model not in (None, "smollm2") else contextlib.nullcontext(None))
