@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from normlab.llm_runs.published.ainorms import load_ainorms
+from normlab.llm_runs import load_ainorms
 
 from .bayes import compare_models
 from .fit_kinds import DEFAULT, fit_family, fit_strategy
