@@ -11,9 +11,11 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
 - inputs: :func:`counts_from_log`, :func:`counts_from_probes`, :func:`select_runs`,
   :class:`StateCounts`
 - fits: :func:`fit_empirical` (Dirichlet per state), :func:`fit_logit`,
-  :func:`fit_hierarchical` (PyMC), :func:`fit_strategy`, :func:`compare_models`,
-  :func:`posterior_predictive_check`, :class:`StrategyFit`, :func:`load_fit` (shipped tables
-  fitted on the Llama-3 / Llama-3.1 runs; :func:`shipped_fits`)
+  :func:`fit_hierarchical` (PyMC), :func:`fit_strategy` (any registered fit kind by name),
+  :func:`compare_models`, :func:`posterior_predictive_check`, :class:`StrategyFit`,
+  :func:`load_fit` (shipped tables fitted on the Llama-3 / Llama-3.1 runs; :func:`shipped_fits`)
+- fit kinds: :data:`FIT_KINDS`, :func:`register_fit_kind` (a new family of strategy models:
+  one :class:`FitFamily` module, one registration line; see :mod:`.fit_kinds`)
 - asymmetry: :func:`strategy_asymmetry` (Flint Ashery et al. 2025, Table 1)
 - prediction: :func:`predict` -> :class:`Prediction`; :func:`calibrate` (the whole pipeline,
   also ``normlab calibrate``)
@@ -51,17 +53,23 @@ _EXPORTS = {
     "state_labels": "inputs",
     "StrategyFit": "posterior",
     "load_fit": "posterior",
-    "shipped_fits": "posterior",
+    "shipped_fits": "shipped",
+    "FitFamily": "posterior",
+    "posterior_predictive_check": "posterior",
+    "FitKind": "fit_kinds",
+    "FIT_KINDS": "fit_kinds",
+    "MODELS": "fit_kinds",
+    "fit_strategy": "fit_kinds",
+    "fit_kind_names": "fit_kinds",
+    "register_fit_kind": "fit_kinds",
+    "unregister_fit_kind": "fit_kinds",
     "fit_empirical": "empirical",
-    "fit_logit": "bayes",
-    "fit_hierarchical": "bayes",
-    "fit_strategy": "bayes",
-    "select_decay": "bayes",
+    "fit_logit": "logit",
+    "select_decay": "logit",
+    "fit_hierarchical": "hierarchical",
     "compare_models": "bayes",
     "ModelComparison": "bayes",
-    "posterior_predictive_check": "bayes",
     "log_predictive_density": "bayes",
-    "MODELS": "bayes",
     "design_matrix": "features",
     "to_logit_strategy": "features",
     "strategy_asymmetry": "asymmetry",

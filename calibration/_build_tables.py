@@ -8,10 +8,11 @@ For each shipped setting (LLM, names Q/M, memory H) the script
 
 1. loads the baseline (convergence) runs only -- the validation protocol: never the committed runs;
 2. picks the feature decay by run-grouped held-out log-likelihood (:func:`select_decay`);
-3. compares the strategy models by 5-fold cross-validated log predictive density, holding out
-   whole runs and, separately, whole memory states (:func:`compare_models`);
-4. fits the hierarchical model (the choice; see the module docstring of :mod:`.bayes`) with NUTS,
-   4 chains x 1000 draws, and stores 500 thinned draws of ``beta`` and ``tau`` with the counts;
+3. compares the registered fit kinds (:mod:`.fit_kinds`) by 5-fold cross-validated log predictive
+   density, holding out whole runs and, separately, whole memory states (:func:`compare_models`);
+4. fits the default kind (:data:`.fit_kinds.DEFAULT`, ``hierarchical``: the choice; see the module
+   docstring of :mod:`.bayes`) with NUTS, 4 chains x 1000 draws, and stores 500 thinned draws
+   (for ``hierarchical``: of ``beta`` and ``tau``) with the counts;
 5. writes ``<llm>_<names>_H<H>.json`` (a :class:`StrategyFit`), with the model comparison,
    diagnostics and provenance in its ``meta``.
 
@@ -28,6 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
+from normlab.llm_runs import load_ainorms
+
+from .bayes import compare_models
+from .fit_kinds import DEFAULT, fit_family, fit_strategy
+from .inputs import counts_from_log, select_runs
+from .logit import select_decay
+from .pipeline import ainorms_file_patterns
+from .posterior import StrategyFit
+
 SETTINGS = (
     # (file stem, LLM, names, H, N of the baselines)
     ("llama31_70b_QM_H5", "Llama-3.1-70B-Instruct", ("Q", "M"), 5, 24),
@@ -39,11 +49,6 @@ KEEP_DRAWS = 500
 
 def build(ainorms, out, *, settings=SETTINGS, cv: bool = True, seed: int = 20250521, chains: int = 4,
           log=None) -> list[dict]:
-    from normlab.llm_runs.published.ainorms import load_ainorms
-
-    from . import compare_models, counts_from_log, fit_hierarchical, select_decay, select_runs
-    from .pipeline import ainorms_file_patterns
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if log is None:
@@ -63,18 +68,12 @@ def build(ainorms, out, *, settings=SETTINGS, cv: bool = True, seed: int = 20250
                 cmp = compare_models(counts, by=by, k=5, decay=decay, rng=s)
                 comparisons[by] = cmp.to_frame().to_dict(orient="records")
                 print(f"[{stem}] model comparison by {by}:\n{cmp.to_frame().to_string(index=False)}", flush=True)
-        fit = fit_hierarchical(counts, decay=decay, draws=1000, tune=1000, chains=chains, cores=2, rng=s_fit,
-                               meta={"llm": llm, "fit_on": "baseline", "n_agents_fit": N,
-                                     "data": "Ariel-Flint-Ashery/AI-norms e57aeef (baseline runs only)",
-                                     "decay_selection": dec.to_dict(orient="records"),
-                                     "model_selection": comparisons})
-        D = fit.coef_draws.shape[0]
-        keep = np.linspace(0, D - 1, min(KEEP_DRAWS, D)).round().astype(int)
-        from .posterior import StrategyFit
-
-        small = StrategyFit(kind=fit.kind, names=fit.names, memory=fit.memory, counts=fit.counts, decay=fit.decay,
-                            coef_names=fit.coef_names, coef_draws=fit.coef_draws[keep], tau_draws=fit.tau_draws[keep],
-                            diagnostics=fit.diagnostics, meta={**fit.meta, "draws_kept": int(len(keep))})
+        fit = fit_strategy(counts, DEFAULT, decay=decay, draws=1000, tune=1000, chains=chains, cores=2, rng=s_fit,
+                           meta={"llm": llm, "fit_on": "baseline", "n_agents_fit": N,
+                                 "data": "Ariel-Flint-Ashery/AI-norms e57aeef (baseline runs only)",
+                                 "decay_selection": dec.to_dict(orient="records"),
+                                 "model_selection": comparisons})
+        small = fit_family(DEFAULT).thin(fit, KEEP_DRAWS)
         path = small.to_json(out / f"{stem}.json")
         # store the posterior-mean table of the fit as loaded back (coefficients rounded by to_json)
         path = StrategyFit.from_json(path).with_stored_mean().to_json(path)

@@ -5,6 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._cli_format import format_summary
+from ._cli_predict import register_predict
+from .fit_kinds import DEFAULT, FIT_KINDS, fit_family
+
+__all__ = ["register", "format_summary"]
+
 _EPILOG = """\
 examples:
   normlab calibrate --ainorms ../shared/data/ai-norms/llama31_data.zip --names Q,M --json
@@ -56,8 +62,9 @@ def register(sub) -> None:
                                                "Llama-3.1-70B-Instruct or a file shorthand like llama31)")
     p.add_argument("--fit-on", default="baseline", choices=["baseline", "evolved", "swap", "all"],
                    help="which runs to fit on (default: baseline)")
-    p.add_argument("--fit-model", default="hierarchical", choices=["hierarchical", "logit", "logit_symmetric", "empirical"],
-                   help="strategy model (default: hierarchical, chosen by held-out log-likelihood)")
+    p.add_argument("--fit-model", default=DEFAULT, choices=list(FIT_KINDS),
+                   help=f"strategy model (default: {DEFAULT}, chosen by held-out log-likelihood), one of the "
+                        "registered fit kinds -- " + "; ".join(f"{k}: {kind.title}" for k, kind in FIT_KINDS.items()))
     p.add_argument("--draws", type=int, default=200, help="posterior draws of the table (default 200)")
     p.add_argument("--within-rounds", type=int, default=30, help="window of the per-run flip reading in population "
                                                                  "rounds (default 30)")
@@ -80,8 +87,6 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars (default: shown when stderr is a terminal)")
     p.set_defaults(func=_calibrate)
-    from ._cli_predict import register_predict
-
     register_predict(sub)
 
 
@@ -95,7 +100,7 @@ def _calibrate(args) -> int:
     import logging
     from pathlib import Path
 
-    if not args.list_tables and args.fit_model != "empirical" and not args.table:
+    if not args.list_tables and not args.table and fit_family(args.fit_model).uses_nuts:
         import pymc  # noqa: F401  (pymc configures its logger on import; quieten it afterwards)
 
         logging.getLogger("pymc").setLevel(logging.WARNING)
@@ -156,7 +161,7 @@ def _calibrate(args) -> int:
     names = _check_names(args.names)
     if args.ainorms:
         from normlab.calibration.pipeline import ainorms_file_patterns
-        from normlab.llm_runs.published.ainorms import load_ainorms
+        from normlab.llm_runs import load_ainorms
 
         path = Path(args.ainorms)
         if not path.exists():
@@ -172,8 +177,8 @@ def _calibrate(args) -> int:
     llm = _LLM_ALIASES.get(args.llm, args.llm) if args.llm else None
     from normlab.calibration import calibrate
 
-    fit_kwargs = {} if args.fit_model == "empirical" else {"chains": args.chains, "cores": min(args.chains, 2),
-                                                            "draws": args.samples}
+    fit_kwargs = {"chains": args.chains, "cores": min(args.chains, 2),
+                  "draws": args.samples} if fit_family(args.fit_model).uses_nuts else {}
     with _warnings_as_lines():
         cal = calibrate(log, names=names, memory=args.memory, n_agents=args.n_agents, fit_on=args.fit_on,
                         model=args.fit_model, llm=llm, n_draws=args.draws, within_rounds=args.within_rounds,
@@ -247,170 +252,3 @@ def _print_result(summary: dict, as_json: bool) -> None:
         emit(summary, True)
     else:
         print(format_summary(summary))
-
-
-def _num(v, digits: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, (int, float)) and float(v) == int(v) and abs(v) < 1e9:
-        return str(int(v))
-    return f"{v:.{digits}g}"
-
-
-def _p(v) -> str:
-    return "-" if v is None else f"{v:.2f}"
-
-
-def _interval(d: dict, none_text: str) -> str:
-    """``est [low, high]`` of a summary entry; ``None`` ends become ``none_text``."""
-    est, lo, hi = d.get("estimate"), d.get("low"), d.get("high")
-    if est is None:
-        return none_text
-    return f"{_num(est)} [{_num(lo) if lo is not None else none_text}, {_num(hi) if hi is not None else none_text}]"
-
-
-def _scores_text(sc: dict) -> str:
-    """The ``scores`` block as readable lines (lower Brier and log scores are better)."""
-    ref = sc.get("reference") or {}
-    out = ["scores on the runs the fit did not use (lower is better; a forecast giving every outcome the same "
-           "probability in brackets):"]
-    if sc.get("n_flip_runs"):
-        out.append(f"  flips, {sc['n_flip_runs']} committed-minority runs (within {sc.get('within_rounds')} rounds): "
-                   f"Brier {sc['brier_flip']:.3f} ({ref.get('brier_flip', 0.25):.3f}), "
-                   f"log {sc['log_score_flip']:.3f} ({ref.get('log_score_flip', 0.693):.3f})")
-    if sc.get("n_consensus_runs"):
-        out.append(f"  consensus winners, {sc['n_consensus_runs']} runs: Brier {sc['brier_consensus']:.3f} "
-                   f"({ref.get('brier_consensus', 0.0):.3f}), log {sc['log_score_consensus']:.3f} "
-                   f"({ref.get('log_score_consensus', 0.0):.3f})")
-    cov = sc.get("coverage") or {}
-    pct = int(round(100 * float(sc.get("level") or 0.95)))
-    bits = [f"{kind} {cov[kind]:.0%} of {cov[f'n_{kind}']}" for kind in ("experiment", "underlying")
-            if cov.get(kind) is not None]
-    if bits:
-        out.append(f"  observed values inside the {pct}% intervals: " + ", ".join(bits)
-                   + " (experiment: what an experiment of the observed size would report)")
-    ex = sc.get("excluded") or {}
-    if ex:
-        out.append("  not scored: " + ", ".join(f"{v} {k}" for k, v in ex.items()))
-    return "\n".join(out)
-
-
-def format_summary(s: dict) -> str:
-    """The readable multi-line summary ``normlab calibrate`` prints without ``--json``.
-
-    Every ``null`` of the JSON is spelled out: a critical mass that is ``null`` was not reached
-    with up to N - 1 committed agents; rounds to 95% success that are ``null`` were not reached
-    within the simulated rounds.
-    """
-    names = s.get("names") or []
-    N = s.get("n_agents")
-    lines = []
-    head = f"{s.get('llm') or 'strategy table'}: names {','.join(map(str, names))}, memory H = {s.get('memory')}, N = {N}"
-    lines.append(head)
-    fit = s.get("fit") or {}
-    if s.get("source"):
-        lines.append(f"data: {s['source']}")
-    bits = [f"{s.get('model')}" + (f" on {s['fit_on']} runs" if s.get("fit_on") else "")]
-    if fit.get("runs") is not None:
-        bits.append(f"{fit['runs']} runs")
-    if fit.get("decisions") is not None:
-        bits.append(f"{int(fit['decisions']):,} decisions")
-    if fit.get("states_observed") is not None:
-        bits.append(f"{fit['states_observed']} of {fit['states_total']} memory states observed")
-    lines.append("fit: " + ", ".join(bits))
-    dg = fit.get("diagnostics") or {}
-    if dg:
-        div = int(dg.get("divergences") or 0)
-        ess = dg.get("ess_bulk_min")
-        lines.append(f"sampler: R-hat max {_num(dg.get('r_hat_max'), 4)}, bulk ESS min {_num(None if ess is None else round(ess))}, "
-                     f"{div} divergent transition{'s' if div != 1 else ''}"
-                     + (" (see the warning above)" if div else ""))
-    settings = s.get("settings") or {}
-    max_rounds = settings.get("max_rounds")
-    obs = s.get("observed") or {}
-    base = obs.get("baseline") or {}
-    if base and base.get("n_agents") != N:
-        base = {}
-    pct = int(round(100 * float(s.get("level") or 0.95)))
-    lines.append("")
-    lines.append(f"predicted (median and {pct}% interval over {s.get('draws')} posterior draws)"
-                 + ("; observed in the data" if base else "") + ":")
-    rows = []
-    pci = s.get("p_consensus_interval") or {}
-    for nm in names:
-        p = (s.get("p_consensus") or {}).get(nm)
-        iv = pci.get(nm) or [None, None]
-        o = (base.get("p_consensus") or {}).get(nm) if base else None
-        rows.append((f"P(consensus on {nm})", f"{_p(p)} [{_p(iv[0])}, {_p(iv[1])}]",
-                     "" if o is None else f"observed {_p(o)}"))
-    rows.append(("P(no consensus)", _p(s.get("p_no_consensus")), ""))
-    not_reached = "not reached" + (f" within {max_rounds} rounds" if max_rounds else "")
-    r95 = s.get("rounds_to_95") or {}
-    extra = ""
-    if r95.get("p_not_reached"):
-        extra = f" ({_num(100 * r95['p_not_reached'])}% of draws: {not_reached})"
-    rows.append(("rounds to 95% success", _interval(r95, not_reached) + extra,
-                 f"observed {_num(base.get('rounds_to_95'))}" if base else ""))
-    cr = s.get("consensus_rounds") or {}
-    rows.append(("rounds to consensus", _interval(cr, not_reached),
-                 f"observed {_num(base.get('streak_rounds'))}" if base else ""))
-    w = max(len(r[0]) for r in rows)
-    w2 = max(len(r[1]) for r in rows)
-    lines += [f"  {a:<{w}}  {b:<{w2}}  {c}".rstrip() for a, b, c in rows]
-
-    cm = s.get("critical_mass") or {}
-    if cm:
-        lines.append("")
-        lines.append(f"critical mass: committed agents that overturn a consensus (N = {N}) -- published: the authors'")
-        lines.append(f"ensemble rule; per-run: half the runs flip within {s.get('within_rounds')} rounds "
-                     "(median [interval] over draws):")
-        none_cm = f"not reached with up to {N - 1} committed" if N else "not reached"
-        ocm = obs.get("critical_mass") or {}
-        for key, e in cm.items():
-            maj, ch = e.get("majority"), e.get("challenger")
-            pub, per = e.get("published") or {}, e.get("per_run") or {}
-            txt = f"  {key} ({ch} committed against a consensus on {maj}): published {_interval(pub, none_cm)}; " \
-                  f"per-run {_interval(per, none_cm)}"
-            lines.append(txt)
-            o = ocm.get(key)
-            if o:
-                op, orr = o.get("published") or {}, o.get("per_run") or {}
-                ot = f"observed at counts {o.get('counts')}: " if o.get("counts") else "observed: "
-                ot += "published " + (_num(op.get("estimate")) if op.get("estimate") is not None
-                                      else "not reached at the observed counts")
-                ot += "; first count where half the runs flip " + (
-                    _num(orr.get("first_count")) if orr.get("first_count") is not None else "none observed")
-                lines.append("      " + ot)
-            for crit, d in (("published", pub), ("per-run", per)):
-                p_nr = d.get("p_not_reached")
-                if p_nr:
-                    lines.append(f"      {crit}: {_num(100 * p_nr)}% of draws did not flip with up to {N - 1} "
-                                 "committed agents")
-    rs = s.get("relative_strength") or {}
-    if rs:
-        lines.append("")
-        lines.append("relative strength of each name's consensus (median [interval]):")
-        for nm, q in rs.items():
-            lines.append(f"  {nm}: " + ", ".join(f"{k} {_interval(v, '-')}" for k, v in q.items()))
-    sc = s.get("scores")
-    if sc:
-        lines.append("")
-        lines.append(_scores_text(sc))
-    a = s.get("asymmetry")
-    if a:
-        lines.append("")
-        lines.append(f"asymmetry: the fitted strategy favours {a.get('a')} over {a.get('b')} by "
-                     f"{_num(a.get('post_bias_visits'))} [{_num(a.get('post_bias_low'))}, {_num(a.get('post_bias_high'))}] "
-                     "(probability, weighted by state visits);")
-        lines.append(f"  {a.get('n_significant')} of {a.get('n_pairs_tested')} tested state pairs differ significantly")
-    if s.get("out"):
-        lines.append("")
-        lines.append(f"saved in {s['out']}: summary.json, predictions.parquet, the fit and the simulations "
-                     "(normlab.load reads it back)")
-    if s.get("seconds") is not None:
-        lines.append("")
-        lines.append(f"done in {_num(s['seconds'])} s; --json prints every number (flip curves, settings)")
-    else:
-        lines.append("")
-        lines.append("--json prints every number (flip curves, settings)")
-    return "\n".join(lines)

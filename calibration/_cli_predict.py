@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._cli_format import format_probe_summary
+
 _EPILOG = """\
 examples:
   normlab predict --probe --n-agents 6 --memory 2 --names F,J
@@ -118,7 +120,7 @@ def _predict(args) -> int:
         import contextlib
 
         from normlab.calibration.probe_prediction import probe_predict
-        from normlab.llm_runs.embedded_models import serve_embedded
+        from normlab.llm_runs import serve_embedded
 
         ctx = (serve_embedded(args.embedded_model, n_threads=args.embedded_threads)
                if args.embedded_model not in (None, "smollm2") else contextlib.nullcontext(None))
@@ -147,49 +149,3 @@ def _predict(args) -> int:
         return 0
 
     return _guard("predict", go, args.out)
-
-
-def _iv(d) -> str:
-    from ._cli import _interval
-
-    return _interval(d or {}, "not reached")
-
-
-def format_probe_summary(s: dict) -> str:
-    """The readable summary: ``normlab calibrate``'s, then the probe's cost, the table's uncertainty
-    and the underlying intervals."""
-    from ._cli import format_summary
-
-    text = format_summary(s).rsplit("\n\n", 1)[0].replace("posterior draws", "table draws")
-    lines = [text.replace("fit: probe, ", "table: exact probe of ")]
-    pr = s.get("probe") or {}
-    c, t = pr.get("cost") or {}, pr.get("table") or {}
-    lines.append("")
-    lines.append(f"probe: {c.get('decisions')} (state, order) prompts; {c.get('requests_now')} requests now "
-                 f"({c.get('prompt_tokens_now'):,} prompt tokens), {c.get('cache_hits')} prompts answered from")
-    lines.append(f"  the journal or a cache; {c.get('probe_seconds')} s; prediction {c.get('predict_seconds')} s")
-    j = c.get("jitter") or {}
-    lines.append(f"uncertainty: covered mass mean {t.get('covered_mass_mean', 0):.2f} (min {t.get('covered_mass_min', 0):.3f}); "
-                 f"name-order spread up to {t.get('order_spread_max', 0):.2f} (mean {t.get('order_spread_mean', 0):.2f});")
-    lines.append(f"  endpoint jitter sd {j.get('jitter_sd', 0):.2g} (logprob; {j.get('prompts', 0)} prompts re-asked without "
-                 "the cache)")
-    u = s.get("underlying")
-    if u:
-        lines.append("")
-        lines.append(f"underlying values ({u.get('runs_per_draw')} runs per draw, {u.get('draws')} draws: the table's "
-                     "own uncertainty):")
-        pci = u.get("p_consensus_interval") or {}
-        for nm, p in (u.get("p_consensus") or {}).items():
-            iv = pci.get(nm) or [None, None]
-            lines.append(f"  P(consensus on {nm}) {p:.3f} [{_num(iv[0])}, {_num(iv[1])}]")
-        lines.append(f"  rounds to 95% success {_iv(u.get('rounds_to_95'))}; rounds to consensus "
-                     f"{_iv(u.get('consensus_rounds'))}")
-        for k, v in (u.get("critical_mass_per_run") or {}).items():
-            lines.append(f"  {k} per-run {_iv(v)}")
-    lines.append("")
-    lines.append("--json prints every number")
-    return "\n".join(lines)
-
-
-def _num(v) -> str:
-    return "-" if v is None else f"{v:.3f}"

@@ -27,6 +27,8 @@ import pandas as pd
 from normlab._display import html_card, new_axes, plain, plotting
 from normlab._rng import spawn
 from normlab._validate import check_int
+from normlab.theory import norm_contagion_agents, norm_contagion_ode
+from normlab.theory.norm_contagion import logistic_belief
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,6 @@ class AdoptionFit:
 
     def predict(self, t=None):
         """Mean-field curves at the fitted rates (:class:`normlab.theory.ContagionODE`)."""
-        from normlab.theory.norm_contagion import norm_contagion_ode
-
         t = self.t if t is None else np.asarray(t, float)
         return norm_contagion_ode(self.beta, self.gamma, y0=self.y0, c0=self.c0, t_eval=t, n_agents=self.n_agents,
                                   ceiling=self.ceiling)
@@ -122,7 +122,6 @@ def _mean_field(t, beta, gamma, y0, c0, n, ceiling=1.0):
     """Belief (closed-form logistic) and compliance (the linear equation ``c' = gamma (y - c)``
     integrated exactly for piecewise-constant ``y`` on a fine grid, as a stable IIR filter) at
     times ``t`` -- fast enough for bootstrap refits."""
-    from normlab.theory.norm_contagion import logistic_belief
     from scipy.signal import lfilter
 
     f = n / (n - 1.0)
@@ -221,8 +220,6 @@ def fit_adoption(adoption: pd.DataFrame, *, n_agents: int, topic: str | None = N
     ----------
     Ren et al., IJCAI 2024, Appendix D; Efron & Tibshirani 1993, ch. 6 and 13.
     """
-    from normlab.theory.norm_contagion import norm_contagion_agents
-
     N = check_int(n_agents, "n_agents", low=2)
     B = check_int(n_boot, "n_boot", low=0)
     if not 0 < level < 1:

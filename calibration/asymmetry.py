@@ -36,7 +36,9 @@ import numpy as np
 import pandas as pd
 
 from normlab._display import fmt, fmt_interval, html_card, plain, plotting, short_repr
+from normlab.theory.strategies import encode_state
 
+from .compare import plot_asymmetry
 from .inputs import StateCounts, _state_tables, state_labels
 from .posterior import StrategyFit
 
@@ -45,8 +47,6 @@ __all__ = ["AsymmetryResult", "strategy_asymmetry", "mirror_states"]
 
 def mirror_states(n_names: int, memory: int, perm) -> np.ndarray:
     """Index of ``relabel(s)`` for every state ``s`` under the name permutation ``perm``."""
-    from normlab.theory.strategies import encode_state
-
     entries, _ = _state_tables(n_names, memory)
     perm = np.asarray(perm, dtype=np.int64)
     return np.array([encode_state([(int(perm[o]), int(perm[p])) for o, p in e], n_names) for e in entries])
@@ -138,8 +138,6 @@ class AsymmetryResult:
         -------
         matplotlib.axes.Axes
         """
-        from .compare import plot_asymmetry
-
         return plot_asymmetry(self, ax=ax, min_n=min_n, posterior=posterior)
 
 

@@ -24,6 +24,7 @@ S8, S9; Table 1; Table S3.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,8 +33,10 @@ import pandas as pd
 from normlab._display import fmt, html_card, legend_outside, plain, plotting, short_repr
 from normlab._rng import as_generator, spawn
 from normlab.schema import GameLog
+from normlab.theory import strategy_game
 
 from .posterior import StrategyFit
+from .prediction_common import _numba_threads, _winners, table_draws
 
 __all__ = [
     "llm_trajectories",
@@ -50,8 +53,6 @@ __all__ = [
 
 def _band(mat, level, n_boot, g):
     """Mean over rows (NaN-aware) and a bootstrap band over rows."""
-    import warnings
-
     with np.errstate(invalid="ignore"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -167,10 +168,6 @@ def theory_trajectories(fit, *, n_agents: int, n_rounds: int, n_draws: int = 100
         As :func:`llm_trajectories`; ``mean`` is the mean over draws, ``low``/``high`` the
         equal-tailed interval of the per-draw mean curves; ``n_runs`` = draws.
     """
-    from normlab.theory import strategy_game
-
-    from .prediction import _numba_threads, table_draws
-
     seeds = spawn(rng, 2)
     tables = table_draws(fit, n_draws, rng=seeds[0])
     names = tuple(tables[0].names)
@@ -179,8 +176,6 @@ def theory_trajectories(fit, *, n_agents: int, n_rounds: int, n_draws: int = 100
         stop = "streak" if initial in (None, "empty") else "max"
     S = np.full((n_draws, n_rounds), np.nan)
     P = {nm: np.full((n_draws, n_rounds), np.nan) for nm in names}
-    import warnings
-
     with _numba_threads(1), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*reached max_interactions.*", category=RuntimeWarning)
         for i, (t, s) in enumerate(zip(tables, spawn(seeds[1], n_draws))):
@@ -194,8 +189,6 @@ def theory_trajectories(fit, *, n_agents: int, n_rounds: int, n_draws: int = 100
             S[i] = np.nanmean(m, axis=0)
             ps = r.production_share(n_rounds=n_rounds)
             if stop == "streak":
-                from .prediction import _winners
-
                 win = _winners(r, names)
                 for k in np.flatnonzero(stopped):
                     last = r.round_offsets[k + 1] - r.round_offsets[k]
@@ -206,8 +199,6 @@ def theory_trajectories(fit, *, n_agents: int, n_rounds: int, n_draws: int = 100
                 P[nm][i, : len(piv)] = piv[nm].to_numpy()[:n_rounds]
     a = (1 - level) / 2
     blocks = {}
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         for key, M in [(("success_rate", ""), S)] + [(("production", nm), P[nm]) for nm in names]:

@@ -1,10 +1,12 @@
-"""The empirical strategy table: a conjugate Beta/Dirichlet posterior per observed memory state.
+"""The empirical family (fit kind ``empirical``): a conjugate Beta/Dirichlet posterior per memory state.
 
 ``p(. | s) ~ Dirichlet(counts[s] + prior)`` independently for every state. It needs no sampler and
 is exact where a state is well observed, but it does not generalise: a state never seen in the
 training runs keeps the flat prior (every probability equally plausible), and that uncertainty is
 carried into every prediction. This is the honest answer to the trap of the design of Flint Ashery et al. (2025) -- the
-convergence runs rarely visit the mixed memories a committed minority creates.
+convergence runs rarely visit the mixed memories a committed minority creates. A fit keeps the
+counts and the prior; a table draw is an independent Dirichlet per state, and the posterior mean
+is exact. It works for any pool size ``W``.
 
 References
 ----------
@@ -17,9 +19,39 @@ from __future__ import annotations
 import numpy as np
 
 from .inputs import StateCounts
-from .posterior import StrategyFit
+from .posterior import FitFamily, StrategyFit
 
-__all__ = ["fit_empirical"]
+__all__ = ["EmpiricalFamily", "EMPIRICAL", "fit_empirical"]
+
+
+class EmpiricalFamily(FitFamily):
+    """``p(. | s) ~ Dirichlet(counts[s] + prior)`` independently for every state (conjugate: no
+    stored draws, an exact mean)."""
+
+    conjugate = True
+    exact_mean = True
+
+    def fit(self, counts, *, rng=None, **kwargs) -> StrategyFit:
+        # the sampler settings of the other kinds do not apply (calibrate and compare_models pass them)
+        return fit_empirical(counts, **{k: v for k, v in kwargs.items() if k in ("prior", "meta")})
+
+    def sample_tables(self, fit, n_draws: int, g) -> np.ndarray:
+        S, W = fit.counts.shape
+        a = fit.counts + fit.prior
+        x = g.standard_gamma(np.broadcast_to(a, (n_draws, S, W)))
+        x = np.maximum(x, 1e-300)
+        return x / x.sum(axis=2, keepdims=True)
+
+    def mean_table(self, fit, n_draws: int, rng) -> np.ndarray:
+        a = fit.counts + fit.prior
+        return a / a.sum(axis=1, keepdims=True)
+
+    def empty_memory(self, fit):
+        # p(name | empty memory) without drawing the whole table
+        return (fit.counts[0] + fit.prior) / (fit.counts[0] + fit.prior).sum()
+
+
+EMPIRICAL = EmpiricalFamily()
 
 
 def fit_empirical(counts: StateCounts, *, prior: float = 1.0, meta: dict | None = None) -> StrategyFit:

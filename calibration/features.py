@@ -35,6 +35,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from normlab.theory import LogitStrategy
+from normlab.theory.strategies import decode_state, memory_features, n_states
+
 __all__ = ["COLUMNS", "SYMMETRIC_COLUMNS", "ASYMMETRIC_COLUMNS", "design_matrix", "to_logit_strategy"]
 
 _F = ("partner_share", "own_share", "last_partner", "last_success", "streak")
@@ -48,8 +51,6 @@ COLUMNS = SYMMETRIC_COLUMNS + ASYMMETRIC_COLUMNS
 
 @lru_cache(maxsize=16)
 def _design(memory: int, decay: float) -> np.ndarray:
-    from normlab.theory.strategies import decode_state, memory_features, n_states
-
     S = n_states(2, memory)
     X = np.zeros((S, len(COLUMNS)))
     for s in range(S):
@@ -98,8 +99,6 @@ def to_logit_strategy(coef, decay: float):
     -------
     normlab.theory.strategies.LogitStrategy
     """
-    from normlab.theory.strategies import LogitStrategy
-
     c = np.asarray(coef, dtype=float)
     if c.shape != (len(COLUMNS),):
         raise ValueError(f"coef must have {len(COLUMNS)} entries ({', '.join(COLUMNS)})")

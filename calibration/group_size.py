@@ -38,8 +38,11 @@ import pandas as pd
 
 from normlab._display import plotting
 from normlab._rng import spawn
+from normlab._validate import check_int
+from normlab.theory import StrategyTable, clopper_pearson, strategy_game, strategy_mean_field
 
-from .posterior import StrategyFit
+from .posterior import StrategyFit, load_fit
+from .prediction_common import table_draws
 
 __all__ = ["GroupSizeCurve", "group_size_curve", "DEFAULT_SIZES"]
 
@@ -211,8 +214,6 @@ def _read_runs(res, names, N, R):
 
 
 def _limit_rows(tables, mf_kwargs):
-    from normlab.theory.memory_mean_field import strategy_mean_field
-
     rows = []
     for d, t in enumerate(tables):
         mf = strategy_mean_field(t, **mf_kwargs)
@@ -272,13 +273,25 @@ def group_size_curve(strategy, *, sizes=DEFAULT_SIZES, n_runs: int = 100, max_ro
     >>> gs = group_size_curve(load_fit("llama3_70b_QM_H3"), sizes=(4, 24, 200), n_runs=50, rng=1)  # doctest: +SKIP
     >>> gs.plot()  # doctest: +SKIP
     """
-    from normlab.theory import strategy_game
-    from normlab.theory._common import check_int
-    from normlab.theory.strategies import StrategyTable
-    from normlab.theory.sweeps import clopper_pearson
+    sz, R, T = _check_settings(sizes, n_runs, max_rounds, regime_tol)
+    tables = _strategy_tables(strategy, n_draws, rng)
+    names, H = tuple(tables[0].names), tables[0].memory
+    D = len(tables)
+    per = [R // D + (1 if d < R % D else 0) for d in range(D)]
+    seeds = spawn(rng, 3)
+    curve, speed = _size_curve(tables, per, sz, T, seeds[0], progress)
+    mf, limit, limit_draws = _limit(tables, dict(mean_field_kwargs or {}))
+    individual, regime = _regime(strategy, tables, limit["p_majority"], regime_tol, seeds[1])
+    settings = dict(sizes=list(sz), n_runs=R, max_rounds=T, n_draws=n_draws, runs_per_draw=per,
+                    regime_tol=float(regime_tol), consensus_rule="95% of the last 3N interactions successful",
+                    majority_rule="name produced most over the last 3 rounds")
+    return GroupSizeCurve(names=names, memory=H, curve=curve, speed=speed, limit=limit,
+                          limit_draws=limit_draws, individual=individual, regime=regime, mean_field=mf,
+                          settings=settings)
 
-    from .prediction import table_draws
 
+def _check_settings(sizes, n_runs, max_rounds, regime_tol):
+    """Validated ``(sizes, runs, rounds)`` of :func:`group_size_curve` (before any simulation)."""
     try:
         sz = sorted({check_int(int(n) if isinstance(n, np.integer) else n, "sizes", low=2) for n in sizes})
     except TypeError as exc:
@@ -289,29 +302,35 @@ def group_size_curve(strategy, *, sizes=DEFAULT_SIZES, n_runs: int = 100, max_ro
     T = check_int(max_rounds, "max_rounds", low=3)
     if not 0 <= float(regime_tol) < 0.5:
         raise ValueError(f"regime_tol must be in [0, 0.5); got {regime_tol!r}")
+    return sz, R, T
+
+
+def _strategy_tables(strategy, n_draws, rng) -> list:
+    """The tables played: a fit's mean table or ``n_draws`` posterior draws, or the one table."""
     if isinstance(strategy, StrategyFit):
         if n_draws is None:
-            tables = [strategy.mean_table()]
-        else:
-            D = check_int(n_draws, "n_draws", low=1)
-            tables = table_draws(strategy, D, rng=spawn(rng, 3)[2])
-    elif isinstance(strategy, StrategyTable):
+            return [strategy.mean_table()]
+        D = check_int(n_draws, "n_draws", low=1)
+        return table_draws(strategy, D, rng=spawn(rng, 3)[2])
+    if isinstance(strategy, StrategyTable):
         if n_draws is not None:
             raise ValueError("n_draws needs a StrategyFit (a single table has no posterior)")
-        tables = [strategy]
-    else:
-        raise TypeError(f"strategy must be a StrategyTable or a StrategyFit; got {type(strategy).__name__}")
-    names, H, W = tuple(tables[0].names), tables[0].memory, tables[0].n_names
+        return [strategy]
+    raise TypeError(f"strategy must be a StrategyTable or a StrategyFit; got {type(strategy).__name__}")
+
+
+def _size_curve(tables, per, sizes, T, seed, progress):
+    """P(consensus / majority on each name) with Clopper-Pearson intervals and the speed, per size
+    (``per[d]`` runs of table ``d``)."""
+    names, H = tuple(tables[0].names), tables[0].memory
     D = len(tables)
-    per = [R // D + (1 if d < R % D else 0) for d in range(D)]
-    seeds = spawn(rng, 3)
-    size_seeds = spawn(seeds[0], len(sz))
+    size_seeds = spawn(seed, len(sizes))
     rows, speed = [], []
-    it = sz
+    it = sizes
     if progress:
         from tqdm.auto import tqdm
 
-        it = tqdm(sz, desc="group sizes")
+        it = tqdm(sizes, desc="group sizes")
     for N, s in zip(it, size_seeds):
         cons, maj, rounds = [], [], []
         for d, (t, r, ds) in enumerate(zip(tables, per, spawn(s, D))):
@@ -337,11 +356,14 @@ def group_size_curve(strategy, *, sizes=DEFAULT_SIZES, n_runs: int = 100, max_ro
         speed.append({"n_agents": N, "converged": float(ok.mean()),
                       "rounds_median": float(np.median(rr[ok])) if ok.any() else np.nan,
                       "rounds_mean": float(rr[ok].mean()) if ok.any() else np.nan})
-    curve = pd.DataFrame(rows)
-    # the limit N -> infinity
-    from normlab.theory.memory_mean_field import strategy_mean_field
+    return pd.DataFrame(rows), pd.DataFrame(speed)
 
-    mk = dict(mean_field_kwargs or {})
+
+def _limit(tables, mk):
+    """The limit N -> infinity: the mean field of the (mean) table, and per draw when there are
+    several: ``(mean_field, limit dict, limit_draws frame)``."""
+    names, H = tuple(tables[0].names), tables[0].memory
+    D = len(tables)
     base = tables[0] if D == 1 else StrategyTable(np.mean([t.table for t in tables], axis=0), memory=H, names=names)
     mf = strategy_mean_field(base, **mk)
     if D == 1:
@@ -360,9 +382,15 @@ def group_size_curve(strategy, *, sizes=DEFAULT_SIZES, n_runs: int = 100, max_ro
              "rounds_to_95": mf.rounds_to_95, "draws": D}
     limit_draws = pd.DataFrame([{k: v for k, v in r.items() if k not in ("p_majority", "p_consensus")}
                                 for r in lim_rows])
-    # individual bias and the regime: p(name | empty memory) over the posterior when there is one
+    return mf, limit, limit_draws
+
+
+def _regime(strategy, tables, p_maj, regime_tol, seed):
+    """Individual bias (``p(name | empty memory)``, over the posterior when there is one) and the
+    regime: whether interaction amplifies, creates or overrides it."""
+    names, W = tuple(tables[0].names), tables[0].n_names
     if isinstance(strategy, StrategyFit):
-        first = strategy.sample_tables(400, rng=seeds[1])[:, 0, :]
+        first = strategy.sample_tables(400, rng=seed)[:, 0, :]
     else:
         first = np.array([t.table[0] for t in tables])
     individual = {nm: {"p": float(first[:, k].mean()), "low": float(np.quantile(first[:, k], 0.025)),
@@ -381,20 +409,13 @@ def group_size_curve(strategy, *, sizes=DEFAULT_SIZES, n_runs: int = 100, max_ro
             regime = "overrides"
         else:
             regime = "creates"
-    settings = dict(sizes=list(sz), n_runs=R, max_rounds=T, n_draws=n_draws, runs_per_draw=per,
-                    regime_tol=float(regime_tol), consensus_rule="95% of the last 3N interactions successful",
-                    majority_rule="name produced most over the last 3 rounds")
-    return GroupSizeCurve(names=names, memory=H, curve=curve, speed=pd.DataFrame(speed), limit=limit,
-                          limit_draws=limit_draws, individual=individual, regime=regime, mean_field=mf,
-                          settings=settings)
+    return individual, regime
 
 
 def main(argv=None) -> int:
     """``python -m normlab.calibration.group_size``: the group-size curves of the shipped fits."""
     import argparse
     import time
-
-    from .posterior import load_fit
 
     ap = argparse.ArgumentParser(description="P(consensus on each name) against N, and the mean-field limit, for "
                                              "the shipped Llama-3 / Llama-3.1 fits (posterior-mean tables).")

@@ -31,6 +31,7 @@ import pandas as pd
 
 from normlab._display import fmt, html_card, plain, short_repr
 from normlab.schema import DECISION_COLUMNS, RUN_COLUMNS, GameLog, parse_memory_state, validate_names
+from normlab.theory.strategies import decode_state, encode_state, n_states, state_offsets
 
 __all__ = [
     "StateCounts",
@@ -54,8 +55,6 @@ FIT_ON = {
 @lru_cache(maxsize=32)
 def _state_tables(n_names: int, memory: int):
     """Labels-free decoding of every state: (entries list, lengths array)."""
-    from normlab.theory.strategies import decode_state, n_states
-
     S = n_states(n_names, memory)
     entries = [tuple(decode_state(s, n_names, memory)) for s in range(S)]
     lengths = np.array([len(e) for e in entries], dtype=np.int64)
@@ -167,8 +166,6 @@ class StateCounts:
 
     @property
     def n_states(self) -> int:
-        from normlab.theory.strategies import n_states
-
         return n_states(self.n_names, self.memory)
 
     @property
@@ -199,8 +196,6 @@ class StateCounts:
 
     def relabelled(self, perm) -> "StateCounts":
         """The counts after renaming name ``n`` to ``perm[n]`` (states and answers)."""
-        from normlab.theory.strategies import encode_state
-
         perm = np.asarray(perm, dtype=np.int64)
         W = self.n_names
         if sorted(perm.tolist()) != list(range(W)):
@@ -282,8 +277,6 @@ class StateCounts:
     def _repr_html_(self) -> str:
         c = self.counts
         n = c.sum(axis=1)
-        from normlab.theory.strategies import state_offsets
-
         off = list(state_offsets(self.n_names, self.memory)) + [self.n_states]
         rows = []
         for L in range(self.memory + 1):  # decisions and answer shares per memory length

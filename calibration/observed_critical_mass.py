@@ -47,7 +47,10 @@ import pandas as pd
 
 from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
 from normlab._rng import as_generator
+from normlab._validate import check_int
 from normlab.schema import GameLog
+from normlab.theory.criteria import (LAST_ROUNDS, check_criterion, end_of_run_sum, first_passage, per_run_curve,
+                                     published_max_round, published_rule, round_shares, smallest_count)
 
 __all__ = ["run_flips", "challenger_shares", "empirical_critical_mass", "EmpiricalCriticalMass", "firth_logistic"]
 
@@ -107,8 +110,6 @@ def challenger_shares(log: GameLog) -> pd.DataFrame:
         partial bin kept), ``challenger``, ``hits``, ``productions``, ``share`` (NaN where the
         round has no uncommitted production) -- the input of :mod:`normlab.theory.criteria`.
     """
-    from normlab.theory.criteria import round_shares
-
     runs, by_run = _consensus_runs(log)
     frames = []
     for _, r in runs.iterrows():
@@ -148,9 +149,6 @@ def run_flips(log: GameLog, *, within_rounds: int = 30, flip_sum: float = FLIP_S
     ValueError
         No run starts from a consensus; a bad window or threshold.
     """
-    from normlab.theory._common import check_int
-    from normlab.theory.criteria import LAST_ROUNDS, end_of_run_sum, first_passage, round_shares
-
     W_rounds = check_int(within_rounds, "within_rounds", low=LAST_ROUNDS)
     if not 0 < float(flip_sum) <= LAST_ROUNDS:
         raise ValueError(f"flip_sum must be in (0, {LAST_ROUNDS}]; got {flip_sum!r}")
@@ -345,8 +343,6 @@ class EmpiricalCriticalMass:
                       memory: int | None = None) -> float:
         """The critical mass of one direction by one criterion (``published``: Table S3;
         ``per_run``: ``c50``; ``end_of_run``)."""
-        from normlab.theory.criteria import check_criterion
-
         col = {"published": "published", "per_run": "c50", "end_of_run": "end_of_run"}[check_criterion(criterion)]
         return float(self.estimate(majority, n_agents=n_agents, memory=memory)[col])
 
@@ -394,9 +390,6 @@ def empirical_critical_mass(log: GameLog, *, within_rounds: int = 30, max_round:
     Minorities", Fig. 3, Table S3; the authors' ``plotter.ipynb`` cells 9-10; Firth,
     Biometrika 80, 27 (1993).
     """
-    from normlab.theory._common import check_int
-    from normlab.theory.criteria import LAST_ROUNDS, per_run_curve, published_max_round, published_rule, smallest_count
-
     if not 0 < float(level) < 1:
         raise ValueError(f"level must be in (0, 1); got {level}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:

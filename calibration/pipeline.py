@@ -14,18 +14,28 @@ Fig. 3, Tables S2-S3, Methods.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, fmt_interval, html_card, new_figure, plain, plotting, short_repr
+from normlab._display import (fmt, fmt_interval, html_card, load_result, new_figure, plain, plotting, save_result,
+                              short_repr)
 from normlab._rng import spawn
+from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 from normlab.schema import GameLog
+from normlab.theory.criteria import published_max_round
 
+from .asymmetry import strategy_asymmetry
+from .fit_kinds import DEFAULT, fit_family, fit_strategy
 from .inputs import FIT_ON, _check_names, counts_from_log, select_runs
+from .observed_critical_mass import EmpiricalCriticalMass, empirical_critical_mass
 from .posterior import StrategyFit
+from .prediction import Prediction, predict
+from .scoring import score
 
 __all__ = ["Calibration", "calibrate", "observed_summary", "ainorms_file_patterns", "find_ainorms", "streak_rounds"]
 
@@ -41,9 +51,6 @@ def find_ainorms():
     -------
     pathlib.Path or None
     """
-    import os
-    from pathlib import Path
-
     env = os.environ.get("NORMLAB_AINORMS")
     if env:
         p = Path(env)
@@ -114,10 +121,6 @@ def observed_summary(log: GameLog, *, names, memory: int, n_agents: int, within_
         ``end_of_run``, ``counts``, ``n_runs``; see
         :func:`~normlab.calibration.empirical_critical_mass`).
     """
-    from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
-
-    from .observed_critical_mass import empirical_critical_mass
-
     names = _check_names(names)
     out = {"baseline": None, "critical_mass": None}
     try:
@@ -332,8 +335,6 @@ class Calibration:
         """Write the calibration to the folder ``path``: ``fit/``, ``prediction/`` and
         ``empirical/`` sub-folders and the observed values in ``result.json``; read it back with
         :meth:`load` or ``normlab.load``."""
-        from normlab._display import save_result
-
         children = {"fit": self.fit, "prediction": self.prediction}
         if self.empirical is not None:
             children["empirical"] = self.empirical
@@ -342,13 +343,6 @@ class Calibration:
     @classmethod
     def load(cls, path) -> "Calibration":
         """Read a calibration written by :meth:`save`."""
-        from pathlib import Path
-
-        from normlab._display import load_result
-
-        from .observed_critical_mass import EmpiricalCriticalMass
-        from .prediction import Prediction
-
         meta, _ = load_result(path, cls)
         path = Path(path)
         emp = EmpiricalCriticalMass.load(path / "empirical") if "empirical" in meta["children"] else None
@@ -390,7 +384,7 @@ class elapsed_bar:
 
 
 def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,
-              fit_on="baseline", model: str = "hierarchical", llm=None, n_draws: int = 200,
+              fit_on="baseline", model: str = DEFAULT, llm=None, n_draws: int = 200,
               within_rounds: int = 30, max_round: int | None = None, fit_kwargs: dict | None = None, predict_kwargs: dict | None = None,
               compare_observed: bool = True, source: str | None = None, rng=None,
               progress: bool = False) -> Calibration:
@@ -408,7 +402,9 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         Population size of the predictions (default: the most common N of the fitted runs).
         The strategy is fitted on the runs of every N.
     fit_on : {"baseline", "evolved", "swap", "all"}, optional
-    model : {"hierarchical", "logit", "logit_symmetric", "empirical"}, optional
+    model : str, optional
+        A registered fit kind (:func:`normlab.calibration.fit_kinds.fit_kind_names`; default
+        ``"hierarchical"``, :data:`normlab.calibration.fit_kinds.DEFAULT`).
     llm : str, optional
         Value of the ``model`` run column to keep (required when the log holds several LLMs
         with runs of this pool).
@@ -444,17 +440,12 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     ----------
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Tables S2-S3.
     """
-    from .asymmetry import strategy_asymmetry
-    from .bayes import MODELS, fit_strategy
-    from .prediction import predict
-
     t0 = time.perf_counter()
     names = _check_names(names)
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}; got {model!r}")
+    family = fit_family(model, "model")
     if isinstance(fit_on, str) and fit_on not in FIT_ON:
         raise ValueError(f"fit_on must be one of {sorted(FIT_ON)}; got {fit_on!r}")
-    if model != "empirical" and len(names) != 2:
+    if family.two_names_only and len(names) != 2:
         raise ValueError(f"model {model!r} supports two names only; use model='empirical' for {len(names)} names")
     sel = select_runs(log, names=names, memory=memory, model=llm, fit_on=fit_on)
     llms = sorted(map(str, sel.runs["model"].unique()))
@@ -470,11 +461,9 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     seeds = spawn(rng, 4)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}
     fk = dict(fit_kwargs or {})
-    if progress and model != "empirical":
+    if progress and family.uses_nuts:
         fk.setdefault("progress", True)
     fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **fk)
-    from normlab.theory.criteria import published_max_round
-
     mxr = published_max_round(llms[0], int(n_agents)) if max_round is None else max_round
     pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr)
     pk.update(predict_kwargs or {})
@@ -486,8 +475,6 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
                                     within_rounds=within_rounds, max_round=max_round, model=llms[0],
                                     rng=seeds[2])
         emp = observed.pop("empirical", None)
-        from .scoring import score
-
         try:  # score on the runs the fit did not use, if the log holds any at (names, H, N)
             scores = score(pred, log, exclude=sel.runs["run"], llm=llms[0], rng=seeds[3])
         except ValueError:

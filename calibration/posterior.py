@@ -1,21 +1,22 @@
 """A fitted strategy with its uncertainty: posterior draws of the whole table p(name | state).
 
 :class:`StrategyFit` is what every fitter returns (:func:`normlab.calibration.fit_empirical`,
-:func:`normlab.calibration.fit_logit`, :func:`normlab.calibration.fit_hierarchical`) and what the
-predictions consume. It stores *sufficient* information to draw complete tables:
+:func:`normlab.calibration.fit_logit`, :func:`normlab.calibration.fit_hierarchical`, or any fit
+kind by name: :func:`normlab.calibration.fit_strategy`) and what the predictions consume. It
+keeps the data (the counts per memory state) and *sufficient* parameters to draw complete
+tables -- ``prior`` (the Dirichlet table), ``decay``, ``coef_names`` and ``coef_draws`` (the
+feature models), ``tau_draws`` (the state-effect scale of the hierarchical model) -- and asks the
+*family* of its ``kind`` (:class:`FitFamily`, registered in :mod:`normlab.calibration.fit_kinds`)
+for everything that depends on the model: draws of the table, its mean, the description of the
+parameters, their validation and their save/load. The families and how they draw:
 
-- ``empirical``: the counts; a draw is an independent Dirichlet per state
+- ``empirical`` (:mod:`~normlab.calibration.empirical`): an independent Dirichlet per state
   (``Dirichlet(counts + prior)``; an unseen state gets the flat prior, i.e. "anything goes").
-- ``logit`` / ``logit_symmetric``: posterior draws of the 11 feature coefficients
-  (:mod:`normlab.calibration.features`); a draw is ``sigmoid(X @ beta)``.
-- ``hierarchical``: posterior draws of ``beta`` and of the state-effect scale ``tau``, plus the
-  counts. Given ``(beta, tau)`` the state effects ``delta_s`` are independent, each with density
-  ``N(delta; 0, tau) * Binomial(counts_s | sigmoid(x_s beta + delta))``; a draw samples each
-  ``delta_s`` from that one-dimensional conditional (numerical inverse CDF on a 161-point grid
-  spanning +-10 Laplace standard deviations around its mode). This is an exact draw from the
-  joint posterior (up to the grid), and an unseen state draws ``delta ~ N(0, tau)``: where data
-  are thin the table is as uncertain as the data warrant. It is also what makes a fit small
-  enough to ship (:func:`load_fit`).
+- ``logit`` / ``logit_symmetric`` (:mod:`~normlab.calibration.logit`): posterior draws of the
+  feature coefficients (:mod:`normlab.calibration.features`); a draw is ``sigmoid(X @ beta)``.
+- ``hierarchical`` (:mod:`~normlab.calibration.hierarchical`): posterior draws of ``beta`` and of
+  the state-effect scale ``tau``, plus the counts; a draw samples every state effect from its
+  exact one-dimensional conditional -- what makes a fit small enough to ship (:func:`load_fit`).
 
 References
 ----------
@@ -25,201 +26,119 @@ A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Ta
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
-from normlab._rng import as_generator
+from normlab._rng import as_generator, as_seed_sequence
+from normlab.theory import StrategyTable
+from normlab.theory.strategies import n_states
 
-from .inputs import _state_tables, state_labels
+from .features import design_matrix
+from .fit_kinds import MODELS, fit_family
+from .inputs import StateCounts, _state_tables, state_labels
+from .shipped import shipped_document, shipped_fits
 
-__all__ = ["StrategyFit", "KINDS", "load_fit", "shipped_fits"]
+__all__ = ["StrategyFit", "FitFamily", "KINDS", "load_fit", "shipped_fits", "posterior_predictive_check"]
 
-KINDS = ("empirical", "logit", "logit_symmetric", "hierarchical")
-_GRID = 161
-_GRID_HALF_WIDTH = 10.0
-_CHUNK = 4_000_000  # grid cells per block of conditional draws (about 32 MB per array)
+#: The built-in fit kinds (:data:`normlab.calibration.fit_kinds.MODELS`).
+KINDS = MODELS
 FORMAT_VERSION = 1
+_COEF_COLUMNS = ["parameter", "kind", "mean", "sd", "low", "high"]
 
 
-def _sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+class FitFamily:
+    """The interface of a fit kind: one family of strategy models, one module, one registration
+    line in :mod:`normlab.calibration.fit_kinds`.
 
-
-def _log_sigmoid(x):
-    return -np.logaddexp(0.0, -x)
-
-
-def conditional_deltas(mu, k, n, tau, u):
-    """Draw state effects from their one-dimensional conditionals (vectorised over states, and
-    over draws when ``tau`` is an array).
-
-    Parameters
-    ----------
-    mu : numpy.ndarray
-        Feature-model log-odds ``x_s beta`` per state.
-    k, n : numpy.ndarray
-        Counts of name 1 and decisions per state (may be fractional).
-    tau : float or numpy.ndarray
-        State-effect scale (one per element of ``mu`` if an array).
-    u : numpy.ndarray
-        Uniform draws, one per state.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``delta_s`` draws.
+    :class:`StrategyFit` holds the data and the parameters (``prior``; ``decay``, ``coef_names``,
+    ``coef_draws``; ``tau_draws``; ``stored_mean``) and calls its family for everything the model
+    decides. A family implements :meth:`fit` and :meth:`sample_tables`; every other method has a
+    default (a Monte Carlo mean, no coefficients, the parameters saved as the fields above).
+    ``fit`` is the ``fit`` argument of the other methods.
     """
-    mu, k, n, u = (np.ascontiguousarray(a, dtype=float).reshape(-1) for a in (mu, k, n, u))
-    tau = np.ascontiguousarray(np.broadcast_to(np.asarray(tau, dtype=float), mu.shape))
-    out = np.empty_like(mu)
-    _conditional_deltas_kernel()(mu, k, n, tau, u, out)
-    return out
 
+    #: A conjugate posterior: no stored draws (``n_draws`` is inf), and held-out scores use the
+    #: exact posterior mean.
+    conjugate = False
+    #: :meth:`mean_table` is exact (otherwise a Monte Carlo mean: ``to_frame`` uses its draws').
+    exact_mean = False
+    #: Coefficients on the memory features of :mod:`normlab.calibration.features` (``to_logit_strategy``,
+    #: feature-based memory transfer).
+    features = False
+    #: State effects with a scale ``tau`` (memory transfer ``"prior"``).
+    state_effects = False
+    #: Two names only (the feature basis is that of ``W = 2``).
+    two_names_only = False
+    #: Fitted by PyMC's NUTS: :meth:`fit` takes ``draws``, ``tune``, ``chains``, ``cores``,
+    #: ``target_accept``, ``progress`` (``normlab calibrate`` passes its sampler flags).
+    uses_nuts = False
 
-def _conditional_deltas_reference(mu, k, n, tau, u):
-    """The former :func:`conditional_deltas`: :func:`_conditional_deltas` on blocks of states
-    (kept as the reference of the compiled loop, and for ``benchmarks/bench_calibration.py``)."""
-    mu, k, n, u = (np.asarray(a, dtype=float) for a in (mu, k, n, u))
-    tau = np.broadcast_to(np.asarray(tau, dtype=float), mu.shape)
-    out = np.empty_like(mu)
-    step = max(1, _CHUNK // _GRID)
-    for a in range(0, mu.size, step):
-        sl = slice(a, a + step)
-        out[sl] = _conditional_deltas(mu[sl], k[sl], n[sl], tau[sl], u[sl])
-    return out
+    def fit(self, counts, *, rng=None, **kwargs):
+        """Fit the family to a :class:`~normlab.calibration.StateCounts` (``meta=`` is stored in
+        the fit); returns a :class:`StrategyFit` of this kind."""
+        raise NotImplementedError
 
+    def check(self, fit) -> None:
+        """Validate the parameters of ``fit`` (one-line ``ValueError``; called on construction)."""
 
-_CD_KERNEL = []
+    def n_draws(self, fit):
+        """Stored posterior draws (``inf`` for a conjugate family)."""
+        return math.inf if self.conjugate else int(fit.coef_draws.shape[0])
 
+    def sample_tables(self, fit, n_draws: int, g) -> np.ndarray:
+        """``n_draws`` posterior draws of the whole table, shape ``(n_draws, n_states, W)``, from
+        the generator ``g``."""
+        raise NotImplementedError
 
-def _conditional_deltas_kernel():
-    """:func:`_conditional_deltas_loop` compiled (on first use: ``import`` stays free of Numba)."""
-    if not _CD_KERNEL:
-        from normlab.theory._jit import njit
+    def mean_table(self, fit, n_draws: int, rng) -> np.ndarray:
+        """The posterior-mean table, shape ``(n_states, W)`` (default: the mean of ``n_draws``
+        draws seeded by ``rng``)."""
+        return fit.sample_tables(n_draws, rng=rng).mean(axis=0)
 
-        _CD_KERNEL.append(njit(cache=True)(_conditional_deltas_loop))
-    return _CD_KERNEL[0]
+    def empty_memory(self, fit):
+        """Posterior mean of ``p(name | empty memory)`` (the short ``repr``)."""
+        return fit.mean_table().table[0]
 
+    def coef_frame(self, fit, level: float) -> pd.DataFrame:
+        """Posterior summary of the parameters: ``parameter``, ``kind``, ``mean``, ``sd``, ``low``,
+        ``high`` (default: none)."""
+        return pd.DataFrame(columns=_COEF_COLUMNS)
 
-def _conditional_deltas_loop(mu, k, n, tau, u, out):
-    """One state at a time, the algorithm of :func:`_conditional_deltas` (each state's Newton
-    iteration stops when *it* has converged; the vectorised one iterates until all have, so
-    the two agree to about 1e-10)."""
-    G = _GRID
-    z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, G)
-    grid = np.empty(G)
-    logf = np.empty(G)
-    cdf = np.empty(G)
-    for i in range(mu.shape[0]):
-        m, kk, nn, t2 = mu[i], k[i], n[i], tau[i] ** 2
-        lo = -(abs(m) + 60.0 + 20.0 * tau[i])
-        hi = -lo
-        d = 0.0
-        for _ in range(200):
-            s = 0.5 * (1.0 + np.tanh(0.5 * (m + d)))
-            g = kk - nn * s - d / t2
-            if g > 0:
-                lo = d
-            else:
-                hi = d
-            h = nn * s * (1 - s) + 1 / t2
-            new = d + g / h
-            if new <= lo or new >= hi:
-                new = 0.5 * (lo + hi)
-            if abs(new - d) < 1e-10:
-                d = new
-                break
-            d = new
-        s = 0.5 * (1.0 + np.tanh(0.5 * (m + d)))
-        sd = 1.0 / np.sqrt(nn * s * (1 - s) + 1 / t2)
-        # exp(-|eta_j|) on the grid (eta_j = mu + d + sd z_j, z_j = -10 + j/8 exactly) by two
-        # geometric runs from the grid points either side of eta = 0: one exp per state instead
-        # of one per point (relative error ~1e-14)
-        for j in range(G):
-            grid[j] = d + sd * z[j]
-        j0 = 0
-        while j0 < G and m + grid[j0] < 0.0:
-            j0 += 1
-        r = np.exp(-sd * (z[1] - z[0]))
-        e = 0.0
-        for j in range(j0 - 1, -1, -1):
-            e = np.exp(m + grid[j]) if j == j0 - 1 else e * r
-            logf[j] = e
-        for j in range(j0, G):
-            e = np.exp(-(m + grid[j])) if j == j0 else e * r
-            logf[j] = e
-        top = -np.inf
-        for j in range(G):
-            gr = grid[j]
-            eta = m + gr
-            # log s(eta) = -logaddexp(0, -eta) = -(max(0, -eta) + log1p(exp(-|eta|)))
-            ls = -(max(0.0, -eta) + np.log1p(logf[j]))
-            v = nn * ls - (nn - kk) * eta - gr * gr / (2 * t2)
-            logf[j] = v
-            if v > top:
-                top = v
-        cdf[0] = 0.0
-        prev = np.exp(logf[0] - top)
-        for j in range(1, G):
-            f = np.exp(logf[j] - top)
-            cdf[j] = cdf[j - 1] + 0.5 * (f + prev)
-            prev = f
-        tot = cdf[G - 1]
-        uu = u[i] * tot  # compare unnormalised: cdf_j / tot < u  <=>  cdf_j < u tot
-        jj = 0
-        for j in range(G):
-            if cdf[j] < uu:
-                jj += 1
-        jj = min(max(jj, 1), G - 1)
-        c0, c1 = cdf[jj - 1], cdf[jj]
-        w = (uu - c0) / (c1 - c0) if c1 > c0 else 0.0
-        out[i] = grid[jj - 1] + min(max(w, 0.0), 1.0) * (grid[jj] - grid[jj - 1])
+    def to_logit_strategy(self, fit):
+        """The posterior-mean feature model (families with :attr:`features`)."""
+        raise ValueError(f"an {fit.kind} fit has no feature coefficients")
 
+    def thin(self, fit, n: int):
+        """A copy keeping at most ``n`` evenly spaced stored draws (what is shipped; default: ``fit``)."""
+        return fit
 
-def _conditional_deltas(mu, k, n, tau, u):
-    # Mode of the concave log density k log s(mu+d) + (n-k) log s(-mu-d) - d^2 / (2 tau^2):
-    # Newton steps safeguarded by a bisection bracket (the gradient is decreasing in d).
-    lo = -(np.abs(mu).max(initial=0.0) + 60.0 + 20.0 * tau)
-    hi = -lo
-    d = np.zeros_like(mu)
-    t2 = tau**2
-    for _ in range(200):
-        s = _sigmoid(mu + d)
-        g = k - n * s - d / t2
-        lo = np.where(g > 0, d, lo)
-        hi = np.where(g <= 0, d, hi)
-        h = n * s * (1 - s) + 1 / t2
-        new = d + g / h
-        outside = (new <= lo) | (new >= hi)
-        new = np.where(outside, 0.5 * (lo + hi), new)
-        if np.max(np.abs(new - d), initial=0.0) < 1e-10:
-            d = new
-            break
-        d = new
-    s = _sigmoid(mu + d)
-    sd = 1.0 / np.sqrt(n * s * (1 - s) + 1 / t2)
-    z = np.linspace(-_GRID_HALF_WIDTH, _GRID_HALF_WIDTH, _GRID)
-    grid = d[:, None] + sd[:, None] * z[None, :]
-    eta = mu[:, None] + grid
-    # k log s(eta) + (n - k) log s(-eta), with log s(-eta) = log s(eta) - eta
-    logf = n[:, None] * _log_sigmoid(eta) - (n - k)[:, None] * eta - grid**2 / (2 * t2[:, None])
-    logf -= logf.max(axis=1, keepdims=True)
-    f = np.exp(logf)
-    cdf = np.concatenate([np.zeros((len(d), 1)), np.cumsum(0.5 * (f[:, 1:] + f[:, :-1]), axis=1)], axis=1)
-    cdf /= cdf[:, -1:]
-    # linear interpolation of the inverse cdf at u, row by row (np.interp, vectorised)
-    j = np.clip(np.sum(cdf < u[:, None], axis=1), 1, _GRID - 1)
-    r = np.arange(len(d))
-    c0, c1 = cdf[r, j - 1], cdf[r, j]
-    g0, g1 = grid[r, j - 1], grid[r, j]
-    w = np.where(c1 > c0, (u - c0) / np.where(c1 > c0, c1 - c0, 1.0), 0.0)
-    return g0 + np.clip(w, 0.0, 1.0) * (g1 - g0)
+    def to_dict(self, fit) -> dict:
+        """The parameters as JSON (the entries of :meth:`StrategyFit.to_dict` between ``memory``
+        and ``counts``)."""
+        return {
+            "prior": fit.prior,
+            "decay": None if np.isnan(fit.decay) else fit.decay,
+            "coef_names": list(fit.coef_names),
+            "coef_draws": np.round(fit.coef_draws, 5).tolist(),
+            "tau_draws": np.round(fit.tau_draws, 5).tolist(),
+        }
+
+    def from_dict(self, d: dict) -> dict:
+        """Inverse of :meth:`to_dict`: :class:`StrategyFit` keyword arguments."""
+        ncoef = len(d.get("coef_names", []))
+        return dict(
+            prior=float(d.get("prior", 1.0)),
+            decay=float("nan") if d.get("decay") is None else float(d["decay"]),
+            coef_names=tuple(d.get("coef_names", [])),
+            coef_draws=np.asarray(d.get("coef_draws", []), dtype=float).reshape(-1, ncoef) if ncoef else np.zeros((0, 0)),
+            tau_draws=np.asarray(d.get("tau_draws", []), dtype=float),
+        )
 
 
 @dataclass(frozen=True)
@@ -229,7 +148,8 @@ class StrategyFit:
     Attributes
     ----------
     kind : str
-        One of :data:`KINDS`.
+        A registered fit kind (:func:`normlab.calibration.fit_kinds.fit_kind_names`); its
+        family (:attr:`family`) draws, describes and saves the fit.
     names : tuple of str
     memory : int
     counts : numpy.ndarray, shape (n_states, W)
@@ -272,39 +192,33 @@ class StrategyFit:
     stored_mean: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     def __post_init__(self):
-        from normlab.theory.strategies import n_states
-
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}; got {self.kind!r}")
+        family = fit_family(self.kind)
         names = tuple(self.names)
         W = len(names)
         c = np.asarray(self.counts, dtype=float)
         if c.shape != (n_states(W, int(self.memory)), W):
             raise ValueError(f"counts must have shape (n_states, W) = ({n_states(W, int(self.memory))}, {W}); got {c.shape}")
-        cd = np.asarray(self.coef_draws, dtype=float)
-        td = np.asarray(self.tau_draws, dtype=float).reshape(-1)
-        if self.kind != "empirical":
-            if W != 2:
-                raise ValueError("feature-based strategy models support two names only (W = 2)")
-            if cd.ndim != 2 or cd.shape[0] == 0 or cd.shape[1] != len(self.coef_names):
-                raise ValueError("coef_draws must be (draws, len(coef_names)) with at least one draw")
-        if self.kind == "hierarchical" and (td.shape[0] != cd.shape[0] or np.any(td <= 0)):
-            raise ValueError("a hierarchical fit needs one positive tau draw per coefficient draw")
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "memory", int(self.memory))
+        object.__setattr__(self, "counts", c)
+        object.__setattr__(self, "coef_draws", np.asarray(self.coef_draws, dtype=float))
+        object.__setattr__(self, "tau_draws", np.asarray(self.tau_draws, dtype=float).reshape(-1))
+        family.check(self)
         if not self.prior > 0:
             raise ValueError(f"prior must be > 0; got {self.prior}")
         sm = np.asarray(self.stored_mean, dtype=float)
         if sm.size and sm.shape != c.shape:
             raise ValueError(f"stored_mean must have the shape of counts {c.shape}; got {sm.shape}")
-        for a in (c, cd, td, sm):
+        for a in (c, self.coef_draws, self.tau_draws, sm):
             a.setflags(write=False)
         object.__setattr__(self, "stored_mean", sm)
-        object.__setattr__(self, "names", names)
-        object.__setattr__(self, "memory", int(self.memory))
-        object.__setattr__(self, "counts", c)
-        object.__setattr__(self, "coef_draws", cd)
-        object.__setattr__(self, "tau_draws", td)
 
     # ----------------------------------------------------------------- basic views
+    @property
+    def family(self) -> FitFamily:
+        """The family of :attr:`kind` (:mod:`normlab.calibration.fit_kinds`)."""
+        return fit_family(self.kind)
+
     @property
     def n_names(self) -> int:
         return len(self.names)
@@ -315,16 +229,14 @@ class StrategyFit:
 
     @property
     def n_draws(self) -> int:
-        """Stored posterior draws (``inf`` for the conjugate empirical model)."""
-        return self.coef_draws.shape[0] if self.kind != "empirical" else np.inf
+        """Stored posterior draws (``inf`` for a conjugate model: the empirical table)."""
+        return self.family.n_draws(self)
 
     @property
     def observed(self) -> np.ndarray:
         return self.counts.sum(axis=1) > 0
 
     def design(self) -> np.ndarray:
-        from .features import design_matrix
-
         return design_matrix(self.memory, self.decay)
 
     # ----------------------------------------------------------------- draws
@@ -345,44 +257,10 @@ class StrategyFit:
         """
         if isinstance(n_draws, bool) or not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
             raise ValueError(f"n_draws must be an int >= 1; got {n_draws!r}")
-        g = as_generator(rng)
-        S, W = self.counts.shape
-        if self.kind == "empirical":
-            a = self.counts + self.prior
-            x = g.standard_gamma(np.broadcast_to(a, (n_draws, S, W)))
-            x = np.maximum(x, 1e-300)
-            return x / x.sum(axis=2, keepdims=True)
-        D = self.coef_draws.shape[0]
-        order = np.concatenate([g.permutation(D) for _ in range(-(-n_draws // D))])[:n_draws]
-        X = self.design()
-        out = np.empty((n_draws, S, 2))
-        k = self.counts[:, 1]
-        n = self.counts.sum(axis=1)
-        obs = n > 0
-        obs[0] = False  # the empty memory has its own bias column and no state effect
-        # all draws at once: unobserved states from the prior N(0, tau), observed ones from their
-        # one-dimensional conditionals
-        eta = self.coef_draws[order] @ X.T
-        if self.kind == "hierarchical":
-            tau = np.asarray(self.tau_draws, dtype=float)[order]
-            delta = g.normal(0.0, 1.0, (n_draws, S)) * tau[:, None]
-            delta[:, 0] = 0.0
-            n_obs = int(obs.sum())
-            if n_obs:
-                u = g.random((n_draws, n_obs))
-                delta[:, obs] = conditional_deltas(eta[:, obs].ravel(), np.tile(k[obs], n_draws),
-                                                   np.tile(n[obs], n_draws), np.repeat(tau, n_obs),
-                                                   u.ravel()).reshape(n_draws, n_obs)
-            eta = eta + delta
-        p1 = _sigmoid(eta)
-        out[:, :, 1] = p1
-        out[:, :, 0] = 1.0 - p1
-        return out
+        return self.family.sample_tables(self, int(n_draws), as_generator(rng))
 
     def tables(self, n_draws: int, *, rng=None) -> list:
         """Posterior draws as :class:`normlab.theory.strategies.StrategyTable` objects."""
-        from normlab.theory.strategies import StrategyTable
-
         return [StrategyTable(t, memory=self.memory, names=self.names) for t in self.sample_tables(n_draws, rng=rng)]
 
     def mean_table(self, *, n_draws: int = 400, rng=0):
@@ -394,19 +272,7 @@ class StrategyFit:
         -------
         normlab.theory.strategies.StrategyTable
         """
-        from normlab.theory.strategies import StrategyTable
-
-        if self.kind == "empirical":
-            a = self.counts + self.prior
-            t = a / a.sum(axis=1, keepdims=True)
-        elif self.kind in ("logit", "logit_symmetric"):
-            p1 = _sigmoid(self.coef_draws @ self.design().T).mean(axis=0)
-            t = np.column_stack([1 - p1, p1])
-        elif self.stored_mean.size and n_draws == 400 and isinstance(rng, int) and rng == 0:
-            t = self.stored_mean.copy()
-        else:
-            t = self.sample_tables(n_draws, rng=rng).mean(axis=0)
-        return StrategyTable(t, memory=self.memory, names=self.names)
+        return StrategyTable(self.family.mean_table(self, n_draws, rng), memory=self.memory, names=self.names)
 
     def with_stored_mean(self) -> "StrategyFit":
         """A copy carrying ``mean_table()`` (default arguments) in :attr:`stored_mean`."""
@@ -418,11 +284,7 @@ class StrategyFit:
     def to_logit_strategy(self):
         """The posterior-mean feature model as a :class:`~normlab.theory.strategies.LogitStrategy`
         (feature-based fits only; the hierarchical state effects are dropped)."""
-        from .features import to_logit_strategy
-
-        if self.kind == "empirical":
-            raise ValueError("an empirical fit has no feature coefficients")
-        return to_logit_strategy(self.coef_draws.mean(axis=0), self.decay)
+        return self.family.to_logit_strategy(self)
 
     # ----------------------------------------------------------------- tidy output
     def to_frame(self, *, n_draws: int = 400, level: float = 0.95, rng=0) -> pd.DataFrame:
@@ -449,7 +311,7 @@ class StrategyFit:
         _, lengths = _state_tables(W, self.memory)
         n = self.counts.sum(axis=1)
         labels = state_labels(self.names, self.memory)
-        mean = self.mean_table().table if self.kind != "hierarchical" else draws.mean(axis=0)
+        mean = self.mean_table().table if self.family.exact_mean else draws.mean(axis=0)
         return pd.DataFrame({
             "state": np.repeat(np.arange(S), W),
             "memory_state": np.repeat(np.asarray(labels, dtype=object), W),
@@ -473,19 +335,7 @@ class StrategyFit:
             Columns ``parameter``, ``kind`` (``symmetric`` / ``bias`` / ``scale``), ``mean``,
             ``sd``, ``low``, ``high``.
         """
-        if self.kind == "empirical":
-            return pd.DataFrame(columns=["parameter", "kind", "mean", "sd", "low", "high"])
-        a = (1 - level) / 2
-        rows = []
-        for j, nm in enumerate(self.coef_names):
-            x = self.coef_draws[:, j]
-            rows.append({"parameter": nm, "kind": "symmetric" if nm.startswith("sym_") else "bias",
-                         "mean": x.mean(), "sd": x.std(), "low": np.quantile(x, a), "high": np.quantile(x, 1 - a)})
-        if self.kind == "hierarchical":
-            x = self.tau_draws
-            rows.append({"parameter": "tau", "kind": "scale", "mean": x.mean(), "sd": x.std(),
-                         "low": np.quantile(x, a), "high": np.quantile(x, 1 - a)})
-        return pd.DataFrame(rows)
+        return self.family.coef_frame(self, level)
 
     def summary(self) -> dict:
         """Model, data and sampler diagnostics as plain Python values."""
@@ -497,7 +347,7 @@ class StrategyFit:
             "decisions": float(n.sum()),
             "states_observed": int((n > 0).sum()),
             "states_total": int(self.n_states),
-            "draws": None if self.kind == "empirical" else int(self.coef_draws.shape[0]),
+            "draws": None if math.isinf(self.n_draws) else int(self.n_draws),
             "decay": None if np.isnan(self.decay) else self.decay,
             "diagnostics": dict(self.diagnostics),
             "meta": dict(self.meta),
@@ -519,16 +369,12 @@ class StrategyFit:
         diag = None
         if d:
             diag = f"R-hat max {fmt(d.get('r_hat_max'))}, divergences {fmt(d.get('divergences'))}"
-        if self.kind == "empirical":  # p(name | empty memory) without drawing the whole table
-            p0 = (self.counts[0] + self.prior) / (self.counts[0] + self.prior).sum()
-        else:  # the empty memory has no state effect: its mean is the features' alone
-            p1 = float(_sigmoid(self.coef_draws @ self.design()[0]).mean())
-            p0 = (1.0 - p1, p1)
+        p0 = self.family.empty_memory(self)
         return short_repr("StrategyFit", self.kind, self._source() or None, f"names {','.join(self.names)}",
                           f"H={self.memory}", f"{fmt(float(n.sum()))} decisions",
                           f"{int((n > 0).sum())}/{self.n_states} states seen",
                           "empty memory: " + ", ".join(f"p({a})={v:.3f}" for a, v in zip(self.names, p0)),
-                          None if self.kind == "empirical" else f"{self.coef_draws.shape[0]} draws", diag)
+                          None if math.isinf(self.n_draws) else f"{self.n_draws} draws", diag)
 
     def _repr_html_(self) -> str:
         n = self.counts.sum(axis=1)
@@ -545,9 +391,8 @@ class StrategyFit:
                 if len(r):
                     r = r.iloc[0]
                     rows.append((f"p({nm} | all {nm})", r["mean"], (r["low"], r["high"]), f"{fmt(r['n'])} decisions"))
-        if self.kind != "empirical":
-            for _, r in self.coef_frame().iterrows():
-                rows.append((f"coefficient {r['parameter']}", r["mean"], (r["low"], r["high"])))
+        for _, r in self.coef_frame().iterrows():
+            rows.append((f"coefficient {r['parameter']}", r["mean"], (r["low"], r["high"])))
         d = self.diagnostics
         settings = {"decisions": float(n.sum()), "states seen": f"{int((n > 0).sum())} of {self.n_states}",
                     "decay": None if np.isnan(self.decay) else self.decay, "source": self._source() or None}
@@ -590,8 +435,6 @@ class StrategyFit:
             return self.mean_table().plot(name=name, memory_len=memory_len, unseen=~self.observed, ax=ax)
         if kind != "ppc":
             raise ValueError(f"kind must be 'heatmap' or 'ppc'; got {kind!r}")
-        from .bayes import posterior_predictive_check
-
         ppc = posterior_predictive_check(self, rng=rng)
         st, ln = ppc[ppc["scope"] == "state"], ppc[ppc["scope"] == "memory_len"]
         ax = new_axes(ax, (5.6, 5.6))
@@ -635,11 +478,7 @@ class StrategyFit:
             "kind": self.kind,
             "names": list(self.names),
             "memory": self.memory,
-            "prior": self.prior,
-            "decay": None if np.isnan(self.decay) else self.decay,
-            "coef_names": list(self.coef_names),
-            "coef_draws": np.round(self.coef_draws, 5).tolist(),
-            "tau_draws": np.round(self.tau_draws, 5).tolist(),
+            **self.family.to_dict(self),
             "counts": counts,
             "diagnostics": _jsonable(self.diagnostics),
             "meta": _jsonable(self.meta),
@@ -649,8 +488,6 @@ class StrategyFit:
     @classmethod
     def from_dict(cls, d: dict) -> "StrategyFit":
         """Inverse of :meth:`to_dict`."""
-        from normlab.theory.strategies import n_states
-
         if not isinstance(d, dict) or d.get("format") != "normlab.calibration.StrategyFit":
             raise ValueError("not a normlab StrategyFit document (missing format tag)")
         if int(d.get("version", 0)) > FORMAT_VERSION:
@@ -664,13 +501,8 @@ class StrategyFit:
             if lab not in idx:
                 raise ValueError(f"state {lab!r} is not a memory state of names {names}, H={H}")
             counts[idx[lab]] = v
-        ncoef = len(d.get("coef_names", []))
         return cls(
-            kind=d["kind"], names=names, memory=H, counts=counts, prior=float(d.get("prior", 1.0)),
-            decay=float("nan") if d.get("decay") is None else float(d["decay"]),
-            coef_names=tuple(d.get("coef_names", [])),
-            coef_draws=np.asarray(d.get("coef_draws", []), dtype=float).reshape(-1, ncoef) if ncoef else np.zeros((0, 0)),
-            tau_draws=np.asarray(d.get("tau_draws", []), dtype=float),
+            kind=d["kind"], names=names, memory=H, counts=counts, **fit_family(d["kind"]).from_dict(d),
             diagnostics=d.get("diagnostics", {}), meta=d.get("meta", {}),
             stored_mean=np.asarray(d["mean_table"], dtype=float) if d.get("mean_table") else np.zeros((0, 0)),
         )
@@ -685,6 +517,72 @@ class StrategyFit:
     def from_json(cls, path) -> "StrategyFit":
         """Read a fit written by :meth:`to_json`."""
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+# ----------------------------------------------------------------------------- posterior predictive checks
+def posterior_predictive_check(fit: StrategyFit, counts: StateCounts | None = None, *, n_draws: int = 400,
+                               level: float = 0.95, rng=None) -> pd.DataFrame:
+    """Replicate the per-state counts from the posterior and compare with the observed ones.
+
+    For every observed state, ``n_draws`` replicated counts of name 1 are drawn
+    (``Binomial(n_s, p_s)`` with ``p_s`` from a posterior draw of the table); the observed count
+    is compared with the central ``level`` interval and its posterior predictive p-value. The
+    same is aggregated per memory length (the production of name 1 at the k-th move, as in the
+    rows of Flint Ashery et al. 2025, Table 1).
+
+    Parameters
+    ----------
+    fit : StrategyFit
+    counts : StateCounts, optional
+        Data to check against (default: the fit's training counts).
+    n_draws : int, optional
+    level : float, optional
+    rng : optional
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per observed state (``scope="state"``) and per memory length
+        (``scope="memory_len"``): ``scope``, ``state`` (index or -1), ``memory_state``,
+        ``memory_len``, ``n``, ``observed`` (count of name 1), ``observed_freq``, ``pred_mean``
+        (expected frequency), ``pred_low``, ``pred_high`` (interval of the replicated
+        frequency), ``ppp`` (posterior predictive p-value ``P(rep >= obs)``), ``covered``.
+    """
+    if not isinstance(fit, StrategyFit):
+        raise TypeError(f"fit must be a StrategyFit; got {type(fit).__name__}")
+    C = fit.counts if counts is None else counts.counts
+    if C.shape != fit.counts.shape:
+        raise ValueError("counts must be for the fit's names and memory")
+    g = np.random.default_rng(as_seed_sequence(rng))
+    draws = fit.sample_tables(n_draws, rng=g)[:, :, -1]  # p(last name | s)
+    n = C.sum(axis=1)
+    obs = np.flatnonzero(n > 0)
+    rep = g.binomial(np.round(n[obs]).astype(np.int64)[None, :], draws[:, obs])
+    a = (1 - level) / 2
+    labels = fit.to_frame(n_draws=2, rng=0).drop_duplicates("state")["memory_state"].to_numpy()
+    _, lengths = _state_tables(fit.n_names, fit.memory)
+    k = C[obs, -1]
+    nn = np.maximum(np.round(n[obs]), 1)
+    lo, hi = np.quantile(rep, [a, 1 - a], axis=0)
+    rows = pd.DataFrame({
+        "scope": "state", "state": obs, "memory_state": labels[obs], "memory_len": lengths[obs], "n": n[obs],
+        "observed": k, "observed_freq": k / n[obs], "pred_mean": draws[:, obs].mean(axis=0),
+        "pred_low": lo / nn, "pred_high": hi / nn,
+        "ppp": (rep >= np.round(k)[None, :]).mean(axis=0),
+    })
+    rows["covered"] = (np.round(k) >= lo) & (np.round(k) <= hi)
+    agg = []
+    for L in np.unique(lengths[obs]):
+        m = lengths[obs] == L
+        r = rep[:, m].sum(axis=1)
+        tot = n[obs][m].sum()
+        ob = k[m].sum()
+        ql, qh = np.quantile(r, [a, 1 - a])
+        agg.append({"scope": "memory_len", "state": -1, "memory_state": None, "memory_len": int(L), "n": tot,
+                    "observed": ob, "observed_freq": ob / tot, "pred_mean": r.mean() / tot, "pred_low": ql / tot,
+                    "pred_high": qh / tot, "ppp": float((r >= np.round(ob)).mean()),
+                    "covered": bool(ql <= np.round(ob) <= qh)})
+    return pd.concat([rows, pd.DataFrame(agg)], ignore_index=True)
 
 
 def _jsonable(o):
@@ -703,15 +601,6 @@ def _jsonable(o):
     if isinstance(o, np.bool_):
         return bool(o)
     return o
-
-
-def shipped_fits() -> list[str]:
-    """Names of the fitted tables shipped with normlab (see :func:`load_fit`)."""
-    root = resources.files("normlab.calibration") / "data"
-    try:
-        return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json"))
-    except (FileNotFoundError, NotADirectoryError):  # pragma: no cover - broken install
-        return []
 
 
 def load_fit(name_or_path) -> StrategyFit:
@@ -748,5 +637,4 @@ def load_fit(name_or_path) -> StrategyFit:
             raise FileNotFoundError(f"fitted table {name}: no such file (a fit saved by --save-fit or "
                                     f"StrategyFit.to_json, or a shipped table: {', '.join(avail)})")
         raise ValueError(f"unknown fitted table {name!r}; shipped: {avail} (or pass a .json path)")
-    root = resources.files("normlab.calibration") / "data" / f"{name}.json"
-    return StrategyFit.from_dict(json.loads(root.read_text()))
+    return StrategyFit.from_dict(shipped_document(name))

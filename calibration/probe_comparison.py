@@ -32,9 +32,11 @@ answer parsing, re-asks), Table S4, Table S6, Figs. 1-2.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +45,17 @@ import pandas as pd
 
 from normlab._display import plotting
 from normlab._rng import spawn
+from normlab._validate import check_int
+from normlab.llm_runs import enumerate_states, load_template, parse_answer, parse_answer_authors
+from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
+from normlab.llm_runs.probes import clopper_pearson
+from normlab.schema import GameLog, parse_memory_state
+from normlab.theory import invalid_answer_game
+from normlab.theory.strategies import n_states
+
+from .inputs import state_labels
+from .prediction_common import first_round_reaching
+from .probe_prediction import ProbeFit, probe_fit
 
 __all__ = ["ProbeCheck", "probe_check", "read_attempts", "read_population"]
 
@@ -53,8 +66,6 @@ IGNORED = " [if invalid answers are ignored]"
 
 # ----------------------------------------------------------------------------- reading directories
 def _settings(directory) -> dict:
-    from normlab.llm_runs.journal import read_settings
-
     st = read_settings(Path(directory)) if Path(directory).is_dir() else None
     if st is None:
         raise ValueError(f"{directory} holds no normlab run or probe (settings.json missing)")
@@ -63,10 +74,6 @@ def _settings(directory) -> dict:
 
 def _prompt_index(s: dict) -> dict:
     """Prompt hash -> (memory state, names shown) for every state up to H and every order."""
-    from normlab.llm_runs.probes import enumerate_states
-    from normlab.llm_runs.prompts import load_template
-    from normlab.schema import parse_memory_state
-
     tpl = load_template(s["template"])
     if tpl.digest != s.get("template_digest", tpl.digest):
         raise ValueError(f"template {s['template']!r} changed since the directory was written (digest differs)")
@@ -89,9 +96,6 @@ def read_attempts(directory, *, source: str | None = None) -> pd.DataFrame:
         shown), ``name`` (the pool name read, or None), ``reason`` (why not), ``text``,
         ``prefill``, ``parse``, ``top`` (first-token top logprobs, JSON, when returned).
     """
-    from normlab.llm_runs.journal import JOURNAL_FILE, read_journal
-    from normlab.llm_runs.prompts import parse_answer, parse_answer_authors
-
     d = Path(directory)
     s = _settings(d)
     idx = _prompt_index(s)
@@ -143,8 +147,6 @@ class _Population:
 
 def read_population(directories) -> "_Population":
     """Finished runs of one or more run directories with the same settings (seeds may differ)."""
-    from normlab.schema import GameLog
-
     if isinstance(directories, (str, Path)):
         directories = [directories]
     base, runs, curves = None, [], []
@@ -365,14 +367,10 @@ def _reason_kind(reason, text, names) -> str:
 
 # ----------------------------------------------------------------------------- state level
 def _cp(k, n):
-    from normlab.llm_runs.probes import clopper_pearson
-
     return clopper_pearson(np.asarray(k, float), np.asarray(n, float))
 
 
 def _with_predictions(att: pd.DataFrame, fit) -> pd.DataFrame:
-    from .inputs import state_labels
-
     labels = {lab: k for k, lab in enumerate(state_labels(fit.names, fit.memory))}
     oi = {o: k for k, o in enumerate(fit.orders)}
     att = att[att["memory_state"].isin(labels)].copy()
@@ -447,8 +445,6 @@ def _divergences(att: pd.DataFrame, fit, jitter_obs) -> pd.DataFrame:
 
 def _jitter_from_attempts(att: pd.DataFrame, exact_dir, top_k: int) -> dict | None:
     """Top logprobs returned with sampled requests vs the exact probe's for the same prompt."""
-    from normlab.llm_runs.journal import JOURNAL_FILE, read_journal
-
     if exact_dir is None or not (Path(exact_dir) / JOURNAL_FILE).exists():
         return None
     recs = read_journal(Path(exact_dir) / JOURNAL_FILE)
@@ -498,10 +494,6 @@ def _protocol(fit, s: dict, n_draws: int, rng):
 
 def _trim(fit, H):
     """The fit restricted to memory states of length <= H."""
-    import dataclasses
-
-    from normlab.theory.strategies import n_states
-
     if H == fit.memory:
         return fit
     if H > fit.memory:
@@ -510,18 +502,9 @@ def _trim(fit, H):
     return dataclasses.replace(fit, memory=H, mass=fit.mass[:S], name_like=fit.name_like[:S], approx=fit.approx[:S])
 
 
-def _first_reach(curve, level=0.95):
-    hit = np.flatnonzero(np.asarray(curve) >= level - 1e-9)
-    return float(hit[0] + 1) if hit.size else np.nan
-
-
 def _population_rows(label, pop: _Population, fit, n_draws, level, rng, *, ignore_invalid: bool = False):
     """Observed vs predicted quantities of one group of runs (``ignore_invalid``: predicted by the
     chain of a population that re-asks until a pool name appears, whatever the group's cap)."""
-    import warnings
-
-    from normlab.theory.invalid_answers import invalid_answer_game
-
     s = pop.settings
     N, H, T = int(s["n_agents"]), int(s["memory"]), int(s["max_interactions"])
     if s.get("committed") or s.get("initial") != "empty":
@@ -577,8 +560,8 @@ def _population_rows(label, pop: _Population, fit, n_draws, level, rng, *, ignor
     add("rounds_to_stop", "", float((runs["n_interactions"] / N).mean()), g["stop_rounds"].mean(),
         extra=f"{s['stop']} stop, cap {T // N} rounds; runs at the cap count at the cap")
     if stop == "streak":
-        r95 = np.array([_first_reach(c) for c in per_draw])
-        add("rounds_to_95", "", _first_reach(obs_curve), r95,
+        r95 = np.array([first_round_reaching(c) for c in per_draw])
+        add("rounds_to_95", "", first_round_reaching(obs_curve), r95,
             extra=f"NaN draws (never within {R} rounds): {np.mean(np.isnan(r95)):.0%}")
     add("success_rate", "", float(runs["successes"].sum() / (runs["n_interactions"].sum())), pooled("success_rate"),
         extra="successes per interaction until the stop")
@@ -618,10 +601,6 @@ def probe_check(exact, *, sampled=(), populations=(), n_draws: int = 200, level:
     ----------
     Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods, Table S4, Table S6.
     """
-    from normlab._validate import check_int
-
-    from .probe_prediction import ProbeFit, probe_fit
-
     D = check_int(n_draws, "n_draws", 1)
     if not 0 < float(level) < 1:
         raise ValueError(f"level must be in (0, 1); got {level}")
@@ -633,8 +612,6 @@ def probe_check(exact, *, sampled=(), populations=(), n_draws: int = 200, level:
         exact_dir = exact.meta.get("probe_directory")
     fit = exact
     if exact_dir is not None:
-        import dataclasses
-
         fit = dataclasses.replace(fit, meta={**fit.meta, "requests_per_prompt": _requests_per_prompt(exact_dir)})
     groups = []
     for p in populations:
@@ -675,8 +652,6 @@ def probe_check(exact, *, sampled=(), populations=(), n_draws: int = 200, level:
 
 
 def _requests_per_prompt(directory) -> dict:
-    from normlab.llm_runs.journal import JOURNAL_FILE, read_journal
-
     f = Path(directory) / JOURNAL_FILE
     if not f.exists():
         return {}

@@ -52,10 +52,13 @@ Tables S2-S3, Methods.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import itertools
 import json
 import math
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +68,17 @@ import pandas as pd
 
 from normlab._display import plotting
 from normlab._rng import as_generator, spawn
+from normlab._validate import check_int
+from normlab.llm_runs import EndpointConfig, enumerate_states, load_template, open_endpoint, strategy_table
+from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
+from normlab.schema import parse_memory_state, validate_names
+from normlab.theory import StrategyTable
+from normlab.theory.strategies import n_states
+
+from .inputs import _state_tables, state_labels
+from .pipeline import Calibration, elapsed_bar
+from .posterior import _jsonable
+from .prediction import predict
 
 __all__ = ["ProbeFit", "ProbeCost", "ProbePrediction", "probe_cost", "probe_fit", "probe_predict", "ORDER_MIXING"]
 
@@ -121,8 +135,6 @@ class ProbeCost:
 
 
 def _journal_files(sources):
-    from normlab.llm_runs.journal import JOURNAL_FILE
-
     out = []
     for src in sources or []:
         p = Path(src)
@@ -134,8 +146,6 @@ def _journal_files(sources):
 
 def _exact_prompt_hashes(sources) -> set:
     """Prompt hashes whose first-token distribution (exact mode) is journaled in ``sources``."""
-    from normlab.llm_runs.journal import read_journal
-
     out = set()
     for f in _journal_files(sources):
         for r in read_journal(f):
@@ -173,11 +183,6 @@ def probe_cost(names, memory: int, *, template="main", payoffs=(100, -50), out=N
     -------
     ProbeCost
     """
-    from normlab._validate import check_int
-    from normlab.llm_runs.probes import enumerate_states
-    from normlab.llm_runs.prompts import load_template
-    from normlab.schema import parse_memory_state, validate_names
-
     names = validate_names(names)
     memory = check_int(memory, "memory", 1)
     tpl = load_template(template)
@@ -243,8 +248,6 @@ class ProbeFit:
     kind = "probe"
 
     def __post_init__(self):
-        from normlab.theory.strategies import n_states
-
         W = len(self.names)
         S = n_states(W, int(self.memory))
         m = np.asarray(self.mass, float)
@@ -385,8 +388,6 @@ class ProbeFit:
     def tables(self, n_draws: int, *, rng=None) -> list:
         """Draws as :class:`~normlab.theory.strategies.StrategyTable` objects (for
         :func:`normlab.calibration.predict`)."""
-        from normlab.theory.strategies import StrategyTable
-
         return [StrategyTable(t, memory=self.memory, names=self.names) for t in self.sample_tables(n_draws, rng=rng)]
 
     def mean_table(self):
@@ -397,8 +398,6 @@ class ProbeFit:
         -------
         normlab.theory.strategies.StrategyTable
         """
-        from normlab.theory.strategies import StrategyTable
-
         O = len(self.orders)
         tab, _ = self._combine(self.mass[None], np.full((1, O), 1.0 / O), None)
         return StrategyTable(tab[0], memory=self.memory, names=self.names)
@@ -413,8 +412,6 @@ class ProbeFit:
 
     # ----------------------------------------------------------------- tidy output
     def state_labels(self) -> list:
-        from .inputs import state_labels
-
         return state_labels(self.names, self.memory)
 
     def to_frame(self, *, n_draws: int = 400, level: float = 0.95, rng=0) -> pd.DataFrame:
@@ -426,8 +423,6 @@ class ProbeFit:
         ``name_like_mass``, ``invalid_reask2`` (probability that a decision stays invalid after
         normlab's default 2 re-asks), ``approx``.
         """
-        from .inputs import _state_tables
-
         S, O, W = self.mass.shape
         d = self.sample_tables(n_draws, rng=rng)
         a = (1 - level) / 2
@@ -522,12 +517,6 @@ class ProbeFit:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 
-def _jsonable(o):
-    from .posterior import _jsonable as j
-
-    return j(o)
-
-
 def _check_reasks(max_reasks):
     if max_reasks is None or (isinstance(max_reasks, str) and max_reasks.strip().lower() == "unbounded"):
         return None
@@ -569,11 +558,6 @@ def probe_fit(directory, *, jitter_sd: float = 0.0, order_mixing: str = "average
     -------
     ProbeFit
     """
-    from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
-    from normlab.theory.strategies import n_states
-
-    from .inputs import state_labels
-
     d = Path(directory)
     st = read_settings(d) if d.is_dir() else None
     if st is None:
@@ -629,13 +613,6 @@ def probe_fit(directory, *, jitter_sd: float = 0.0, order_mixing: str = "average
 async def _ajitter(directory, endpoint, n_states: int, rng) -> dict:
     """Re-ask ``n_states`` random (state, order) prompts of a probe directory without the cache and
     compare the top logprobs with the journaled ones."""
-    import asyncio
-
-    from normlab.llm_runs.backend import open_endpoint
-    from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
-    from normlab.llm_runs.prompts import load_template
-    from normlab.schema import parse_memory_state
-
     d = Path(directory)
     s = read_settings(d)["settings"]
     tpl = load_template(s["template"])
@@ -685,7 +662,6 @@ def measure_jitter(directory, *, endpoint=None, n_states: int = 16, rng=None) ->
         logprob), ``max_abs_diff``.
     """
     from normlab.llm_runs._sync import run_sync
-    from normlab.llm_runs.backend import EndpointConfig
 
     if endpoint is None:
         endpoint = EndpointConfig.from_env()
@@ -726,8 +702,6 @@ class ProbePrediction:
         """The ``normlab predict --probe --json`` object: the schema of ``normlab calibrate
         --json`` (built by the same code) plus ``success_curve`` (mean and interval per round,
         until the mean reaches 0.999), ``underlying`` and ``probe`` (cost, table uncertainty)."""
-        from .pipeline import Calibration
-
         out = Calibration(fit=self.fit, prediction=self.prediction, observed={},
                           settings={"llm": self.fit.meta.get("model"), "source": self.settings.get("source"),
                                     "fit_on": None, "asymmetry": None,
@@ -865,15 +839,6 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
     Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Table 1, Fig. S8, Figs. 1-3,
     Tables S2-S3.
     """
-    import dataclasses
-    import tempfile
-
-    from normlab._validate import check_int
-    from normlab.llm_runs.backend import EndpointConfig
-    from normlab.llm_runs.probes import strategy_table
-
-    from .prediction import predict
-
     t_start = time.perf_counter()
     N = check_int(n_agents, "n_agents", 2)
     H = check_int(memory, "memory", 1)
@@ -899,8 +864,6 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
     directory = Path(tmp.name) / "probe" if tmp is not None else Path(out)
     try:
         t0 = time.perf_counter()
-        from normlab.llm_runs.journal import read_settings
-
         # exact answers do not depend on the seed; a directory keeps the seed it was started with
         resumed = directory.is_dir() and read_settings(directory) is not None
         before = _usage(directory) if resumed else None
@@ -921,8 +884,6 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
     pk = dict(n_agents=N, within_rounds=within_rounds, max_rounds=max_rounds, max_round=max_round,
               strength=strength)
     t1 = time.perf_counter()
-    from .pipeline import elapsed_bar
-
     with elapsed_bar(f"predicting ({D} table draws)", enabled=progress):
         pred = predict(fit.tables(D, rng=t_seeds[0]), n_draws=D, n_runs_consensus=n_runs_consensus,
                        n_runs_flip=n_runs_flip, rng=p_seeds[0], **pk)
@@ -944,8 +905,6 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
 def _usage(directory, before: dict | None = None) -> dict:
     """Prompts, requests, reuse and tokens journaled in a probe directory (``*_now``: since
     ``before``, the usage when this invocation started)."""
-    from normlab.llm_runs.journal import JOURNAL_FILE, read_journal
-
     f = Path(directory) / JOURNAL_FILE
     recs = read_journal(f) if f.exists() else []
     calls = [r for r in recs if r.get("ev") == "call"]

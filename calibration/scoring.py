@@ -66,7 +66,13 @@ import pandas as pd
 
 from normlab._display import plotting
 from normlab._rng import as_generator
+from normlab._validate import check_int
+from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 from normlab.schema import GameLog
+from normlab.theory import clopper_pearson
+
+from .observed_critical_mass import empirical_critical_mass, run_flips
+from .prediction_result import Prediction
 
 __all__ = ["Scores", "score", "brier_binary", "log_score_binary", "brier_categorical", "log_score_categorical",
            "kt_probability", "beta_summary", "denoised_probabilities", "experiment_interval"]
@@ -440,8 +446,6 @@ def _consensus_rows(sub: GameLog, prediction):
 
 
 def _flip_rows(sub: GameLog, prediction):
-    from .observed_critical_mass import run_flips
-
     runs = sub.runs
     if not runs["initial"].astype(str).str.startswith("consensus:").any():
         return pd.DataFrame(), pd.DataFrame(columns=["run", "reason"]), pd.DataFrame()
@@ -530,8 +534,6 @@ def _flip_coverage(flip_rows, prediction, level, rng, n_resample):
 
 def _published_observed(sub: GameLog, prediction, rows):
     """Fill in the observed published critical mass (the authors' rule at the tested counts)."""
-    from .observed_critical_mass import empirical_critical_mass
-
     todo = [r for r in rows if r["quantity"] == "critical_mass_published"]
     if not todo:
         return rows
@@ -578,8 +580,6 @@ def _consensus_coverage(cons_runs, prediction, level):
 
 
 def _rounds_coverage(sub_cons: GameLog, prediction, level):
-    from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
-
     x = prediction.draw_stats["rounds_to_95"].to_numpy(float)
     if not x.size:
         return []
@@ -594,8 +594,6 @@ def _rounds_coverage(sub_cons: GameLog, prediction, level):
 
 
 def _reliability(rows: pd.DataFrame, names, bins: int = RELIABILITY_BINS) -> pd.DataFrame:
-    from normlab.theory.sweeps import clopper_pearson
-
     ev = []
     fl = rows[rows["target"] == "flip"]
     ev += [("flip", p, y) for p, y in zip(fl["p_event"], fl["observed"])]
@@ -671,10 +669,6 @@ def score(prediction, observed_log: GameLog, *, exclude=None, llm=None, level: f
     >>> sc = score(pred, log, exclude=fit_runs)       # doctest: +SKIP
     >>> sc.summary()["brier_flip"], sc.plot()          # doctest: +SKIP
     """
-    from normlab.theory._common import check_int
-
-    from .prediction import Prediction
-
     if not isinstance(prediction, Prediction):
         raise TypeError(f"prediction must be a normlab.calibration.Prediction; got {type(prediction).__name__}")
     if not isinstance(observed_log, GameLog):

@@ -41,9 +41,18 @@ import pandas as pd
 
 from normlab._display import plotting
 from normlab._rng import spawn
+from normlab._validate import check_int
+from normlab.llm_runs import load_ainorms
 from normlab.schema import GameLog
+from normlab.theory import StrategyTable
+from normlab.theory.criteria import published_max_round
+from normlab.theory.strategies import decode_state, encode_state, n_states
 
-from .posterior import StrategyFit
+from .inputs import _check_names
+from .pipeline import find_ainorms
+from .posterior import StrategyFit, load_fit
+from .prediction import predict
+from .scoring import score
 
 __all__ = ["TransferScores", "transfer_scores", "tables_at_memory", "fitted_runs", "target_settings",
            "MEMORY_TRANSFERS"]
@@ -53,8 +62,6 @@ MEMORY_TRANSFERS = ("suffix", "features", "prior")
 
 # ----------------------------------------------------------------------------- tables at another H
 def _suffix_index(W: int, h_fit: int, h_new: int) -> np.ndarray:
-    from normlab.theory.strategies import decode_state, encode_state, n_states
-
     return np.array([encode_state(decode_state(s, W, h_new)[-h_fit:], W) for s in range(n_states(W, h_new))],
                     dtype=np.int64)
 
@@ -92,9 +99,6 @@ def tables_at_memory(fit: StrategyFit, memory: int, n_draws: int, *, how: str = 
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Table 1, Fig. S8 (tables
     at H = 3 and H = 5).
     """
-    from normlab.theory._common import check_int
-    from normlab.theory.strategies import StrategyTable, n_states
-
     if how not in MEMORY_TRANSFERS:
         raise ValueError(f"how must be one of {MEMORY_TRANSFERS}; got {how!r}")
     if not isinstance(fit, StrategyFit):
@@ -106,10 +110,10 @@ def tables_at_memory(fit: StrategyFit, memory: int, n_draws: int, *, how: str = 
     if how == "suffix":
         idx = _suffix_index(fit.n_names, fit.memory, H)
         return [StrategyTable(t[idx], memory=H, names=fit.names) for t in fit.sample_tables(D, rng=rng)]
-    if fit.kind == "empirical":
+    if not fit.family.features:
         raise ValueError(f"memory transfer {how!r} needs a feature-based fit (logit or hierarchical); "
-                         "use how='suffix' for an empirical fit")
-    if how == "prior" and fit.kind != "hierarchical":
+                         f"use how='suffix' for an {fit.kind} fit")
+    if how == "prior" and not fit.family.state_effects:
         raise ValueError("memory transfer 'prior' needs a hierarchical fit (state effects with a scale tau)")
     kind = "hierarchical" if how == "prior" else "logit"
     moved = StrategyFit(kind=kind, names=fit.names, memory=H, counts=np.zeros((n_states(fit.n_names, H), fit.n_names)),
@@ -295,8 +299,6 @@ def target_settings(log: GameLog, names) -> list[dict]:
         the committed runs that did not stop in a consensus: the design length), ``stop_streak``
         (median final streak of the baseline runs: their stop rule).
     """
-    from .inputs import _check_names
-
     names = _check_names(names)
     r = log.runs
     target = frozenset(names)
@@ -360,13 +362,37 @@ def transfer_scores(sources: dict, log: GameLog, *, names=("Q", "M"), targets=No
     ----------
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Table S3.
     """
-    from normlab.theory._common import check_int
-    from normlab.theory.criteria import published_max_round
+    names, D, nrf, wr_max, mr, avail = _check_transfer(sources, log, names, targets, n_draws, n_runs_flip,
+                                                       within_rounds, max_rounds, memory_transfer)
+    fitted = {lab: set(fitted_runs(f, log).tolist()) for lab, f in sources.items()}
+    pairs = [(lab, t) for lab in sources for t in avail]
+    seeds = spawn(rng, len(pairs))
+    rows, cov, all_scores = [], [], {}
+    it = list(zip(pairs, seeds))
+    if progress:
+        from tqdm.auto import tqdm
 
-    from .inputs import _check_names
-    from .prediction import predict
-    from .scoring import score
+        it = tqdm(it, desc="transfer predictions")
+    for (lab, t), s in it:
+        row, sc = _transfer_cell(lab, sources[lab], t, log, names, fitted[lab], s, n_draws=D, n_runs_flip=nrf,
+                                 within_rounds=wr_max, max_rounds=mr, memory_transfer=memory_transfer)
+        rows.append(row)
+        if sc is None:
+            continue
+        c = sc.coverage.copy()
+        c.insert(0, "target", row["target"])
+        c.insert(0, "source", lab)
+        cov.append(c)
+        all_scores[(lab, row["target"])] = sc
+    settings = dict(names=list(names), n_draws=D, n_runs_flip=nrf, within_rounds=wr_max, max_rounds=mr,
+                    memory_transfer=memory_transfer, sources=list(sources))
+    coverage = pd.concat(cov, ignore_index=True) if cov else pd.DataFrame()
+    return TransferScores(table=pd.DataFrame(rows), coverage=coverage, scores=all_scores, settings=settings)
 
+
+def _check_transfer(sources, log, names, targets, n_draws, n_runs_flip, within_rounds, max_rounds, memory_transfer):
+    """The validated settings of :func:`transfer_scores` and the target settings it predicts
+    (before any simulation)."""
     if not isinstance(log, GameLog):
         raise TypeError(f"log must be a normlab.schema.GameLog; got {type(log).__name__}")
     if not isinstance(sources, dict) or not sources or not all(isinstance(f, StrategyFit) for f in sources.values()):
@@ -390,93 +416,79 @@ def transfer_scores(sources: dict, log: GameLog, *, names=("Q", "M"), targets=No
             raise ValueError(f"no runs of names {names} at targets {sorted(missing)}")
     if not avail:
         raise ValueError(f"the log holds no runs of names {names}")
-    fitted = {lab: set(fitted_runs(f, log).tolist()) for lab, f in sources.items()}
-    pairs = [(lab, t) for lab in sources for t in avail]
-    seeds = spawn(rng, len(pairs))
-    rows, cov, all_scores = [], [], {}
-    it = list(zip(pairs, seeds))
-    if progress:
-        from tqdm.auto import tqdm
+    return names, D, nrf, wr_max, mr, avail
 
-        it = tqdm(it, desc="transfer predictions")
-    for (lab, t), s in it:
-        t0 = time.perf_counter()
-        fit = sources[lab]
-        src = fit.meta.get("source") or {}
-        s_llm = fit.meta.get("llm") or (src.get("models") or [None])[0]
-        s_n = (src.get("n_agents") or [None])
-        s_n = s_n[0] if len(s_n) == 1 else None
-        tl = f"{_short(t['llm'])} N={t['n_agents']} H={t['memory']}"
-        if s_llm is not None and str(s_llm) != t["llm"]:
-            rel = "other LLM"
-        else:
-            dn, dh = s_n is not None and s_n != t["n_agents"], fit.memory != t["memory"]
-            rel = {(False, False): "same setting", (True, False): "other N", (False, True): "other H",
-                   (True, True): "other N and H"}[(dn, dh)]
-        row = {"source": lab, "source_llm": _short(s_llm) if s_llm else None, "source_n": s_n, "source_h": fit.memory,
-               "target": tl, "target_llm": _short(t["llm"]), "target_n": t["n_agents"], "target_h": t["memory"],
-               "relation": rel, "n_flip_runs": 0, "n_consensus_runs": 0, "brier_flip": np.nan,
-               "log_score_flip": np.nan, "brier_consensus": np.nan, "log_score_consensus": np.nan,
-               "coverage_experiment": np.nan, "n_experiment": 0, "coverage_underlying": np.nan, "n_underlying": 0,
-               "within_rounds": np.nan, "seconds": 0.0, "note": ""}
-        # what is left to score once the fit's own runs are set aside
-        r = log.runs
-        here = r[(r["model"] == t["llm"]) & (r["n_agents"] == t["n_agents"]) & (r["memory"] == t["memory"])
-                 & np.array(r["names"].map(lambda x: frozenset(str(x).split(",")) == frozenset(names)), dtype=bool)
-                 & ~r["run"].isin(fitted[lab])]
-        if here.empty:
-            row["note"] = "every run here was used by the fit"
-            rows.append(row)
-            continue
-        init = here["initial"].astype(str)
-        has_base = bool((init == "empty").any())
-        cm = here[init.str.startswith("consensus:")]
-        counts = sorted(int(c) for c in cm["committed_count"].unique()) or [0]
-        wr = min(wr_max, t["rounds"]) if (len(cm) and t["rounds"]) else wr_max
-        wr = max(wr, 3)
-        dirs = [(x, y) for x in names for y in names if x != y]
-        if len(cm):
-            maj = sorted({str(v).split(":", 1)[1] for v in cm["initial"]})
-            dirs = [(x, y) for x, y in dirs if x in maj]
-        else:
-            dirs = dirs[:1]
-        tables = tables_at_memory(fit, t["memory"], D, how=memory_transfer, rng=spawn(s, 2)[0])
-        n_base = int((init == "empty").sum())
-        pred = predict(tables, n_agents=t["n_agents"], n_draws=D, within_rounds=wr, committed=counts,
-                       directions=dirs, consensus=has_base, strength=False, n_runs_flip=nrf,
-                       n_runs_consensus=max(10, n_base), max_rounds=mr,
-                       design_runs=max(1, t["runs_per_count"]), max_round=published_max_round(t["llm"], t["n_agents"]),
-                       rng=spawn(s, 2)[1])
-        try:
-            sc = score(pred, log, exclude=sorted(fitted[lab]), llm=t["llm"], rng=s)
-        except ValueError as exc:
-            row["note"] = str(exc)
-            rows.append(row)
-            continue
-        sm = sc.summary()
-        row.update({k: (np.nan if sm[k] is None else sm[k]) for k in
-                    ("brier_flip", "log_score_flip", "brier_consensus", "log_score_consensus")})
-        row.update(n_flip_runs=sm["n_flip_runs"], n_consensus_runs=sm["n_consensus_runs"],
-                   coverage_experiment=np.nan if sm["coverage"]["experiment"] is None else sm["coverage"]["experiment"],
-                   n_experiment=sm["coverage"]["n_experiment"],
-                   coverage_underlying=np.nan if sm["coverage"]["underlying"] is None else sm["coverage"]["underlying"],
-                   n_underlying=sm["coverage"]["n_underlying"], within_rounds=wr,
-                   seconds=round(time.perf_counter() - t0, 2),
-                   note="; ".join([f"{v} {k}" for k, v in sm["excluded"].items() if k != "used by the fit"]
-                                  + ([f"published runs stopped after {t['stop_streak']} consecutive successes, the "
-                                      f"prediction after 3N = {3 * t['n_agents']}"]
-                                     if has_base and t["stop_streak"] and t["stop_streak"] != 3 * t["n_agents"]
-                                     else [])))
-        rows.append(row)
-        c = sc.coverage.copy()
-        c.insert(0, "target", tl)
-        c.insert(0, "source", lab)
-        cov.append(c)
-        all_scores[(lab, tl)] = sc
-    settings = dict(names=list(names), n_draws=D, n_runs_flip=nrf, within_rounds=wr_max, max_rounds=mr,
-                    memory_transfer=memory_transfer, sources=list(sources))
-    coverage = pd.concat(cov, ignore_index=True) if cov else pd.DataFrame()
-    return TransferScores(table=pd.DataFrame(rows), coverage=coverage, scores=all_scores, settings=settings)
+
+def _transfer_cell(lab, fit, t, log, names, fitted, s, *, n_draws, n_runs_flip, within_rounds, max_rounds,
+                   memory_transfer):
+    """One (source fit, target setting) cell: its row of :attr:`TransferScores.table` and its
+    :class:`~normlab.calibration.Scores` (``None`` when nothing is left to score)."""
+    t0 = time.perf_counter()
+    D, nrf, wr_max, mr = n_draws, n_runs_flip, within_rounds, max_rounds
+    src = fit.meta.get("source") or {}
+    s_llm = fit.meta.get("llm") or (src.get("models") or [None])[0]
+    s_n = (src.get("n_agents") or [None])
+    s_n = s_n[0] if len(s_n) == 1 else None
+    tl = f"{_short(t['llm'])} N={t['n_agents']} H={t['memory']}"
+    if s_llm is not None and str(s_llm) != t["llm"]:
+        rel = "other LLM"
+    else:
+        dn, dh = s_n is not None and s_n != t["n_agents"], fit.memory != t["memory"]
+        rel = {(False, False): "same setting", (True, False): "other N", (False, True): "other H",
+               (True, True): "other N and H"}[(dn, dh)]
+    row = {"source": lab, "source_llm": _short(s_llm) if s_llm else None, "source_n": s_n, "source_h": fit.memory,
+           "target": tl, "target_llm": _short(t["llm"]), "target_n": t["n_agents"], "target_h": t["memory"],
+           "relation": rel, "n_flip_runs": 0, "n_consensus_runs": 0, "brier_flip": np.nan,
+           "log_score_flip": np.nan, "brier_consensus": np.nan, "log_score_consensus": np.nan,
+           "coverage_experiment": np.nan, "n_experiment": 0, "coverage_underlying": np.nan, "n_underlying": 0,
+           "within_rounds": np.nan, "seconds": 0.0, "note": ""}
+    # what is left to score once the fit's own runs are set aside
+    r = log.runs
+    here = r[(r["model"] == t["llm"]) & (r["n_agents"] == t["n_agents"]) & (r["memory"] == t["memory"])
+             & np.array(r["names"].map(lambda x: frozenset(str(x).split(",")) == frozenset(names)), dtype=bool)
+             & ~r["run"].isin(fitted)]
+    if here.empty:
+        row["note"] = "every run here was used by the fit"
+        return row, None
+    init = here["initial"].astype(str)
+    has_base = bool((init == "empty").any())
+    cm = here[init.str.startswith("consensus:")]
+    counts = sorted(int(c) for c in cm["committed_count"].unique()) or [0]
+    wr = min(wr_max, t["rounds"]) if (len(cm) and t["rounds"]) else wr_max
+    wr = max(wr, 3)
+    dirs = [(x, y) for x in names for y in names if x != y]
+    if len(cm):
+        maj = sorted({str(v).split(":", 1)[1] for v in cm["initial"]})
+        dirs = [(x, y) for x, y in dirs if x in maj]
+    else:
+        dirs = dirs[:1]
+    tables = tables_at_memory(fit, t["memory"], D, how=memory_transfer, rng=spawn(s, 2)[0])
+    n_base = int((init == "empty").sum())
+    pred = predict(tables, n_agents=t["n_agents"], n_draws=D, within_rounds=wr, committed=counts,
+                   directions=dirs, consensus=has_base, strength=False, n_runs_flip=nrf,
+                   n_runs_consensus=max(10, n_base), max_rounds=mr,
+                   design_runs=max(1, t["runs_per_count"]), max_round=published_max_round(t["llm"], t["n_agents"]),
+                   rng=spawn(s, 2)[1])
+    try:
+        sc = score(pred, log, exclude=sorted(fitted), llm=t["llm"], rng=s)
+    except ValueError as exc:
+        row["note"] = str(exc)
+        return row, None
+    sm = sc.summary()
+    row.update({k: (np.nan if sm[k] is None else sm[k]) for k in
+                ("brier_flip", "log_score_flip", "brier_consensus", "log_score_consensus")})
+    row.update(n_flip_runs=sm["n_flip_runs"], n_consensus_runs=sm["n_consensus_runs"],
+               coverage_experiment=np.nan if sm["coverage"]["experiment"] is None else sm["coverage"]["experiment"],
+               n_experiment=sm["coverage"]["n_experiment"],
+               coverage_underlying=np.nan if sm["coverage"]["underlying"] is None else sm["coverage"]["underlying"],
+               n_underlying=sm["coverage"]["n_underlying"], within_rounds=wr,
+               seconds=round(time.perf_counter() - t0, 2),
+               note="; ".join([f"{v} {k}" for k, v in sm["excluded"].items() if k != "used by the fit"]
+                              + ([f"published runs stopped after {t['stop_streak']} consecutive successes, the "
+                                  f"prediction after 3N = {3 * t['n_agents']}"]
+                                 if has_base and t["stop_streak"] and t["stop_streak"] != 3 * t["n_agents"]
+                                 else [])))
+    return row, sc
 
 
 # ----------------------------------------------------------------------------- command line
@@ -488,11 +500,6 @@ def main(argv=None) -> int:
     """``python -m normlab.calibration.transfer``: the transfer scores of the shipped fits on the
     published Q/M runs (README's table)."""
     import argparse
-
-    from normlab.llm_runs.published.ainorms import load_ainorms
-
-    from .pipeline import find_ainorms
-    from .posterior import load_fit
 
     ap = argparse.ArgumentParser(description="Transfer scores of the shipped Llama-3 / Llama-3.1 fits on the "
                                              "published AI-norms Q/M runs (fit at one N and H, predict the others).")

@@ -34,7 +34,8 @@ from normlab.calibration import (
     to_logit_strategy,
 )
 from normlab.calibration.features import ASYMMETRIC_COLUMNS, COLUMNS, SYMMETRIC_COLUMNS
-from normlab.calibration.posterior import _log_sigmoid, conditional_deltas
+from normlab.calibration.hierarchical import conditional_deltas
+from normlab.calibration.logit import _log_sigmoid
 from normlab.schema import GameLog
 from normlab.theory import critical_mass, strategy_game
 from normlab.theory.strategies import StrategyTable, decode_state, encode_state

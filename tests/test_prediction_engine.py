@@ -12,7 +12,7 @@ import pytest
 
 from normlab._rng import child_seed_words, descendant_seed_words
 from normlab.calibration import load_fit, predict
-from normlab.calibration.posterior import _conditional_deltas_reference, conditional_deltas
+from normlab.calibration.hierarchical import _conditional_deltas_reference, conditional_deltas
 from normlab.theory.strategies import StrategyTable
 
 FRAMES = ("consensus", "success", "draw_stats", "flips", "critical_mass_draws", "strength")
