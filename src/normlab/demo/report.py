@@ -13,14 +13,22 @@ curves), Fig. 2B (collective bias), Fig. 3 (committed minorities), Fig. S8 (stra
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as _dt
 import html
+import itertools
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from normlab._display import style
+from normlab.schema import memory_state_string
+
+from ._common import cp_interval, fmt_seconds
 
 __all__ = ["write_figures", "write_report", "SUMMARY_SCHEMA", "checks_html"]
 
@@ -154,12 +162,8 @@ def checks_html(checks: pd.DataFrame) -> str:
 def _style():
     """normlab's results look (local to the block: the caller's matplotlib settings stay as they
     were), a little smaller type for the report's dense panels."""
-    import contextlib
-
     import matplotlib as mpl
     import seaborn as sns
-
-    from normlab._display import style
 
     stack = contextlib.ExitStack()
     stack.enter_context(style("results"))
@@ -190,10 +194,6 @@ def _save(fig, path: Path) -> Path:
 
 def _grid(ptab: pd.DataFrame, names, L: int, col: str, name: str) -> tuple[np.ndarray, list[str]]:
     """Matrix over own plays (rows) x partner plays (columns) of memories of length ``L``."""
-    import itertools
-
-    from normlab.schema import memory_state_string
-
     seqs = list(itertools.product(names, repeat=L))
     lab = ["".join(s) for s in seqs]
     t = ptab[ptab["name"] == name].set_index("memory_state")[col]
@@ -415,8 +415,6 @@ def write_figures(out: Path, ctx: dict) -> dict:
 
     ``ctx`` holds what :func:`normlab.demo.run_demo` computed (settings, probe, predictions, runs,
     calibration, checks)."""
-    import warnings
-
     with _style(), warnings.catch_warnings():  # seaborn's notices about matplotlib colormap methods (not ours to fix)
         warnings.filterwarnings("ignore", category=PendingDeprecationWarning, module="seaborn")
         warnings.filterwarnings("ignore", category=DeprecationWarning, module="seaborn")
@@ -475,7 +473,7 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
     fs = cal.fit.summary()
     free = None
     if bias is not None:
-        lo, hi = _cp(bias.invalid, bias.trials)
+        lo, hi = cp_interval(bias.invalid, bias.trials)
         dec = bias.decisions if bias.decisions is not None else pd.DataFrame()
         examples = [t for t in dec.get("raw_text", pd.Series(dtype=object)).dropna().astype(str).tolist()][:6]
         free = {"trials": bias.trials, "invalid": bias.invalid, "invalid_share": bias.invalid / bias.trials,
@@ -543,13 +541,6 @@ def _first_listed(by_order: pd.DataFrame) -> float | None:
         return None
     first = b[b["name"] == b["order"].str.split(",").str[0]]
     return float(first["p"].mean())
-
-
-def _cp(k, n):
-    from normlab.llm_runs.probes import clopper_pearson
-
-    lo, hi = clopper_pearson([k], [n])
-    return float(lo[0]), float(hi[0])
 
 
 def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs, cm_rows, free, cal, clock,
@@ -620,7 +611,7 @@ def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs,
         sp = (f"Speed measured on {speed['calls']} requests ({speed['measured']}): {speed['prompt_tokens']:,} prompt tokens in "
               f"{speed['wall_s']:.1f} s = <b>{speed['tokens_per_s']:.0f} prompt tokens/s</b> (server start included). "
               f"Estimate before the rest of the probe: {estimate['calls']} requests, "
-              f"{(estimate['prompt_tokens'] or 0):,} prompt tokens, {_fs(estimate['seconds'])} of model time.")
+              f"{(estimate['prompt_tokens'] or 0):,} prompt tokens, {fmt_seconds(estimate['seconds'])} of model time.")
     fg = ""
     if free:
         ex = ", ".join(f"<code>{e(t_[:40])}</code>" for t_ in free["examples"][:4])
@@ -814,9 +805,3 @@ def _ck(checks: pd.DataFrame, quantity: str, key: str, source: str = "probe"):
         return None
     v = r["consistent"].iloc[0]
     return None if v is None or pd.isna(v) else bool(v)
-
-
-def _fs(sec):
-    if sec is None:
-        return "unknown"
-    return f"{sec:.0f} s" if sec < 90 else f"{sec / 60:.1f} min"
