@@ -35,7 +35,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ._display import html_card, legend_outside, new_axes, plotting, short_repr
+from ._display import html_card, legend_outside, new_axes, plain, plotting, short_repr
 
 DECISION_COLUMNS = (
     "run", "t", "round", "agent", "partner", "name", "partner_name", "valid", "success",
@@ -364,8 +364,6 @@ class GameLog:
     def summary(self) -> dict:
         """Runs, decisions and the runs per group (model, kind, names, N, H, committed count) with
         their consensus names, as plain Python values."""
-        from ._display import plain
-
         g = self._groups()
         return plain({"runs": len(self.runs), "decisions": len(self.decisions),
                       "valid_share": float(self.decisions["valid"].mean()) if len(self.decisions) else None,
