@@ -227,7 +227,7 @@ def test_demo_unreachable_endpoint_is_one_line(tmp_path, capsys):
 def test_journal_bar_counts_complete_lines_and_replaces_expectations(tmp_path):
     """The population bar: interactions from complete journal lines only; an ended run's total is
     what it played, a running one's the theory's expectation (or more, once it passes it)."""
-    from normlab.demo.pipeline import _JournalBar
+    from normlab.demo._progress import JournalBar as _JournalBar
 
     j = tmp_path / "journal.jsonl"
     bar = _JournalBar(tmp_path, runs=2, expected=10, desc="", enabled=False)

@@ -31,6 +31,8 @@ import json
 import math
 from pathlib import Path
 
+import normlab
+
 __all__ = ["fmt", "fmt_interval", "plain", "short_repr", "html_card", "plotting", "new_axes", "new_figure", "legend_outside",
            "rc", "style", "save_figure", "save_result", "load_result", "load"]
 
@@ -346,8 +348,6 @@ def save_result(path, cls, meta: dict, tables: dict | None = None, children: dic
     pathlib.Path
         The folder.
     """
-    import normlab
-
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{str(path)!r} exists and is not a folder; save() writes a folder")

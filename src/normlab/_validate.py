@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from pathlib import Path
 
 import numpy as np
 
@@ -28,8 +29,6 @@ def check_out_dir(path, flag: str = "--out") -> None:
     An existing file, or a path below one (``file.txt/sub``), raises ``ValueError`` naming
     ``flag``; the directory itself is created by the caller when it writes.
     """
-    from pathlib import Path
-
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise ValueError(f"{flag} {path} exists and is not a directory; give a new or existing directory")
@@ -43,8 +42,6 @@ def check_out_dir(path, flag: str = "--out") -> None:
 def check_out_file(path, flag: str, suffixes: tuple[str, ...] = ()) -> None:
     """Refuse an output file that cannot be written (a directory, a missing folder, a suffix
     other than ``suffixes``) with one ``ValueError`` naming ``flag``, before any work."""
-    from pathlib import Path
-
     p = Path(path)
     if p.is_dir():
         raise ValueError(f"{flag} {path} is a directory; {flag} names a file"

@@ -13,11 +13,24 @@ A :class:`GameLog` holds two pandas tables:
     ``simulation``), ``names`` (comma-joined pool, e.g. ``"Q,M"``), ``n_agents``, ``memory``,
     ``committed_count``, ``committed_name``, ``initial`` (``"empty"`` or ``"consensus:<name>"``),
     ``n_interactions``, ``consensus`` (name or ``None``), ``source_file``.
-    ``consensus`` is the name the run converged on, by its producer's rule: theory simulators --
-    every memory full of successes on one name (memory consensus); normlab LLM runs -- >= 95% of
-    the last 3N interactions succeeded and one name made >= 95% of the uncommitted productions
-    (the theory's rule is kept in ``memory_consensus``); published AI-norms runs -- the name of
-    the final streak of >= 3N successes (the runs' stop rule).
+    Optional run columns (producers add them; older logs lack them): ``memory_consensus``,
+    ``consensus_rule``.
+
+Two consensus readings, two names (:data:`CONSENSUS_RULES`):
+
+``consensus`` -- *behaviour at the end of the run*: the name the agents' answers agree on when
+    the run ends, ``None`` if they do not. The rule is :func:`end_consensus` (>= 95% of the last
+    ``3N`` interactions succeeded and one name made >= 95% of the uncommitted agents' valid
+    productions in them; ``consensus_rule = "end_window"``), except in the published AI-norms
+    runs, which keep the authors' own end-of-run reading so that the paper's counts are
+    reproduced: the name of the final streak of >= 72 consecutive successes (3N for N = 24, their
+    stop rule) when the streak holds one name (``consensus_rule = "final_streak"``). A run whose
+    ``consensus`` is set counts as success, and as producing that name, after its end (the
+    published figures' padding: :meth:`GameLog.plot`, ``llm_trajectories``).
+``memory_consensus`` -- *state*: the name on which every uncommitted agent's memory held ``H``
+    successes, the first time that happened (with committed agents only their name counts);
+    ``None`` if never. This is the theory's consensus (the kernels' ``winner`` and
+    ``consensus_time``); older normlab LLM logs hold a bool there (reached at the end or not).
 
 Memory-state strings (stable, documented, used as table keys by :mod:`normlab.calibration`):
 an agent's last ``H`` interactions, oldest first, as ``"own,partner"`` pairs joined by ``";"``;
@@ -35,7 +48,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ._display import html_card, legend_outside, new_axes, plotting, short_repr
+from ._display import html_card, legend_outside, new_axes, plain, plotting, short_repr
 
 DECISION_COLUMNS = (
     "run", "t", "round", "agent", "partner", "name", "partner_name", "valid", "success",
@@ -46,6 +59,15 @@ RUN_COLUMNS = (
     "initial", "n_interactions", "consensus", "source_file",
 )
 RUN_KINDS = ("baseline", "swap", "evolved", "probe", "simulation")
+#: The readings behind a run's ``consensus``, named by its optional ``consensus_rule`` column.
+CONSENSUS_RULES = {
+    "end_window": ">= 95% of the last 3N interactions succeeded and one name made >= 95% of the uncommitted "
+                  "agents' valid productions in them (end_consensus)",
+    "final_streak": "the run ends with >= 72 consecutive successes (the published runs' stop rule; 3N for "
+                    "N = 24) that all name one name",
+}
+#: Fraction of successes and of one name's productions in the last 3N interactions (``end_window``).
+END_WINDOW_SHARE = 0.95
 
 
 def validate_names(names: Sequence[str]) -> tuple[str, ...]:
@@ -196,6 +218,38 @@ def rebuild_decisions(
     return decisions_frame(rows)
 
 
+def end_consensus(decisions: pd.DataFrame, n_agents: int) -> str | None:
+    """The ``consensus`` of one run (rule ``"end_window"``): the name agreed on at the end.
+
+    >= 95% of the last ``3N`` interactions succeeded and one name made >= 95% of the uncommitted
+    agents' valid productions in them; ``None`` otherwise, and for a run shorter than ``3N``.
+
+    Parameters
+    ----------
+    decisions : pandas.DataFrame
+        One run's decisions (:data:`DECISION_COLUMNS`).
+    n_agents : int
+        Population size ``N``.
+
+    Returns
+    -------
+    str or None
+    """
+    L = 3 * n_agents
+    if decisions.empty:
+        return None
+    t_end = int(decisions["t"].max()) + 1
+    if t_end < L:
+        return None
+    last = decisions[decisions["t"] >= t_end - L]
+    succ = last.drop_duplicates("t")["success"].mean()
+    prod = last[last["valid"] & ~last["committed"]]["name"]
+    if succ < END_WINDOW_SHARE or prod.empty:
+        return None
+    counts = prod.value_counts()
+    return str(counts.index[0]) if counts.iloc[0] >= END_WINDOW_SHARE * len(prod) else None
+
+
 def decisions_frame(rows: dict | pd.DataFrame) -> pd.DataFrame:
     """Coerce a mapping or frame to the decision schema (column order and dtypes).
 
@@ -244,6 +298,13 @@ def runs_frame(rows: dict | pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"unknown run kind(s) {sorted(bad)}; allowed: {RUN_KINDS}")
     for c in ("consensus", "committed_name"):
         df[c] = df[c].astype(object).where(df[c].notna(), None)
+    if "consensus_rule" in df.columns:
+        df["consensus_rule"] = df["consensus_rule"].astype(object).where(df["consensus_rule"].notna(), None)
+        bad = set(df["consensus_rule"].dropna()) - set(CONSENSUS_RULES)
+        if bad:
+            raise ValueError(f"unknown consensus rule(s) {sorted(bad)}; allowed: {sorted(CONSENSUS_RULES)}")
+    if "memory_consensus" in df.columns and df["memory_consensus"].dtype == object:
+        df["memory_consensus"] = df["memory_consensus"].where(df["memory_consensus"].notna(), None)
     extra = [c for c in df.columns if c not in RUN_COLUMNS]
     return df[list(RUN_COLUMNS) + extra].reset_index(drop=True)
 
@@ -364,8 +425,6 @@ class GameLog:
     def summary(self) -> dict:
         """Runs, decisions and the runs per group (model, kind, names, N, H, committed count) with
         their consensus names, as plain Python values."""
-        from ._display import plain
-
         g = self._groups()
         return plain({"runs": len(self.runs), "decisions": len(self.decisions),
                       "valid_share": float(self.decisions["valid"].mean()) if len(self.decisions) else None,

@@ -13,14 +13,22 @@ curves), Fig. 2B (collective bias), Fig. 3 (committed minorities), Fig. S8 (stra
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as _dt
 import html
+import itertools
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from normlab._display import style
+from normlab.schema import memory_state_string
+
+from ._common import cp_interval, fmt_seconds
 
 __all__ = ["write_figures", "write_report", "SUMMARY_SCHEMA", "checks_html"]
 
@@ -154,12 +162,8 @@ def checks_html(checks: pd.DataFrame) -> str:
 def _style():
     """normlab's results look (local to the block: the caller's matplotlib settings stay as they
     were), a little smaller type for the report's dense panels."""
-    import contextlib
-
     import matplotlib as mpl
     import seaborn as sns
-
-    from normlab._display import style
 
     stack = contextlib.ExitStack()
     stack.enter_context(style("results"))
@@ -190,10 +194,6 @@ def _save(fig, path: Path) -> Path:
 
 def _grid(ptab: pd.DataFrame, names, L: int, col: str, name: str) -> tuple[np.ndarray, list[str]]:
     """Matrix over own plays (rows) x partner plays (columns) of memories of length ``L``."""
-    import itertools
-
-    from normlab.schema import memory_state_string
-
     seqs = list(itertools.product(names, repeat=L))
     lab = ["".join(s) for s in seqs]
     t = ptab[ptab["name"] == name].set_index("memory_state")[col]
@@ -415,8 +415,6 @@ def write_figures(out: Path, ctx: dict) -> dict:
 
     ``ctx`` holds what :func:`normlab.demo.run_demo` computed (settings, probe, predictions, runs,
     calibration, checks)."""
-    import warnings
-
     with _style(), warnings.catch_warnings():  # seaborn's notices about matplotlib colormap methods (not ours to fix)
         warnings.filterwarnings("ignore", category=PendingDeprecationWarning, module="seaborn")
         warnings.filterwarnings("ignore", category=DeprecationWarning, module="seaborn")
@@ -475,7 +473,7 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
     fs = cal.fit.summary()
     free = None
     if bias is not None:
-        lo, hi = _cp(bias.invalid, bias.trials)
+        lo, hi = cp_interval(bias.invalid, bias.trials)
         dec = bias.decisions if bias.decisions is not None else pd.DataFrame()
         examples = [t for t in dec.get("raw_text", pd.Series(dtype=object)).dropna().astype(str).tolist()][:6]
         free = {"trials": bias.trials, "invalid": bias.invalid, "invalid_share": bias.invalid / bias.trials,
@@ -545,160 +543,24 @@ def _first_listed(by_order: pd.DataFrame) -> float | None:
     return float(first["p"].mean())
 
 
-def _cp(k, n):
-    from normlab.llm_runs.probes import clopper_pearson
-
-    lo, hi = clopper_pearson([k], [n])
-    return float(lo[0]), float(hi[0])
-
-
 def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs, cm_rows, free, cal, clock,
           estimate, speed, names) -> str:
+    """``report.html``: the page around the sections built below."""
     N, H, R = cfg["n_agents"], cfg["memory"], cfg["runs"]
     x, y = names
-    loser = y if winner == x else x
     model = html.escape(s["endpoint"]["model"])
-    emp = s["strategy_table"]["p_empty"]
-    cons_w = obs["consensus"][winner]
-    pw = pfacts["consensus"][winner]
     mode = cfg["mode"]
     e = html.escape
     where = "the embedded llama.cpp server (offline)" if s["endpoint"]["embedded"] else e(str(s["endpoint"]["base_url"]))
-
-    def cm_line(v):
-        pr = v["per_run"]
-        if pr.get("pooled") is None:
-            return f"not reached with up to {N - 1} of {N} agents committed"
-        lo = pr.get("low")
-        hi = pr.get("high")
-        iv = f"[{_f(lo, 0) if lo is not None else 'not reached'}, {_f(hi, 0) if hi is not None else 'not reached'}]"
-        k = max(cfg["committed_runs"], 1)
-        if pr["pooled"] == 0:
-            return (f"0 -- the consensus on {v['majority']} collapses without any committed agent (a {k}-run "
-                    f"experiment would find {iv})")
-        return f"{_f(pr['pooled'], 0)} of {N} agents (a {k}-run experiment would find {iv})"
-
     first = s["strategy_table"].get("p_first_listed_empty")
-    glance = [
-        f"<b>Individual bias</b>: with an empty memory the model picks {x} with probability {emp[x]:.2f} and "
-        f"{y} with {emp[y]:.2f} (exact next-token probabilities, both name orders averaged)"
-        + (f" -- but it picks whichever name the prompt lists first with probability {first:.2f}: a position bias "
-           f"that the random order of the names cancels only on average." if first is not None else "."),
-        f"<b>Collective bias</b>: the theory, fed the probed strategy table, predicts a consensus on {winner} with "
-        f"probability {_f(pw['estimate'])} (the share an {R}-run experiment would show: {_iv(pw)}); the {R} LLM "
-        f"populations reached it in {cons_w['runs']} of {R} runs ({_iv(cons_w)}, Clopper-Pearson) "
-        f"{_flag(_ck(checks, 'P(consensus)', winner))}",
-        f"<b>Time to consensus</b> (the paper's {3 * N} consecutive successes): predicted "
-        f"{_iv(pfacts['consensus_rounds'], 1)} rounds for the mean of {R} runs; observed "
-        f"{_f(obs['consensus_rounds'], 1)} rounds {_flag(_ck(checks, 'rounds to consensus', ''))}",
-    ] + [f"<b>Critical mass to overturn {v['majority']}</b> (committed to {v['challenger']}): {cm_line(v)}."
-         for v in pcrit.values()]
-    for r in cm_rows:
-        a_, b_ = round(r["low"] * r["runs"]), round(r["high"] * r["runs"])
-        rng_ = f"{a_}" if a_ == b_ else f"{a_} to {b_}"
-        glance.append(f"<b>Committed-minority check</b>: {_agents(r['committed'])} committed to {r['challenger']} "
-                      f"against a consensus on {r['majority']} flipped {r['flips']} of {r['runs']} LLM runs; predicted "
-                      f"flip probability {r['predicted']:.2f}, i.e. {rng_} of {r['runs']} runs in 95% of such "
-                      f"experiments {_flag(r['consistent'])}")
-    if free:
-        glance.append(f"<b>Free generation</b>: asked to write its answer (sample mode, no re-ask) at an empty memory, the "
-                      f"model named no pool name in {free['invalid']} of {free['trials']} answers "
-                      f"({_pct(free['invalid_share'])}, 95% CI {_pct(free['interval'][0])}-{_pct(free['interval'][1])}); "
-                      f"the probe predicts {_pct(free['predicted_invalid_share'])}.")
-    n_in = int((checks["consistent"] == True).sum())  # noqa: E712
-    n_out = int((checks["consistent"] == False).sum())  # noqa: E712
-    glance.append(f"<b>All checks</b>: {n_in} observations inside their predicted interval, {n_out} outside "
-                  f"(table at the end; with 95% intervals about 1 in 20 falls outside by chance).")
-
-    t = s["timing"]
-    c = s["cost"]
-    step_rows = "".join(
-        f"<tr><td>{e(st['step'])}</td><td class='num'>{st['wall_s']:.1f}</td><td class='num'>{st['cpu_s']:.1f}</td>"
-        f"<td class='num'>{st['llm_calls']}</td><td class='num'>{st.get('prompt_tokens', 0):,}</td></tr>" for st in t["steps"])
-    sp = ""
-    if speed:
-        sp = (f"Speed measured on {speed['calls']} requests ({speed['measured']}): {speed['prompt_tokens']:,} prompt tokens in "
-              f"{speed['wall_s']:.1f} s = <b>{speed['tokens_per_s']:.0f} prompt tokens/s</b> (server start included). "
-              f"Estimate before the rest of the probe: {estimate['calls']} requests, "
-              f"{(estimate['prompt_tokens'] or 0):,} prompt tokens, {_fs(estimate['seconds'])} of model time.")
-    fg = ""
-    if free:
-        ex = ", ".join(f"<code>{e(t_[:40])}</code>" for t_ in free["examples"][:4])
-        fg = (f"<h2>Free generation: how often is there no answer at all?</h2>"
-              f"<p>Asked {free['trials']} times at an empty memory to write its answer (the paper's sample protocol, "
-              f"temperature {cfg['sampling'].get('temperature', 0.5)}, no re-ask), the model named no pool name in "
-              f"<b>{free['invalid']} of {free['trials']}</b> answers (95% CI {_pct(free['interval'][0])}-"
-              f"{_pct(free['interval'][1])}). The probe predicts {_pct(free['predicted_invalid_share'])}: one minus the "
-              f"probability that the first answer token is a pool name. First answers: {ex}.</p>"
-              f"<p>Across the populations' decisions the mean mass on pool names was "
-              f"{_f(obs.get('covered_mass'), 2)}: played by free generation, about "
-              f"{_pct(1 - obs['covered_mass']) if obs.get('covered_mass') is not None else '—'} of these decisions "
-              f"would have named no pool name. Exact mode renormalises over the pool names, i.e. it plays what a "
-              f"free answer says <i>given</i> that it names a pool name -- for single-token names the same "
-              f"distribution as the paper's protocol of re-asking until a name appears, without the cost of the "
-              f"re-asks; normlab's default of at most 2 re-asks would instead leave invalid decisions (failed "
-              f"interactions that no memory records).</p>")
+    glance = _glance(s, cfg, checks, winner, pfacts, pcrit, obs, cm_rows, free, names)
+    fg = _free_generation_html(free, cfg, obs)
     cm_fig = f"<figure><img src='{_img(figs['committed'])}' alt='committed-minority runs'><figcaption>Challenger's share of the uncommitted agents' answers per round in the committed-minority runs (LLM, red: single runs and their mean) and in the theory (blue: expected mean, and the band where 95% of the means of {cfg['committed_runs']}-run experiments fall). Runs stop when they flip (the challenger makes 2.849/3 of the answers over 3 rounds) and are then counted as 1, as the published rule does.</figcaption></figure>" if "committed" in figs else ""
     fit_obs = s["population"]["log_fit"]
-    cannot = [
-        f"<b>Exact-mode populations replay the probed table</b>{' (this run)' if mode == 'exact' else ''}: every decision is "
-        f"drawn from the very probabilities the probe measured, so agreement between the populations and the "
-        f"theory checks the pipeline (the runner, the memory encoding, the theory engine and the intervals), not "
-        f"whether the strategy table describes the model's behaviour in free generation. For that, rerun with "
-        f"<code>--mode sample</code> on an endpoint that answers reliably.",
-        "<b>Sample and exact mode differ by the invalid answers</b>: exact mode conditions on a pool name being "
-        "named. Where the model often writes something else (see the free-generation check), sample-mode runs with "
-        "capped re-asks have failed interactions that the table does not model.",
-        "<b>Name order</b>: the table averages the two orders in which the names are shown"
-        + (f" (with an empty memory the first-listed name gets {first:.2f})" if first is not None else "")
-        + ". From empty memories each player sees its own order, so the average is exact; in committed-minority "
-        "runs both players of an interaction see one shared order (the authors' simulate_CM), which correlates "
-        "their choices, and the theory does not model that correlation.",
-        f"<b>Small experiments</b>: {R} populations of {N} agents and {cfg['committed_runs']} runs per committed "
-        f"count. Every predicted interval is the range of what an experiment of exactly this size would show "
-        f"(not the uncertainty of an average), so an observation inside it is consistent, not a confirmation; "
-        f"several checks sit at 0 or 1 where they are weak tests.",
-        f"<b>The fit on the log is in-sample</b>: the {fit_obs['model']} fit uses the populations' own decisions "
-        f"({fit_obs['decisions']} decisions, {fit_obs['states_observed']} of {fit_obs['states_total']} memory "
-        f"states visited), so its agreement with the same populations is expected; its critical-mass intervals "
-        f"show what a convergence experiment alone can say about states it never visited.",
-        *([f"<b>{s['strategy_table']['states_without_name']} memory states had no pool name</b> among the top "
-           f"logprobs in either order: the theory plays them uniformly, the LLM runs record an invalid answer "
-           f"(a failed interaction) there."] if s["strategy_table"]["states_without_name"] else []),
-        "<b>A 135 M-parameter model</b> barely reads its memory: the conventions and critical masses here describe "
-        "SmolLM2 in this prompt, not LLMs in general." if s["endpoint"]["embedded"] else
-        "<b>One model, one prompt</b>: the conventions and critical masses describe this model with this prompt.",
-    ]
-    od = e(str(cfg["out"]))
-    nxt = [
-        ("more committed counts and runs (reuses every answer already cached here)",
-         f"normlab demo --out {od} --committed 1,2,3,4 --committed-runs 8"),
-        ("more populations: narrower observed intervals (cached: seconds in exact mode)",
-         f"normlab demo --out {od} --runs 40"),
-        ("a larger population and memory, closer to the paper (N = 24, H = 5)",
-         f"normlab demo --out {od} --n-agents 24 --memory 3"),
-        ("the paper's generate-and-parse protocol instead of exact mode",
-         f"normlab demo --out {od} --mode sample --runs 4 --reask unbounded"),
-        ("a Bayesian fit with partial pooling on the population log (PyMC)", f"normlab demo --out {od} --fit hierarchical"),
-        ("your own model on an OpenAI-compatible server that returns logprobs (llama.cpp, vLLM)",
-         "normlab demo --out report-mine --base-url http://127.0.0.1:8000/v1 --model MODEL"),
-        ("the same analyses on your own runs or the published Llama runs", "normlab calibrate --help"),
-    ]
-    ff = cal.fit.to_frame(n_draws=400, rng=0)
-    ff = ff[ff["name"] == y]
-    rare = ff[ff["n"] < 10]
-    width = (ff["high"] - ff["low"])
-    cmp_cm = "; ".join(f"overturning {e(v['majority'])}: {_iv(lcrit[k_]['per_run'] | {'estimate': lcrit[k_]['per_run'].get('pooled')}, 0)} "
-                       f"from the log against {_iv(v['per_run'] | {'estimate': v['per_run'].get('pooled')}, 0)} from the probe"
-                       for k_, v in pcrit.items())
-    cal_text = (f"The populations made {fit_obs['decisions']} decisions in {fit_obs['states_observed']} of the "
-                f"{fit_obs['states_total']} memory states; {len(rare)} states saw fewer than 10 decisions, and the fit's "
-                f"95% intervals there are {width[ff['n'] < 10].mean() if len(rare) else float('nan'):.2f} wide on average "
-                f"(against {width[ff['n'] >= 10].mean() if (ff['n'] >= 10).any() else float('nan'):.2f} where it saw 10 "
-                f"or more). Convergence runs spend most of their time in memories of the winning convention, so a "
-                f"fit on their logs pins those states down and leaves the mixed and losing-convention states -- the "
-                f"ones a committed minority creates -- uncertain. Critical mass (50% of runs flip; pooled value "
-                f"[interval of a {max(cfg['committed_runs'], 1)}-run experiment]): {cmp_cm}.")
+    cannot = _caveats(s, cfg, first)
+    nxt = _next_runs(cfg)
+    cal_text = _calibration_text(cal, fit_obs, cfg, pcrit, lcrit, y)
+    cost = _cost_html(s, speed, estimate)
     settings_rows = "".join(f"<tr><td>{e(k)}</td><td><code>{e(json.dumps(v))}</code></td></tr>"
                             for k, v in s["settings"].items())
     files = "".join(f"<li><code>{e(f)}</code></li>" for f in s["files"]["figures"] + s["files"]["tables"])
@@ -752,7 +614,7 @@ population log, whose band adds the uncertainty of memory states the populations
 committed-minority runs (Clopper-Pearson 95%).</figcaption></figure>
 {cm_fig}
 <p><b>What it shows.</b> The critical mass is the smallest committed minority that flips at least half of the runs
-({'; '.join(f"overturning {e(v['majority'])}: {cm_line(v)}" for v in pcrit.values())}). A convention the model holds
+({'; '.join(f"overturning {e(v['majority'])}: {_cm_line(v, cfg)}" for v in pcrit.values())}). A convention the model holds
 weakly can collapse with no committed agent at all; one it holds firmly may resist any minority when even a full
 memory of the challenger's successes does not make the model answer it reliably. <b>Try next:</b>
 <code>--committed 1,2,3</code> tests more counts; <code>normlab critical-mass --help</code> sweeps theory models.</p>
@@ -780,15 +642,7 @@ its journaled model answers.</p>
 run ("probed table": the table is exact, so only the experiment's noise; "fit on the population log": posterior draws,
 each with its own simulated experiment). Observed intervals: Clopper-Pearson 95% for counts.</p>
 
-<h2>8. Cost and time</h2>
-<p>{c['llm_calls']} LLM requests in this run ({c['llm_calls_total']} journaled in this directory, reused by a rerun),
-{c['prompt_tokens']:,} prompt and {c['completion_tokens']:,} completion tokens{f", ${c['cost_usd']:.4f}" if c['cost_usd'] else ""};
-the populations took {s['cost']['population_cache_hits']} decisions from the cache. {sp}</p>
-<table><tr><th>step</th><th>wall s</th><th>CPU s</th><th>requests</th><th>prompt tokens</th></tr>{step_rows}
-<tr><th>total</th><th class="num">{t['wall_s']:.1f}</th><th class="num">{t['cpu_s']:.1f}</th><th class="num">{c['llm_calls']}</th>
-<th class="num">{c['prompt_tokens']:,}</th></tr></table>
-<p class="small">CPU time counts every thread of the process, the embedded llama.cpp server included; wall time
-depends on what else the machine runs.</p>
+{cost}
 
 <h2>Settings and files</h2>
 <table>{settings_rows}</table>
@@ -796,6 +650,190 @@ depends on what else the machine runs.</p>
 <ul>{files}<li><code>summary.json</code></li></ul>
 </body></html>
 """
+
+
+def _cm_line(v: dict, cfg: dict) -> str:
+    """One direction's critical mass in words (the pooled ``per_run`` reading, with the interval
+    of an experiment of the demo's size)."""
+    N = cfg["n_agents"]
+    pr = v["per_run"]
+    if pr.get("pooled") is None:
+        return f"not reached with up to {N - 1} of {N} agents committed"
+    lo = pr.get("low")
+    hi = pr.get("high")
+    iv = f"[{_f(lo, 0) if lo is not None else 'not reached'}, {_f(hi, 0) if hi is not None else 'not reached'}]"
+    k = max(cfg["committed_runs"], 1)
+    if pr["pooled"] == 0:
+        return (f"0 -- the consensus on {v['majority']} collapses without any committed agent (a {k}-run "
+                f"experiment would find {iv})")
+    return f"{_f(pr['pooled'], 0)} of {N} agents (a {k}-run experiment would find {iv})"
+
+
+def _glance(s, cfg, checks, winner, pfacts, pcrit, obs, cm_rows, free, names) -> list[str]:
+    """The "At a glance" items."""
+    N, R = cfg["n_agents"], cfg["runs"]
+    x, y = names
+    emp = s["strategy_table"]["p_empty"]
+    cons_w = obs["consensus"][winner]
+    pw = pfacts["consensus"][winner]
+    first = s["strategy_table"].get("p_first_listed_empty")
+    glance = [
+        f"<b>Individual bias</b>: with an empty memory the model picks {x} with probability {emp[x]:.2f} and "
+        f"{y} with {emp[y]:.2f} (exact next-token probabilities, both name orders averaged)"
+        + (f" -- but it picks whichever name the prompt lists first with probability {first:.2f}: a position bias "
+           f"that the random order of the names cancels only on average." if first is not None else "."),
+        f"<b>Collective bias</b>: the theory, fed the probed strategy table, predicts a consensus on {winner} with "
+        f"probability {_f(pw['estimate'])} (the share an {R}-run experiment would show: {_iv(pw)}); the {R} LLM "
+        f"populations reached it in {cons_w['runs']} of {R} runs ({_iv(cons_w)}, Clopper-Pearson) "
+        f"{_flag(_ck(checks, 'P(consensus)', winner))}",
+        f"<b>Time to consensus</b> (the paper's {3 * N} consecutive successes): predicted "
+        f"{_iv(pfacts['consensus_rounds'], 1)} rounds for the mean of {R} runs; observed "
+        f"{_f(obs['consensus_rounds'], 1)} rounds {_flag(_ck(checks, 'rounds to consensus', ''))}",
+    ] + [f"<b>Critical mass to overturn {v['majority']}</b> (committed to {v['challenger']}): {_cm_line(v, cfg)}."
+         for v in pcrit.values()]
+    for r in cm_rows:
+        a_, b_ = round(r["low"] * r["runs"]), round(r["high"] * r["runs"])
+        rng_ = f"{a_}" if a_ == b_ else f"{a_} to {b_}"
+        glance.append(f"<b>Committed-minority check</b>: {_agents(r['committed'])} committed to {r['challenger']} "
+                      f"against a consensus on {r['majority']} flipped {r['flips']} of {r['runs']} LLM runs; predicted "
+                      f"flip probability {r['predicted']:.2f}, i.e. {rng_} of {r['runs']} runs in 95% of such "
+                      f"experiments {_flag(r['consistent'])}")
+    if free:
+        glance.append(f"<b>Free generation</b>: asked to write its answer (sample mode, no re-ask) at an empty memory, the "
+                      f"model named no pool name in {free['invalid']} of {free['trials']} answers "
+                      f"({_pct(free['invalid_share'])}, 95% CI {_pct(free['interval'][0])}-{_pct(free['interval'][1])}); "
+                      f"the probe predicts {_pct(free['predicted_invalid_share'])}.")
+    n_in = int((checks["consistent"] == True).sum())  # noqa: E712
+    n_out = int((checks["consistent"] == False).sum())  # noqa: E712
+    glance.append(f"<b>All checks</b>: {n_in} observations inside their predicted interval, {n_out} outside "
+                  f"(table at the end; with 95% intervals about 1 in 20 falls outside by chance).")
+    return glance
+
+
+def _free_generation_html(free, cfg, obs) -> str:
+    """The free-generation section ("" when the check was skipped)."""
+    e = html.escape
+    fg = ""
+    if free:
+        ex = ", ".join(f"<code>{e(t_[:40])}</code>" for t_ in free["examples"][:4])
+        fg = (f"<h2>Free generation: how often is there no answer at all?</h2>"
+              f"<p>Asked {free['trials']} times at an empty memory to write its answer (the paper's sample protocol, "
+              f"temperature {cfg['sampling'].get('temperature', 0.5)}, no re-ask), the model named no pool name in "
+              f"<b>{free['invalid']} of {free['trials']}</b> answers (95% CI {_pct(free['interval'][0])}-"
+              f"{_pct(free['interval'][1])}). The probe predicts {_pct(free['predicted_invalid_share'])}: one minus the "
+              f"probability that the first answer token is a pool name. First answers: {ex}.</p>"
+              f"<p>Across the populations' decisions the mean mass on pool names was "
+              f"{_f(obs.get('covered_mass'), 2)}: played by free generation, about "
+              f"{_pct(1 - obs['covered_mass']) if obs.get('covered_mass') is not None else '—'} of these decisions "
+              f"would have named no pool name. Exact mode renormalises over the pool names, i.e. it plays what a "
+              f"free answer says <i>given</i> that it names a pool name -- for single-token names the same "
+              f"distribution as the paper's protocol of re-asking until a name appears, without the cost of the "
+              f"re-asks; normlab's default of at most 2 re-asks would instead leave invalid decisions (failed "
+              f"interactions that no memory records).</p>")
+    return fg
+
+
+def _caveats(s, cfg, first) -> list[str]:
+    """What these comparisons can and cannot show."""
+    N, R, mode = cfg["n_agents"], cfg["runs"], cfg["mode"]
+    fit_obs = s["population"]["log_fit"]
+    cannot = [
+        f"<b>Exact-mode populations replay the probed table</b>{' (this run)' if mode == 'exact' else ''}: every decision is "
+        f"drawn from the very probabilities the probe measured, so agreement between the populations and the "
+        f"theory checks the pipeline (the runner, the memory encoding, the theory engine and the intervals), not "
+        f"whether the strategy table describes the model's behaviour in free generation. For that, rerun with "
+        f"<code>--mode sample</code> on an endpoint that answers reliably.",
+        "<b>Sample and exact mode differ by the invalid answers</b>: exact mode conditions on a pool name being "
+        "named. Where the model often writes something else (see the free-generation check), sample-mode runs with "
+        "capped re-asks have failed interactions that the table does not model.",
+        "<b>Name order</b>: the table averages the two orders in which the names are shown"
+        + (f" (with an empty memory the first-listed name gets {first:.2f})" if first is not None else "")
+        + ". From empty memories each player sees its own order, so the average is exact; in committed-minority "
+        "runs both players of an interaction see one shared order (the authors' simulate_CM), which correlates "
+        "their choices, and the theory does not model that correlation.",
+        f"<b>Small experiments</b>: {R} populations of {N} agents and {cfg['committed_runs']} runs per committed "
+        f"count. Every predicted interval is the range of what an experiment of exactly this size would show "
+        f"(not the uncertainty of an average), so an observation inside it is consistent, not a confirmation; "
+        f"several checks sit at 0 or 1 where they are weak tests.",
+        f"<b>The fit on the log is in-sample</b>: the {fit_obs['model']} fit uses the populations' own decisions "
+        f"({fit_obs['decisions']} decisions, {fit_obs['states_observed']} of {fit_obs['states_total']} memory "
+        f"states visited), so its agreement with the same populations is expected; its critical-mass intervals "
+        f"show what a convergence experiment alone can say about states it never visited.",
+        *([f"<b>{s['strategy_table']['states_without_name']} memory states had no pool name</b> among the top "
+           f"logprobs in either order: the theory plays them uniformly, the LLM runs record an invalid answer "
+           f"(a failed interaction) there."] if s["strategy_table"]["states_without_name"] else []),
+        "<b>A 135 M-parameter model</b> barely reads its memory: the conventions and critical masses here describe "
+        "SmolLM2 in this prompt, not LLMs in general." if s["endpoint"]["embedded"] else
+        "<b>One model, one prompt</b>: the conventions and critical masses describe this model with this prompt.",
+    ]
+    return cannot
+
+
+def _next_runs(cfg) -> list[tuple[str, str]]:
+    """What to try next: (what it shows, the command)."""
+    e = html.escape
+    od = e(str(cfg["out"]))
+    nxt = [
+        ("more committed counts and runs (reuses every answer already cached here)",
+         f"normlab demo --out {od} --committed 1,2,3,4 --committed-runs 8"),
+        ("more populations: narrower observed intervals (cached: seconds in exact mode)",
+         f"normlab demo --out {od} --runs 40"),
+        ("a larger population and memory, closer to the paper (N = 24, H = 5)",
+         f"normlab demo --out {od} --n-agents 24 --memory 3"),
+        ("the paper's generate-and-parse protocol instead of exact mode",
+         f"normlab demo --out {od} --mode sample --runs 4 --reask unbounded"),
+        ("a Bayesian fit with partial pooling on the population log (PyMC)", f"normlab demo --out {od} --fit hierarchical"),
+        ("your own model on an OpenAI-compatible server that returns logprobs (llama.cpp, vLLM)",
+         "normlab demo --out report-mine --base-url http://127.0.0.1:8000/v1 --model MODEL"),
+        ("the same analyses on your own runs or the published Llama runs", "normlab calibrate --help"),
+    ]
+    return nxt
+
+
+def _calibration_text(cal, fit_obs, cfg, pcrit, lcrit, y) -> str:
+    """What the fit on the population log says, against the probe."""
+    e = html.escape
+    ff = cal.fit.to_frame(n_draws=400, rng=0)
+    ff = ff[ff["name"] == y]
+    rare = ff[ff["n"] < 10]
+    width = (ff["high"] - ff["low"])
+    cmp_cm = "; ".join(f"overturning {e(v['majority'])}: {_iv(lcrit[k_]['per_run'] | {'estimate': lcrit[k_]['per_run'].get('pooled')}, 0)} "
+                       f"from the log against {_iv(v['per_run'] | {'estimate': v['per_run'].get('pooled')}, 0)} from the probe"
+                       for k_, v in pcrit.items())
+    cal_text = (f"The populations made {fit_obs['decisions']} decisions in {fit_obs['states_observed']} of the "
+                f"{fit_obs['states_total']} memory states; {len(rare)} states saw fewer than 10 decisions, and the fit's "
+                f"95% intervals there are {width[ff['n'] < 10].mean() if len(rare) else float('nan'):.2f} wide on average "
+                f"(against {width[ff['n'] >= 10].mean() if (ff['n'] >= 10).any() else float('nan'):.2f} where it saw 10 "
+                f"or more). Convergence runs spend most of their time in memories of the winning convention, so a "
+                f"fit on their logs pins those states down and leaves the mixed and losing-convention states -- the "
+                f"ones a committed minority creates -- uncertain. Critical mass (50% of runs flip; pooled value "
+                f"[interval of a {max(cfg['committed_runs'], 1)}-run experiment]): {cmp_cm}.")
+    return cal_text
+
+
+def _cost_html(s, speed, estimate) -> str:
+    """Section 8: requests, tokens and time per step."""
+    e = html.escape
+    t = s["timing"]
+    c = s["cost"]
+    step_rows = "".join(
+        f"<tr><td>{e(st['step'])}</td><td class='num'>{st['wall_s']:.1f}</td><td class='num'>{st['cpu_s']:.1f}</td>"
+        f"<td class='num'>{st['llm_calls']}</td><td class='num'>{st.get('prompt_tokens', 0):,}</td></tr>" for st in t["steps"])
+    sp = ""
+    if speed:
+        sp = (f"Speed measured on {speed['calls']} requests ({speed['measured']}): {speed['prompt_tokens']:,} prompt tokens in "
+              f"{speed['wall_s']:.1f} s = <b>{speed['tokens_per_s']:.0f} prompt tokens/s</b> (server start included). "
+              f"Estimate before the rest of the probe: {estimate['calls']} requests, "
+              f"{(estimate['prompt_tokens'] or 0):,} prompt tokens, {fmt_seconds(estimate['seconds'])} of model time.")
+    return f"""<h2>8. Cost and time</h2>
+<p>{c['llm_calls']} LLM requests in this run ({c['llm_calls_total']} journaled in this directory, reused by a rerun),
+{c['prompt_tokens']:,} prompt and {c['completion_tokens']:,} completion tokens{f", ${c['cost_usd']:.4f}" if c['cost_usd'] else ""};
+the populations took {s['cost']['population_cache_hits']} decisions from the cache. {sp}</p>
+<table><tr><th>step</th><th>wall s</th><th>CPU s</th><th>requests</th><th>prompt tokens</th></tr>{step_rows}
+<tr><th>total</th><th class="num">{t['wall_s']:.1f}</th><th class="num">{t['cpu_s']:.1f}</th><th class="num">{c['llm_calls']}</th>
+<th class="num">{c['prompt_tokens']:,}</th></tr></table>
+<p class="small">CPU time counts every thread of the process, the embedded llama.cpp server included; wall time
+depends on what else the machine runs.</p>"""
 
 
 def _agents(k: int) -> str:
@@ -814,9 +852,3 @@ def _ck(checks: pd.DataFrame, quantity: str, key: str, source: str = "probe"):
         return None
     v = r["consistent"].iloc[0]
     return None if v is None or pd.isna(v) else bool(v)
-
-
-def _fs(sec):
-    if sec is None:
-        return "unknown"
-    return f"{sec:.0f} s" if sec < 90 else f"{sec / 60:.1f} min"

@@ -17,6 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from normlab._display import rc
+from normlab.calibration import find_ainorms
+from normlab.llm_runs import load_ainorms, load_ainorms_meta, load_ainorms_probes
+from normlab.llm_runs.published.ainorms import META_COLUMNS, PROBE_COLUMNS
+
 #: The four LLMs of the paper, in its order (Figs. 1-3).
 MODELS = ("Llama-3-70B-Instruct", "Llama-3.1-70B-Instruct", "Claude-3.5-Sonnet", "Llama-2-70B-Chat")
 #: Labels the published figures use.
@@ -68,8 +73,6 @@ class Archives:
     @cached_property
     def games(self):
         """Every game run (baseline, swap, evolved) as an ``AINormsLog`` (``None`` if none)."""
-        from normlab.llm_runs.published.ainorms import load_ainorms
-
         try:
             return load_ainorms(self.path)
         except FileNotFoundError:  # a folder without any .zip/.pkl
@@ -82,8 +85,6 @@ class Archives:
     @cached_property
     def probes(self) -> pd.DataFrame:
         """Strategy and first-move probes (empty frame if none)."""
-        from normlab.llm_runs.published.ainorms import PROBE_COLUMNS, load_ainorms_probes
-
         try:
             return load_ainorms_probes(self.path)
         except FileNotFoundError:
@@ -96,8 +97,6 @@ class Archives:
     @cached_property
     def meta(self) -> pd.DataFrame:
         """Meta-prompting tests (empty frame if none)."""
-        from normlab.llm_runs.published.ainorms import META_COLUMNS, load_ainorms_meta
-
         try:
             return load_ainorms_meta(self.path)
         except FileNotFoundError:
@@ -141,8 +140,6 @@ def _signature(p: Path) -> tuple:
 def find_data() -> Path | None:
     """The published data folder: ``$NORMLAB_AINORMS``, else ``shared/data/ai-norms`` beside the
     working directory, one of its parents or the installed package (``None`` if not found)."""
-    from normlab.calibration.pipeline import find_ainorms
-
     return find_ainorms()
 
 
@@ -268,8 +265,6 @@ def style() -> dict:
     """The figures' look as matplotlib rc settings (seaborn ``ticks``, ``notebook`` context, no
     top/right spines, no legend frame; one home: :func:`normlab._display.rc`); :func:`normlab.figures.make`
     draws inside it, leaving the caller's settings alone."""
-    from normlab._display import rc
-
     return rc("paper")
 
 

@@ -30,6 +30,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from normlab._rng import spawn
+from normlab.theory import minimal_naming_game
+
 from ._common import (COLORS, MODELS, SHORT, TEN, FigureSkipped, archives, check_model, integer_ticks, missing_note,
                       with_notes)
 from .fig2 import first_move_counts
@@ -87,9 +90,6 @@ def figS3_data(*, small: bool = False, runs: int | None = None, n_agents: int = 
     pandas.DataFrame
         ``bias``, ``round``, ``p_name_1``, ``p_consensus_1`` (share of runs converging on '1').
     """
-    from normlab._rng import spawn
-    from normlab.theory import minimal_naming_game
-
     if pad not in ("bias_side", "consensus"):
         raise ValueError(f"pad must be 'bias_side' (the authors' plotter.ipynb) or 'consensus'; got {pad!r}")
     bs = np.round(np.linspace(0, 1, 21), 2) if biases is None else np.asarray(biases, dtype=float)

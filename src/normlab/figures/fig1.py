@@ -24,6 +24,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from normlab.llm_runs.published.ainorms import first_round_reaching
+from normlab.theory import minimal_naming_game
+
 from ._common import (COLORS, MARKERS, MODELS, SHORT, TEN, FigureSkipped, archives, check_model, integer_ticks,
                       missing_note, pad_mean, success_by_run, with_notes)
 
@@ -31,8 +34,6 @@ __all__ = ["fig1a_data", "fig1a_draw", "fig1b_data", "fig1b_draw"]
 
 
 def _theory(runs: int, rounds: int, interactions: int, invent: str, rng):
-    from normlab.theory import minimal_naming_game
-
     res = minimal_naming_game(24, n_words=10, n_runs=runs, rng=rng, invent=invent, per_interaction=True,
                               progress=False)
     inset = res.success_by_interaction(n_interactions=interactions)
@@ -86,8 +87,6 @@ def fig1a_data(data=None, *, small: bool = False, runs: int | None = None, inven
     curves = {m: success_by_run(log) for m, log in per_model.items()}
     longest = max(int(c["round"].max()) for c in curves.values())
     frames, notes = [], []
-    from normlab.llm_runs.published.ainorms import first_round_reaching
-
     for m, c in curves.items():
         src = per_model[m].runs.set_index("run")["source_run"]
         mean = pad_mean(c, "success_rate", pad=1.0, length=longest)

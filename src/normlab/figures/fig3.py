@@ -30,6 +30,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from normlab import calibration as cal
+from normlab.calibration import empirical_critical_mass
+from normlab.theory.criteria import published_rule
+
 from ._common import CM_SETTING, COLORS, MODELS, SHORT, FigureSkipped, archives, integer_ticks, missing_note, with_notes
 
 __all__ = ["critical_masses", "fig3a_data", "fig3a_draw", "fig3b_data", "fig3b_draw", "fig3_prediction_data",
@@ -51,8 +55,6 @@ def critical_masses(data=None) -> dict:
         model -> ``(EmpiricalCriticalMass, n_agents, memory)`` for the paper's setting of that
         model (:data:`CM_SETTING`); models without committed-minority runs are absent.
     """
-    from normlab.calibration import empirical_critical_mass
-
     arch = archives(data)
     out = {}
     for m in MODELS:
@@ -80,8 +82,6 @@ def fig3a_data(data=None, *, counts: str = "critical") -> pd.DataFrame:
         ``fraction`` (committed / N), ``round``, ``share`` (ensemble mean), ``n_runs``,
         ``success`` (published rule), ``last3`` (its 3-round sum), ``max_round``.
     """
-    from normlab.theory.criteria import published_rule
-
     if counts not in ("critical", "all"):
         raise ValueError(f"counts must be 'critical' or 'all'; got {counts!r}")
     cms = critical_masses(data)
@@ -237,8 +237,6 @@ def fig3_prediction_data(data=None, *, small: bool = False, draws: int | None = 
         ``model``, ``majority``, ``source`` (``predicted``/``observed``), ``committed``,
         ``p_flip``, ``low``, ``high``; ``attrs["critical_mass"]``: the predicted critical masses.
     """
-    from normlab import calibration as cal
-
     n_draws = draws if draws is not None else (20 if small else 200)
     arch = archives(data, required=False)
     frames, notes = [], []

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from normlab.theory import itcmas
+
 from ._common import integer_ticks, with_notes
 
 __all__ = ["itcmas_fig6_data", "itcmas_fig6_draw", "itcmas_fig7_data", "itcmas_fig7_draw", "itcmas_gini_data",
@@ -31,8 +33,6 @@ LOCALES = [f"{a}'s house" for a in AGENTS] + ["canteen", "reading room"]
 
 
 def _run(rng):
-    from normlab.theory import itcmas
-
     return itcmas.simulate_ltrha(agent_names=AGENTS, env_names=LOCALES, rng=rng)
 
 
@@ -124,8 +124,6 @@ def itcmas_gini_data(*, small: bool = False, runs: int | None = None, rng=2409) 
         The rows of :meth:`LTRHAResult.inequality` (``run``, ``step``, ``gini``, ...) with
         ``ranker`` and ``rule``.
     """
-    from normlab.theory import itcmas
-
     n = runs if runs is not None else (20 if small else 100)
     rankers = {"contribution": itcmas.ContributionRanker(), "resources": itcmas.ResourceRanker(),
                "random": itcmas.RandomRanker()}

@@ -35,6 +35,10 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from normlab._rng import spawn
+from normlab.calibration import load_fit, state_labels
+from normlab.theory import strategy_game
+
 from ._common import SHORT, FigureSkipped, archives, with_notes
 
 __all__ = ["figS8_data", "figS8_draw", "figS9_data", "figS9_draw", "figS10_data", "figS10_draw", "FITS"]
@@ -61,9 +65,6 @@ def _state(own: str, partner: str) -> str:
 @lru_cache(maxsize=8)
 def _table(model: str, source: str = "fit"):
     """State label -> (p(M), decisions in the fit's training runs)."""
-    from normlab.calibration import load_fit
-    from normlab.calibration.inputs import state_labels
-
     fit = load_fit(FITS[model])
     n = fit.counts.sum(axis=1)
     if source == "fit":
@@ -208,10 +209,6 @@ def figS9_data(data=None, *, small: bool = False, rounds: int = 100, runs: int =
         (``unperturbed``/``1 committed to Q``), ``own``, ``partner``, ``state``, ``frequency``
         (share of the uncommitted agents' decisions), ``n``, ``p_M`` (fitted table).
     """
-    from normlab._rng import spawn
-    from normlab.calibration import load_fit
-    from normlab.theory import strategy_game
-
     R = 30 if small and rounds == 100 else int(rounds)
     N, H = 24, 5
     frames, notes = [], []

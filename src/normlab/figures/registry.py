@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from normlab._display import style
+from normlab._validate import check_out_dir
+
 from ._common import FigureSkipped, archives
 
 __all__ = ["FigureSpec", "FIGURES", "FigureOutcome", "make", "figure_keys", "script"]
@@ -192,9 +195,6 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
     FileNotFoundError
         ``data`` names a path that does not exist.
     """
-    from normlab._display import style
-    from normlab._validate import check_out_dir
-
     keys = figure_keys(only)
     options, draw_options = options or {}, draw_options or {}
     for k in list(options) + list(draw_options):

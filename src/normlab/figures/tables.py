@@ -28,8 +28,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from normlab._rng import spawn
+from normlab.calibration import counts_from_probes, strategy_asymmetry
+from normlab.llm_runs import bootstrap_p
+
 from . import _published as PUB
 from ._common import MODELS, FigureSkipped, archives, check_model, missing_note, with_notes
+from .fig2 import consensus_counts, first_move_counts
+from .fig3 import critical_masses
 
 __all__ = ["table1_data", "tableS1_data", "tableS2_data", "tableS3_data", "tableS5_data", "paper_memory"]
 
@@ -74,8 +80,6 @@ def table1_data(data=None, *, model: str = "Llama-3.1-70B-Instruct") -> pd.DataF
         ``published_name`` and ``published`` (the values printed in the text, where any).
     """
     check_model(model)
-    from normlab.calibration import counts_from_probes, strategy_asymmetry
-
     pr = _strategy_probes(data, model, "Table 1")
     c = _counts(pr)
     by_len = strategy_asymmetry(counts_from_probes(pr, names=QM, memory=2)).by_length.set_index("memory_len")
@@ -125,9 +129,6 @@ def tableS5_data(data=None, *, model: str = "Llama-3.1-70B-Instruct", two_sided:
     check_model(model)
     from scipy.stats import binomtest
 
-    from normlab._rng import spawn
-    from normlab.llm_runs.probes import bootstrap_p
-
     c = _counts(_strategy_probes(data, model, "Table S5"))
     c = c[c["memory_len"] > 0].reset_index(drop=True)
     pd_, pdd = [], []
@@ -154,8 +155,6 @@ def tableS1_data(data=None) -> pd.DataFrame:
         ``model``, ``strong``, ``weak``, ``n``, ``p_value`` (two-sided exact binomial),
         ``published_strong``, ``published_weak``, ``published_p``.
     """
-    from .fig2 import first_move_counts
-
     fm = first_move_counts(data, names="Q,M")
     if fm.empty:
         raise FigureSkipped("Table S1: no first-move probes over {Q, M} in the data")
@@ -179,8 +178,6 @@ def tableS2_data(data=None) -> pd.DataFrame:
         ``model``, ``strong``, ``weak``, ``no_consensus``, ``n_runs``, ``published_strong``,
         ``published_weak``.
     """
-    from .fig2 import consensus_counts
-
     cc = consensus_counts(data, names="Q,M")
     if cc.empty:
         raise FigureSkipped("Table S2: no Q/M baseline runs (N = 24, H = 5) in the data")
@@ -205,8 +202,6 @@ def tableS3_data(data=None) -> pd.DataFrame:
         within 30 rounds), ``c50`` (logistic 50 % point), ``window``, ``counts`` (tested),
         ``runs`` (committed-minority runs), ``published`` (Table S3).
     """
-    from .fig3 import critical_masses
-
     cms = critical_masses(data)
     if not cms:
         raise FigureSkipped("Table S3: no committed-minority runs (swap files) in the data")

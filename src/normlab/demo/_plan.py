@@ -1,0 +1,275 @@
+"""The demo's plan: settings checked before any work, the directory key, the estimate of every
+step (``estimate_demo``, ``normlab demo --dry-run``) and the plan printed once the first probe
+stage has timed the endpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from normlab._validate import check_int, check_out_dir
+from normlab.calibration import MODELS
+from normlab.llm_runs import EndpointConfig, RunEstimate, estimate_game, load_template
+from normlab.llm_runs.backend import ctx_for_prompt
+from normlab.llm_runs.runner import BYTES_PER_TOKEN, _prompt_tokens  # runner's private names (issue 20)
+from normlab.llm_runs.runner import distinct_prompts, estimate_requests, longest_prompt_bytes, make_settings
+from normlab.schema import parse_memory_state, validate_names
+
+from ._common import fmt_seconds
+from ._ledger import free_generation_done, journal_calls, journal_dirs, ledger
+
+__all__ = ["DEMO_DEFAULTS", "MARKER", "PROBE_SEED", "validate", "parse_committed", "directory_key", "seed_int",
+           "demo_ctx", "estimate_demo", "prompt_chars", "measure_speed", "plan_rest"]
+
+#: Defaults of :func:`run_demo` and ``normlab demo``: a population small enough for a 2-core laptop.
+DEMO_DEFAULTS = {
+    "names": "X,Y", "n_agents": 8, "memory": 2, "runs": 8, "max_rounds": 100, "committed": "auto",
+    "committed_runs": 4, "sample_check": 12, "fit": "empirical", "n_draws": 200, "mode": "exact",
+    "within_rounds": 30, "rng": 1,
+}
+#: Settings of the demo in its directory (marks a directory as a demo directory).
+MARKER = "demo.json"
+PROBE_SEED = 0  # exact tables do not depend on a seed: one fixed seed lets every demo share them
+
+
+# ----------------------------------------------------------------------------- settings
+def parse_committed(committed, n_agents: int):
+    if isinstance(committed, str):
+        if committed.strip().lower() == "auto":
+            return "auto"
+        try:
+            committed = [int(x) for x in committed.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"committed must be 'auto', K or a comma-separated list of counts; got {committed!r}") from None
+    vals = [committed] if not isinstance(committed, (list, tuple, np.ndarray)) else list(committed)
+    if not vals:
+        raise ValueError("committed must be 'auto' or at least one count")
+    out = sorted({check_int(v, "committed", 1, n_agents - 1) for v in vals})
+    return out
+
+
+def validate(out, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
+             n_draws, mode, within_rounds, endpoint, sampling) -> dict:
+    """Every setting checked before any work; returns them as the demo's ``cfg``."""
+    if isinstance(names, str):
+        names = [x.strip() for x in names.split(",")]
+    names = validate_names(names)
+    if len(names) != 2:
+        raise ValueError(f"the demo plays the paper's two-name game (W = 2); got {len(names)} names {list(names)}")
+    n_agents = check_int(n_agents, "n_agents", 3, 1000)
+    memory = check_int(memory, "memory", 1, 5)
+    runs = check_int(runs, "runs", 1)
+    max_rounds = check_int(max_rounds, "max_rounds", 10)
+    committed = parse_committed(committed, n_agents)
+    committed_runs = check_int(committed_runs, "committed_runs", 0)
+    sample_check = check_int(sample_check, "sample_check", 0)
+    if fit not in MODELS:
+        raise ValueError(f"fit must be one of {MODELS}; got {fit!r}")
+    n_draws = check_int(n_draws, "n_draws", 10)
+    if mode not in ("exact", "sample"):
+        raise ValueError(f"mode must be 'exact' or 'sample'; got {mode!r}")
+    within_rounds = check_int(within_rounds, "within_rounds", 3)
+    if endpoint is None:
+        endpoint = EndpointConfig.from_env()
+    if not isinstance(endpoint, EndpointConfig):
+        raise TypeError(f"endpoint must be an EndpointConfig or None; got {type(endpoint).__name__}")
+    sampling = dict(sampling or {})
+    known = {"template", "temperature", "top_k", "max_tokens", "top_logprobs", "max_reasks", "prefill",
+             "multi_token", "wrap", "top_p", "min_p", "parse"}
+    bad = sorted(set(sampling) - known)
+    if bad:
+        raise TypeError(f"unknown sampling setting(s) {bad}; allowed: {sorted(known)}")
+    # the runner's own checks, before any work: the probe (exact) and the populations (mode)
+    make_settings(n_agents, memory, names, max_interactions=1, mode="exact", embedded=endpoint.embedded,
+                  **{k: v for k, v in sampling.items() if k not in ("top_p", "min_p")})
+    make_settings(n_agents, memory, names, max_interactions=1, mode=mode, embedded=endpoint.embedded, **sampling)
+    out = Path(out)
+    check_out_dir(out)
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise ValueError(f"--out {out} is not empty and holds no normlab demo; choose an empty or new directory")
+    return dict(out=out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
+                committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
+                n_draws=n_draws, mode=mode, within_rounds=within_rounds, endpoint=endpoint, sampling=sampling)
+
+
+def directory_key(cfg) -> str:
+    """Directory key: the endpoint, the pool and every sampling setting (what changes the answers)."""
+    ep = cfg["endpoint"]
+    blob = json.dumps({"endpoint": ep.base_url or "embedded", "model": ep.model, "names": list(cfg["names"]),
+                       "sampling": {k: cfg["sampling"][k] for k in sorted(cfg["sampling"])}},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+
+def seed_int(rng) -> int:
+    """An int seed for the demo (fresh entropy when ``rng`` is None)."""
+    if rng is None:
+        return int(np.random.SeedSequence().entropy % (2**63))
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return int(rng)
+    raise TypeError(f"rng must be an int or None (the demo stores it in {MARKER}); got {type(rng).__name__}")
+
+
+def demo_ctx(cfg) -> int:
+    """KV tokens per slot for the longest prompt any step sends, with its longest answer."""
+    smp = cfg["sampling"]
+    need = []
+    for mode in ("exact", "sample"):
+        kw = smp if mode == "sample" else {k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")}
+        s, tpl, _ = make_settings(cfg["n_agents"], cfg["memory"], cfg["names"], max_interactions=1, mode=mode,
+                                  embedded=True, **kw)
+        need.append(ctx_for_prompt(longest_prompt_bytes(s, tpl), 1 if mode == "exact" else s.max_tokens))
+    return max(need)
+
+
+# ----------------------------------------------------------------------------- estimates
+def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS["n_agents"],
+                  memory: int = DEMO_DEFAULTS["memory"], runs: int = DEMO_DEFAULTS["runs"],
+                  max_rounds: int = DEMO_DEFAULTS["max_rounds"], committed=DEMO_DEFAULTS["committed"],
+                  committed_runs: int = DEMO_DEFAULTS["committed_runs"],
+                  sample_check: int = DEMO_DEFAULTS["sample_check"], fit: str = DEMO_DEFAULTS["fit"],
+                  n_draws: int = DEMO_DEFAULTS["n_draws"], mode: str = DEMO_DEFAULTS["mode"],
+                  within_rounds: int = DEMO_DEFAULTS["within_rounds"], endpoint=None, sampling: dict | None = None):
+    """Requests, tokens and cost of :func:`run_demo` with the same arguments, before anything
+    is sent (``normlab demo --dry-run``): nothing is sent and nothing is written.
+
+    Returns
+    -------
+    normlab.llm_runs.RunEstimate
+        ``typical`` and ``at_most`` per quantity, summed over the steps that call the model:
+        the strategy table (one exact request per memory state and name order, less what
+        ``out`` already journaled), the free-generation check (``sample_check`` requests), and
+        in sample mode the populations and committed-minority runs
+        (:func:`normlab.llm_runs.estimate_game`; in exact mode they are answered from the
+        table's cache). Tokens are estimated from the rendered prompts (UTF-8 bytes / 3).
+    """
+    cfg = validate(out, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
+                   n_draws, mode, within_rounds, endpoint, sampling)
+    out, names, N, H = cfg["out"], cfg["names"], cfg["n_agents"], cfg["memory"]
+    ep, smp = cfg["endpoint"], cfg["sampling"]
+    llm_dir = out / "llm" / directory_key(cfg)
+    prices = {"all": (ep.price_input, ep.price_output)}
+    parts, notes = [], []
+
+    # 1. the strategy table, exact: one request per memory state and name order
+    s, tpl, _ = make_settings(N, H, names, max_interactions=1, mode="exact", embedded=ep.embedded,
+                              **{k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")})
+    counts = [4 ** k for k in range(H + 1)]
+    ptok = sum(c * _prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
+    total = distinct_prompts(names, H)
+    done = sum(1 for d in llm_dir.glob("probe-H*") for c in journal_calls(d) if c.get("purpose") == "exact")
+    left = max(total - done, 0)
+    parts.append(estimate_requests(s, tpl, requests=(left, left), prompt_tokens=ptok, what="", prices=prices,
+                                   completion_per_request=1))
+    notes.append(f"strategy table: {total:,} exact requests ({sum(counts):,} memory states x 2 name orders; a name "
+                 f"of several tokens adds requests){f', {done:,} already journaled' if done else ''}")
+    # 2. free generation at an empty memory, no re-ask
+    if cfg["sample_check"]:
+        s2, tpl2, _ = make_settings(N, H, names, max_interactions=1, mode="sample", embedded=ep.embedded,
+                                    **{**smp, "max_reasks": 0})
+        n = cfg["sample_check"]
+        parts.append(estimate_requests(s2, tpl2, requests=(n, n), prompt_tokens=_prompt_tokens(s2, tpl2, 0),
+                                       what="", prices=prices))
+        notes.append(f"free-generation check: {n} requests (sample mode, no re-ask)")
+    # 3. populations and committed-minority runs
+    if cfg["mode"] == "exact":
+        notes.append("populations and committed-minority runs (exact mode): answered from the strategy table's "
+                     "cache, no request")
+    else:
+        run_kw = dict(mode="sample", endpoint=ep, **smp)
+        parts.append(estimate_game(N, H, names, max_interactions=cfg["max_rounds"] * N, runs=cfg["runs"],
+                                   stop="streak", **run_kw))
+        notes.append(f"populations: {cfg['runs']} runs, sample mode (typical: 12 N interactions per run)")
+        if cfg["committed_runs"]:
+            cs = [1] if cfg["committed"] == "auto" else cfg["committed"]
+            for (x, y), c in itertools.product(itertools.permutations(names), cs):
+                parts.append(estimate_game(N, H, names, max_interactions=cfg["within_rounds"] * N,
+                                           runs=cfg["committed_runs"], committed=int(c), committed_name=y,
+                                           initial=f"consensus:{x}", stop="flip", **run_kw))
+            notes.append(f"committed-minority runs: {cfg['committed_runs']} per direction and count, each to its "
+                         f"cap of {cfg['within_rounds']} rounds"
+                         + ("; counts 'auto' come from the prediction: estimated with one count per direction"
+                            if cfg["committed"] == "auto" else ""))
+    keys = ("requests", "prompt_tokens", "completion_tokens", "cost_usd")
+    rows = {k: tuple(None if any(p.rows[k][i] is None for p in parts) else float(sum(p.rows[k][i] for p in parts))
+                     for i in (0, 1)) for k in keys}
+    notes.append(f"tokens: prompts rendered from the template, UTF-8 bytes / {BYTES_PER_TOKEN:g} (tokenizers differ "
+                 "by about 20 %)")
+    done_before = None
+    if llm_dir.exists():
+        dirs = journal_dirs(out / "llm")
+        led = ledger(dirs)
+        if led["calls"]:
+            done_before = {"requests": led["calls"], "tokens": led["prompt_tokens"] + led["completion_tokens"]}
+    model = "embedded SmolLM2-135M-Instruct" if ep.embedded else (ep.model or "the endpoint's first model")
+    what = (f"normlab demo: N = {N}, H = {H}, names {','.join(names)}, {cfg['runs']} populations, "
+            f"{cfg['mode']} mode, {model}")
+    return RunEstimate(what=what, rows=rows, prices=prices, notes=tuple(notes), done=done_before)
+
+
+def prompt_chars(names, states, sampling) -> list[int]:
+    """Characters of every probe prompt (each state in each name order), as sent."""
+    tpl = load_template(sampling.get("template", "main"))
+    out = []
+    for st in states:
+        mem = parse_memory_state(st)
+        for order in itertools.permutations(names):
+            p = tpl.render(mem, list(order))
+            out.append(sum(len(m["content"]) for m in p.messages(p.prefill)))
+    return out
+
+
+def measure_speed(stage_dir, states, cfg, wall_s: float, new_calls: int, speed_file: Path) -> dict | None:
+    """Measured speed of the endpoint from the first probe stage (or stored from an earlier run)."""
+    calls = journal_calls(stage_dir)
+    chars = prompt_chars(cfg["names"], states, cfg["sampling"])
+    if new_calls > 0 and calls:
+        new = calls[-new_calls:]
+        ptok = sum(c.get("ptok") or 0 for c in new)
+        sp = {"calls": new_calls, "prompt_tokens": int(ptok), "wall_s": round(wall_s, 3),
+              "tokens_per_s": ptok / wall_s if wall_s > 0 else None, "s_per_call": wall_s / new_calls,
+              "tokens_per_char": (sum(c.get("ptok") or 0 for c in calls) / len(calls)) / (sum(chars) / len(chars)),
+              "measured": "now"}
+        speed_file.write_text(json.dumps(sp, indent=1))
+        return sp
+    if speed_file.exists():
+        sp = json.loads(speed_file.read_text())
+        sp["measured"] = "on an earlier run of this demo directory"
+        return sp
+    return None
+
+
+def plan_rest(cfg, seed, ep, llm_dir: Path, states_b, dir_b: Path, speed: dict | None, echo) -> dict:
+    """What is left after the timed first probe stage, in requests, tokens and minutes (from the
+    measured speed); printed, and returned as the report's ``estimate``."""
+    names, smp = cfg["names"], cfg["sampling"]
+    left_b = max(0, 2 * len(states_b) - len([c for c in journal_calls(dir_b) if c.get("purpose") == "exact"]))
+    chars_b = sum(prompt_chars(names, states_b, smp)) * (left_b / max(2 * len(states_b), 1))
+    tok_b = chars_b * speed["tokens_per_char"] if speed else None
+    left_s = cfg["sample_check"] - free_generation_done(llm_dir, cfg, seed)
+    est = {"calls": left_b + max(left_s, 0), "prompt_tokens": None, "seconds": None,
+           "tokens_per_s": speed["tokens_per_s"] if speed else None, "measured": speed["measured"] if speed else None}
+    if speed:
+        tok_s = max(left_s, 0) * speed["prompt_tokens"] / max(speed["calls"], 1)
+        est["prompt_tokens"] = int(round(tok_b + tok_s))
+        est["seconds"] = est["prompt_tokens"] / speed["tokens_per_s"] if speed["tokens_per_s"] else None
+        echo(f"  measured: {speed['calls']} requests, {speed['prompt_tokens']} prompt tokens in {speed['wall_s']:.1f} s "
+             f"= {speed['tokens_per_s']:.0f} tokens/s (server start included; {speed['measured']})")
+    cost = (est["prompt_tokens"] or 0) * ep.price_input / 1e6
+    if est["calls"] == 0:
+        echo(f"  plan: nothing left to ask for the strategy table and the free-generation check (journaled in {llm_dir})")
+    else:
+        echo(f"  plan: {left_b} more strategy-table requests + {max(left_s, 0)} free-generation answers"
+             + (f" = {est['prompt_tokens']:,} prompt tokens, expected {fmt_seconds(est['seconds'])} of model time"
+                if est["seconds"] is not None else "")
+             + (f", ~${cost:.4f}" if cost else ""))
+    if cfg["mode"] == "exact":
+        echo("        populations and committed runs (exact mode) are answered from the table's cache: 0 requests")
+    else:
+        echo("        populations and committed runs (sample mode): estimated after the theory prediction")
+    echo("        theory simulations: seconds (a first run after installation also compiles them, ~1 min)")
+    return est

@@ -1,0 +1,106 @@
+"""What the demo shows while it works: the printed plan and results (stderr), a progress bar
+driven by a run's journal (the theory's expected interactions as its total, so the ETA is
+honest) and a spinner for the theory and calibration steps."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+from pathlib import Path
+
+from normlab.calibration.pipeline import elapsed_bar
+
+__all__ = ["echo_to_stderr", "JournalBar", "spinner"]
+
+
+def echo_to_stderr(verbose: bool):
+    """``out(text)``: print a line to stderr when ``verbose``."""
+    def out(text: str = "") -> None:
+        if verbose:
+            print(text, file=sys.stderr, flush=True)
+    return out
+
+
+class JournalBar:
+    """Progress of an LLM run from its journal: interactions played out of the interactions the
+    theory expects (not the cap), so the ETA is honest; runs that end replace their expectation by
+    what they played. Reads only complete JSONL lines; an unknown format just leaves the bar still."""
+
+    def __init__(self, directory, runs: int, expected: float, desc: str, enabled: bool):
+        self.path = Path(directory) / "journal.jsonl"
+        self.runs, self.expected, self.desc, self.enabled = runs, float(expected), desc, enabled
+        self.count = [0] * runs
+        self.ended: dict[int, int] = {}
+        self._pos, self._buf = 0, b""
+        self.bar = self._thread = None
+        self._stop = threading.Event()
+
+    def _read(self) -> None:
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self._pos)
+            data = f.read()
+            self._pos += len(data)
+        lines = (self._buf + data).split(b"\n")
+        self._buf = lines.pop()
+        for line in lines:
+            if b'"int"' not in line and b'"end"' not in line:
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            k = r.get("run")
+            if not isinstance(k, int) or not 0 <= k < self.runs:
+                continue
+            if r.get("ev") == "int" and isinstance(r.get("t"), int):
+                self.count[k] = max(self.count[k], r["t"] + 1)
+            elif r.get("ev") == "end" and isinstance(r.get("n"), int):
+                self.ended[k] = r["n"]
+
+    def _total(self) -> int:
+        return int(round(sum(self.ended.get(k, max(self.expected, self.count[k] + 1)) for k in range(self.runs))))
+
+    def _tick(self) -> None:
+        self._read()
+        n = sum(self.count)
+        self.bar.total = max(self._total(), n)
+        if n > self.bar.n:
+            self.bar.update(n - self.bar.n)
+        else:
+            self.bar.refresh()
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        from tqdm.auto import tqdm
+
+        self._read()
+        self.bar = tqdm(total=max(self._total(), 1), initial=sum(self.count), desc=self.desc, unit="int",
+                        leave=False, dynamic_ncols=True, mininterval=0.5)
+
+        def loop():
+            while not self._stop.wait(0.5):
+                self._tick()
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self._stop.set()
+            self._thread.join()
+            self._tick()
+            self.bar.close()
+        return False
+
+
+@contextlib.contextmanager
+def spinner(desc: str, enabled: bool):
+    """Elapsed time of a step without a count (theory, calibration, figures)."""
+    with elapsed_bar(desc, enabled=enabled):
+        yield
