@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normlab._rng import as_generator
+from normlab._validate import check_int
 
 from .strategies import n_states, state_offsets
 
@@ -150,8 +151,6 @@ def invalid_answer_game(tables, invalid, *, n_agents: int, memory: int, n_runs: 
     ----------
     A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods.
     """
-    from normlab._validate import check_int
-
     N = check_int(n_agents, "n_agents", 2)
     H = check_int(memory, "memory", 1)
     R = check_int(n_runs, "n_runs", 1)

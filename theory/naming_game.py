@@ -20,26 +20,23 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from ._jit import njit, prange
 
+from normlab._jit import njit, prange
 from normlab._rng import run_seeds
+from normlab._validate import check_int
 
 from ._batch import (
-    N_SCALARS, S_CONS, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN,
+    S_CONS, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN,
     choose_kernel, game_result, run_batches,
 )
-from ._common import (
-    PUBLISHED_FLIP_THRESHOLD,
-    check_int,
-    check_stop,
-    committed_mask,
-    default_max_interactions,
-    graph_to_csr,
-    warn_unfinished,
-)
+from ._common import check_stop, default_max_interactions, warn_unfinished
+from ._criteria_kernels import end_round, window_flip_reached
 from ._prng import _INV53, _next4
+from .criteria import PUBLISHED_FLIP_THRESHOLD
+from .population import committed_mask, graph_to_csr
 from .results import GameResult
 
+__all__ = ["minimal_naming_game"]
 
 
 @njit
@@ -56,18 +53,113 @@ _V_NEXT, _V_NW, _V_ND, _V_FPOS, _V_DUE, _V_STREAK, _V_SLOT, _V_CURC, _V_CURU, _V
 _NV = 22  # loop-carried scalars of a run, kept in an array between calls of _ng_steps
 
 
+@njit(inline="always")
+def _utter(sp, bs_, inv, ln, holders, bias, n_words, unlimited, has_bias, bias_empty, keep_invented, next_word, nw,
+           nd, s0, s1, s2, s3):
+    """The name an uncommitted speaker ``sp`` utters (its inventory at ``inv[bs_:]``): a new word
+    (unlimited pool) or a pool name (uniform, or from the bias with ``bias_empty``) when it holds
+    none -- kept when ``keep_invented`` --, its one name, or one of its names (uniform, or by the
+    bias weights of the held names when they sum to > 0). Returns ``(w, next_word, N_w,
+    n_distinct, *xoshiro words)``."""
+    sh32 = np.uint64(32)
+    sh11 = np.uint64(11)
+    k = ln[sp]
+    if k == 0:
+        if unlimited:
+            w = next_word
+            next_word += 1
+        elif bias_empty:
+            tot = 0.0
+            for m in range(n_words):
+                tot += bias[m]
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            u = (np.float64(x >> sh11) * _INV53) * tot
+            acc = 0.0
+            w = -1
+            for m in range(n_words):
+                if bias[m] > 0.0:
+                    w = m
+                    acc += bias[m]
+                    if u < acc:
+                        break
+        else:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            w = np.int64(((x >> sh32) * np.uint64(n_words)) >> sh32)
+        if keep_invented:
+            inv[bs_] = w
+            ln[sp] = 1
+            holders[w] += 1
+            if holders[w] == 1:
+                nd += 1
+            nw += 1
+    elif k == 1:
+        w = inv[bs_]
+    else:
+        tot = 0.0
+        if has_bias:
+            for m in range(k):
+                tot += bias[inv[bs_ + m]]
+        if tot > 0.0:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            u = (np.float64(x >> sh11) * _INV53) * tot
+            acc = 0.0
+            w = -1
+            for m in range(k):
+                bw = bias[inv[bs_ + m]]
+                if bw > 0.0:
+                    w = inv[bs_ + m]
+                    acc += bw
+                    if u < acc:
+                        break
+        else:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            w = inv[np.uint64(bs_) + (((x >> sh32) * np.uint64(k)) >> sh32)]
+    return w, next_word, nw, nd, s0, s1, s2, s3
+
+
+@njit(inline="always")
+def _collapse(sp, h, bs_, bh, w, inv, ln, holders, committed, nw, nd):
+    """A success that collapses: both agents keep only ``w`` (a speaker that did not keep its
+    invented name adopts it; a committed agent keeps its one name). Returns ``(N_w, n_distinct)``."""
+    for side in range(2):
+        a = sp if side == 0 else h
+        ba = bs_ if side == 0 else bh
+        if ln[a] == 0:  # a speaker that did not keep its invented name adopts it
+            inv[ba] = w
+            ln[a] = 1
+            holders[w] += 1
+            if holders[w] == 1:
+                nd += 1
+            nw += 1
+        elif not committed[a]:  # collapse to w (which a holds)
+            ub = np.uint64(ba)
+            for m in range(ln[a]):
+                y = np.uint32(inv[ub + np.uint64(m)])
+                if y != w:
+                    holders[y] -= 1
+                    if holders[y] == 0:
+                        nd -= 1
+            nw += 1 - ln[a]
+            inv[ba] = w
+            ln[a] = 1
+    return nw, nd
+
+
 @njit(cache=True)
-def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
-              max_int, stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u,
-              r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits):
-    """The interactions of :func:`_ng_run` from the state in ``rng`` (xoshiro words) and ``v``
-    (scalars, ``_V_*``) until the run ends (returns False) or an unlimited-pool inventory has
-    just filled its ``cap`` slots (returns True: the caller doubles ``cap`` and calls again).
+def _ng_steps(rng, v, inv, cap, state, game, rule, rounds, hits):
+    """The interactions of :func:`_ng_run` from the state in ``rng`` (xoshiro words), ``v``
+    (scalars, ``_V_*``) and ``state = (ln, holders, any_committed, fails, ring_c, ring_u)`` until
+    the run ends (returns False) or an unlimited-pool inventory has just filled its ``cap`` slots
+    (returns True: the caller doubles ``cap`` and calls again).
 
     Kept apart from :func:`_ng_run` so that no array is reassigned inside the loop: Numba
     reference-counts an array variable that a loop may reassign, two atomic operations on every
     failed interaction (a quarter of the throughput).
     """
+    n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, _, keep_invented, bias_empty = game
+    max_int, stop_code, flip_thr = rule
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
+    ln, holders, any_committed, fails, ring_c, ring_u = state
     s0 = rng[0]
     s1 = rng[1]
     s2 = rng[2]
@@ -130,57 +222,9 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
         if any_committed and committed[sp]:
             w = cword
         else:
-            k = ln[sp]
-            if k == 0:
-                if unlimited:
-                    w = next_word
-                    next_word += 1
-                elif bias_empty:
-                    tot = 0.0
-                    for m in range(n_words):
-                        tot += bias[m]
-                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-                    u = (np.float64(x >> sh11) * _INV53) * tot
-                    acc = 0.0
-                    w = -1
-                    for m in range(n_words):
-                        if bias[m] > 0.0:
-                            w = m
-                            acc += bias[m]
-                            if u < acc:
-                                break
-                else:
-                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-                    w = np.int64(((x >> sh32) * np.uint64(n_words)) >> sh32)
-                if keep_invented:
-                    inv[bs_] = w
-                    ln[sp] = 1
-                    holders[w] += 1
-                    if holders[w] == 1:
-                        nd += 1
-                    nw += 1
-            elif k == 1:
-                w = inv[bs_]
-            else:
-                tot = 0.0
-                if has_bias:
-                    for m in range(k):
-                        tot += bias[inv[bs_ + m]]
-                if tot > 0.0:
-                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-                    u = (np.float64(x >> sh11) * _INV53) * tot
-                    acc = 0.0
-                    w = -1
-                    for m in range(k):
-                        bw = bias[inv[bs_ + m]]
-                        if bw > 0.0:
-                            w = inv[bs_ + m]
-                            acc += bw
-                            if u < acc:
-                                break
-                else:
-                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-                    w = inv[np.uint64(bs_) + (((x >> sh32) * np.uint64(k)) >> sh32)]
+            w, next_word, nw, nd, s0, s1, s2, s3 = _utter(sp, bs_, inv, ln, holders, bias, n_words, unlimited,
+                                                          has_bias, bias_empty, keep_invented, next_word, nw, nd,
+                                                          s0, s1, s2, s3)
             cur_u += 1
             if w == cword:
                 cur_c += 1
@@ -207,27 +251,7 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
                     x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
                     collapse = np.float64(x >> sh11) * _INV53 < beta
             if collapse:
-                for side in range(2):
-                    a = sp if side == 0 else h
-                    ba = bs_ if side == 0 else bh
-                    if ln[a] == 0:  # a speaker that did not keep its invented name adopts it
-                        inv[ba] = w
-                        ln[a] = 1
-                        holders[w] += 1
-                        if holders[w] == 1:
-                            nd += 1
-                        nw += 1
-                    elif not committed[a]:  # collapse to w (which a holds)
-                        ub = np.uint64(ba)
-                        for m in range(ln[a]):
-                            y = np.uint32(inv[ub + np.uint64(m)])
-                            if y != w:
-                                holders[y] -= 1
-                                if holders[y] == 0:
-                                    nd -= 1
-                        nw += 1 - ln[a]
-                        inv[ba] = w
-                        ln[a] = 1
+                nw, nd = _collapse(sp, h, bs_, bh, w, inv, ln, holders, committed, nw, nd)
         elif not committed[h]:
             inv[np.uint64(bh + ln[h])] = w
             ln[h] += 1
@@ -275,19 +299,13 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
             r_succ[r] = succ
             r_nw[r] = nw
             r_nd[r] = nd
-            ring_c[slot] = cur_c
-            ring_u[slot] = cur_u
-            slot += 1
-            if slot == 3:
-                slot = 0
+            slot = end_round(ring_c, ring_u, slot, cur_c, cur_u)
             cur_c = 0
             cur_u = 0
-            if cword >= 0 and t_flip < 0 and r >= 2:
-                tu = ring_u[0] + ring_u[1] + ring_u[2]
-                if tu > 0 and ring_c[0] + ring_c[1] + ring_c[2] >= flip_thr * tu:
-                    t_flip = t
-                    if stop_code == 4:
-                        stop_reason = 4
+            if cword >= 0 and t_flip < 0 and r >= 2 and window_flip_reached(ring_c, ring_u, flip_thr):
+                t_flip = t
+                if stop_code == 4:
+                    stop_reason = 4
             r += 1
             in_round = 0
             succ = 0
@@ -325,15 +343,16 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
 
 
 @njit(cache=True)
-def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-            max_int, stop_code, flip_thr, keep_invented, bias_empty,
-            r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits, scal):
-    """One minimal-naming-game run; writes per-round rows and the scalar row ``scal``.
+def _ng_run(seed, game, rule, rounds, hits, scal):
+    """One minimal-naming-game run; writes the per-round rows ``rounds = (r_count, r_succ, r_nw,
+    r_nd, r_prod, r_produ)`` and the scalar row ``scal``.
 
-    An empty speaker keeps the name it invents when ``keep_invented`` (normlab's default),
-    otherwise it only utters it (the authors' ``NG_module.py``); with ``bias_empty`` (and a bias)
-    it draws that name from the bias weights instead of uniformly. When ``hits`` is not empty, it
-    receives the success indicator of every interaction (``hits[t]`` for ``t < n_interactions``).
+    ``game = (n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
+    keep_invented, bias_empty)``, ``rule = (max_int, stop_code, flip_thr)``. An empty speaker keeps
+    the name it invents when ``keep_invented`` (normlab's default), otherwise it only utters it
+    (the authors' ``NG_module.py``); with ``bias_empty`` (and a bias) it draws that name from the
+    bias weights instead of uniformly. When ``hits`` is not empty, it receives the success
+    indicator of every interaction (``hits[t]`` for ``t < n_interactions``).
 
     Random draws per interaction, in this order (the reference twin consumes the same stream):
     speaker ``randbelow(N)``; hearer ``randbelow(N - 1)`` (complete graph) or
@@ -344,6 +363,8 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
 
     This sets a run up and reads its result; :func:`_ng_steps` plays the interactions.
     """
+    n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word, keep_invented, bias_empty = game
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     N = n_agents
     unlimited = n_words == 0
     # inventories, insertion-ordered: agent a's names are inv[a * cap : a * cap + ln[a]]
@@ -385,9 +406,8 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     fails = np.zeros(3 * N // 20 + 1, np.int64)  # indices of the latest failures (a ring)
     ring_c = np.zeros(3, np.int64)  # committed-name / all uncommitted productions of the last 3 rounds
     ring_u = np.zeros(3, np.int64)
-    while _ng_steps(rng, v, inv, cap, ln, holders, N, n_words, indptr, nbrs, committed, cword, bias, beta, max_int,
-                    stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u, r_count,
-                    r_succ, r_nw, r_nd, r_prod, r_produ, hits):
+    state = (ln, holders, any_committed, fails, ring_c, ring_u)
+    while _ng_steps(rng, v, inv, cap, state, game, rule, rounds, hits):
         new = np.empty(2 * N * cap, np.int32)  # grow every inventory (unlimited pool only)
         for a in range(N):
             for m in range(ln[a]):
@@ -414,40 +434,37 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
 
 
 @njit(parallel=True, cache=True)
-def _ng_batch(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-              max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
-              r_produ, hits, scal):
-    """Run ``seeds.shape[0]`` independent replicates in parallel (one per seed row)."""
+def _ng_batch(seeds, game, rule, rounds, hits, scal):
+    """Run ``seeds.shape[0]`` independent replicates in parallel (one per seed row; ``rounds``
+    and ``hits`` hold one row per replicate)."""
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     for b in prange(seeds.shape[0]):
-        _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[b], r_succ[b], r_nw[b], r_nd[b],
-                r_prod[b], r_produ[b], hits[b], scal[b])
+        _ng_run(seeds[b], game, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]), hits[b],
+                scal[b])
 
 
 @njit(cache=True)
-def _ng_batch_serial(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                     max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
-                     r_produ, hits, scal):
+def _ng_batch_serial(seeds, game, rule, rounds, hits, scal):
     """:func:`_ng_batch` without threads (small batches: no parallel-region overhead)."""
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     for b in range(seeds.shape[0]):
-        _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[b], r_succ[b], r_nw[b], r_nd[b],
-                r_prod[b], r_produ[b], hits[b], scal[b])
+        _ng_run(seeds[b], game, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]), hits[b],
+                scal[b])
 
 
 @njit(cache=True)
-def _ng_batch_ragged(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                     max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
-                     r_produ, hits, scal, pos):
+def _ng_batch_ragged(seeds, game, rule, rounds, hits, scal, pos):
     """:func:`_ng_batch_serial` writing the rounds of run after run from row ``pos`` of the ragged
     outputs (``hits`` empty); stops before a run that might not fit. Returns (runs done, next row)."""
+    n_agents = game[0]
+    max_int = rule[0]
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     R = (max_int + n_agents - 1) // n_agents
     for b in range(seeds.shape[0]):
         if pos + R > r_count.shape[0]:
             return b, pos
-        _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[pos:], r_succ[pos:], r_nw[pos:],
-                r_nd[pos:], r_prod[pos:], r_produ[pos:], hits, scal[b])
+        _ng_run(seeds[b], game, rule, (r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:], r_prod[pos:],
+                                       r_produ[pos:]), hits, scal[b])
         pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
     return seeds.shape[0], pos
 
@@ -638,8 +655,8 @@ def minimal_naming_game(
     if progress is None:
         progress = R > 1000
     ss, seeds = run_seeds(rng, R)
-    args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold),
-            invent == "keep", bool(bias_empty))
+    args = ((N, W, indptr, nbrs, mask, cword, bias, float(beta), init, invent == "keep", bool(bias_empty)),  # game
+            (T, stop_code, float(flip_threshold)))  # rule
     kernel = choose_kernel(_ng_batch, _ng_batch_serial, R, T)
     out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0,
                       ragged=_ng_batch_ragged if kernel is _ng_batch_serial else None)
