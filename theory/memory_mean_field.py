@@ -333,7 +333,7 @@ def _as_table(strategy, memory):
     if isinstance(strategy, (str, Strategy)):
         if memory is None:
             raise ValueError("memory is required unless the strategy is a StrategyTable")
-            s = resolve_strategy(strategy, None)
+        s = resolve_strategy(strategy, None)
         return s.to_table(check_int(memory, "memory", low=1), names=getattr(s, "names", None) or None)
     hint = " (for a fitted table pass fit.mean_table())" if hasattr(strategy, "mean_table") else ""
     raise TypeError(f"strategy must be a StrategyTable, a Strategy or a built-in name; got {type(strategy).__name__}"
