@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.cli import EXIT_CODES
+from normlab.cli import EXIT_CODES, emit
 
 
 def _graph_from_spec(spec: str | None, n: int, seed):
@@ -233,8 +233,6 @@ def _load_table(path: str, memory: int, names):
 def _simulate(args) -> int:
     from pathlib import Path
 
-    from normlab.cli import emit
-
     from . import binary_agreement, minimal_naming_game, strategy_game
 
     if args.out:
@@ -287,8 +285,6 @@ def _simulate(args) -> int:
 
 
 def _critical_mass(args) -> int:
-    from normlab.cli import emit
-
     from . import critical_mass
 
     committed = None if args.committed is None else _parse_committed(args.committed)
