@@ -47,7 +47,7 @@ _NF = 8
 _UHEAD, _UMLEN, _UCODE, _ULASTP, _USRUN, _USNAME, _UKIND, _UPOFF = (np.uint64(v) for v in range(8))  # unsigned twins
 
 
-@njit(inline="always")
+@njit
 def _remember(a, x, y, W, H, B, top_pow, st, ring, cnt, gs, nw, nd):
     """Record (own ``x``, partner ``y``) in agent ``a``'s memory; return (the name it is settled
     on after the push or -1, N_w, n_distinct).
@@ -56,7 +56,8 @@ def _remember(a, x, y, W, H, B, top_pow, st, ring, cnt, gs, nw, nd):
     partner names of each agent (a ring, oldest at ``head`` once full); ``cnt`` per agent the
     count of each name in its memory, then of each partner name; ``gs`` per name the agents
     whose memory holds it, then the agents settled on it. Unsigned indices: no negative-index
-    wrap-around test. Inlined into the kernel (a call cost a third of its throughput).
+    wrap-around test. The kernel calls it for the initial memories and runs the same steps
+    written out in its loop (a call there costs a fifth to a third of the throughput).
     """
     f = np.uint64(a * _NF)
     k = st[f + _UMLEN]
@@ -160,94 +161,6 @@ def _chronological(a, k, H, st, ring, own, partner):
             pos = 0
 
 
-def _pick_py(a, u, W, H, offsets, st, ring, cnt, params, probs, own, partner):
-    """The name uncommitted agent ``a`` picks with the uniform ``u`` (-1: an invalid probability
-    vector). Tables, best response and win-stay-lose-shift pick without building a probability
-    vector, with the same partial sums (hence the same choices) as :func:`_choose`; other kinds
-    (a user function) fill ``probs`` through :func:`_strategy_probs`."""
-    f = np.uint64(a * _NF)  # unsigned indices: no negative-index wrap-around test
-    k = st[f + _UMLEN]
-    kd = st[f + _UKIND]
-    c = -1
-    if kd == KIND_TABLE:
-        base = np.uint64(st[f + _UPOFF] + (offsets[k] + st[f + _UCODE]) * W)
-        tot = 0.0
-        open_ = True
-        bad = False
-        for q in range(W):
-            pq = params[base + np.uint64(q)]
-            if not (pq >= 0.0) or pq > 1.0 + 1e-9:
-                bad = True
-                break
-            tot += pq  # adding a zero changes no partial sum: same sums as _choose
-            if open_ and pq > 0.0:
-                c = q
-                if u < tot:
-                    open_ = False
-        if bad or abs(tot - 1.0) > 1e-6:
-            c = -1
-    elif kd == KIND_BEST_RESPONSE or (kd == KIND_WSLS and k == 0):
-        co = np.uint64(a * 2 * W + W)  # partner counts
-        top = 0
-        n_top = W
-        if k > 0:
-            for q in range(W):
-                if cnt[co + np.uint64(q)] > top:
-                    top = cnt[co + np.uint64(q)]
-            n_top = 0
-            for q in range(W):
-                if cnt[co + np.uint64(q)] == top:
-                    n_top += 1
-        p = 1.0 / n_top
-        acc = 0.0
-        for q in range(W):
-            if k == 0 or cnt[co + np.uint64(q)] == top:
-                c = q
-                acc += p
-                if u < acc:
-                    break
-    elif kd == KIND_WSLS:
-        c = st[f + _ULASTP]  # the one-hot vector on the last partner's name
-    else:
-        _chronological(a, k, H, st, ring, own, partner)
-        _strategy_probs(kd, own, partner, k, offsets[k] + st[f + _UCODE], W, H, params[st[f + _UPOFF]:], probs)
-        c = _choose(u, probs, W)
-    return c
-
-
-_pick = njit(inline="always")(_pick_py)
-
-
-@njit(cache=True)
-def _sg_start(game, top_pow):
-    """Set a run up: the per-agent state (``st``, ``ring``, ``cnt``, ``gs`` of :func:`_remember`)
-    with the initial memories written in, and ``(N_w, n_distinct, uncommitted agents)``."""
-    N, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len = game
-    B = W * W
-    st = np.zeros(N * _NF, np.int64)
-    for a in range(N):
-        st[a * _NF + _SNAME] = -1
-        st[a * _NF + _KIND] = kinds[a]
-        st[a * _NF + _POFF] = poffs[a]
-    ring = np.zeros(N * 2 * H, np.int64)
-    cnt = np.zeros(N * 2 * W, np.int64)
-    gs = np.zeros(2 * W, np.int64)
-    nw = np.int64(0)  # N_w: distinct names summed over memories (a committed agent counts its one name)
-    nd = np.int64(0)  # distinct names present
-    n_unc = 0
-    for a in range(N):
-        if committed[a]:
-            gs[cword] += 1
-            if gs[cword] == 1:
-                nd += 1
-            nw += 1
-        else:
-            n_unc += 1
-            for i in range(init_len[a]):
-                _, nw, nd = _remember(a, init_own[a, i], init_own[a, i], W, H, B, top_pow, st, ring, cnt, gs, nw, nd)
-    return st, ring, cnt, gs, nw, nd, n_unc
-
-
 def _sg_play_py(seed, game, rule, rounds, rec, scal):
     """One strategy-game run (compiled below with the built-in strategies, or per user function).
 
@@ -259,11 +172,16 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
     Random draws per interaction, in this order (the reference twin consumes the same stream):
     first agent ``randbelow(N)``; partner ``randbelow(N - 1)`` (complete graph) or
     ``randbelow(degree)``; then one ``uniform`` for each uncommitted agent of the pair, first
-    agent first, turned into a name by :func:`_pick`.
+    agent first, turned into a name as :func:`_choose` would.
 
     Agent ``a`` plays strategy kind ``kinds[a]`` with parameters ``params[poffs[a]:]`` (one
     strategy per group of agents; the same for all in a homogeneous population).
-    Memories are rings of ``H`` entries with an incrementally kept base-``W**2`` state code.
+    Memories are rings of ``H`` entries with an incrementally kept base-``W**2`` state code;
+    tables, best response and win-stay-lose-shift pick a name without building a probability
+    vector, with the same partial sums (hence the same choices) as :func:`_choose`. The choice and
+    the memory update (:func:`_remember`) are written out in the loop: as calls, even inlined ones,
+    they halve the throughput (Numba reference-counts every array handed to a callee, twice per
+    call and array).
     """
     N, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len = game
     max_int, stop_code, flip_thr = rule
@@ -282,7 +200,27 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
         offsets[k] = offsets[k - 1] + pw
         pw *= B
     top_pow = pw // B  # B ** (H - 1)
-    st, ring, cnt, gs, nw, nd, n_unc = _sg_start(game, top_pow)
+    st = np.zeros(N * _NF, np.int64)
+    for a in range(N):
+        st[a * _NF + _SNAME] = -1
+        st[a * _NF + _KIND] = kinds[a]
+        st[a * _NF + _POFF] = poffs[a]
+    ring = np.zeros(N * 2 * H, np.int64)
+    cnt = np.zeros(N * 2 * W, np.int64)
+    gs = np.zeros(2 * W, np.int64)
+    nw = np.int64(0)  # N_w: distinct names summed over memories (a committed agent counts its one name)
+    nd = np.int64(0)  # distinct names present (typed values: literal zeros would compile a second _remember)
+    n_unc = 0
+    for a in range(N):
+        if committed[a]:
+            gs[cword] += 1
+            if gs[cword] == 1:
+                nd += 1
+            nw += 1
+        else:
+            n_unc += 1
+            for i in range(init_len[a]):
+                _, nw, nd = _remember(a, init_own[a, i], init_own[a, i], W, H, B, top_pow, st, ring, cnt, gs, nw, nd)
     probs = np.empty(W)
     own = np.empty(H, np.int64)
     partner = np.empty(H, np.int64)
@@ -309,6 +247,8 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
     stop_reason = 0
     uN = np.uint64(N)
     uN1 = np.uint64(N - 1)
+    uH = np.uint64(H)
+    uW = np.uint64(W)
     sh32 = np.uint64(32)
     sh11 = np.uint64(11)
     t = 0
@@ -336,12 +276,64 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
         # simultaneous choices (from the memories before this interaction), first agent first
         ci = cword
         cj = cword
-        if i_unc:
+        for side in range(2):
+            a = i if side == 0 else j
+            if committed[a]:
+                continue
             x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            ci = _pick(i, np.float64(x >> sh11) * _INV53, W, H, offsets, st, ring, cnt, params, probs, own, partner)
-        if j_unc:
-            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            cj = _pick(j, np.float64(x >> sh11) * _INV53, W, H, offsets, st, ring, cnt, params, probs, own, partner)
+            u = np.float64(x >> sh11) * _INV53
+            f = np.uint64(a * _NF)  # unsigned indices: no negative-index wrap-around test
+            k = st[f + _UMLEN]
+            kd = st[f + _UKIND]
+            c = -1
+            if kd == KIND_TABLE:
+                base = np.uint64(st[f + _UPOFF] + (offsets[k] + st[f + _UCODE]) * W)
+                tot = 0.0
+                open_ = True
+                bad = False
+                for q in range(W):
+                    pq = params[base + np.uint64(q)]
+                    if not (pq >= 0.0) or pq > 1.0 + 1e-9:
+                        bad = True
+                        break
+                    tot += pq  # adding a zero changes no partial sum: same sums as _choose
+                    if open_ and pq > 0.0:
+                        c = q
+                        if u < tot:
+                            open_ = False
+                if bad or abs(tot - 1.0) > 1e-6:
+                    c = -1
+            elif kd == KIND_BEST_RESPONSE or (kd == KIND_WSLS and k == 0):
+                co = np.uint64(a * 2 * W + W)  # partner counts
+                top = 0
+                n_top = W
+                if k > 0:
+                    for q in range(W):
+                        if cnt[co + np.uint64(q)] > top:
+                            top = cnt[co + np.uint64(q)]
+                    n_top = 0
+                    for q in range(W):
+                        if cnt[co + np.uint64(q)] == top:
+                            n_top += 1
+                p = 1.0 / n_top
+                acc = 0.0
+                for q in range(W):
+                    if k == 0 or cnt[co + np.uint64(q)] == top:
+                        c = q
+                        acc += p
+                        if u < acc:
+                            break
+            elif kd == KIND_WSLS:
+                c = st[f + _ULASTP]  # the one-hot vector on the last partner's name
+            else:
+                _chronological(a, k, H, st, ring, own, partner)
+                _strategy_probs(kd, own, partner, k, offsets[k] + st[f + _UCODE], W, H, params[st[f + _UPOFF]:],
+                                probs)
+                c = _choose(u, probs, W)
+            if side == 0:
+                ci = c
+            else:
+                cj = c
         if ci < 0 or cj < 0:
             t_err = t
             break
@@ -365,13 +357,83 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
         success = ci == cj
         if success:
             succ += 1
-        # both record (own, partner), first agent first
+        # both record (own, partner): _remember written out (a call costs a fifth to a third of the throughput)
         new_settled = -1
-        if i_unc:
-            new_settled, nw, nd = _remember(i, ci, cj, W, H, B, top_pow, st, ring, cnt, gs, nw, nd)
-        if j_unc:
-            after, nw, nd = _remember(j, cj, ci, W, H, B, top_pow, st, ring, cnt, gs, nw, nd)
-            if after >= 0:
+        for side in range(2):
+            if side == 0:
+                a = i
+                x = ci
+                y = cj
+            else:
+                a = j
+                x = cj
+                y = ci
+            if committed[a]:
+                continue
+            f = np.uint64(a * _NF)  # unsigned indices: no negative-index wrap-around test
+            k = st[f + _UMLEN]
+            e = x * W + y
+            ro = np.uint64(a * 2 * H)
+            rp = ro + uH  # partner names
+            co = np.uint64(a * 2 * W)
+            cp = co + uW  # partner counts
+            if k < H:
+                ring[ro + np.uint64(k)] = x
+                ring[rp + np.uint64(k)] = y
+                st[f + _UMLEN] = k + 1
+                st[f + _UCODE] = st[f + _UCODE] * B + e
+            else:
+                pos = np.uint64(st[f + _UHEAD])
+                ox = ring[ro + pos]
+                oy = ring[rp + pos]
+                ring[ro + pos] = x
+                ring[rp + pos] = y
+                pos += np.uint64(1)
+                if pos == uH:
+                    pos = np.uint64(0)
+                st[f + _UHEAD] = np.int64(pos)
+                st[f + _UCODE] = (st[f + _UCODE] - (ox * W + oy) * top_pow) * B + e
+                for w in (ox, oy):
+                    uw = np.uint64(w)
+                    c = cnt[co + uw] - 1
+                    cnt[co + uw] = c
+                    if c == 0:
+                        nw -= 1
+                        g = gs[uw] - 1
+                        gs[uw] = g
+                        if g == 0:
+                            nd -= 1
+                cnt[cp + np.uint64(oy)] -= 1
+            for w in (x, y):
+                uw = np.uint64(w)
+                c = cnt[co + uw] + 1
+                cnt[co + uw] = c
+                if c == 1:
+                    nw += 1
+                    g = gs[uw] + 1
+                    gs[uw] = g
+                    if g == 1:
+                        nd += 1
+            cnt[cp + np.uint64(y)] += 1
+            st[f + _ULASTP] = y
+            sn = st[f + _USNAME]
+            before = sn if st[f + _USRUN] >= H else -1
+            if x == y:
+                if sn == x:
+                    st[f + _USRUN] += 1
+                else:
+                    st[f + _USNAME] = x
+                    st[f + _USRUN] = 1
+            else:
+                st[f + _USNAME] = -1
+                st[f + _USRUN] = 0
+            after = st[f + _USNAME] if st[f + _USRUN] >= H else -1
+            if before != after:
+                if before >= 0:
+                    gs[W + before] -= 1
+                if after >= 0:
+                    gs[W + after] += 1
+            if side == 0 or after >= 0:
                 new_settled = after
         t += 1
         in_round += 1
@@ -436,6 +498,8 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
     scal[S_FLIP] = t_flip
     scal[S_STOP] = stop_reason
     scal[S_ERR] = t_err
+
+
 
 
 def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own,
@@ -508,8 +572,7 @@ def _user_kernel(user_fn):
         def probs_fn(kind, own, partner, k, code, W, H, params, out):
             user_fn(own[:k], partner[:k], W, params, out)
 
-        pick = njit(inline="always")(_rebind(_pick_py, _strategy_probs=probs_fn))
-        play = njit(_rebind(_sg_play_py, _pick=pick))
+        play = njit(_rebind(_sg_play_py, _strategy_probs=probs_fn))
         batch = njit(parallel=True)(_rebind(_sg_batch_py, _sg_play=play))
         serial = njit(_rebind(_sg_batch_serial_py, _sg_play=play))
         _USER_KERNELS[key] = (user_fn, batch, serial)  # keep user_fn alive so id() stays unique

@@ -53,98 +53,6 @@ _V_NEXT, _V_NW, _V_ND, _V_FPOS, _V_DUE, _V_STREAK, _V_SLOT, _V_CURC, _V_CURU, _V
 _NV = 22  # loop-carried scalars of a run, kept in an array between calls of _ng_steps
 
 
-@njit(inline="always")
-def _utter(sp, bs_, inv, ln, holders, bias, n_words, unlimited, has_bias, bias_empty, keep_invented, next_word, nw,
-           nd, s0, s1, s2, s3):
-    """The name an uncommitted speaker ``sp`` utters (its inventory at ``inv[bs_:]``): a new word
-    (unlimited pool) or a pool name (uniform, or from the bias with ``bias_empty``) when it holds
-    none -- kept when ``keep_invented`` --, its one name, or one of its names (uniform, or by the
-    bias weights of the held names when they sum to > 0). Returns ``(w, next_word, N_w,
-    n_distinct, *xoshiro words)``."""
-    sh32 = np.uint64(32)
-    sh11 = np.uint64(11)
-    k = ln[sp]
-    if k == 0:
-        if unlimited:
-            w = next_word
-            next_word += 1
-        elif bias_empty:
-            tot = 0.0
-            for m in range(n_words):
-                tot += bias[m]
-            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            u = (np.float64(x >> sh11) * _INV53) * tot
-            acc = 0.0
-            w = -1
-            for m in range(n_words):
-                if bias[m] > 0.0:
-                    w = m
-                    acc += bias[m]
-                    if u < acc:
-                        break
-        else:
-            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            w = np.int64(((x >> sh32) * np.uint64(n_words)) >> sh32)
-        if keep_invented:
-            inv[bs_] = w
-            ln[sp] = 1
-            holders[w] += 1
-            if holders[w] == 1:
-                nd += 1
-            nw += 1
-    elif k == 1:
-        w = inv[bs_]
-    else:
-        tot = 0.0
-        if has_bias:
-            for m in range(k):
-                tot += bias[inv[bs_ + m]]
-        if tot > 0.0:
-            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            u = (np.float64(x >> sh11) * _INV53) * tot
-            acc = 0.0
-            w = -1
-            for m in range(k):
-                bw = bias[inv[bs_ + m]]
-                if bw > 0.0:
-                    w = inv[bs_ + m]
-                    acc += bw
-                    if u < acc:
-                        break
-        else:
-            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            w = inv[np.uint64(bs_) + (((x >> sh32) * np.uint64(k)) >> sh32)]
-    return w, next_word, nw, nd, s0, s1, s2, s3
-
-
-@njit(inline="always")
-def _collapse(sp, h, bs_, bh, w, inv, ln, holders, committed, nw, nd):
-    """A success that collapses: both agents keep only ``w`` (a speaker that did not keep its
-    invented name adopts it; a committed agent keeps its one name). Returns ``(N_w, n_distinct)``."""
-    for side in range(2):
-        a = sp if side == 0 else h
-        ba = bs_ if side == 0 else bh
-        if ln[a] == 0:  # a speaker that did not keep its invented name adopts it
-            inv[ba] = w
-            ln[a] = 1
-            holders[w] += 1
-            if holders[w] == 1:
-                nd += 1
-            nw += 1
-        elif not committed[a]:  # collapse to w (which a holds)
-            ub = np.uint64(ba)
-            for m in range(ln[a]):
-                y = np.uint32(inv[ub + np.uint64(m)])
-                if y != w:
-                    holders[y] -= 1
-                    if holders[y] == 0:
-                        nd -= 1
-            nw += 1 - ln[a]
-            inv[ba] = w
-            ln[a] = 1
-    return nw, nd
-
-
 @njit(cache=True)
 def _ng_steps(rng, v, inv, cap, state, game, rule, rounds, hits):
     """The interactions of :func:`_ng_run` from the state in ``rng`` (xoshiro words), ``v``
@@ -154,7 +62,9 @@ def _ng_steps(rng, v, inv, cap, state, game, rule, rounds, hits):
 
     Kept apart from :func:`_ng_run` so that no array is reassigned inside the loop: Numba
     reference-counts an array variable that a loop may reassign, two atomic operations on every
-    failed interaction (a quarter of the throughput).
+    failed interaction (a quarter of the throughput). For the same reason the speaker's utterance,
+    the hearer's update and the collapse are written out here: as calls (even inlined), each array
+    handed over is reference-counted on every interaction (a fifth of the throughput, measured).
     """
     n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, _, keep_invented, bias_empty = game
     max_int, stop_code, flip_thr = rule
@@ -222,9 +132,57 @@ def _ng_steps(rng, v, inv, cap, state, game, rule, rounds, hits):
         if any_committed and committed[sp]:
             w = cword
         else:
-            w, next_word, nw, nd, s0, s1, s2, s3 = _utter(sp, bs_, inv, ln, holders, bias, n_words, unlimited,
-                                                          has_bias, bias_empty, keep_invented, next_word, nw, nd,
-                                                          s0, s1, s2, s3)
+            k = ln[sp]
+            if k == 0:
+                if unlimited:
+                    w = next_word
+                    next_word += 1
+                elif bias_empty:
+                    tot = 0.0
+                    for m in range(n_words):
+                        tot += bias[m]
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    u = (np.float64(x >> sh11) * _INV53) * tot
+                    acc = 0.0
+                    w = -1
+                    for m in range(n_words):
+                        if bias[m] > 0.0:
+                            w = m
+                            acc += bias[m]
+                            if u < acc:
+                                break
+                else:
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    w = np.int64(((x >> sh32) * np.uint64(n_words)) >> sh32)
+                if keep_invented:
+                    inv[bs_] = w
+                    ln[sp] = 1
+                    holders[w] += 1
+                    if holders[w] == 1:
+                        nd += 1
+                    nw += 1
+            elif k == 1:
+                w = inv[bs_]
+            else:
+                tot = 0.0
+                if has_bias:
+                    for m in range(k):
+                        tot += bias[inv[bs_ + m]]
+                if tot > 0.0:
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    u = (np.float64(x >> sh11) * _INV53) * tot
+                    acc = 0.0
+                    w = -1
+                    for m in range(k):
+                        bw = bias[inv[bs_ + m]]
+                        if bw > 0.0:
+                            w = inv[bs_ + m]
+                            acc += bw
+                            if u < acc:
+                                break
+                else:
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    w = inv[np.uint64(bs_) + (((x >> sh32) * np.uint64(k)) >> sh32)]
             cur_u += 1
             if w == cword:
                 cur_c += 1
@@ -251,7 +209,27 @@ def _ng_steps(rng, v, inv, cap, state, game, rule, rounds, hits):
                     x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
                     collapse = np.float64(x >> sh11) * _INV53 < beta
             if collapse:
-                nw, nd = _collapse(sp, h, bs_, bh, w, inv, ln, holders, committed, nw, nd)
+                for side in range(2):
+                    a = sp if side == 0 else h
+                    ba = bs_ if side == 0 else bh
+                    if ln[a] == 0:  # a speaker that did not keep its invented name adopts it
+                        inv[ba] = w
+                        ln[a] = 1
+                        holders[w] += 1
+                        if holders[w] == 1:
+                            nd += 1
+                        nw += 1
+                    elif not committed[a]:  # collapse to w (which a holds)
+                        ub = np.uint64(ba)
+                        for m in range(ln[a]):
+                            y = np.uint32(inv[ub + np.uint64(m)])
+                            if y != w:
+                                holders[y] -= 1
+                                if holders[y] == 0:
+                                    nd -= 1
+                        nw += 1 - ln[a]
+                        inv[ba] = w
+                        ln[a] = 1
         elif not committed[h]:
             inv[np.uint64(bh + ln[h])] = w
             ln[h] += 1
