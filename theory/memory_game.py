@@ -756,26 +756,9 @@ def strategy_game(
     B = W * W
     if B ** (H - 1) > 2**62 // max(B, 1):
         raise ValueError(f"W={W}, H={H} overflows the 64-bit memory-state code; use fewer names or a shorter memory")
-    if names is None:
-        named = [s for s in strats if getattr(s, "names", ())]
-        names = tuple(named[0].names) if named else tuple(str(k) for k in range(W))
-    else:
-        from normlab.schema import validate_names
-
-        names = validate_names(names)
-    if len(names) != W:
-        raise ValueError(f"got {len(names)} names for a strategy over W={W} names")
+    names = _sg_names(strats, names, W)
     mask = committed_mask(committed, N)
-    cword = -1
-    if committed_name is not None:
-        if isinstance(committed_name, str):
-            if committed_name not in names:
-                raise ValueError(f"committed_name {committed_name!r} is not in {names}")
-            cword = names.index(committed_name)
-        else:
-            cword = check_int(committed_name, "committed_name", low=0, high=W - 1)
-    elif mask.any():
-        cword = W - 1
+    cword = _challenger(committed_name, names, W, mask)
     if stop == "flip" and cword < 0:
         raise ValueError("stop='flip' needs committed agents or a committed_name (the challenger)")
     init_own, init_len, init_label, init_idx = _parse_sg_initial(initial, N, W, H, names)
@@ -785,11 +768,7 @@ def strategy_game(
         raise ValueError(f"record_decisions keeps every interaction: {T * R:,} is too many; lower max_interactions or n_runs")
     if progress is None:
         progress = R > 1000
-    blocks = [np.asarray(s.kernel_params(H), dtype=np.float64).reshape(-1) for s in strats]
-    params = np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0])
-    starts = np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]]).astype(np.int64)
-    kinds = np.array([s.kind for s in strats], np.int64)[group]
-    poffs = starts[group]
+    params, kinds, poffs = _kernel_params(strats, group, H)
     if strat.kind == KIND_USER:
         strat.check(H)
         kernel = choose_kernel(*_user_kernel(strat.fn), R, T)
@@ -800,6 +779,53 @@ def strategy_game(
             (T, stop_code, float(flip_threshold)))  # rule
     out = run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
                       n_scalars=SG_SCALARS, ragged=_sg_batch_ragged if kernel is _sg_batch_serial else None)
+    return _sg_result(out, strats, group, stop=stop, N=N, W=W, H=H, T=T, names=names, mask=mask, cword=cword,
+                      seed=ss, record_decisions=record_decisions, init_idx=init_idx, params=dict(
+                          strategy=type(strat).__name__ if len(strats) == 1 else [type(s).__name__ for s in strats],
+                          groups=None if groups is None else group.tolist(), initial_label=init_label,
+                          flip_threshold=float(flip_threshold),
+                          graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes)"))
+
+
+def _sg_names(strats, names, W: int) -> tuple:
+    """The name labels: given (validated), else the strategies' own, else ``"0"``, ``"1"``, ..."""
+    if names is None:
+        named = [s for s in strats if getattr(s, "names", ())]
+        names = tuple(named[0].names) if named else tuple(str(k) for k in range(W))
+    else:
+        from normlab.schema import validate_names  # schema imports pandas: only when names are given
+
+        names = validate_names(names)
+    if len(names) != W:
+        raise ValueError(f"got {len(names)} names for a strategy over W={W} names")
+    return names
+
+
+def _challenger(committed_name, names, W: int, mask) -> int:
+    """Index of the committed agents' name (the challenger): given, else the last name with
+    committed agents, else -1."""
+    if committed_name is not None:
+        if isinstance(committed_name, str):
+            if committed_name not in names:
+                raise ValueError(f"committed_name {committed_name!r} is not in {names}")
+            return names.index(committed_name)
+        return check_int(committed_name, "committed_name", low=0, high=W - 1)
+    return W - 1 if mask.any() else -1
+
+
+def _kernel_params(strats, group, H: int):
+    """``(params, kinds, poffs)``: every strategy's parameters in one float64 array, and per agent
+    its strategy kind and the offset of its parameters."""
+    blocks = [np.asarray(s.kernel_params(H), dtype=np.float64).reshape(-1) for s in strats]
+    params = np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0])
+    starts = np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]]).astype(np.int64)
+    return params, np.array([s.kind for s in strats], np.int64)[group], starts[group]
+
+
+def _sg_result(out, strats, group, *, stop, N, W, H, T, names, mask, cword, seed, record_decisions, init_idx,
+               params) -> GameResult:
+    """The :class:`GameResult` of a batch: invalid vectors refused, unfinished runs warned about,
+    absorbing consensuses marked, decisions and initial memories attached."""
     scal = out["scal"]
     bad = scal[:, S_ERR] >= 0
     if bad.any():
@@ -810,7 +836,7 @@ def strategy_game(
     warn_unfinished(stop, scal[:, S_STOP], T)
     winner = scal[:, S_WIN].copy()
     # A consensus is absorbing when the strategy plays the winner surely from a full-winner memory.
-    absorbing = np.zeros(R, bool)
+    absorbing = np.zeros(len(scal), bool)
     playing = [strats[q] for q in np.unique(group[~mask])]  # strategies of the uncommitted agents
     for w in np.unique(winner[(scal[:, S_STOP] == 1) & (winner >= 0)]):
         if all(s.probs([(int(w), int(w))] * H, H)[w] == 1.0 for s in playing):
@@ -822,13 +848,10 @@ def strategy_game(
     if init_idx is not None:
         initial_memory = {a: [(names[init_idx[a]], names[init_idx[a]])] * H
                           for a in range(N) if not mask[a] and init_idx[a] >= 0}
+    params = dict(strategy=params["strategy"], groups=params["groups"], initial_label=params["initial_label"],
+                  initial_memory=initial_memory, flip_threshold=params["flip_threshold"], graph=params["graph"])
     return game_result(
         out, model="strategy", n_agents=N, n_names=W, names=tuple(names), memory=H, committed=mask,
-        committed_name=cword, stop=stop, max_interactions=T, seed=ss, absorbing=absorbing,
-        interactions=interactions,
-        params=dict(strategy=type(strat).__name__ if len(strats) == 1 else [type(s).__name__ for s in strats],
-                    groups=None if groups is None else group.tolist(), initial_label=init_label,
-                    initial_memory=initial_memory,
-                    flip_threshold=float(flip_threshold),
-                    graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes)"),
+        committed_name=cword, stop=stop, max_interactions=T, seed=seed, absorbing=absorbing,
+        interactions=interactions, params=params,
     )

@@ -483,6 +483,36 @@ def _parse_initial(initial, n_agents, n_words, names):
     return arr.astype(np.int64), "custom"
 
 
+def _pool_names(names, W: int) -> tuple:
+    """The name labels of a finite pool: given (validated), else ``"0"``, ``"1"``, ..."""
+    if names is None:
+        return tuple(str(k) for k in range(W))
+    from normlab.schema import validate_names  # schema imports pandas: only when names are given
+
+    if W == 0:
+        raise ValueError("names can only be given for a finite pool (n_words=W)")
+    names = validate_names(names)
+    if len(names) != W:
+        raise ValueError(f"got {len(names)} names for a pool of n_words={W}")
+    return names
+
+
+def _production_bias(production_bias, W: int) -> np.ndarray:
+    """The bias as float64 weights over the ``W`` names (empty: none), checked."""
+    if production_bias is None:
+        return np.zeros(0, np.float64)
+    if W == 0:
+        raise ValueError("production_bias needs a finite pool (n_words=W)")
+    bias = np.asarray(production_bias, dtype=np.float64)
+    if bias.shape != (W,):
+        raise ValueError(f"production_bias must have one weight per name, shape ({W},); got {bias.shape}")
+    if not np.all(np.isfinite(bias)) or bias.min() < 0 or bias.sum() <= 0:
+        raise ValueError("production_bias must be non-negative finite weights with a positive sum (a probability vector, up to scale)")
+    if not np.isclose(bias.sum(), 1.0):
+        raise ValueError(f"production_bias must be a probability vector summing to 1; sums to {bias.sum():.6g}")
+    return bias
+
+
 def minimal_naming_game(
     n_agents: int,
     *,
@@ -596,33 +626,14 @@ def minimal_naming_game(
         raise ValueError(f"beta must be a probability in [0, 1]; got {beta!r}")
     if not 0.0 < float(flip_threshold) <= 1.0:
         raise ValueError(f"flip_threshold must be in (0, 1]; got {flip_threshold!r}")
-    if names is not None:
-        from normlab.schema import validate_names
-
-        if W == 0:
-            raise ValueError("names can only be given for a finite pool (n_words=W)")
-        names = validate_names(names)
-        if len(names) != W:
-            raise ValueError(f"got {len(names)} names for a pool of n_words={W}")
-    else:
-        names = tuple(str(k) for k in range(W))
+    names = _pool_names(names, W)
     mask = committed_mask(committed, N)
     cword = -1
     if mask.any():
         cword = W - 1 if W else 0
     if stop == "flip" and cword < 0:
         raise ValueError("stop='flip' needs committed agents")
-    bias = np.zeros(0, np.float64)
-    if production_bias is not None:
-        if W == 0:
-            raise ValueError("production_bias needs a finite pool (n_words=W)")
-        bias = np.asarray(production_bias, dtype=np.float64)
-        if bias.shape != (W,):
-            raise ValueError(f"production_bias must have one weight per name, shape ({W},); got {bias.shape}")
-        if not np.all(np.isfinite(bias)) or bias.min() < 0 or bias.sum() <= 0:
-            raise ValueError("production_bias must be non-negative finite weights with a positive sum (a probability vector, up to scale)")
-        if not np.isclose(bias.sum(), 1.0):
-            raise ValueError(f"production_bias must be a probability vector summing to 1; sums to {bias.sum():.6g}")
+    bias = _production_bias(production_bias, W)
     init, init_label = _parse_initial(initial, N, W, names)
     if W == 0 and init.max() >= 0 and cword == 0 and np.any(init == 0):
         raise ValueError("for the unlimited pool, word 0 is reserved for committed agents; start others on ids >= 1")
