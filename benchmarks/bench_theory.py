@@ -24,7 +24,7 @@ against normlab before any number is printed.
 5. Start-up: ``import normlab.theory`` + a first call served from the Numba cache, in a fresh
    process (CPU seconds, bytecode cached as for an installed package), next to Numba's own
    floor (``import numba`` + its registries, which the first call of any cached function pays;
-   the registries import SciPy's BLAS module when SciPy is installed, which normlab.theory._jit
+   the registries import SciPy's BLAS module when SciPy is installed, which normlab._jit
    defers). ``--startup`` runs this section alone.
 
 Not a timed test: it prints figures.
@@ -50,6 +50,7 @@ from normlab.theory import BestResponse, minimal_naming_game
 from normlab.theory._batch import N_SCALARS
 from normlab.theory.memory_game import SG_SCALARS, _sg_batch_serial
 from normlab.theory.naming_game import _ng_run
+from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD
 from normlab.theory.strategies import KIND_BEST_RESPONSE, KIND_TABLE
 
 HERE = Path(__file__).resolve().parent
@@ -207,7 +208,7 @@ def strategy_vs_c(n_runs: int, reps: int) -> None:
                                        ("best response", KIND_BEST_RESPONSE, np.zeros(1), "-")):
         args = ((N, W, H, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1,
                  np.full(N, kind, np.int64), np.zeros(N, np.int64), params,
-                 np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, 2.849 / 3))  # (game, rule)
+                 np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, PUBLISHED_FLIP_THRESHOLD))  # (game, rule)
         bufs = (np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int64),
                 np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R, W), np.int32), np.zeros((n_runs, R, W), np.int32),
                 np.zeros((n_runs, 0, 2), np.int32), np.zeros((n_runs, 0, 2), np.int32),
@@ -240,7 +241,7 @@ def mixed_vs_single(n_runs: int, reps: int, seeds, table) -> None:
     R = T // N
     common = (N, W, H, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1,
               np.full(N, KIND_TABLE, np.int64))
-    start, rule = (np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, 2.849 / 3)
+    start, rule = (np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, PUBLISHED_FLIP_THRESHOLD)
     single = (common + (np.zeros(N, np.int64), table) + start, rule)
     mixed = (common + (np.repeat([0, table.size], N // 2).astype(np.int64), np.concatenate([table, table])) + start,
              rule)
@@ -270,7 +271,7 @@ STARTUP = {
     "all": "import normlab.theory as th; th.minimal_naming_game(24, n_words=10, n_runs=10, rng=1, progress=False)",
     "numba_import": "import numba",
     "numba_floor": "import numba; from numba.core.registry import cpu_target; cpu_target.target_context.refresh()",
-    "numba_floor_deferred": "import normlab.theory._jit; from numba.core.registry import cpu_target; "
+    "numba_floor_deferred": "import normlab._jit; from numba.core.registry import cpu_target; "
                             "cpu_target.target_context.refresh()",
     "numpy": "import numpy",
     "scipy_blas": "import numpy, scipy.linalg.cython_blas",
@@ -297,7 +298,7 @@ def startup(reps: int) -> None:
     print(f"   Numba's own floor, paid by the first call of any cached function: {m['numba_floor']:.2f} s "
           f"(import numba {m['numba_import']:.2f} s, its registries {m['numba_floor'] - m['numba_import']:.2f} s, "
           f"of which SciPy {m['scipy_blas'] - m['numpy']:.2f} s: Numba's BLAS probe imports scipy.linalg)")
-    print(f"   the same floor with normlab.theory._jit deferring SciPy's BLAS module: {m['numba_floor_deferred']:.2f} s")
+    print(f"   the same floor with normlab._jit deferring SciPy's BLAS module: {m['numba_floor_deferred']:.2f} s")
     print(f"   normlab's share: {m['all'] - m['numba_floor_deferred']:.2f} s (its modules and loading one cached kernel)")
 
 

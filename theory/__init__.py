@@ -63,6 +63,7 @@ _EXPORTS = {
     "ContagionResult": "norm_contagion",
     "ContagionODE": "norm_contagion",
     "invalid_answer_game": "invalid_answers",
+    "graph_to_csr": "population",
     "InvalidAnswerGame": "invalid_answers",
 }
 _SUBMODULES = {"strategies", "itcmas", "criteria", "stats", "population"}
