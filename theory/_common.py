@@ -39,9 +39,10 @@ def batch_size(n_runs: int, bytes_per_run: int, budget: int = 256 * 2**20) -> in
     return int(max(1, min(n_runs, budget // max(1, bytes_per_run))))
 
 
-def warn_unfinished(stop: str, stop_reason: np.ndarray, max_interactions: int) -> None:
+def warn_unfinished(stop: str, stop_reason: np.ndarray, max_interactions: int, stacklevel: int = 3) -> None:
     """Warn when runs hit the cap before their stop rule (not for "max", nor for "flip", where
-    not flipping is itself the measured outcome)."""
+    not flipping is itself the measured outcome); ``stacklevel`` 3 names the caller of the
+    simulator that calls this."""
     if stop in ("max", "flip"):
         return
     n_bad = int(np.sum(stop_reason == 0))
@@ -50,5 +51,5 @@ def warn_unfinished(stop: str, stop_reason: np.ndarray, max_interactions: int) -
             f"{n_bad} of {len(stop_reason)} runs reached max_interactions={max_interactions} before the "
             f"stop rule {stop!r} was met; their stop times are NaN. Raise max_interactions if needed.",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )

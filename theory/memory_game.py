@@ -833,7 +833,7 @@ def _sg_result(out, strats, group, *, stop, N, W, H, T, names, mask, cword, seed
             f"the strategy returned an invalid probability vector (negative, NaN or not summing to 1) in "
             f"{int(bad.sum())} run(s), first at interaction {int(scal[bad, S_ERR].min())}"
         )
-    warn_unfinished(stop, scal[:, S_STOP], T)
+    warn_unfinished(stop, scal[:, S_STOP], T, stacklevel=4)  # names strategy_game's caller
     winner = scal[:, S_WIN].copy()
     # A consensus is absorbing when the strategy plays the winner surely from a full-winner memory.
     absorbing = np.zeros(len(scal), bool)
