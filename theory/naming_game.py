@@ -54,22 +54,22 @@ _NV = 22  # loop-carried scalars of a run, kept in an array between calls of _ng
 
 
 @njit(cache=True)
-def _ng_steps(rng, v, inv, cap, state, game, rule, rounds, hits):
+def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
+              max_int, stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u,
+              r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits):
     """The interactions of :func:`_ng_run` from the state in ``rng`` (xoshiro words), ``v``
-    (scalars, ``_V_*``) and ``state = (ln, holders, any_committed, fails, ring_c, ring_u)`` until
-    the run ends (returns False) or an unlimited-pool inventory has just filled its ``cap`` slots
-    (returns True: the caller doubles ``cap`` and calls again).
+    (scalars, ``_V_*``), the inventories and the success and flip windows (``fails``,
+    ``ring_c``/``ring_u``) until the run ends (returns False) or an unlimited-pool inventory has
+    just filled its ``cap`` slots (returns True: the caller doubles ``cap`` and calls again).
 
     Kept apart from :func:`_ng_run` so that no array is reassigned inside the loop: Numba
     reference-counts an array variable that a loop may reassign, two atomic operations on every
-    failed interaction (a quarter of the throughput). For the same reason the speaker's utterance,
-    the hearer's update and the collapse are written out here: as calls (even inlined), each array
-    handed over is reference-counted on every interaction (a fifth of the throughput, measured).
+    failed interaction (a quarter of the throughput). For the same reason its arguments are not
+    grouped in tuples (unpacking them costs 2% on runs of 1000 interactions) and the speaker's
+    utterance, the hearer's update and the collapse are written out here: as calls (even
+    inlined), each array handed over is reference-counted on every interaction (a fifth of the
+    throughput). All measured against the kernel of ddab843.
     """
-    n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, _, keep_invented, bias_empty = game
-    max_int, stop_code, flip_thr = rule
-    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
-    ln, holders, any_committed, fails, ring_c, ring_u = state
     s0 = rng[0]
     s1 = rng[1]
     s2 = rng[2]
@@ -384,8 +384,10 @@ def _ng_run(seed, game, rule, rounds, hits, scal):
     fails = np.zeros(3 * N // 20 + 1, np.int64)  # indices of the latest failures (a ring)
     ring_c = np.zeros(3, np.int64)  # committed-name / all uncommitted productions of the last 3 rounds
     ring_u = np.zeros(3, np.int64)
-    state = (ln, holders, any_committed, fails, ring_c, ring_u)
-    while _ng_steps(rng, v, inv, cap, state, game, rule, rounds, hits):
+    max_int, stop_code, flip_thr = rule
+    while _ng_steps(rng, v, inv, cap, ln, holders, N, n_words, indptr, nbrs, committed, cword, bias, beta, max_int,
+                    stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u, r_count,
+                    r_succ, r_nw, r_nd, r_prod, r_produ, hits):
         new = np.empty(2 * N * cap, np.int32)  # grow every inventory (unlimited pool only)
         for a in range(N):
             for m in range(ln[a]):
