@@ -24,7 +24,7 @@ against normlab before any number is printed.
 5. Start-up: ``import normlab.theory`` + a first call served from the Numba cache, in a fresh
    process (CPU seconds, bytecode cached as for an installed package), next to Numba's own
    floor (``import numba`` + its registries, which the first call of any cached function pays;
-   the registries import SciPy's BLAS module when SciPy is installed, which normlab.theory._jit
+   the registries import SciPy's BLAS module when SciPy is installed, which normlab._jit
    defers). ``--startup`` runs this section alone.
 
 Not a timed test: it prints figures.
@@ -50,6 +50,7 @@ from normlab.theory import BestResponse, minimal_naming_game
 from normlab.theory._batch import N_SCALARS
 from normlab.theory.memory_game import SG_SCALARS, _sg_batch_serial
 from normlab.theory.naming_game import _ng_run
+from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD
 from normlab.theory.strategies import KIND_BEST_RESPONSE, KIND_TABLE
 
 HERE = Path(__file__).resolve().parent
@@ -96,7 +97,8 @@ def minimal_ng_vs_c(N: int, runs: int, reps: int) -> None:
     def numba_run(k):
         b = bufs()
         t0 = time.process_time()
-        _ng_run(seeds[k], N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, T, 1, 0.95, True, False, *b)
+        _ng_run(seeds[k], (N, 0, e64, e32, committed, -1, np.zeros(0), 1.0, init, True, False), (T, 1, 0.95), b[:6],
+                b[6], b[7])
         dt = time.process_time() - t0
         n = b[-1][0]
         return n / dt, [n, b[-1][3], b[-1][4], b[-1][5], int(b[1][:-(-n // N)].sum())]
@@ -186,6 +188,11 @@ def many_runs(n_runs: int, n_authors: int, reps: int) -> None:
 
 
 # ------------------------------------------------------------------ 3. strategy game vs C
+def _sg_groups(bufs):
+    """The batch kernel's output groups from nine flat buffers: (rounds, decisions, scalars)."""
+    return bufs[:6], bufs[6:8], bufs[8]
+
+
 def strategy_vs_c(n_runs: int, reps: int) -> None:
     exe = compile_c("strategy_game")
     if exe is None:
@@ -199,18 +206,18 @@ def strategy_vs_c(n_runs: int, reps: int) -> None:
     table.tofile(TMP / "sg_table.bin")
     for label, kind, params, tfile in (("a table (noisy best response)", KIND_TABLE, table, TMP / "sg_table.bin"),
                                        ("best response", KIND_BEST_RESPONSE, np.zeros(1), "-")):
-        args = (N, W, H, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1,
-                np.full(N, kind, np.int64), np.zeros(N, np.int64), params,
-                np.zeros((N, H), np.int64), np.zeros(N, np.int64), T, 0, 2.849 / 3)
+        args = ((N, W, H, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1,
+                 np.full(N, kind, np.int64), np.zeros(N, np.int64), params,
+                 np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, PUBLISHED_FLIP_THRESHOLD))  # (game, rule)
         bufs = (np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int64),
                 np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R, W), np.int32), np.zeros((n_runs, R, W), np.int32),
                 np.zeros((n_runs, 0, 2), np.int32), np.zeros((n_runs, 0, 2), np.int32),
                 np.zeros((n_runs, SG_SCALARS), np.int64))
-        _sg_batch_serial(seeds[:2], *args, *(b[:2] for b in bufs))  # compile / load the cache
+        _sg_batch_serial(seeds[:2], *args, *_sg_groups(tuple(b[:2] for b in bufs)))  # compile / load the cache
         nb, cc = [], []
         for _ in range(reps):  # pairs: the same runs in numba, then in C
             t0 = time.process_time()
-            _sg_batch_serial(seeds, *args, *bufs)
+            _sg_batch_serial(seeds, *args, *_sg_groups(bufs))
             nb.append(bufs[-1][:, 0].sum() / (time.process_time() - t0))
             cc.append(run_c([exe, N, W, H, T, 0, -1, 0, -1, tfile, TMP / "sg_seeds.bin", TMP / "sg_out.txt"]))
         ratio = np.array(cc) / np.array(nb)
@@ -234,9 +241,10 @@ def mixed_vs_single(n_runs: int, reps: int, seeds, table) -> None:
     R = T // N
     common = (N, W, H, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1,
               np.full(N, KIND_TABLE, np.int64))
-    tail = (np.zeros((N, H), np.int64), np.zeros(N, np.int64), T, 0, 2.849 / 3)
-    single = common + (np.zeros(N, np.int64), table) + tail
-    mixed = common + (np.repeat([0, table.size], N // 2).astype(np.int64), np.concatenate([table, table])) + tail
+    start, rule = (np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, PUBLISHED_FLIP_THRESHOLD)
+    single = (common + (np.zeros(N, np.int64), table) + start, rule)
+    mixed = (common + (np.repeat([0, table.size], N // 2).astype(np.int64), np.concatenate([table, table])) + start,
+             rule)
 
     def bufs():
         return (np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int64),
@@ -249,7 +257,7 @@ def mixed_vs_single(n_runs: int, reps: int, seeds, table) -> None:
     for _ in range(reps):
         for args, b, acc in ((single, bs, rs), (mixed, bm, rm)):
             t0 = time.process_time()
-            _sg_batch_serial(seeds, *args, *b)
+            _sg_batch_serial(seeds, *args, *_sg_groups(b))
             acc.append(b[-1][:, 0].sum() / (time.process_time() - t0))
     same = all(np.array_equal(x, y) for x, y in zip(bs, bm))
     print(f"   two groups of 12 agents with two copies of the table (mixed-population path): {med(rm) / 1e6:5.1f} M/s, "
@@ -263,7 +271,7 @@ STARTUP = {
     "all": "import normlab.theory as th; th.minimal_naming_game(24, n_words=10, n_runs=10, rng=1, progress=False)",
     "numba_import": "import numba",
     "numba_floor": "import numba; from numba.core.registry import cpu_target; cpu_target.target_context.refresh()",
-    "numba_floor_deferred": "import normlab.theory._jit; from numba.core.registry import cpu_target; "
+    "numba_floor_deferred": "import normlab._jit; from numba.core.registry import cpu_target; "
                             "cpu_target.target_context.refresh()",
     "numpy": "import numpy",
     "scipy_blas": "import numpy, scipy.linalg.cython_blas",
@@ -290,7 +298,7 @@ def startup(reps: int) -> None:
     print(f"   Numba's own floor, paid by the first call of any cached function: {m['numba_floor']:.2f} s "
           f"(import numba {m['numba_import']:.2f} s, its registries {m['numba_floor'] - m['numba_import']:.2f} s, "
           f"of which SciPy {m['scipy_blas'] - m['numpy']:.2f} s: Numba's BLAS probe imports scipy.linalg)")
-    print(f"   the same floor with normlab.theory._jit deferring SciPy's BLAS module: {m['numba_floor_deferred']:.2f} s")
+    print(f"   the same floor with normlab._jit deferring SciPy's BLAS module: {m['numba_floor_deferred']:.2f} s")
     print(f"   normlab's share: {m['all'] - m['numba_floor_deferred']:.2f} s (its modules and loading one cached kernel)")
 
 

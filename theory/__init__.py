@@ -13,7 +13,11 @@
 - :func:`centola_critical_mass` -- mean-field critical mass of memory-M best response.
 - :func:`critical_mass` -- sweep committed sizes for any model and locate the tipping point.
 - :mod:`~normlab.theory.criteria` -- the flip criteria of committed-minority runs (``published``
-  ensemble rule of Flint Ashery et al. 2025, Table S3, ``per_run`` first passage, ``end_of_run``), one home.
+  ensemble rule of Flint Ashery et al. 2025, Table S3, ``per_run`` first passage, ``end_of_run``,
+  the running flip check and its threshold), one home.
+- :mod:`~normlab.theory.stats` -- Clopper-Pearson intervals, curve crossings, smallest counts,
+  Firth logistic regression (shared by every layer).
+- :mod:`~normlab.theory.population` -- graphs to CSR, committed masks, ``committed`` parsing.
 - :func:`sweep` -- any simulator over a parameter grid, on any ``concurrent.futures`` executor.
 - :func:`norm_contagion_agents`, :func:`norm_contagion_ode` -- two-stage norm contagion (belief by
   contact, compliance after a lag; entrepreneurs as seeds), agents and mean field (CRSEC, seed 000).
@@ -41,7 +45,7 @@ _EXPORTS = {
     "majority_probability": "centola",
     "critical_mass": "sweeps",
     "CriticalMassResult": "sweeps",
-    "clopper_pearson": "sweeps",
+    "clopper_pearson": "stats",
     "locate_critical_mass": "sweeps",
     "sweep": "sweeps",
     "SweepResult": "sweeps",
@@ -59,8 +63,9 @@ _EXPORTS = {
     "ContagionResult": "norm_contagion",
     "ContagionODE": "norm_contagion",
     "invalid_answer_game": "invalid_answers",
+    "graph_to_csr": "population",
     "InvalidAnswerGame": "invalid_answers",
 }
-_SUBMODULES = {"strategies", "itcmas", "criteria"}
+_SUBMODULES = {"strategies", "itcmas", "criteria", "stats", "population"}
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)

@@ -10,7 +10,8 @@ of a game.
 from __future__ import annotations
 
 import numpy as np
-from ._jit import njit
+
+from normlab._jit import njit
 
 from ._common import batch_size
 from .results import GameResult, stop_reason_labels
@@ -18,6 +19,9 @@ from .results import GameResult, stop_reason_labels
 # Layout of the per-run scalar output row written by the kernels.
 S_NINT, S_CONS, S_WIN, S_TMAX, S_NWMAX, S_NDMAX, S_S95, S_STREAK, S_FLIP, S_STOP = range(10)
 N_SCALARS = 10
+#: The strategy-game kernels' extra slot: first interaction with an invalid probability vector.
+S_ERR = N_SCALARS
+SG_SCALARS = N_SCALARS + 1
 
 
 #: Below this many interactions (runs x cap) a batch runs on one thread: opening a parallel
@@ -70,9 +74,9 @@ def _progress_bar(progress, n_runs, desc):
     return tqdm(total=n_runs, desc=desc, unit="run", leave=False)
 
 
-def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, tail, progress, desc, n_scalars):
+def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, extra, progress, desc, n_scalars):
     """:func:`run_batches` with a serial kernel that appends the rounds of run after run straight
-    into the ragged outputs (``ragged(seeds, *args, *outputs, *tail, scal, pos) -> (runs done,
+    into the ragged outputs (``ragged(seeds, *args, rounds, extra, scal, pos) -> (runs done,
     next row)``; it stops before a run that might not fit): no per-chunk buffers, no copies."""
     n_runs = len(seeds)
     max_rounds = -(-max_int // n_agents)
@@ -86,7 +90,7 @@ def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, tail, progress, 
     with _progress_bar(progress, n_runs, desc) as bar:
         while start < n_runs:
             stop = min(n_runs, start + step)
-            done, pos = ragged(seeds[start:stop], *args, *out.values(), *tail, scal_all[start:stop], pos)
+            done, pos = ragged(seeds[start:stop], *args, tuple(out.values()), extra, scal_all[start:stop], pos)
             start += done
             bar.update(done)
             if start < stop:  # out of rows: extrapolate (+15%), grow by a quarter at least
@@ -106,36 +110,51 @@ def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, tail, progress, 
     return out
 
 
+def _contiguous(a):
+    """``a`` (or every array of a tuple ``a``) C-contiguous and writeable."""
+    if isinstance(a, np.ndarray):
+        return np.require(a, requirements=["C", "W"])
+    if isinstance(a, tuple):
+        return tuple(_contiguous(x) for x in a)
+    return a
+
+
 def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, *, record=None,
                  n_scalars=N_SCALARS, hits=None, ragged=None):
     """Call a batch kernel on chunks of runs and assemble ragged per-round outputs.
+
+    The kernel is called as ``kernel(seeds, *args, rounds, extra, scal)``: ``args`` are the
+    game's argument groups (typed tuples, e.g. ``(game, rule)``), ``rounds`` the tuple of per-round
+    buffers ``(count, succ, nw, nd, prod, produ)`` (one row per run of the chunk), ``scal`` the
+    per-run scalar rows. With ``record`` (an int, possibly 0; the strategy game) ``extra`` is the
+    ``(pairs, names)`` buffers of ``record`` interactions per run, returned as ``out["pairs"]`` /
+    ``out["names"]`` of shape ``(n_runs, T_used, 2)``; with ``hits`` (an int, possibly 0; the
+    naming game) it is an int8 buffer of ``hits`` success indicators per run, returned summed
+    over runs as ``out["hit_sum"]`` (int64, one entry per interaction index up to the longest
+    run; a run adds to the indices it simulated).
 
     ``ragged``, given with the serial kernel, is its twin that writes the outputs in place (see
     :func:`_run_ragged`); it is used when neither decisions (``record`` > 0) nor per-interaction
     successes (``hits`` > 0) are kept. The outputs are identical either way.
 
-    ``args`` are the kernel's arguments between ``seeds`` and the per-round buffers. Buffers
-    are allocated once and reused by every chunk (kernels zero each round row they start), so
-    memory is touched in proportion to the rounds actually simulated; each chunk's rounds are
-    appended to the ragged outputs (sized from the first chunk, grown in place if needed, trimmed
-    in place at the end). With ``record`` (an int,
-    possibly 0) the kernel also takes ``(pairs, names)`` buffers of ``record`` interactions per
-    run, returned as ``out["pairs"]`` / ``out["names"]`` of shape ``(n_runs, T_used, 2)``. With
-    ``hits`` (an int, possibly 0) the kernel also takes an int8 buffer of ``hits`` success
-    indicators per run, returned summed over runs as ``out["hit_sum"]`` (int64, one entry per
-    interaction index up to the longest run; a run adds to the indices it simulated).
+    Buffers are allocated once and reused by every chunk (kernels zero each round row they
+    start), so memory is touched in proportion to the rounds actually simulated; each chunk's
+    rounds are appended to the ragged outputs (sized from the first chunk, grown in place if
+    needed, trimmed in place at the end).
     """
+    if (record is None) == (hits is None):
+        raise ValueError("run_batches needs exactly one of record= (strategy game) and hits= (naming game)")
     n_runs = len(seeds)
     # one compiled specialisation per kernel: every array argument C-contiguous and writeable
     # (a read-only or strided table would otherwise compile, and cache, a second version)
-    args = tuple(np.require(a, requirements=["C", "W"]) if isinstance(a, np.ndarray) else a for a in args)
+    args = tuple(_contiguous(a) for a in args)
     seeds = np.require(seeds, np.uint64, ["C", "W"])
     if ragged is not None and not record and not hits:
         if record is None:  # naming game: an empty success row
-            tail = (np.zeros(0, np.int8),)
+            extra = np.zeros(0, np.int8)
         else:  # strategy game: empty decision rows
-            tail = (np.zeros((0, 2), np.int32), np.zeros((0, 2), np.int32))
-        return _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, tail, progress, desc, n_scalars)
+            extra = (np.zeros((0, 2), np.int32), np.zeros((0, 2), np.int32))
+        return _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, extra, progress, desc, n_scalars)
     max_rounds = -(-max_int // n_agents)
     rec_len = 0 if record is None else int(record)
     hit_len = 0 if hits is None else int(hits)
@@ -166,10 +185,8 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
             stop = min(n_runs, start + bs)
             B = stop - start
             scal = scal_all[start:stop]
-            tail = (scal,) if record is None else (pairs_all[start:stop], names_all[start:stop], scal)
-            if hits is not None:
-                tail = (hit_buf[:B],) + tail
-            kernel(seeds[start:stop], *args, *(v[:B] for v in bufs.values()), *tail)
+            extra = hit_buf[:B] if record is None else (pairs_all[start:stop], names_all[start:stop])
+            kernel(seeds[start:stop], *args, tuple(v[:B] for v in bufs.values()), extra, scal)
             n_used = -(-scal[:, S_NINT] // n_agents)
             need = filled + int(n_used.sum())
             cap = 0 if out["count"] is None else len(out["count"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.cli import EXIT_CODES
+from normlab.cli import EXIT_CODES, emit
 
 
 def _graph_from_spec(spec: str | None, n: int, seed):
@@ -198,30 +198,11 @@ def _sweep_path(path: str, fmt: str):
 
 
 def _parse_committed(text: str):
-    """``--committed`` of ``critical-mass``: whole counts, or fractions of N in (0, 1); never both."""
-    import math
+    """``--committed`` of ``critical-mass``: whole counts, or fractions of N in (0, 1); never both
+    (:func:`normlab.theory.population.parse_committed`)."""
+    from .population import parse_committed
 
-    if not text.strip():
-        raise ValueError("--committed is empty; give counts (1,2,3) or fractions of N (0.1,0.2), or leave it out")
-    vals, toks = [], [t.strip() for t in text.split(",")]
-    for tok in toks:
-        try:
-            vals.append(float(tok))
-        except ValueError:
-            raise ValueError(f"--committed takes comma-separated counts or fractions of N; {tok!r} "
-                             "is not a number") from None
-        if not math.isfinite(vals[-1]):
-            raise ValueError(f"--committed {tok} is not a finite number")
-    fractions = [v for v in vals if 0 < v < 1]
-    if fractions and len(fractions) < len(vals):
-        raise ValueError(f"--committed mixes fractions of N in (0, 1) with counts ({text}); give one kind")
-    if fractions:
-        return vals
-    for v, tok in zip(vals, toks):
-        if v < 0 or v != int(v):
-            raise ValueError(f"--committed {tok} is neither a whole count (0, 1, 2, ...) nor a fraction of N "
-                             "in (0, 1)")
-    return [int(v) for v in vals]
+    return parse_committed(text, flag="--committed")
 
 
 def _load_table(path: str, memory: int, names):
@@ -251,8 +232,6 @@ def _load_table(path: str, memory: int, names):
 
 def _simulate(args) -> int:
     from pathlib import Path
-
-    from normlab.cli import emit
 
     from . import binary_agreement, minimal_naming_game, strategy_game
 
@@ -306,8 +285,6 @@ def _simulate(args) -> int:
 
 
 def _critical_mass(args) -> int:
-    from normlab.cli import emit
-
     from . import critical_mass
 
     committed = None if args.committed is None else _parse_committed(args.committed)

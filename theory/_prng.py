@@ -15,7 +15,7 @@ ACM TOMS 47, 36 (2021).
 from __future__ import annotations
 
 import numpy as np
-from ._jit import njit
+from normlab._jit import njit
 
 _M64 = (1 << 64) - 1
 _INV53 = 1.0 / 9007199254740992.0

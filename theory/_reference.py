@@ -8,6 +8,7 @@ observables, so tests can demand exact agreement. Use them only on small problem
 from __future__ import annotations
 
 from ._prng import PyXoshiro
+from .criteria import flip_reached
 
 
 def _rounds_template():
@@ -148,7 +149,7 @@ def ng_run_reference(seed_words, n_agents, n_words, neighbours, committed, cword
                 last = committed_prod[-3 * N:]
                 tu = sum(1 for unc, _ in last if unc)
                 tc = sum(1 for unc, c in last if unc and c)
-                if tu > 0 and tc >= flip_thr * tu:
+                if flip_reached(tc, tu, flip_thr):
                     t_flip = t
         reached = {1: t_cons, 2: t_s95, 3: t_streak, 4: t_flip}.get(stop_code, -1)
         if reached == t:
@@ -285,7 +286,7 @@ def sg_run_reference(seed_words, strategy, n_agents, memory, neighbours, committ
                 last = prod_log[-6 * N:]
                 tu = sum(1 for u_, _ in last if u_)
                 tc = sum(1 for u_, c in last if u_ and c)
-                if tu > 0 and tc >= flip_thr * tu:
+                if flip_reached(tc, tu, flip_thr):
                     t_flip = t
         reached = {1: t_cons, 2: t_s95, 3: t_streak, 4: t_flip}.get(stop_code, -1)
         if reached == t:

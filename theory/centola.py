@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import check_int
+from normlab._validate import check_int
 
 
 def majority_probability(r, memory: int):

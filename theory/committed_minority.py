@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from normlab._display import html_card, new_axes, plain, plotting, short_repr
+from normlab._validate import check_int
 
-from ._common import PUBLISHED_FLIP_THRESHOLD, check_int
+from .criteria import PUBLISHED_FLIP_THRESHOLD
 from .naming_game import minimal_naming_game
 from .results import GameResult
 

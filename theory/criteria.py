@@ -52,16 +52,19 @@ D. Firth, Biometrika 80, 27 (1993).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from normlab._rng import as_generator
 from normlab._validate import check_int
 
+from .stats import clopper_pearson, firth_logistic, smallest_count
+
 __all__ = [
-    "CRITERIA", "FLIP_SUM", "check_criterion", "published_max_round", "round_shares", "shares_from_result",
-    "published_rule", "published_critical_mass", "first_passage", "end_of_run_sum", "per_run_curve",
+    "CRITERIA", "FLIP_SUM", "PUBLISHED_FLIP_THRESHOLD", "check_criterion", "published_max_round", "round_shares",
+    "shares_from_result", "published_rule", "published_critical_mass", "first_passage", "flip_reached",
+    "FlipWindow", "end_of_run_windows", "end_of_run_sum", "end_of_run_share_sum", "per_run_curve",
     "firth_logistic", "smallest_count", "evaluate",
 ]
 
@@ -71,6 +74,10 @@ CRITERIA = ("published", "per_run", "end_of_run")
 FLIP_SUM = 2.849
 #: Rounds summed by every reading.
 LAST_ROUNDS = 3
+#: The same threshold on the challenger's share of the uncommitted productions of the last three
+#: rounds taken together (``2.849 / 3``): the running flip check of the simulators and LLM runs
+#: (:func:`flip_reached`), the default ``flip_threshold`` of every game.
+PUBLISHED_FLIP_THRESHOLD = FLIP_SUM / 3
 #: The authors' ``max_round`` (``plotter.ipynb`` cell 10): 30, except Llama-3 at N = 48 (21).
 PUBLISHED_WINDOW = 30
 PUBLISHED_WINDOW_LLAMA3_N48 = 21
@@ -261,15 +268,6 @@ def published_rule(trajectories: Sequence, *, max_round: int = PUBLISHED_WINDOW,
             "n_padded": int(padded.sum())}
 
 
-def smallest_count(counts, ok) -> float:
-    """Smallest tested count whose flag is true (``inf`` when none)."""
-    c = np.asarray(counts, dtype=float)
-    o = np.asarray(ok, dtype=bool)
-    if c.shape != o.shape:
-        raise ValueError(f"counts and flags differ in shape: {c.shape} vs {o.shape}")
-    return float(c[o].min()) if o.any() else math.inf
-
-
 def published_critical_mass(by_count: dict, *, max_round: int = PUBLISHED_WINDOW, flip_sum: float = FLIP_SUM) -> float:
     """Smallest tested committed count meeting the published rule (Flint Ashery et al. 2025, Table S3).
 
@@ -324,6 +322,88 @@ def first_passage(shares, *, window: int, flip_sum: float = FLIP_SUM, complete_r
     return float(hit[0] + LAST_ROUNDS)
 
 
+def flip_reached(committed_productions, uncommitted_productions, threshold: float = PUBLISHED_FLIP_THRESHOLD) -> bool:
+    """The running flip reading, checked at the end of each population round (from the third on):
+    the challenger made at least ``threshold`` of the uncommitted agents' productions of the last
+    three rounds taken together (``2.849 / 3``; no production: no flip).
+
+    The one statement of the check that the simulators' kernels (compiled from this function,
+    :mod:`normlab.theory._criteria_kernels`), their pure-Python twins and the LLM runner apply;
+    :class:`FlipWindow` keeps the three rounds.
+
+    Parameters
+    ----------
+    committed_productions, uncommitted_productions : int
+        Challenger productions by uncommitted agents, and all their productions, summed over
+        the last three rounds.
+    threshold : float, optional
+
+    Returns
+    -------
+    bool
+    """
+    return uncommitted_productions > 0 and committed_productions >= threshold * uncommitted_productions
+
+
+class FlipWindow:
+    """The running flip reading over a run: the last three rounds' counts and :func:`flip_reached`.
+
+    >>> w = FlipWindow()
+    >>> [w.end_round(c, 10) for c in (9, 10, 10)]
+    [False, False, True]
+    """
+
+    __slots__ = ("threshold", "_c", "_u")
+
+    def __init__(self, threshold: float = PUBLISHED_FLIP_THRESHOLD):
+        self.threshold = float(threshold)
+        self._c: list[int] = []
+        self._u: list[int] = []
+
+    def end_round(self, committed_productions: int, uncommitted_productions: int) -> bool:
+        """Record one finished round; whether the last three rounds (once there are three) meet the threshold."""
+        self._c = (self._c + [committed_productions])[-LAST_ROUNDS:]
+        self._u = (self._u + [uncommitted_productions])[-LAST_ROUNDS:]
+        return len(self._c) == LAST_ROUNDS and flip_reached(sum(self._c), sum(self._u), self.threshold)
+
+
+def end_of_run_windows(hits, uncommitted, n_agents: int) -> np.ndarray:
+    """The ``end_of_run`` sum at every possible end of a run: for each ``e = 3N .. T``, the
+    challenger's share among uncommitted productions in each of the three blocks of ``N``
+    interactions before ``e``, summed (a block without uncommitted production counts 0).
+
+    Parameters
+    ----------
+    hits, uncommitted : array_like
+        Per interaction: challenger productions by uncommitted agents (0, 1 or 2) and productions
+        by uncommitted agents.
+    n_agents : int
+
+    Returns
+    -------
+    numpy.ndarray
+        ``T - 3N + 1`` sums (empty when the run is shorter than ``3N``); the last one is
+        :func:`end_of_run_sum`, the first reaching :data:`FLIP_SUM` dates a flip.
+    """
+    N = check_int(n_agents, "n_agents", low=1)
+    h = np.asarray(hits, dtype=float)
+    u = np.asarray(uncommitted, dtype=float)
+    if h.shape != u.shape or h.ndim != 1:
+        raise ValueError(f"hits and uncommitted must be 1-D arrays of one shape; got {h.shape} and {u.shape}")
+    T = h.size
+    if T < LAST_ROUNDS * N:
+        return np.zeros(0)
+    ch = np.concatenate([[0.0], np.cumsum(h)])
+    cu = np.concatenate([[0.0], np.cumsum(u)])
+    ends = np.arange(LAST_ROUNDS * N, T + 1)
+    total = np.zeros(ends.size)
+    for b in range(LAST_ROUNDS):
+        lo = ends - (LAST_ROUNDS - b) * N
+        hb, ub = ch[lo + N] - ch[lo], cu[lo + N] - cu[lo]
+        total += np.where(ub > 0, hb / np.where(ub > 0, ub, 1.0), 0.0)
+    return total
+
+
 def end_of_run_sum(hits, uncommitted, n_agents: int) -> float:
     """The ``end_of_run`` reading: the challenger's share among uncommitted productions in each
     of the last three blocks of ``N`` interactions ending at the run's last interaction, summed
@@ -339,62 +419,21 @@ def end_of_run_sum(hits, uncommitted, n_agents: int) -> float:
     Returns
     -------
     float
-        Compare with :data:`FLIP_SUM` (the loader's ``committed_share_last3``).
+        Compare with :data:`FLIP_SUM` (the loader's ``committed_share_last3``); the last of
+        :func:`end_of_run_windows`.
     """
-    N = check_int(n_agents, "n_agents", low=1)
-    h = np.asarray(hits, dtype=float)
-    u = np.asarray(uncommitted, dtype=float)
-    if h.shape != u.shape or h.ndim != 1:
-        raise ValueError(f"hits and uncommitted must be 1-D arrays of one shape; got {h.shape} and {u.shape}")
-    T = h.size
-    if T < LAST_ROUNDS * N:
-        return float("nan")
-    total = 0.0
-    for b in range(LAST_ROUNDS):
-        lo = T - (LAST_ROUNDS - b) * N
-        hb, ub = h[lo:lo + N].sum(), u[lo:lo + N].sum()
-        total += hb / ub if ub > 0 else 0.0
-    return float(total)
+    w = end_of_run_windows(hits, uncommitted, n_agents)
+    return float(w[-1]) if w.size else float("nan")
 
 
-def firth_logistic(x, k, n, *, max_iter: int = 100, tol: float = 1e-10):
-    """Firth-penalised logistic regression ``logit P = b0 + b1 x`` on grouped binomial data.
-
-    Parameters
-    ----------
-    x, k, n : array_like
-        Covariate, successes and trials per group.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``[b0, b1]``.
-
-    References
-    ----------
-    D. Firth, "Bias reduction of maximum likelihood estimates", Biometrika 80, 27 (1993).
-    """
-    x, k, n = (np.asarray(v, float) for v in (x, k, n))
-    X = np.column_stack([np.ones_like(x), x])
-    b = np.zeros(2)
-    for _ in range(max_iter):
-        p = 1 / (1 + np.exp(-(X @ b)))
-        w = n * p * (1 - p)
-        info = X.T @ (X * w[:, None])
-        try:
-            inv = np.linalg.inv(info)
-        except np.linalg.LinAlgError:
-            inv = np.linalg.pinv(info)
-        h = w * np.einsum("ij,jk,ik->i", X, inv, X)
-        U = X.T @ (k - n * p + h * (0.5 - p))
-        step = inv @ U
-        m = np.max(np.abs(step))
-        if m > 5:  # damping keeps the iteration stable under separation
-            step *= 5 / m
-        b = b + step
-        if np.max(np.abs(step)) < tol:
-            break
-    return b
+def end_of_run_share_sum(shares) -> float:
+    """The ``end_of_run`` reading on per-round shares of a run that ends at a round boundary:
+    its last three round shares summed (a round without uncommitted production counts 0; NaN
+    with fewer than three rounds). Equal to :func:`end_of_run_sum` on the same run."""
+    s = np.asarray(shares, dtype=float)
+    if s.ndim != 1:
+        raise ValueError(f"shares of one run must be a 1-D array; got shape {s.shape}")
+    return float(np.nansum(s[-LAST_ROUNDS:])) if s.size >= LAST_ROUNDS else float("nan")
 
 
 def per_run_curve(counts, n_flips, n_runs, *, level: float = 0.5, n_boot: int = 2000, rng=None) -> dict:
@@ -418,10 +457,6 @@ def per_run_curve(counts, n_flips, n_runs, *, level: float = 0.5, n_boot: int = 
         ``p_flip``, ``ci_low``, ``ci_high`` (arrays), ``first_count``, ``first_all``, ``c50``,
         ``c50_low``, ``c50_high``, ``b0``, ``b1``, ``separated``.
     """
-    from normlab._rng import as_generator
-
-    from .sweeps import clopper_pearson
-
     x = np.asarray(counts, dtype=float)
     k = np.asarray(n_flips, dtype=float)
     n = np.asarray(n_runs, dtype=float)
@@ -509,7 +544,7 @@ def evaluate(shares, criterion: str = "published", *, window: int = PUBLISHED_WI
             k = sum(not np.isnan(first_passage(t, window=W, flip_sum=flip_sum)) for t in trs)
             rows.append({"committed": c, "n_runs": len(trs), "n_flips": int(k)})
         else:
-            k = sum(len(t) >= LAST_ROUNDS and float(np.nansum(t[-LAST_ROUNDS:])) >= flip_sum for t in trs)
+            k = sum(end_of_run_share_sum(t) >= flip_sum for t in trs)
             rows.append({"committed": c, "n_runs": len(trs), "n_flips": int(k)})
     by = pd.DataFrame(rows)
     out = {"criterion": crit, "by_count": by}

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from normlab._rng import as_generator
+from normlab._validate import check_int
 
 from .strategies import n_states, state_offsets
 
@@ -150,33 +151,8 @@ def invalid_answer_game(tables, invalid, *, n_agents: int, memory: int, n_runs: 
     ----------
     A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods.
     """
-    from normlab._validate import check_int
-
-    N = check_int(n_agents, "n_agents", 2)
-    H = check_int(memory, "memory", 1)
-    R = check_int(n_runs, "n_runs", 1)
-    T = check_int(max_interactions, "max_interactions", 1)
-    if stop not in STOPS:
-        raise ValueError(f"stop must be one of {STOPS}; got {stop!r}")
-    P = np.asarray(tables, dtype=float)
-    if P.ndim == 2:
-        P = P[None]
-    if P.ndim != 3:
-        raise ValueError(f"tables must have shape (D, S, W) or (S, W); got {np.shape(tables)}")
+    N, H, R, T, P, E, C, names = _checked(tables, invalid, cost, names, n_agents, memory, n_runs, max_interactions, stop)
     D, S, W = P.shape
-    E = _per_state(invalid, D, S, "invalid")
-    C = _per_state(np.zeros((D, S)) if cost is None else cost, D, S, "cost")
-    if S != n_states(W, H):
-        raise ValueError(f"tables for W={W}, H={H} need {n_states(W, H)} states; got {S}")
-    if not (np.isfinite(P).all() and (P >= 0).all() and np.allclose(P.sum(axis=2), 1.0, atol=1e-9)):
-        raise ValueError("tables must hold probability vectors (rows >= 0 summing to 1)")
-    if not ((E >= 0).all() and (E <= 1).all()):
-        raise ValueError("invalid must hold probabilities in [0, 1]")
-    if names is None:
-        names = tuple(str(k) for k in range(W))
-    names = tuple(names)
-    if len(names) != W:
-        raise ValueError(f"got {len(names)} names for tables with W = {W}")
     g = as_generator(rng)
     B = W * W
     offs = state_offsets(W, H)
@@ -266,6 +242,37 @@ def invalid_answer_game(tables, invalid, *, n_agents: int, memory: int, n_runs: 
                              success=sr, valid=vr, stop_time=t_end.astype(float), stopped=t_end < T, winner=winner,
                              consensus_time=ctime, consensus_name=cname, streak_time=stime, decisions=n_dec,
                              valid_decisions=n_valid, successes=n_succ, cost=csum)
+
+
+def _checked(tables, invalid, cost, names, n_agents, memory, n_runs, max_interactions, stop):
+    """The inputs of :func:`invalid_answer_game`, checked: ``(N, H, R, T, tables (D, S, W), invalid
+    (D, S), cost (D, S), names)``."""
+    N = check_int(n_agents, "n_agents", 2)
+    H = check_int(memory, "memory", 1)
+    R = check_int(n_runs, "n_runs", 1)
+    T = check_int(max_interactions, "max_interactions", 1)
+    if stop not in STOPS:
+        raise ValueError(f"stop must be one of {STOPS}; got {stop!r}")
+    P = np.asarray(tables, dtype=float)
+    if P.ndim == 2:
+        P = P[None]
+    if P.ndim != 3:
+        raise ValueError(f"tables must have shape (D, S, W) or (S, W); got {np.shape(tables)}")
+    D, S, W = P.shape
+    E = _per_state(invalid, D, S, "invalid")
+    C = _per_state(np.zeros((D, S)) if cost is None else cost, D, S, "cost")
+    if S != n_states(W, H):
+        raise ValueError(f"tables for W={W}, H={H} need {n_states(W, H)} states; got {S}")
+    if not (np.isfinite(P).all() and (P >= 0).all() and np.allclose(P.sum(axis=2), 1.0, atol=1e-9)):
+        raise ValueError("tables must hold probability vectors (rows >= 0 summing to 1)")
+    if not ((E >= 0).all() and (E <= 1).all()):
+        raise ValueError("invalid must hold probabilities in [0, 1]")
+    if names is None:
+        names = tuple(str(k) for k in range(W))
+    names = tuple(names)
+    if len(names) != W:
+        raise ValueError(f"got {len(names)} names for tables with W = {W}")
+    return N, H, R, T, P, E, C, names
 
 
 def _per_state(x, D, S, what):

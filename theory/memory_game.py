@@ -17,31 +17,26 @@ import numbers
 import types
 
 import numpy as np
-from ._jit import njit, prange
 
+from normlab._jit import njit, prange
 from normlab._rng import run_seeds
+from normlab._validate import check_int
 
-from ._common import (
-    PUBLISHED_FLIP_THRESHOLD,
-    check_int,
-    check_stop,
-    committed_mask,
-    graph_to_csr,
-    warn_unfinished,
-)
-from ._prng import _INV53, _next4
 from ._batch import (
-    N_SCALARS, S_CONS, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN,
+    S_CONS, S_ERR, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN, SG_SCALARS,
     choose_kernel, game_result, run_batches,
 )
+from ._common import check_stop, warn_unfinished
+from ._criteria_kernels import end_round, window_flip_reached
+from ._prng import _INV53, _next4
+from .criteria import PUBLISHED_FLIP_THRESHOLD
+# the prediction design lives in design.py; its names stay importable from here (calibration, tests)
+from .design import _choice_thresholds, _sg_design, _sg_lean_run, strategy_design  # noqa: F401
+from .population import committed_mask, graph_to_csr
 from .results import GameResult
-from .strategies import (
-    KIND_BEST_RESPONSE, KIND_TABLE, KIND_USER, KIND_WSLS, Strategy, _strategy_probs, n_states, resolve_strategy,
-    state_offsets,
-)
+from .strategies import KIND_BEST_RESPONSE, KIND_TABLE, KIND_USER, KIND_WSLS, _strategy_probs, resolve_strategy
 
-S_ERR = N_SCALARS  # extra scalar slot: first interaction with an invalid probability vector
-SG_SCALARS = N_SCALARS + 1
+__all__ = ["strategy_game", "strategy_design"]
 
 
 # Per-agent fields of the kernel's state array ``st`` (row ``a * _NF``): memory ring head and
@@ -53,69 +48,75 @@ _UHEAD, _UMLEN, _UCODE, _ULASTP, _USRUN, _USNAME, _UKIND, _UPOFF = (np.uint64(v)
 
 
 @njit
-def _push(a, x, y, W, H, B, top_pow, st, ring, cnt, gs, nw, nd):
+def _remember(a, x, y, W, H, B, top_pow, st, ring, cnt, gs, nw, nd):
     """Record (own ``x``, partner ``y``) in agent ``a``'s memory; return (the name it is settled
     on after the push or -1, N_w, n_distinct).
 
     State: ``st`` per-agent fields (above); ``ring`` the last ``H`` own names then the last ``H``
     partner names of each agent (a ring, oldest at ``head`` once full); ``cnt`` per agent the
     count of each name in its memory, then of each partner name; ``gs`` per name the agents
-    whose memory holds it, then the agents settled on it.
+    whose memory holds it, then the agents settled on it. Unsigned indices: no negative-index
+    wrap-around test. The kernel calls it for the initial memories and runs the same steps
+    written out in its loop (a call there costs a fifth to a third of the throughput).
     """
-    f = a * _NF
-    k = st[f + _MLEN]
+    f = np.uint64(a * _NF)
+    k = st[f + _UMLEN]
     e = x * W + y
-    ro = a * 2 * H
-    co = a * 2 * W
+    ro = np.uint64(a * 2 * H)
+    rp = ro + np.uint64(H)  # partner names
+    co = np.uint64(a * 2 * W)
+    cp = co + np.uint64(W)  # partner counts
     if k < H:
-        ring[ro + k] = x
-        ring[ro + H + k] = y
-        st[f + _MLEN] = k + 1
-        st[f + _CODE] = st[f + _CODE] * B + e
+        ring[ro + np.uint64(k)] = x
+        ring[rp + np.uint64(k)] = y
+        st[f + _UMLEN] = k + 1
+        st[f + _UCODE] = st[f + _UCODE] * B + e
     else:
-        pos = st[f + _HEAD]
+        pos = np.uint64(st[f + _UHEAD])
         ox = ring[ro + pos]
-        oy = ring[ro + H + pos]
+        oy = ring[rp + pos]
         ring[ro + pos] = x
-        ring[ro + H + pos] = y
-        pos += 1
-        if pos == H:
-            pos = 0
-        st[f + _HEAD] = pos
-        st[f + _CODE] = (st[f + _CODE] - (ox * W + oy) * top_pow) * B + e  # = (code % B**(H-1)) * B + e
+        ring[rp + pos] = y
+        pos += np.uint64(1)
+        if pos == np.uint64(H):
+            pos = np.uint64(0)
+        st[f + _UHEAD] = np.int64(pos)
+        st[f + _UCODE] = (st[f + _UCODE] - (ox * W + oy) * top_pow) * B + e  # = (code % B**(H-1)) * B + e
         for w in (ox, oy):
-            c = cnt[co + w] - 1
-            cnt[co + w] = c
+            uw = np.uint64(w)
+            c = cnt[co + uw] - 1
+            cnt[co + uw] = c
             if c == 0:
                 nw -= 1
-                g = gs[w] - 1
-                gs[w] = g
+                g = gs[uw] - 1
+                gs[uw] = g
                 if g == 0:
                     nd -= 1
-        cnt[co + W + oy] -= 1
+        cnt[cp + np.uint64(oy)] -= 1
     for w in (x, y):
-        c = cnt[co + w] + 1
-        cnt[co + w] = c
+        uw = np.uint64(w)
+        c = cnt[co + uw] + 1
+        cnt[co + uw] = c
         if c == 1:
             nw += 1
-            g = gs[w] + 1
-            gs[w] = g
+            g = gs[uw] + 1
+            gs[uw] = g
             if g == 1:
                 nd += 1
-    cnt[co + W + y] += 1
-    st[f + _LASTP] = y
-    sn = st[f + _SNAME]
-    before = sn if st[f + _SRUN] >= H else -1
+    cnt[cp + np.uint64(y)] += 1
+    st[f + _ULASTP] = y
+    sn = st[f + _USNAME]
+    before = sn if st[f + _USRUN] >= H else -1
     if x == y:
         if sn == x:
-            st[f + _SRUN] += 1
+            st[f + _USRUN] += 1
         else:
-            st[f + _SNAME] = x
-            st[f + _SRUN] = 1
+            st[f + _USNAME] = x
+            st[f + _USRUN] = 1
     else:
-        st[f + _SNAME] = -1
-        st[f + _SRUN] = 0
-    after = st[f + _SNAME] if st[f + _SRUN] >= H else -1
+        st[f + _USNAME] = -1
+        st[f + _USRUN] = 0
+    after = st[f + _USNAME] if st[f + _USRUN] >= H else -1
     if before != after:
         if before >= 0:
             gs[W + before] -= 1
@@ -160,27 +161,36 @@ def _chronological(a, k, H, st, ring, own, partner):
             pos = 0
 
 
-def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own,
-               init_len, max_int, stop_code, flip_thr,
-               r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs, rec_names, scal):
+def _sg_play_py(seed, game, rule, rounds, rec, scal):
     """One strategy-game run (compiled below with the built-in strategies, or per user function).
+
+    ``game = (n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own,
+    init_len)``, ``rule = (max_int, stop_code, flip_thr)``, ``rounds = (r_count, r_succ, r_nw,
+    r_nd, r_prod, r_produ)`` (per-round outputs), ``rec = (rec_pairs, rec_names)`` (every
+    interaction, or empty), ``scal`` the scalar row (``S_*`` of :mod:`normlab.theory._batch`).
 
     Random draws per interaction, in this order (the reference twin consumes the same stream):
     first agent ``randbelow(N)``; partner ``randbelow(N - 1)`` (complete graph) or
     ``randbelow(degree)``; then one ``uniform`` for each uncommitted agent of the pair, first
-    agent first, turned into a name by :func:`_choose`.
+    agent first, turned into a name as :func:`_choose` would.
 
     Agent ``a`` plays strategy kind ``kinds[a]`` with parameters ``params[poffs[a]:]`` (one
     strategy per group of agents; the same for all in a homogeneous population).
     Memories are rings of ``H`` entries with an incrementally kept base-``W**2`` state code;
     tables, best response and win-stay-lose-shift pick a name without building a probability
-    vector, with the same partial sums (hence the same choices) as :func:`_choose`.
+    vector, with the same partial sums (hence the same choices) as :func:`_choose`. The choice and
+    the memory update (:func:`_remember`) are written out in the loop: as calls, even inlined ones,
+    they halve the throughput (Numba reference-counts every array handed to a callee, twice per
+    call and array).
     """
+    N, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len = game
+    max_int, stop_code, flip_thr = rule
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
+    rec_pairs, rec_names = rec
     s0 = seed[0]
     s1 = seed[1]
     s2 = seed[2]
     s3 = seed[3]
-    N = n_agents
     B = W * W
     complete = indptr.shape[0] == 0
     offsets = np.empty(H + 1, np.int64)
@@ -199,7 +209,7 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poff
     cnt = np.zeros(N * 2 * W, np.int64)
     gs = np.zeros(2 * W, np.int64)
     nw = np.int64(0)  # N_w: distinct names summed over memories (a committed agent counts its one name)
-    nd = np.int64(0)  # distinct names present (typed values: literal zeros would compile a second _push)
+    nd = np.int64(0)  # distinct names present (typed values: literal zeros would compile a second _remember)
     n_unc = 0
     for a in range(N):
         if committed[a]:
@@ -210,7 +220,7 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poff
         else:
             n_unc += 1
             for i in range(init_len[a]):
-                _, nw, nd = _push(a, init_own[a, i], init_own[a, i], W, H, B, top_pow, st, ring, cnt, gs, nw, nd)
+                _, nw, nd = _remember(a, init_own[a, i], init_own[a, i], W, H, B, top_pow, st, ring, cnt, gs, nw, nd)
     probs = np.empty(W)
     own = np.empty(H, np.int64)
     partner = np.empty(H, np.int64)
@@ -347,7 +357,7 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poff
         success = ci == cj
         if success:
             succ += 1
-        # both record (own, partner): _push written out in the loop (calling it cost a third of the throughput)
+        # both record (own, partner): _remember written out (a call costs a fifth to a third of the throughput)
         new_settled = -1
         for side in range(2):
             if side == 0:
@@ -460,19 +470,13 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poff
             r_succ[r] = succ
             r_nw[r] = nw
             r_nd[r] = nd
-            ring_c[slot] = cur_c
-            ring_u[slot] = cur_u
-            slot += 1
-            if slot == 3:
-                slot = 0
+            slot = end_round(ring_c, ring_u, slot, cur_c, cur_u)
             cur_c = 0
             cur_u = 0
-            if cword >= 0 and t_flip < 0 and r >= 2:
-                tu = ring_u[0] + ring_u[1] + ring_u[2]
-                if tu > 0 and ring_c[0] + ring_c[1] + ring_c[2] >= flip_thr * tu:
-                    t_flip = t
-                    if stop_code == 4:
-                        stop_reason = 4
+            if cword >= 0 and t_flip < 0 and r >= 2 and window_flip_reached(ring_c, ring_u, flip_thr):
+                t_flip = t
+                if stop_code == 4:
+                    stop_reason = 4
             r += 1
             in_round = 0
             succ = 0
@@ -496,43 +500,55 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poff
     scal[S_ERR] = t_err
 
 
-def _sg_batch_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
-                 max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
-                 rec_names, scal):
-    """Run ``seeds.shape[0]`` replicates in parallel (one per seed row)."""
+
+
+def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own,
+               init_len, max_int, stop_code, flip_thr,
+               r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs, rec_names, scal):
+    """:func:`_sg_play` with every argument spelled out (the entry of the twin tests and
+    benchmarks that drive one run by hand)."""
+    _sg_play(seed, (n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len),
+             (max_int, stop_code, flip_thr), (r_count, r_succ, r_nw, r_nd, r_prod, r_produ), (rec_pairs, rec_names),
+             scal)
+
+
+def _sg_batch_py(seeds, game, rule, rounds, rec, scal):
+    """Run ``seeds.shape[0]`` replicates in parallel (one per seed row); ``rounds``/``rec`` hold
+    one row per replicate."""
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
+    rec_pairs, rec_names = rec
     for b in prange(seeds.shape[0]):
-        _sg_run(seeds[b], n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
-                max_int, stop_code, flip_thr, r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b],
-                rec_pairs[b], rec_names[b], scal[b])
+        _sg_play(seeds[b], game, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]),
+                 (rec_pairs[b], rec_names[b]), scal[b])
 
 
-def _sg_batch_serial_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
-                        max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
-                        rec_names, scal):
+def _sg_batch_serial_py(seeds, game, rule, rounds, rec, scal):
     """:func:`_sg_batch_py` without threads (small batches: no parallel-region overhead)."""
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
+    rec_pairs, rec_names = rec
     for b in range(seeds.shape[0]):
-        _sg_run(seeds[b], n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
-                max_int, stop_code, flip_thr, r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b],
-                rec_pairs[b], rec_names[b], scal[b])
+        _sg_play(seeds[b], game, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]),
+                 (rec_pairs[b], rec_names[b]), scal[b])
 
 
-def _sg_batch_ragged_py(seeds, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
-                        max_int, stop_code, flip_thr, r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs,
-                        rec_names, scal, pos):
+def _sg_batch_ragged_py(seeds, game, rule, rounds, rec, scal, pos):
     """:func:`_sg_batch_serial_py` writing the rounds of run after run from row ``pos`` of the ragged
-    outputs (no decisions recorded); stops before a run that might not fit. Returns (runs done,
-    next row)."""
+    outputs (``rec`` empty: no decisions recorded); stops before a run that might not fit.
+    Returns (runs done, next row)."""
+    n_agents = game[0]
+    max_int = rule[0]
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     R = (max_int + n_agents - 1) // n_agents
     for b in range(seeds.shape[0]):
         if pos + R > r_count.shape[0]:
             return b, pos
-        _sg_run(seeds[b], n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len,
-                max_int, stop_code, flip_thr, r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:], r_prod[pos:],
-                r_produ[pos:], rec_pairs, rec_names, scal[b])
+        _sg_play(seeds[b], game, rule, (r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:], r_prod[pos:],
+                                        r_produ[pos:]), rec, scal[b])
         pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
     return seeds.shape[0], pos
 
 
+_sg_play = njit(cache=True)(_sg_play_py)
 _sg_run = njit(cache=True)(_sg_run_py)
 _sg_batch = njit(parallel=True, cache=True)(_sg_batch_py)
 _sg_batch_serial = njit(cache=True)(_sg_batch_serial_py)
@@ -548,7 +564,7 @@ def _rebind(fn, **globals_):
 
 
 def _user_kernel(user_fn):
-    """The batch kernel with ``_strategy_probs`` bound to a user function (compiled once per fn)."""
+    """The batch kernels with ``_strategy_probs`` bound to a user function (compiled once per fn)."""
     key = id(user_fn)
     if key not in _USER_KERNELS:
 
@@ -556,9 +572,9 @@ def _user_kernel(user_fn):
         def probs_fn(kind, own, partner, k, code, W, H, params, out):
             user_fn(own[:k], partner[:k], W, params, out)
 
-        run = njit(_rebind(_sg_run_py, _strategy_probs=probs_fn))
-        batch = njit(parallel=True)(_rebind(_sg_batch_py, _sg_run=run))
-        serial = njit(_rebind(_sg_batch_serial_py, _sg_run=run))
+        play = njit(_rebind(_sg_play_py, _strategy_probs=probs_fn))
+        batch = njit(parallel=True)(_rebind(_sg_batch_py, _sg_play=play))
+        serial = njit(_rebind(_sg_batch_serial_py, _sg_play=play))
         _USER_KERNELS[key] = (user_fn, batch, serial)  # keep user_fn alive so id() stays unique
     return _USER_KERNELS[key][1:]
 
@@ -740,26 +756,9 @@ def strategy_game(
     B = W * W
     if B ** (H - 1) > 2**62 // max(B, 1):
         raise ValueError(f"W={W}, H={H} overflows the 64-bit memory-state code; use fewer names or a shorter memory")
-    if names is None:
-        named = [s for s in strats if getattr(s, "names", ())]
-        names = tuple(named[0].names) if named else tuple(str(k) for k in range(W))
-    else:
-        from normlab.schema import validate_names
-
-        names = validate_names(names)
-    if len(names) != W:
-        raise ValueError(f"got {len(names)} names for a strategy over W={W} names")
+    names = _sg_names(strats, names, W)
     mask = committed_mask(committed, N)
-    cword = -1
-    if committed_name is not None:
-        if isinstance(committed_name, str):
-            if committed_name not in names:
-                raise ValueError(f"committed_name {committed_name!r} is not in {names}")
-            cword = names.index(committed_name)
-        else:
-            cword = check_int(committed_name, "committed_name", low=0, high=W - 1)
-    elif mask.any():
-        cword = W - 1
+    cword = _challenger(committed_name, names, W, mask)
     if stop == "flip" and cword < 0:
         raise ValueError("stop='flip' needs committed agents or a committed_name (the challenger)")
     init_own, init_len, init_label, init_idx = _parse_sg_initial(initial, N, W, H, names)
@@ -769,21 +768,64 @@ def strategy_game(
         raise ValueError(f"record_decisions keeps every interaction: {T * R:,} is too many; lower max_interactions or n_runs")
     if progress is None:
         progress = R > 1000
-    blocks = [np.asarray(s.kernel_params(H), dtype=np.float64).reshape(-1) for s in strats]
-    params = np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0])
-    starts = np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]]).astype(np.int64)
-    kinds = np.array([s.kind for s in strats], np.int64)[group]
-    poffs = starts[group]
+    params, kinds, poffs = _kernel_params(strats, group, H)
     if strat.kind == KIND_USER:
         strat.check(H)
         kernel = choose_kernel(*_user_kernel(strat.fn), R, T)
     else:
         kernel = choose_kernel(_sg_batch, _sg_batch_serial, R, T)
     ss, seeds = run_seeds(rng, R)
-    args = (N, W, H, indptr, nbrs, mask, cword, kinds, poffs, params, init_own, init_len, T, stop_code,
-            float(flip_threshold))
+    args = ((N, W, H, indptr, nbrs, mask, cword, kinds, poffs, params, init_own, init_len),  # game
+            (T, stop_code, float(flip_threshold)))  # rule
     out = run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
                       n_scalars=SG_SCALARS, ragged=_sg_batch_ragged if kernel is _sg_batch_serial else None)
+    return _sg_result(out, strats, group, stop=stop, N=N, W=W, H=H, T=T, names=names, mask=mask, cword=cword,
+                      seed=ss, record_decisions=record_decisions, init_idx=init_idx, params=dict(
+                          strategy=type(strat).__name__ if len(strats) == 1 else [type(s).__name__ for s in strats],
+                          groups=None if groups is None else group.tolist(), initial_label=init_label,
+                          flip_threshold=float(flip_threshold),
+                          graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes)"))
+
+
+def _sg_names(strats, names, W: int) -> tuple:
+    """The name labels: given (validated), else the strategies' own, else ``"0"``, ``"1"``, ..."""
+    if names is None:
+        named = [s for s in strats if getattr(s, "names", ())]
+        names = tuple(named[0].names) if named else tuple(str(k) for k in range(W))
+    else:
+        from normlab.schema import validate_names  # schema imports pandas: only when names are given
+
+        names = validate_names(names)
+    if len(names) != W:
+        raise ValueError(f"got {len(names)} names for a strategy over W={W} names")
+    return names
+
+
+def _challenger(committed_name, names, W: int, mask) -> int:
+    """Index of the committed agents' name (the challenger): given, else the last name with
+    committed agents, else -1."""
+    if committed_name is not None:
+        if isinstance(committed_name, str):
+            if committed_name not in names:
+                raise ValueError(f"committed_name {committed_name!r} is not in {names}")
+            return names.index(committed_name)
+        return check_int(committed_name, "committed_name", low=0, high=W - 1)
+    return W - 1 if mask.any() else -1
+
+
+def _kernel_params(strats, group, H: int):
+    """``(params, kinds, poffs)``: every strategy's parameters in one float64 array, and per agent
+    its strategy kind and the offset of its parameters."""
+    blocks = [np.asarray(s.kernel_params(H), dtype=np.float64).reshape(-1) for s in strats]
+    params = np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0])
+    starts = np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]]).astype(np.int64)
+    return params, np.array([s.kind for s in strats], np.int64)[group], starts[group]
+
+
+def _sg_result(out, strats, group, *, stop, N, W, H, T, names, mask, cword, seed, record_decisions, init_idx,
+               params) -> GameResult:
+    """The :class:`GameResult` of a batch: invalid vectors refused, unfinished runs warned about,
+    absorbing consensuses marked, decisions and initial memories attached."""
     scal = out["scal"]
     bad = scal[:, S_ERR] >= 0
     if bad.any():
@@ -791,10 +833,10 @@ def strategy_game(
             f"the strategy returned an invalid probability vector (negative, NaN or not summing to 1) in "
             f"{int(bad.sum())} run(s), first at interaction {int(scal[bad, S_ERR].min())}"
         )
-    warn_unfinished(stop, scal[:, S_STOP], T)
+    warn_unfinished(stop, scal[:, S_STOP], T, stacklevel=4)  # names strategy_game's caller
     winner = scal[:, S_WIN].copy()
     # A consensus is absorbing when the strategy plays the winner surely from a full-winner memory.
-    absorbing = np.zeros(R, bool)
+    absorbing = np.zeros(len(scal), bool)
     playing = [strats[q] for q in np.unique(group[~mask])]  # strategies of the uncommitted agents
     for w in np.unique(winner[(scal[:, S_STOP] == 1) & (winner >= 0)]):
         if all(s.probs([(int(w), int(w))] * H, H)[w] == 1.0 for s in playing):
@@ -806,517 +848,10 @@ def strategy_game(
     if init_idx is not None:
         initial_memory = {a: [(names[init_idx[a]], names[init_idx[a]])] * H
                           for a in range(N) if not mask[a] and init_idx[a] >= 0}
+    params = dict(strategy=params["strategy"], groups=params["groups"], initial_label=params["initial_label"],
+                  initial_memory=initial_memory, flip_threshold=params["flip_threshold"], graph=params["graph"])
     return game_result(
         out, model="strategy", n_agents=N, n_names=W, names=tuple(names), memory=H, committed=mask,
-        committed_name=cword, stop=stop, max_interactions=T, seed=ss, absorbing=absorbing,
-        interactions=interactions,
-        params=dict(strategy=type(strat).__name__ if len(strats) == 1 else [type(s).__name__ for s in strats],
-                    groups=None if groups is None else group.tolist(), initial_label=init_label,
-                    initial_memory=initial_memory,
-                    flip_threshold=float(flip_threshold),
-                    graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes)"),
+        committed_name=cword, stop=stop, max_interactions=T, seed=seed, absorbing=absorbing,
+        interactions=interactions, params=params,
     )
-
-
-# ----------------------------------------------------------------------------- batch design
-def _choice_thresholds_py(params, S, W, thr):
-    """Per state ``s`` the thresholds ``thr[s * W + q]`` of a table's choice: the name picked by a
-    uniform ``u`` is the number of ``q`` with ``u >= thr[s * W + q]`` -- the same name as the
-    kernel's table branch and :func:`_choose` (same partial sums: ``thr`` holds them, with 2.0
-    from the last positive entry on). An invalid row (an entry negative, NaN or above 1, or a sum
-    off 1 by more than 1e-6) gets thresholds -1, so its pick is ``W``: the run's error."""
-    for s in range(S):
-        b = s * W
-        tot = 0.0
-        bad = False
-        last = -1
-        for q in range(W):
-            pq = params[b + q]
-            if not (pq >= 0.0) or pq > 1.0 + 1e-9:
-                bad = True
-                break
-            tot += pq
-            thr[b + q] = tot
-            if pq > 0.0:
-                last = q
-        if bad or abs(tot - 1.0) > 1e-6:
-            for q in range(W):
-                thr[b + q] = -1.0
-        else:
-            for q in range(last, W):
-                thr[b + q] = 2.0
-
-
-def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
-                    r_count, r_succ, r_prod, r_produ, scal, wk):
-    """One strategy-table run as :func:`_sg_run` plays it, keeping only what a prediction design
-    reads: complete graph, a table given by :func:`_choice_thresholds`, initial memories of ``H``
-    successful plays of ``init_name[a]`` (-1: empty); writes ``r_count``, ``r_succ``, ``r_prod``,
-    ``r_produ`` and the ``S_NINT``, ``S_STREAK``, ``S_FLIP``, ``S_STOP``, ``S_ERR`` scalars, each
-    identical to :func:`_sg_run`'s for the same seed (same draws, same choices; tested run for
-    run). Stop codes 0 (max), 3 (streak) and 4 (flip). ``wk``: int64 work space of
-    ``N * (4 + H)`` entries.
-
-    Per agent only the state code is kept (a base ``W**2`` number of the last ``H`` entries);
-    once the memory is full the oldest entry leaves by a mask when ``W**2`` is a power of two,
-    else from a ring of entries. No name counts, distinct names or consensus bookkeeping.
-    """
-    s0 = seed[0]
-    s1 = seed[1]
-    s2 = seed[2]
-    s3 = seed[3]
-    B = W * W
-    top_pow = offsets[H] - offsets[H - 1]  # B ** (H - 1)
-    top_mask = top_pow - 1
-    pow2 = (B & (B - 1)) == 0
-    code = wk[:N]
-    mlen = wk[N:2 * N]
-    head = wk[2 * N:3 * N]
-    row = wk[3 * N:4 * N]  # offsets[mlen] + code: the state's row of the table
-    ring = wk[4 * N:4 * N + N * H]
-    offH = offsets[H]
-    for a in range(N):
-        code[a] = 0
-        mlen[a] = 0
-        head[a] = 0
-        if not committed[a] and init_name[a] >= 0:
-            e = init_name[a] * W + init_name[a]
-            c = 0
-            for h in range(H):
-                ring[a * H + h] = e
-                c = c * B + e
-            code[a] = c
-            mlen[a] = H
-        row[a] = offsets[mlen[a]] + code[a]
-    L = 3 * N
-    streak = 0
-    ring_c = np.zeros(3, np.int64)
-    ring_u = np.zeros(3, np.int64)
-    slot = 0
-    cur_c = 0
-    cur_u = 0
-    t_streak = -1
-    t_flip = -1
-    t_err = -1
-    stop_reason = 0
-    uN = np.uint64(N)
-    uN1 = np.uint64(N - 1)
-    sh32 = np.uint64(32)
-    sh11 = np.uint64(11)
-    t = 0
-    r = 0
-    in_round = 0
-    succ = 0
-    while t < max_int:
-        if in_round == 0:
-            for q in range(W):
-                r_prod[r, q] = 0
-                r_produ[r, q] = 0
-        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-        i = np.int64(((x >> sh32) * uN) >> sh32)
-        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-        j = np.int64(((x >> sh32) * uN1) >> sh32)
-        if j >= i:
-            j += 1
-        i_unc = not committed[i]
-        j_unc = not committed[j]
-        ci = cword
-        cj = cword
-        if i_unc:
-            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            u = np.float64(x >> sh11) * _INV53
-            b = row[i] * W
-            if W == 2:  # branch-free: the pick is a coin flip
-                ci = np.int64(u >= thr[b]) + np.int64(u >= thr[b + 1])
-            else:
-                ci = 0
-                for q in range(W):
-                    if u >= thr[b + q]:
-                        ci += 1
-        if j_unc:
-            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            u = np.float64(x >> sh11) * _INV53
-            b = row[j] * W
-            if W == 2:  # branch-free: the pick is a coin flip
-                cj = np.int64(u >= thr[b]) + np.int64(u >= thr[b + 1])
-            else:
-                cj = 0
-                for q in range(W):
-                    if u >= thr[b + q]:
-                        cj += 1
-        if ci >= W or cj >= W:
-            t_err = t
-            break
-        r_prod[r, ci] += 1
-        r_prod[r, cj] += 1
-        if i_unc:
-            r_produ[r, ci] += 1
-            cur_u += 1
-            cur_c += np.int64(ci == cword)
-        if j_unc:
-            r_produ[r, cj] += 1
-            cur_u += 1
-            cur_c += np.int64(cj == cword)
-        success = np.int64(ci == cj)
-        for side in range(2):
-            if side == 0:
-                if not i_unc:
-                    continue
-                a = i
-                e = ci * W + cj
-            else:
-                if not j_unc:
-                    continue
-                a = j
-                e = cj * W + ci
-            k = mlen[a]
-            if k < H:
-                ring[a * H + k] = e
-                mlen[a] = k + 1
-                c = code[a] * B + e
-                code[a] = c
-                row[a] = offsets[k + 1] + c
-            elif pow2:
-                c = (code[a] & top_mask) * B + e
-                code[a] = c
-                row[a] = offH + c
-            else:
-                p = a * H + head[a]
-                c = (code[a] - ring[p] * top_pow) * B + e
-                code[a] = c
-                row[a] = offH + c
-                ring[p] = e
-                head[a] = head[a] + 1 if head[a] + 1 < H else 0
-        t += 1
-        in_round += 1
-        succ += success
-        streak = (streak + 1) * success
-        if streak >= L and t_streak < 0:
-            t_streak = t
-            if stop_code == 3:
-                stop_reason = 3
-        if in_round == N:
-            r_count[r] = N
-            r_succ[r] = succ
-            ring_c[slot] = cur_c
-            ring_u[slot] = cur_u
-            slot += 1
-            if slot == 3:
-                slot = 0
-            cur_c = 0
-            cur_u = 0
-            if cword >= 0 and t_flip < 0 and r >= 2:
-                tu = ring_u[0] + ring_u[1] + ring_u[2]
-                if tu > 0 and ring_c[0] + ring_c[1] + ring_c[2] >= flip_thr * tu:
-                    t_flip = t
-                    if stop_code == 4:
-                        stop_reason = 4
-            r += 1
-            in_round = 0
-            succ = 0
-        if stop_reason != 0:
-            break
-    if in_round > 0:
-        r_count[r] = in_round
-        r_succ[r] = succ
-    scal[S_NINT] = t
-    scal[S_STREAK] = t_streak
-    scal[S_FLIP] = t_flip
-    scal[S_STOP] = stop_reason
-    scal[S_ERR] = t_err
-
-
-_choice_thresholds = njit(cache=True)(_choice_thresholds_py)
-_sg_lean_run = njit(cache=True)(_sg_lean_run_py)
-
-
-def _sg_design_py(seeds, tables, n_agents, W, H, do_cons, n_cons, cons_rounds, dir_x, dir_y, counts, n_flip,
-                  n_design, within, window, monotone, level, flip_thr, flip_sum, do_strength, mix_kx,
-                  cons_wins, cons_sum, cons_n, cons_streak, fl_k, fl_sim, fl_last3, fl_ok, fl_all, cm_pub, cm_run,
-                  st_share, st_wins):
-    """A whole prediction design of strategy-table games, every posterior draw in one call.
-
-    Per draw ``d`` (table ``tables[d]``), in this order, run ``k`` of group ``g`` seeded by
-    ``seeds[d, g, k]`` (groups numbered as they come):
-
-    1. (``do_cons``) ``n_cons`` runs from empty memories, ``stop="streak"``, at most
-       ``cons_rounds`` rounds: per draw the number of runs won by each name (winner: the name
-       produced most in the last three recorded rounds of a stopped run; column ``W`` = none),
-       per round the sum and count of success rates (stopped runs padded with 1) and per run the
-       streak time in rounds (NaN if it did not stop);
-    2. per direction ``(dir_x[i], dir_y[i])`` and committed count ``counts[j]`` (one group each):
-       ``max(n_flip, n_design)`` runs from a consensus on ``x`` with the last ``c`` agents
-       committed to ``y``, ``stop="flip"``, at most ``max(within, window)`` rounds; ``fl_k``: flips
-       within ``within`` rounds among the first ``n_flip`` runs; ``fl_last3``/``fl_ok``: the
-       published ensemble rule (:func:`normlab.theory.criteria.published_rule`, same arithmetic)
-       on the first ``n_design`` runs cut at ``window`` rounds; ``fl_all``: every run flipped.
-       With ``monotone`` a sweep stops simulating after two consecutive counts where every run
-       flipped and the rule was met (``fl_sim`` False, counted as flipping); ``cm_run``/``cm_pub``:
-       the smallest count reaching ``level`` / meeting the rule (inf if none);
-    3. (``do_strength``) two groups of ``n_flip`` runs of ``within`` rounds from a consensus on
-       ``x`` with 0 and 1 agent committed to ``y`` (``st_share``: mean share of ``y`` among
-       uncommitted productions over runs and rounds), then one group of ``n_flip`` streak runs
-       per mixture (``mix_kx[f]`` agents start on ``x``, the others on ``y``; ``st_wins``: runs
-       won by ``x``).
-
-    Every run is :func:`_sg_lean_run`, which draws the same numbers and makes the same choices
-    as :func:`_sg_run` and keeps only the outputs read here, so each one is bit-identical to the
-    :func:`strategy_game` call with the same seed words (tested run for run). Returns ``(runs
-    with an invalid probability vector, interactions simulated)``.
-    """
-    N = n_agents
-    nsim = max(n_flip, n_design)
-    T_flip = max(within, window) * N
-    n_rows = max(cons_rounds, within, window) + 1
-    r_count = np.empty(n_rows, np.int32)
-    r_succ = np.empty(n_rows, np.int32)
-    r_prod = np.empty((n_rows, W), np.int32)
-    r_produ = np.empty((n_rows, W), np.int32)
-    scal = np.empty(SG_SCALARS, np.int64)
-    mask = np.zeros(N, np.bool_)
-    init_name = np.full(N, -1, np.int64)
-    # typed values, not literals: each literal argument would compile its own _sg_lean_run
-    NONE, NOSTOP, STREAK, FLIP = np.int64(-1), np.int64(0), np.int64(3), np.int64(4)
-    wk = np.empty(N * (4 + H), np.int64)
-    S = tables.shape[1] // W
-    thr = np.empty(S * W)
-    offsets = np.empty(H + 1, np.int64)
-    offsets[0] = 0
-    for k in range(1, H + 1):
-        offsets[k] = offsets[k - 1] * W * W + 1
-    sh = np.empty((max(n_design, 1), window))
-    lens = np.zeros(max(n_design, 1), np.int64)
-    pad = np.zeros(max(n_design, 1), np.bool_)
-    mean = np.empty(window)
-    prod = np.zeros(W, np.int64)
-    n_err = 0
-    n_int = 0
-    for d in range(tables.shape[0]):
-        _choice_thresholds(tables[d], S, W, thr)
-        g = 0
-        if do_cons:
-            mask[:] = False
-            init_name[:] = -1
-            for k in range(n_cons):
-                _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
-                             flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
-                if scal[S_ERR] >= 0:
-                    n_err += 1
-                n_int += scal[S_NINT]
-                t = scal[S_NINT]
-                nr = (t + N - 1) // N
-                stopped = scal[S_STOP] == 3
-                for q in range(cons_rounds):
-                    if q < nr:
-                        cons_sum[d, q] += r_succ[q] / max(r_count[q], 1)
-                        cons_n[d, q] += 1
-                    elif stopped:
-                        cons_sum[d, q] += 1.0
-                        cons_n[d, q] += 1
-                if stopped:
-                    cons_streak[d, k] = scal[S_STREAK] / N
-                    cons_wins[d, _last3_winner(r_prod, nr, W, prod)] += 1
-                else:
-                    cons_streak[d, k] = np.nan
-                    cons_wins[d, W] += 1
-            g += 1
-        for i in range(dir_x.shape[0]):
-            x = dir_x[i]
-            y = dir_y[i]
-            saturated = 0
-            cm_run[d, i] = np.inf
-            cm_pub[d, i] = np.inf
-            for j in range(counts.shape[0]):
-                c = counts[j]
-                if monotone and saturated >= 2:
-                    fl_k[d, i, j] = n_flip
-                    fl_sim[d, i, j] = False
-                    fl_last3[d, i, j] = 3.0
-                    fl_ok[d, i, j] = True
-                    fl_all[d, i, j] = True
-                else:
-                    mask[:] = False
-                    for a in range(N - c, N):
-                        mask[a] = True
-                    init_name[:] = x
-                    kf = 0
-                    all_f = True
-                    for k in range(nsim):
-                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, T_flip, FLIP,
-                                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
-                        if scal[S_ERR] >= 0:
-                            n_err += 1
-                        n_int += scal[S_NINT]
-                        ft = scal[S_FLIP]
-                        fl = ft >= 0 and ft <= within * N
-                        all_f = all_f and fl
-                        if k < n_flip and fl:
-                            kf += 1
-                        if k < n_design:
-                            nr = (scal[S_NINT] + N - 1) // N
-                            ln = min(nr, window)
-                            s = 0.0
-                            for q in range(ln):
-                                tot = 0
-                                for w in range(W):
-                                    tot += r_produ[q, w]
-                                sh[k, q] = r_produ[q, y] / max(tot, 1) if tot > 0 else np.nan
-                            for q in range(max(0, ln - 3), ln):
-                                s += sh[k, q]
-                            lens[k] = ln
-                            pad[k] = ln >= 1 and (s >= flip_sum or (ft >= 0 and ft <= window * N))
-                    last3, ok = _published_from_shares(sh, lens, pad, n_design, window, flip_sum, mean)
-                    fl_k[d, i, j] = kf
-                    fl_sim[d, i, j] = True
-                    fl_last3[d, i, j] = last3
-                    fl_ok[d, i, j] = ok
-                    fl_all[d, i, j] = all_f
-                    saturated = saturated + 1 if (all_f and ok) else 0
-                if cm_run[d, i] == np.inf and fl_k[d, i, j] / n_flip >= level:
-                    cm_run[d, i] = c
-                if cm_pub[d, i] == np.inf and fl_ok[d, i, j]:
-                    cm_pub[d, i] = c
-                g += 1
-            if do_strength:
-                for c in range(2):
-                    mask[:] = False
-                    mask[N - 1] = c == 1
-                    init_name[:] = x
-                    s = 0.0
-                    n = 0
-                    for k in range(n_flip):
-                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, within * N, NOSTOP,
-                                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
-                        if scal[S_ERR] >= 0:
-                            n_err += 1
-                        n_int += scal[S_NINT]
-                        nr = min((scal[S_NINT] + N - 1) // N, within)
-                        for q in range(nr):
-                            tot = 0
-                            for w in range(W):
-                                tot += r_produ[q, w]
-                            if tot > 0:
-                                s += r_produ[q, y] / tot
-                                n += 1
-                    st_share[d, i, c] = s / n if n > 0 else np.nan
-                    g += 1
-                mask[:] = False
-                for f in range(mix_kx.shape[0]):
-                    for a in range(N):
-                        init_name[a] = x if a < mix_kx[f] else y
-                    for k in range(n_flip):
-                        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
-                                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
-                        if scal[S_ERR] >= 0:
-                            n_err += 1
-                        n_int += scal[S_NINT]
-                        if scal[S_STOP] == 3:
-                            nr = (scal[S_NINT] + N - 1) // N
-                            if _last3_winner(r_prod, nr, W, prod) == x:
-                                st_wins[d, i, f] += 1
-                    g += 1
-    return n_err, n_int
-
-
-def _last3_winner_py(r_prod, nr, W, prod):
-    """Name produced most in recorded rounds ``nr - 3 .. nr - 1`` (first on ties)."""
-    for w in range(W):
-        prod[w] = 0
-    for q in range(max(0, nr - 3), nr):
-        for w in range(W):
-            prod[w] += r_prod[q, w]
-    best = 0
-    for w in range(1, W):
-        if prod[w] > prod[best]:
-            best = w
-    return best
-
-
-def _published_from_shares_py(sh, lens, pad, n_runs, window, flip_sum, mean):
-    """:func:`normlab.theory.criteria.published_rule` on per-run shares already cut at ``window``
-    (``lens``: rounds per run, ``pad``: runs padded with 1s), with the same summation order;
-    returns ``(last3, success)``."""
-    longest = 0
-    any_pad = False
-    for k in range(n_runs):
-        longest = max(longest, lens[k])
-        any_pad = any_pad or pad[k]
-    L = min(window, longest + 30) if any_pad else min(window, longest)
-    for q in range(L):
-        s = 0.0
-        n = 0
-        for k in range(n_runs):
-            if q < lens[k]:
-                v = sh[k, q]
-                if not np.isnan(v):
-                    s += v
-                    n += 1
-            elif pad[k]:
-                s += 1.0
-                n += 1
-        mean[q] = s / n if n > 0 else np.nan
-    last3 = 0.0
-    for q in range(max(0, L - 3), L):
-        last3 += mean[q]
-    return last3, last3 >= flip_sum
-
-
-_last3_winner = njit(cache=True)(_last3_winner_py)
-_published_from_shares = njit(cache=True)(_published_from_shares_py)
-_sg_design = njit(cache=True)(_sg_design_py)
-
-
-def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_rounds, directions, counts, n_flip,
-                    n_design, within, window, monotone, level, flip_sum, strength, mix_kx,
-                    flip_threshold=PUBLISHED_FLIP_THRESHOLD) -> dict:
-    """Run :func:`_sg_design` (one compiled call for every draw) and return its reductions.
-
-    ``tables``: ``(D, n_states, W)`` probabilities; ``seeds``: ``(D, n_groups, n_runs_max, 4)``
-    kernel seed words laid out as :func:`_sg_design` reads them; ``directions``: ``(x, y)`` name
-    index pairs. Used by :func:`normlab.calibration.predict`; no input checks beyond shapes (the
-    caller validates).
-
-    Returns
-    -------
-    dict of numpy.ndarray
-        ``cons_wins (D, W + 1)``, ``cons_curve (D, cons_rounds)``, ``cons_streak (D, n_cons)``,
-        ``fl_k``, ``fl_sim``, ``fl_last3``, ``fl_ok``, ``fl_all`` ``(D, n_dirs, n_counts)``,
-        ``cm_pub``, ``cm_run`` ``(D, n_dirs)``, ``st_share (D, n_dirs, 2)``, ``st_wins (D, n_dirs, n_mix)``,
-        ``interactions`` (one entry: interactions simulated in all).
-    """
-    tables = np.ascontiguousarray(tables, dtype=np.float64)
-    D, S, W = tables.shape
-    H = int(memory)
-    if S != n_states(W, H):
-        raise ValueError(f"tables must have {n_states(W, H)} states for W={W}, H={H}; got {S}")
-    flat = np.ascontiguousarray(tables.reshape(D, S * W))
-    seeds = np.require(seeds, np.uint64, ["C", "W"])
-    dirs = np.asarray(directions, np.int64).reshape(-1, 2)
-    nd, nc, nm = len(dirs), len(counts), len(mix_kx)
-    cons_wins = np.zeros((D, W + 1), np.int64)
-    cons_sum = np.zeros((D, cons_rounds))
-    cons_n = np.zeros((D, cons_rounds), np.int64)
-    cons_streak = np.full((D, n_cons), np.nan)
-    fl_k = np.zeros((D, nd, nc), np.int64)
-    fl_sim = np.zeros((D, nd, nc), np.bool_)
-    fl_last3 = np.zeros((D, nd, nc))
-    fl_ok = np.zeros((D, nd, nc), np.bool_)
-    fl_all = np.zeros((D, nd, nc), np.bool_)
-    cm_pub = np.full((D, nd), np.inf)
-    cm_run = np.full((D, nd), np.inf)
-    st_share = np.full((D, nd, 2), np.nan)
-    st_wins = np.zeros((D, nd, nm), np.int64)
-    n_err, n_int = _sg_design(seeds, flat, int(n_agents), W, H, bool(consensus), int(n_cons), int(cons_rounds),
-                       np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]),
-                       np.ascontiguousarray(counts, np.int64), int(n_flip), int(n_design), int(within), int(window),
-                       bool(monotone), float(level), float(flip_threshold), float(flip_sum), bool(strength),
-                       np.ascontiguousarray(mix_kx, np.int64), cons_wins, cons_sum, cons_n, cons_streak, fl_k, fl_sim,
-                       fl_last3, fl_ok, fl_all, cm_pub, cm_run, st_share, st_wins)
-    if n_err:
-        raise ValueError(f"a table returned an invalid probability vector (negative, NaN or not summing to 1) in "
-                         f"{n_err} run(s)")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        curve = np.where(cons_n > 0, cons_sum / np.maximum(cons_n, 1), np.nan)
-    return dict(cons_wins=cons_wins, cons_curve=curve, cons_streak=cons_streak, fl_k=fl_k, fl_sim=fl_sim,
-                fl_last3=fl_last3, fl_ok=fl_ok, fl_all=fl_all, cm_pub=cm_pub, cm_run=cm_run, st_share=st_share,
-                st_wins=st_wins, interactions=np.array([n_int], np.int64))

@@ -56,6 +56,9 @@ from functools import lru_cache
 import numpy as np
 
 from normlab._display import legend_outside, plotting
+from normlab._validate import check_int
+
+from .strategies import Strategy, StrategyTable, encode_state, n_states, resolve_strategy, state_offsets
 
 __all__ = ["StrategyMeanField", "strategy_mean_field", "mean_field_boundary", "successor_states"]
 
@@ -67,8 +70,6 @@ _DENSE_LIMIT = 200  # states up to which the Jacobian's spectrum is computed den
 # ----------------------------------------------------------------------------- state algebra
 @lru_cache(maxsize=16)
 def _successors(W: int, H: int) -> np.ndarray:
-    from .strategies import n_states, state_offsets
-
     S = n_states(W, H)
     B = W * W
     offs = state_offsets(W, H)
@@ -100,12 +101,8 @@ def successor_states(n_names: int, memory: int) -> np.ndarray:
         ``s`` with ``(a, b)`` appended (the oldest entry dropped when ``s`` holds ``H`` entries).
         Read-only.
     """
-    from normlab._validate import check_int
-
     W = check_int(n_names, "n_names", low=2)
     H = check_int(memory, "memory", low=1)
-    from .strategies import n_states
-
     if n_states(W, H) > 20_000_000:
         raise ValueError(f"W={W}, H={H} has {n_states(W, H):,} memory states: too many for the mean field (limit 2e7)")
     return _successors(W, H)
@@ -133,8 +130,6 @@ def _swap_states(H: int) -> np.ndarray:
 
 
 def _full_state(W: int, H: int, name: int) -> int:
-    from .strategies import encode_state
-
     return encode_state([(name, name)] * H, W)
 
 
@@ -331,8 +326,6 @@ class StrategyMeanField:
 
 # ----------------------------------------------------------------------------- entry points
 def _as_table(strategy, memory):
-    from .strategies import Strategy, StrategyTable, resolve_strategy
-
     if isinstance(strategy, StrategyTable):
         if memory is not None and int(memory) != strategy.memory:
             raise ValueError(f"the strategy table is for memory H={strategy.memory}; got memory={memory}")
@@ -340,8 +333,6 @@ def _as_table(strategy, memory):
     if isinstance(strategy, (str, Strategy)):
         if memory is None:
             raise ValueError("memory is required unless the strategy is a StrategyTable")
-        from normlab._validate import check_int
-
         s = resolve_strategy(strategy, None)
         return s.to_table(check_int(memory, "memory", low=1), names=getattr(s, "names", None) or None)
     hint = " (for a fitted table pass fit.mean_table())" if hasattr(strategy, "mean_table") else ""
@@ -429,8 +420,6 @@ def strategy_mean_field(strategy, *, memory: int | None = None, initial=None, ma
     >>> strategy_mean_field("best_response", memory=3).outcome   # symmetric: noise decides
     'split'
     """
-    from normlab._validate import check_int
-
     table = _as_table(strategy, memory)
     spr = check_int(steps_per_round, "steps_per_round", low=2)
     every = check_int(record_every, "record_every", low=1)

@@ -20,26 +20,23 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from ._jit import njit, prange
 
+from normlab._jit import njit, prange
 from normlab._rng import run_seeds
+from normlab._validate import check_int
 
 from ._batch import (
-    N_SCALARS, S_CONS, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN,
+    S_CONS, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN,
     choose_kernel, game_result, run_batches,
 )
-from ._common import (
-    PUBLISHED_FLIP_THRESHOLD,
-    check_int,
-    check_stop,
-    committed_mask,
-    default_max_interactions,
-    graph_to_csr,
-    warn_unfinished,
-)
+from ._common import check_stop, default_max_interactions, warn_unfinished
+from ._criteria_kernels import end_round, window_flip_reached
 from ._prng import _INV53, _next4
+from .criteria import PUBLISHED_FLIP_THRESHOLD
+from .population import committed_mask, graph_to_csr
 from .results import GameResult
 
+__all__ = ["minimal_naming_game"]
 
 
 @njit
@@ -60,13 +57,18 @@ _NV = 22  # loop-carried scalars of a run, kept in an array between calls of _ng
 def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
               max_int, stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u,
               r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits):
-    """The interactions of :func:`_ng_run` from the state in ``rng`` (xoshiro words) and ``v``
-    (scalars, ``_V_*``) until the run ends (returns False) or an unlimited-pool inventory has
+    """The interactions of :func:`_ng_run` from the state in ``rng`` (xoshiro words), ``v``
+    (scalars, ``_V_*``), the inventories and the success and flip windows (``fails``,
+    ``ring_c``/``ring_u``) until the run ends (returns False) or an unlimited-pool inventory has
     just filled its ``cap`` slots (returns True: the caller doubles ``cap`` and calls again).
 
     Kept apart from :func:`_ng_run` so that no array is reassigned inside the loop: Numba
     reference-counts an array variable that a loop may reassign, two atomic operations on every
-    failed interaction (a quarter of the throughput).
+    failed interaction (a quarter of the throughput). For the same reason its arguments are not
+    grouped in tuples (unpacking them costs 2% on runs of 1000 interactions) and the speaker's
+    utterance, the hearer's update and the collapse are written out here: as calls (even
+    inlined), each array handed over is reference-counted on every interaction (a fifth of the
+    throughput). All measured against the kernel of ddab843.
     """
     s0 = rng[0]
     s1 = rng[1]
@@ -275,19 +277,13 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
             r_succ[r] = succ
             r_nw[r] = nw
             r_nd[r] = nd
-            ring_c[slot] = cur_c
-            ring_u[slot] = cur_u
-            slot += 1
-            if slot == 3:
-                slot = 0
+            slot = end_round(ring_c, ring_u, slot, cur_c, cur_u)
             cur_c = 0
             cur_u = 0
-            if cword >= 0 and t_flip < 0 and r >= 2:
-                tu = ring_u[0] + ring_u[1] + ring_u[2]
-                if tu > 0 and ring_c[0] + ring_c[1] + ring_c[2] >= flip_thr * tu:
-                    t_flip = t
-                    if stop_code == 4:
-                        stop_reason = 4
+            if cword >= 0 and t_flip < 0 and r >= 2 and window_flip_reached(ring_c, ring_u, flip_thr):
+                t_flip = t
+                if stop_code == 4:
+                    stop_reason = 4
             r += 1
             in_round = 0
             succ = 0
@@ -325,15 +321,16 @@ def _ng_steps(rng, v, inv, cap, ln, holders, n_agents, n_words, indptr, nbrs, co
 
 
 @njit(cache=True)
-def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-            max_int, stop_code, flip_thr, keep_invented, bias_empty,
-            r_count, r_succ, r_nw, r_nd, r_prod, r_produ, hits, scal):
-    """One minimal-naming-game run; writes per-round rows and the scalar row ``scal``.
+def _ng_run(seed, game, rule, rounds, hits, scal):
+    """One minimal-naming-game run; writes the per-round rows ``rounds = (r_count, r_succ, r_nw,
+    r_nd, r_prod, r_produ)`` and the scalar row ``scal``.
 
-    An empty speaker keeps the name it invents when ``keep_invented`` (normlab's default),
-    otherwise it only utters it (the authors' ``NG_module.py``); with ``bias_empty`` (and a bias)
-    it draws that name from the bias weights instead of uniformly. When ``hits`` is not empty, it
-    receives the success indicator of every interaction (``hits[t]`` for ``t < n_interactions``).
+    ``game = (n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
+    keep_invented, bias_empty)``, ``rule = (max_int, stop_code, flip_thr)``. An empty speaker keeps
+    the name it invents when ``keep_invented`` (normlab's default), otherwise it only utters it
+    (the authors' ``NG_module.py``); with ``bias_empty`` (and a bias) it draws that name from the
+    bias weights instead of uniformly. When ``hits`` is not empty, it receives the success
+    indicator of every interaction (``hits[t]`` for ``t < n_interactions``).
 
     Random draws per interaction, in this order (the reference twin consumes the same stream):
     speaker ``randbelow(N)``; hearer ``randbelow(N - 1)`` (complete graph) or
@@ -344,6 +341,8 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
 
     This sets a run up and reads its result; :func:`_ng_steps` plays the interactions.
     """
+    n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word, keep_invented, bias_empty = game
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     N = n_agents
     unlimited = n_words == 0
     # inventories, insertion-ordered: agent a's names are inv[a * cap : a * cap + ln[a]]
@@ -385,6 +384,7 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
     fails = np.zeros(3 * N // 20 + 1, np.int64)  # indices of the latest failures (a ring)
     ring_c = np.zeros(3, np.int64)  # committed-name / all uncommitted productions of the last 3 rounds
     ring_u = np.zeros(3, np.int64)
+    max_int, stop_code, flip_thr = rule
     while _ng_steps(rng, v, inv, cap, ln, holders, N, n_words, indptr, nbrs, committed, cword, bias, beta, max_int,
                     stop_code, flip_thr, keep_invented, bias_empty, any_committed, fails, ring_c, ring_u, r_count,
                     r_succ, r_nw, r_nd, r_prod, r_produ, hits):
@@ -414,40 +414,37 @@ def _ng_run(seed, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta,
 
 
 @njit(parallel=True, cache=True)
-def _ng_batch(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-              max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
-              r_produ, hits, scal):
-    """Run ``seeds.shape[0]`` independent replicates in parallel (one per seed row)."""
+def _ng_batch(seeds, game, rule, rounds, hits, scal):
+    """Run ``seeds.shape[0]`` independent replicates in parallel (one per seed row; ``rounds``
+    and ``hits`` hold one row per replicate)."""
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     for b in prange(seeds.shape[0]):
-        _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[b], r_succ[b], r_nw[b], r_nd[b],
-                r_prod[b], r_produ[b], hits[b], scal[b])
+        _ng_run(seeds[b], game, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]), hits[b],
+                scal[b])
 
 
 @njit(cache=True)
-def _ng_batch_serial(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                     max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
-                     r_produ, hits, scal):
+def _ng_batch_serial(seeds, game, rule, rounds, hits, scal):
     """:func:`_ng_batch` without threads (small batches: no parallel-region overhead)."""
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     for b in range(seeds.shape[0]):
-        _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[b], r_succ[b], r_nw[b], r_nd[b],
-                r_prod[b], r_produ[b], hits[b], scal[b])
+        _ng_run(seeds[b], game, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]), hits[b],
+                scal[b])
 
 
 @njit(cache=True)
-def _ng_batch_ragged(seeds, n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                     max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count, r_succ, r_nw, r_nd, r_prod,
-                     r_produ, hits, scal, pos):
+def _ng_batch_ragged(seeds, game, rule, rounds, hits, scal, pos):
     """:func:`_ng_batch_serial` writing the rounds of run after run from row ``pos`` of the ragged
     outputs (``hits`` empty); stops before a run that might not fit. Returns (runs done, next row)."""
+    n_agents = game[0]
+    max_int = rule[0]
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     R = (max_int + n_agents - 1) // n_agents
     for b in range(seeds.shape[0]):
         if pos + R > r_count.shape[0]:
             return b, pos
-        _ng_run(seeds[b], n_agents, n_words, indptr, nbrs, committed, cword, bias, beta, init_word,
-                max_int, stop_code, flip_thr, keep_invented, bias_empty, r_count[pos:], r_succ[pos:], r_nw[pos:],
-                r_nd[pos:], r_prod[pos:], r_produ[pos:], hits, scal[b])
+        _ng_run(seeds[b], game, rule, (r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:], r_prod[pos:],
+                                       r_produ[pos:]), hits, scal[b])
         pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
     return seeds.shape[0], pos
 
@@ -486,6 +483,36 @@ def _parse_initial(initial, n_agents, n_words, names):
     if arr.min() < -1 or (n_words and arr.max() >= n_words):
         raise ValueError(f"initial name indices must lie in [-1, {max(n_words - 1, 0)}]")
     return arr.astype(np.int64), "custom"
+
+
+def _pool_names(names, W: int) -> tuple:
+    """The name labels of a finite pool: given (validated), else ``"0"``, ``"1"``, ..."""
+    if names is None:
+        return tuple(str(k) for k in range(W))
+    from normlab.schema import validate_names  # schema imports pandas: only when names are given
+
+    if W == 0:
+        raise ValueError("names can only be given for a finite pool (n_words=W)")
+    names = validate_names(names)
+    if len(names) != W:
+        raise ValueError(f"got {len(names)} names for a pool of n_words={W}")
+    return names
+
+
+def _production_bias(production_bias, W: int) -> np.ndarray:
+    """The bias as float64 weights over the ``W`` names (empty: none), checked."""
+    if production_bias is None:
+        return np.zeros(0, np.float64)
+    if W == 0:
+        raise ValueError("production_bias needs a finite pool (n_words=W)")
+    bias = np.asarray(production_bias, dtype=np.float64)
+    if bias.shape != (W,):
+        raise ValueError(f"production_bias must have one weight per name, shape ({W},); got {bias.shape}")
+    if not np.all(np.isfinite(bias)) or bias.min() < 0 or bias.sum() <= 0:
+        raise ValueError("production_bias must be non-negative finite weights with a positive sum (a probability vector, up to scale)")
+    if not np.isclose(bias.sum(), 1.0):
+        raise ValueError(f"production_bias must be a probability vector summing to 1; sums to {bias.sum():.6g}")
+    return bias
 
 
 def minimal_naming_game(
@@ -601,33 +628,14 @@ def minimal_naming_game(
         raise ValueError(f"beta must be a probability in [0, 1]; got {beta!r}")
     if not 0.0 < float(flip_threshold) <= 1.0:
         raise ValueError(f"flip_threshold must be in (0, 1]; got {flip_threshold!r}")
-    if names is not None:
-        from normlab.schema import validate_names
-
-        if W == 0:
-            raise ValueError("names can only be given for a finite pool (n_words=W)")
-        names = validate_names(names)
-        if len(names) != W:
-            raise ValueError(f"got {len(names)} names for a pool of n_words={W}")
-    else:
-        names = tuple(str(k) for k in range(W))
+    names = _pool_names(names, W)
     mask = committed_mask(committed, N)
     cword = -1
     if mask.any():
         cword = W - 1 if W else 0
     if stop == "flip" and cword < 0:
         raise ValueError("stop='flip' needs committed agents")
-    bias = np.zeros(0, np.float64)
-    if production_bias is not None:
-        if W == 0:
-            raise ValueError("production_bias needs a finite pool (n_words=W)")
-        bias = np.asarray(production_bias, dtype=np.float64)
-        if bias.shape != (W,):
-            raise ValueError(f"production_bias must have one weight per name, shape ({W},); got {bias.shape}")
-        if not np.all(np.isfinite(bias)) or bias.min() < 0 or bias.sum() <= 0:
-            raise ValueError("production_bias must be non-negative finite weights with a positive sum (a probability vector, up to scale)")
-        if not np.isclose(bias.sum(), 1.0):
-            raise ValueError(f"production_bias must be a probability vector summing to 1; sums to {bias.sum():.6g}")
+    bias = _production_bias(production_bias, W)
     init, init_label = _parse_initial(initial, N, W, names)
     if W == 0 and init.max() >= 0 and cword == 0 and np.any(init == 0):
         raise ValueError("for the unlimited pool, word 0 is reserved for committed agents; start others on ids >= 1")
@@ -638,8 +646,8 @@ def minimal_naming_game(
     if progress is None:
         progress = R > 1000
     ss, seeds = run_seeds(rng, R)
-    args = (N, W, indptr, nbrs, mask, cword, bias, float(beta), init, T, stop_code, float(flip_threshold),
-            invent == "keep", bool(bias_empty))
+    args = ((N, W, indptr, nbrs, mask, cword, bias, float(beta), init, invent == "keep", bool(bias_empty)),  # game
+            (T, stop_code, float(flip_threshold)))  # rule
     kernel = choose_kernel(_ng_batch, _ng_batch_serial, R, T)
     out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0,
                       ragged=_ng_batch_ragged if kernel is _ng_batch_serial else None)

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from ._jit import njit
+from normlab._jit import njit
 
 from normlab._display import fmt, html_card, new_axes, plain, plotting, short_repr
 from normlab._rng import run_seeds

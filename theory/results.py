@@ -13,6 +13,7 @@ import numpy as np
 from normlab._display import html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
 
 from ._common import STOP_NAMES
+from .stats import clopper_pearson
 
 
 @dataclass(frozen=True)
@@ -467,8 +468,6 @@ class GameResult:
         return short_repr("GameResult", *parts)
 
     def _repr_html_(self) -> str:
-        from .sweeps import clopper_pearson
-
         R, N = self.n_runs, self.n_agents
         rows = [("runs", R)]
         reached = ~np.isnan(self.consensus_time)

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from ._jit import njit
+from normlab._jit import njit
 
 from normlab._display import html_card, new_axes, plotting, short_repr
 

@@ -24,9 +24,18 @@ import pandas as pd
 
 from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import spawn
+from normlab._validate import check_int
 
-from ._common import PUBLISHED_FLIP_THRESHOLD, check_int
+from .criteria import published_rule, shares_from_result
+from .memory_game import strategy_game
+from .naming_game import minimal_naming_game
+from .population import committed_counts
 from .results import GameResult
+from .stats import clopper_pearson, first_reaching, interval_crossing
+from .strategies import resolve_strategy
+
+__all__ = ["critical_mass", "CriticalMassResult", "locate_critical_mass", "sweep", "SweepResult",
+           "clopper_pearson"]
 
 
 def _check_executor(executor) -> None:
@@ -38,29 +47,6 @@ def _check_executor(executor) -> None:
             "ProcessPoolExecutor(mp_context=multiprocessing.get_context('spawn')) (or 'forkserver'), a "
             "ThreadPoolExecutor, or dask.distributed's Client.get_executor()"
         )
-
-
-def clopper_pearson(k, n, alpha: float = 0.05):
-    """Exact (Clopper–Pearson) two-sided confidence interval for a binomial proportion.
-
-    Parameters
-    ----------
-    k, n : int or numpy.ndarray
-        Successes and trials.
-    alpha : float, optional
-
-    Returns
-    -------
-    (numpy.ndarray, numpy.ndarray)
-        Lower and upper bounds.
-    """
-    from scipy.stats import beta
-
-    k = np.asarray(k, dtype=float)
-    n = np.asarray(n, dtype=float)
-    lo = np.where(k > 0, beta.ppf(alpha / 2, k, n - k + 1), 0.0)
-    hi = np.where(k < n, beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
-    return lo, hi
 
 
 @dataclass(frozen=True)
@@ -248,26 +234,10 @@ def locate_critical_mass(committed, p_flip, ci_low, ci_high, level: float = 0.5)
     """
     c = np.asarray(committed, dtype=float)
     p = np.asarray(p_flip, dtype=float)
-
-    def first(mask):
-        idx = np.flatnonzero(mask)
-        return float(c[idx[0]]) if idx.size else float("nan")
-
-    def crossing(y):
-        y = np.asarray(y, dtype=float)
-        idx = np.flatnonzero(y >= level)
-        if not idx.size:
-            return float("nan")
-        k = idx[0]
-        if k == 0:
-            return float(c[0])
-        y0, y1 = y[k - 1], y[k]
-        return float(c[k - 1] + (level - y0) / (y1 - y0) * (c[k] - c[k - 1]))
-
-    est = first(p >= level)
-    low = crossing(ci_high)
-    high = first(np.asarray(ci_low) >= level)
-    interp = crossing(p)
+    est = first_reaching(c, p, level)
+    low = interval_crossing(c, ci_high, level)
+    high = first_reaching(c, ci_low, level)
+    interp = interval_crossing(c, p, level)
     return est, interp, low, high
 
 
@@ -281,8 +251,6 @@ def _sweep_point(simulate, committed, n_agents, n_runs, within_rounds, seed, kwa
     if res.n_names and res.committed_name >= 0:
         # the published ensemble rule on the same runs (normlab.theory.criteria): runs stopped by
         # the flip rule met the threshold at their end
-        from .criteria import published_rule, shares_from_result
-
         tr = [t[:within_rounds] for t in shares_from_result(res)]
         pub = published_rule(tr, max_round=within_rounds, met=flipped)
         last3, ok = pub["last3"], pub["success"]
@@ -291,9 +259,6 @@ def _sweep_point(simulate, committed, n_agents, n_runs, within_rounds, seed, kwa
 
 
 def _resolve_model(model, kwargs):
-    from .naming_game import minimal_naming_game
-    from .memory_game import strategy_game
-
     if callable(model):
         return model, kwargs, getattr(model, "__name__", type(model).__name__)
     if model == "minimal":
@@ -307,8 +272,6 @@ def _resolve_model(model, kwargs):
     if model == "strategy":
         if "strategy" not in kwargs or "memory" not in kwargs:
             raise ValueError("model='strategy' needs strategy=... and memory=... keyword arguments")
-        from .strategies import resolve_strategy
-
         kw = dict(kwargs)
         strat = kw.pop("strategy")
         kw.setdefault("initial", "consensus")
@@ -380,20 +343,7 @@ def critical_mass(
     if committed is None:
         counts = np.arange(0 if zero_ok else 1, N // 2 + 1)
     else:
-        vals = np.atleast_1d(np.asarray(committed))
-        if vals.ndim != 1 or vals.size == 0:
-            raise ValueError("committed must be a non-empty 1-D list of counts or fractions")
-        if not (np.issubdtype(vals.dtype, np.number) and np.all(np.isfinite(vals))):
-            raise TypeError(f"committed must be finite numbers: counts or fractions of N; got {committed!r}")
-        if np.issubdtype(vals.dtype, np.floating) and np.all((vals > 0) & (vals < 1)):
-            counts = np.unique(np.round(vals * N).astype(int))
-        elif np.all(np.equal(np.mod(vals, 1), 0)):
-            counts = np.unique(vals.astype(int))
-        else:
-            raise ValueError("committed must be integer counts or fractions in (0, 1)")
-        low = 0 if zero_ok else 1
-        if counts.min() < low or counts.max() >= N:
-            raise ValueError(f"committed counts must lie in [{low}, {N - 1}]; got {counts.min()}..{counts.max()}")
+        counts = committed_counts(committed, N, low=0 if zero_ok else 1)
     simulate, kwargs, label = _resolve_model(model, dict(model_kwargs))
     for bad in ("stop", "max_interactions", "n_runs", "rng", "committed", "n_agents"):
         if bad in kwargs:

@@ -567,6 +567,70 @@ def _parent_seed(rng) -> np.random.SeedSequence:
     return as_seed_sequence(rng)
 
 
+def _resources(initial_resources, floor, rate_input, N: int):
+    """``(S0, floor, share)``: initial resources per agent, the floor and whether Eq. 18 reads shares, checked."""
+    S0 = _per_agent(initial_resources, N, "initial_resources")
+    if floor is not None:
+        floor = _scalar(floor, "floor")
+        if S0.min() < floor:
+            raise ValueError(f"initial_resources must be >= floor={floor}; got min {S0.min():.6g}")
+    if rate_input not in _RATE_INPUTS:
+        raise ValueError(f"rate_input must be one of {_RATE_INPUTS}; got {rate_input!r}")
+    share = rate_input == "share"
+    if share and S0.sum() <= 0:
+        raise ValueError("rate_input='share' needs a positive total of initial_resources")
+    return S0, floor, share
+
+
+def _behaviour(habitus_mean, habitus_sd, action_noise, p_move, attraction, retention, weights):
+    """The agents' behaviour settings, checked: ``(habitus_mean, habitus_sd, action_noise, p_move,
+    attraction, retention, (w_P, w_A, w_D))``."""
+    hm = _scalar(habitus_mean, "habitus_mean")
+    hs = _scalar(habitus_sd, "habitus_sd", low=0.0)
+    noise = _scalar(action_noise, "action_noise", low=0.0)
+    pm = _scalar(p_move, "p_move", low=0.0, high=1.0)
+    att = _scalar(attraction, "attraction")
+    if retention is not None:
+        retention = _int(retention, "retention", low=1)
+    w = _weights(weights)
+    if any(x.ndim != 0 for x in w):
+        raise ValueError("simulate_ltrha takes three scalar weights (w_P, w_A, w_D)")
+    return hm, hs, noise, pm, att, retention, tuple(float(x) for x in w)
+
+
+def _initial_locales(env0, N: int, E: int) -> np.ndarray:
+    """Initial locale per agent: agent ``i`` in locale ``i mod E``, or ``env0`` checked."""
+    if env0 is None:
+        return np.arange(N, dtype=np.int64) % E
+    e0 = np.asarray(env0)
+    if e0.dtype == np.bool_ or not np.issubdtype(e0.dtype, np.integer):
+        raise TypeError(f"env0 must be integer locale indices; got dtype {e0.dtype}")
+    if e0.shape != (N,):
+        raise ValueError(f"env0 must have one locale per agent, shape ({N},); got {e0.shape}")
+    if e0.min() < 0 or e0.max() >= E:
+        raise ValueError(f"env0 values must be in [0, n_envs) = [0, {E}); got [{e0.min()}, {e0.max()}]")
+    return e0.astype(np.int64)
+
+
+def _outputs(R: int, T: int, N: int, E: int) -> dict:
+    """Empty output arrays of ``R`` runs: agent x step fields, topics per locale, habitus."""
+    dtypes = {"env": np.int64, "acted": np.bool_}
+    out = {name: np.empty((R, T, N), dtypes.get(name, np.float64)) for name in _AGENT_FIELDS}
+    out["topic"] = np.empty((R, T, E))
+    out["habitus"] = np.empty((R, N))
+    return out
+
+
+def _runs(R: int, progress):
+    """Run indices, behind a tqdm bar when shown (default: more than 200 runs)."""
+    show = (R > 200) if progress is None else bool(progress)
+    if not show:
+        return range(R)
+    from tqdm.auto import tqdm
+
+    return tqdm(range(R), desc="LTRHA runs", unit="run")
+
+
 def simulate_ltrha(
     n_agents: int = 6,
     n_steps: int = 75,
@@ -705,58 +769,20 @@ def simulate_ltrha(
     if not callable(ranker):
         raise TypeError(f"ranker must be callable as ranker(obs, rng=...); got {type(ranker).__name__}")
     lo, hi = _check_range(s_min, s_max)
-    S0 = _per_agent(initial_resources, N, "initial_resources")
-    if floor is not None:
-        floor = _scalar(floor, "floor")
-        if S0.min() < floor:
-            raise ValueError(f"initial_resources must be >= floor={floor}; got min {S0.min():.6g}")
-    if rate_input not in _RATE_INPUTS:
-        raise ValueError(f"rate_input must be one of {_RATE_INPUTS}; got {rate_input!r}")
-    share = rate_input == "share"
-    if share and S0.sum() <= 0:
-        raise ValueError("rate_input='share' needs a positive total of initial_resources")
+    S0, floor, share = _resources(initial_resources, floor, rate_input, N)
     if habitus is not None:
         habitus = _per_agent(habitus, N, "habitus")
-    hm = _scalar(habitus_mean, "habitus_mean")
-    hs = _scalar(habitus_sd, "habitus_sd", low=0.0)
-    noise = _scalar(action_noise, "action_noise", low=0.0)
-    pm = _scalar(p_move, "p_move", low=0.0, high=1.0)
-    att = _scalar(attraction, "attraction")
-    if retention is not None:
-        retention = _int(retention, "retention", low=1)
-    w = _weights(weights)
-    if any(x.ndim != 0 for x in w):
-        raise ValueError("simulate_ltrha takes three scalar weights (w_P, w_A, w_D)")
-    w = tuple(float(x) for x in w)
-    if env0 is None:
-        e0 = np.arange(N, dtype=np.int64) % E
-    else:
-        e0 = np.asarray(env0)
-        if e0.dtype == np.bool_ or not np.issubdtype(e0.dtype, np.integer):
-            raise TypeError(f"env0 must be integer locale indices; got dtype {e0.dtype}")
-        if e0.shape != (N,):
-            raise ValueError(f"env0 must have one locale per agent, shape ({N},); got {e0.shape}")
-        if e0.min() < 0 or e0.max() >= E:
-            raise ValueError(f"env0 values must be in [0, n_envs) = [0, {E}); got [{e0.min()}, {e0.max()}]")
-        e0 = e0.astype(np.int64)
+    hm, hs, noise, pm, att, retention, w = _behaviour(habitus_mean, habitus_sd, action_noise, p_move, attraction,
+                                                      retention, weights)
+    e0 = _initial_locales(env0, N, E)
     agents = _names(agent_names, N, "a", "agent_names")
     envs = _names(env_names, E, "loc", "env_names")
 
     seed = _parent_seed(rng)
     # spawn from a pristine copy: a user's SeedSequence is not advanced, so run k is always child k
     children = spawn(np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size), R)
-    shapes = {name: (R, T, N) for name in _AGENT_FIELDS}
-    dtypes = {"env": np.int64, "acted": np.bool_}
-    out = {name: np.empty(shape, dtypes.get(name, np.float64)) for name, shape in shapes.items()}
-    out["topic"] = np.empty((R, T, E))
-    out["habitus"] = np.empty((R, N))
-    show = (R > 200) if progress is None else bool(progress)
-    it = range(R)
-    if show:
-        from tqdm.auto import tqdm
-
-        it = tqdm(it, desc="LTRHA runs", unit="run")
-    for k in it:
+    out = _outputs(R, T, N, E)
+    for k in _runs(R, progress):
         gen = as_generator(children[k])
         _run_ltrha(gen, N=N, T=T, E=E, ranker=ranker, lo=lo, hi=hi, S0=S0, floor=floor, share=share,
                    habitus=habitus, habitus_mean=hm, habitus_sd=hs, action_noise=noise, p_move=pm,

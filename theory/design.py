@@ -1,0 +1,553 @@
+"""The prediction design: every simulation of a prediction, all posterior draws, in one compiled call.
+
+:func:`strategy_design` plays, for each draw of a strategy table, the convergence runs, the
+committed-minority sweeps of every direction (with the published ensemble rule and the per-run
+flips reduced in the kernel) and the relative-strength runs, and returns only the reductions
+:func:`normlab.calibration.predict` reads. Each run is a *lean* kernel (:func:`_sg_lean_run`) that
+draws the same numbers and makes the same choices as the full strategy-game kernel
+(:func:`normlab.theory.memory_game._sg_run`), keeping only what the design reads, so each run is
+bit-identical to the :func:`~normlab.theory.strategy_game` call with the same seed words (tested
+run for run).
+
+The kernels group their arguments in typed tuples: ``game = (n_agents, W, H, flip_thr)``, one
+tuple per stage's plan (``consensus``, ``flips``, ``strength``) and one per stage's outputs.
+
+References
+----------
+A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods, Fig. 3,
+Table S3.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from normlab._jit import njit
+
+from ._batch import S_ERR, S_FLIP, S_NINT, S_STOP, S_STREAK, SG_SCALARS
+from ._criteria_kernels import end_round, last3_sum, published_from_shares, window_flip_reached
+from ._prng import _INV53, _next4
+from .criteria import PUBLISHED_FLIP_THRESHOLD
+from .strategies import n_states
+
+__all__ = ["strategy_design"]
+
+
+# ----------------------------------------------------------------------------- one lean run
+def _choice_thresholds_py(params, S, W, thr):
+    """Per state ``s`` the thresholds ``thr[s * W + q]`` of a table's choice: the name picked by a
+    uniform ``u`` is the number of ``q`` with ``u >= thr[s * W + q]`` -- the same name as the
+    kernel's table branch and :func:`normlab.theory.memory_game._choose` (same partial sums:
+    ``thr`` holds them, with 2.0 from the last positive entry on). An invalid row (an entry
+    negative, NaN or above 1, or a sum off 1 by more than 1e-6) gets thresholds -1, so its pick is
+    ``W``: the run's error."""
+    for s in range(S):
+        b = s * W
+        tot = 0.0
+        bad = False
+        last = -1
+        for q in range(W):
+            pq = params[b + q]
+            if not (pq >= 0.0) or pq > 1.0 + 1e-9:
+                bad = True
+                break
+            tot += pq
+            thr[b + q] = tot
+            if pq > 0.0:
+                last = q
+        if bad or abs(tot - 1.0) > 1e-6:
+            for q in range(W):
+                thr[b + q] = -1.0
+        else:
+            for q in range(last, W):
+                thr[b + q] = 2.0
+
+
+@njit(inline="always")
+def _lean_start(N, W, H, offsets, committed, init_name, code, mlen, head, row, ring):
+    """Initial memories: ``H`` successful plays of ``init_name[a]`` (-1: empty) per uncommitted agent."""
+    B = W * W
+    for a in range(N):
+        code[a] = 0
+        mlen[a] = 0
+        head[a] = 0
+        if not committed[a] and init_name[a] >= 0:
+            e = init_name[a] * W + init_name[a]
+            c = 0
+            for h in range(H):
+                ring[a * H + h] = e
+                c = c * B + e
+            code[a] = c
+            mlen[a] = H
+        row[a] = offsets[mlen[a]] + code[a]
+
+
+@njit(inline="always")
+def _lean_pick(u, thr, b, W):
+    """The name a table row (thresholds from ``thr[b]``) gives the uniform ``u`` (``W``: invalid row)."""
+    if W == 2:  # branch-free: the pick is a coin flip
+        return np.int64(u >= thr[b]) + np.int64(u >= thr[b + 1])
+    c = 0
+    for q in range(W):
+        if u >= thr[b + q]:
+            c += 1
+    return c
+
+
+@njit(inline="always")
+def _lean_remember(a, e, H, B, offsets, top_pow, top_mask, pow2, code, mlen, head, row, ring):
+    """Append entry ``e`` to agent ``a``'s memory code (the oldest leaves by a mask when ``W**2`` is
+    a power of two, else from the ring of entries) and update its table row."""
+    k = mlen[a]
+    if k < H:
+        ring[a * H + k] = e
+        mlen[a] = k + 1
+        c = code[a] * B + e
+        code[a] = c
+        row[a] = offsets[k + 1] + c
+    elif pow2:
+        c = (code[a] & top_mask) * B + e
+        code[a] = c
+        row[a] = offsets[H] + c
+    else:
+        p = a * H + head[a]
+        c = (code[a] - ring[p] * top_pow) * B + e
+        code[a] = c
+        row[a] = offsets[H] + c
+        ring[p] = e
+        head[a] = head[a] + 1 if head[a] + 1 < H else 0
+
+
+def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
+                    r_count, r_succ, r_prod, r_produ, scal, wk):
+    """One strategy-table run as :func:`normlab.theory.memory_game._sg_run` plays it, keeping only
+    what a prediction design reads: complete graph, a table given by :func:`_choice_thresholds`,
+    initial memories of ``H`` successful plays of ``init_name[a]`` (-1: empty); writes
+    ``r_count``, ``r_succ``, ``r_prod``, ``r_produ`` and the ``S_NINT``, ``S_STREAK``, ``S_FLIP``,
+    ``S_STOP``, ``S_ERR`` scalars, each identical to ``_sg_run``'s for the same seed (same draws,
+    same choices; tested run for run). Stop codes 0 (max), 3 (streak) and 4 (flip). ``wk``: int64
+    work space of ``N * (4 + H)`` entries.
+
+    Per agent only the state code is kept (a base ``W**2`` number of the last ``H`` entries);
+    once the memory is full the oldest entry leaves by a mask when ``W**2`` is a power of two,
+    else from a ring of entries. No name counts, distinct names or consensus bookkeeping.
+    """
+    s0 = seed[0]
+    s1 = seed[1]
+    s2 = seed[2]
+    s3 = seed[3]
+    B = W * W
+    top_pow = offsets[H] - offsets[H - 1]  # B ** (H - 1)
+    top_mask = top_pow - 1
+    pow2 = (B & (B - 1)) == 0
+    code = wk[:N]
+    mlen = wk[N:2 * N]
+    head = wk[2 * N:3 * N]
+    row = wk[3 * N:4 * N]  # offsets[mlen] + code: the state's row of the table
+    ring = wk[4 * N:4 * N + N * H]
+    _lean_start(N, W, H, offsets, committed, init_name, code, mlen, head, row, ring)
+    L = 3 * N
+    streak = 0
+    ring_c = np.zeros(3, np.int64)
+    ring_u = np.zeros(3, np.int64)
+    slot = 0
+    cur_c = 0
+    cur_u = 0
+    t_streak = -1
+    t_flip = -1
+    t_err = -1
+    stop_reason = 0
+    uN = np.uint64(N)
+    uN1 = np.uint64(N - 1)
+    sh32 = np.uint64(32)
+    sh11 = np.uint64(11)
+    t = 0
+    r = 0
+    in_round = 0
+    succ = 0
+    while t < max_int:
+        if in_round == 0:
+            for q in range(W):
+                r_prod[r, q] = 0
+                r_produ[r, q] = 0
+        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+        i = np.int64(((x >> sh32) * uN) >> sh32)
+        x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+        j = np.int64(((x >> sh32) * uN1) >> sh32)
+        if j >= i:
+            j += 1
+        i_unc = not committed[i]
+        j_unc = not committed[j]
+        ci = cword
+        cj = cword
+        if i_unc:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            ci = _lean_pick(np.float64(x >> sh11) * _INV53, thr, row[i] * W, W)
+        if j_unc:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            cj = _lean_pick(np.float64(x >> sh11) * _INV53, thr, row[j] * W, W)
+        if ci >= W or cj >= W:
+            t_err = t
+            break
+        r_prod[r, ci] += 1
+        r_prod[r, cj] += 1
+        if i_unc:
+            r_produ[r, ci] += 1
+            cur_u += 1
+            cur_c += np.int64(ci == cword)
+        if j_unc:
+            r_produ[r, cj] += 1
+            cur_u += 1
+            cur_c += np.int64(cj == cword)
+        if i_unc:  # both record (own, partner), first agent first
+            _lean_remember(i, ci * W + cj, H, B, offsets, top_pow, top_mask, pow2, code, mlen, head, row, ring)
+        if j_unc:
+            _lean_remember(j, cj * W + ci, H, B, offsets, top_pow, top_mask, pow2, code, mlen, head, row, ring)
+        success = np.int64(ci == cj)
+        t += 1
+        in_round += 1
+        succ += success
+        streak = (streak + 1) * success
+        if streak >= L and t_streak < 0:
+            t_streak = t
+            if stop_code == 3:
+                stop_reason = 3
+        if in_round == N:
+            r_count[r] = N
+            r_succ[r] = succ
+            slot = end_round(ring_c, ring_u, slot, cur_c, cur_u)
+            cur_c = 0
+            cur_u = 0
+            if cword >= 0 and t_flip < 0 and r >= 2 and window_flip_reached(ring_c, ring_u, flip_thr):
+                t_flip = t
+                if stop_code == 4:
+                    stop_reason = 4
+            r += 1
+            in_round = 0
+            succ = 0
+        if stop_reason != 0:
+            break
+    if in_round > 0:
+        r_count[r] = in_round
+        r_succ[r] = succ
+    scal[S_NINT] = t
+    scal[S_STREAK] = t_streak
+    scal[S_FLIP] = t_flip
+    scal[S_STOP] = stop_reason
+    scal[S_ERR] = t_err
+
+
+_choice_thresholds = njit(cache=True)(_choice_thresholds_py)
+_sg_lean_run = njit(cache=True)(_sg_lean_run_py)
+
+
+# ----------------------------------------------------------------------------- the design's stages
+def _last3_winner_py(r_prod, nr, W, prod):
+    """Name produced most in recorded rounds ``nr - 3 .. nr - 1`` (first on ties)."""
+    for w in range(W):
+        prod[w] = 0
+    for q in range(max(0, nr - 3), nr):
+        for w in range(W):
+            prod[w] += r_prod[q, w]
+    best = 0
+    for w in range(1, W):
+        if prod[w] > prod[best]:
+            best = w
+    return best
+
+
+_last3_winner = njit(cache=True)(_last3_winner_py)
+
+
+@njit(cache=True)
+def _design_consensus(seeds, d, g, game, plan, out, work):
+    """Stage 1 of draw ``d``: ``n_cons`` runs from empty memories, ``stop="streak"`` (group ``g``).
+    Returns ``(runs with an invalid vector, interactions)``."""
+    N, W, H, flip_thr = game
+    _, n_cons, cons_rounds = plan
+    cons_wins, cons_sum, cons_n, cons_streak = out
+    r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
+    NONE, STREAK = np.int64(-1), np.int64(3)  # typed values: a literal would compile a second _sg_lean_run
+    n_err = 0
+    n_int = 0
+    mask[:] = False
+    init_name[:] = -1
+    for k in range(n_cons):
+        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
+                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+        if scal[S_ERR] >= 0:
+            n_err += 1
+        n_int += scal[S_NINT]
+        t = scal[S_NINT]
+        nr = (t + N - 1) // N
+        stopped = scal[S_STOP] == 3
+        for q in range(cons_rounds):
+            if q < nr:
+                cons_sum[d, q] += r_succ[q] / max(r_count[q], 1)
+                cons_n[d, q] += 1
+            elif stopped:
+                cons_sum[d, q] += 1.0
+                cons_n[d, q] += 1
+        if stopped:
+            cons_streak[d, k] = scal[S_STREAK] / N
+            cons_wins[d, _last3_winner(r_prod, nr, W, prod)] += 1
+        else:
+            cons_streak[d, k] = np.nan
+            cons_wins[d, W] += 1
+    return n_err, n_int
+
+
+@njit(cache=True)
+def _design_flips(seeds, d, g, i, game, plan, out, work):
+    """Stage 2 of draw ``d``, direction ``i``: one group of flip runs per committed count from
+    group ``g`` on, their flips and the published rule. Returns ``(next group, runs with an
+    invalid vector, interactions)``."""
+    N, W, H, flip_thr = game
+    dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level, flip_sum = plan
+    fl_k, fl_sim, fl_last3, fl_ok, fl_all, cm_pub, cm_run = out
+    r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
+    FLIP = np.int64(4)  # a typed value: a literal would compile a second _sg_lean_run
+    nsim = max(n_flip, n_design)
+    T_flip = max(within, window) * N
+    n_err = 0
+    n_int = 0
+    x = dir_x[i]
+    y = dir_y[i]
+    saturated = 0
+    cm_run[d, i] = np.inf
+    cm_pub[d, i] = np.inf
+    for j in range(counts.shape[0]):
+        c = counts[j]
+        if monotone and saturated >= 2:
+            fl_k[d, i, j] = n_flip
+            fl_sim[d, i, j] = False
+            fl_last3[d, i, j] = 3.0
+            fl_ok[d, i, j] = True
+            fl_all[d, i, j] = True
+        else:
+            mask[:] = False
+            for a in range(N - c, N):
+                mask[a] = True
+            init_name[:] = x
+            kf = 0
+            all_f = True
+            for k in range(nsim):
+                _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, T_flip, FLIP,
+                             flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+                if scal[S_ERR] >= 0:
+                    n_err += 1
+                n_int += scal[S_NINT]
+                ft = scal[S_FLIP]
+                fl = ft >= 0 and ft <= within * N
+                all_f = all_f and fl
+                if k < n_flip and fl:
+                    kf += 1
+                if k < n_design:
+                    nr = (scal[S_NINT] + N - 1) // N
+                    ln = min(nr, window)
+                    for q in range(ln):
+                        tot = 0
+                        for w in range(W):
+                            tot += r_produ[q, w]
+                        sh[k, q] = r_produ[q, y] / max(tot, 1) if tot > 0 else np.nan
+                    s = last3_sum(sh, k, ln)
+                    lens[k] = ln
+                    pad[k] = ln >= 1 and (s >= flip_sum or (ft >= 0 and ft <= window * N))
+            last3, ok = published_from_shares(sh, lens, pad, n_design, window, flip_sum, mean)
+            fl_k[d, i, j] = kf
+            fl_sim[d, i, j] = True
+            fl_last3[d, i, j] = last3
+            fl_ok[d, i, j] = ok
+            fl_all[d, i, j] = all_f
+            saturated = saturated + 1 if (all_f and ok) else 0
+        if cm_run[d, i] == np.inf and fl_k[d, i, j] / n_flip >= level:
+            cm_run[d, i] = c
+        if cm_pub[d, i] == np.inf and fl_ok[d, i, j]:
+            cm_pub[d, i] = c
+        g += 1
+    return g, n_err, n_int
+
+
+@njit(cache=True)
+def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work):
+    """Stage 3 of draw ``d``, direction ``i`` (``x`` to ``y``): the share of ``y`` with 0 and 1 agent
+    committed to it, then the streak runs of every mixture (groups from ``g`` on). Returns ``(next
+    group, runs with an invalid vector, interactions)``."""
+    N, W, H, flip_thr = game
+    dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level, flip_sum = flips
+    _, mix_kx = plan
+    st_share, st_wins = out
+    x = dir_x[i]
+    y = dir_y[i]
+    r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
+    NONE, NOSTOP, STREAK = np.int64(-1), np.int64(0), np.int64(3)  # typed values, not literals
+    n_err = 0
+    n_int = 0
+    for c in range(2):
+        mask[:] = False
+        mask[N - 1] = c == 1
+        init_name[:] = x
+        s = 0.0
+        n = 0
+        for k in range(n_flip):
+            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, within * N, NOSTOP,
+                         flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+            if scal[S_ERR] >= 0:
+                n_err += 1
+            n_int += scal[S_NINT]
+            nr = min((scal[S_NINT] + N - 1) // N, within)
+            for q in range(nr):
+                tot = 0
+                for w in range(W):
+                    tot += r_produ[q, w]
+                if tot > 0:
+                    s += r_produ[q, y] / tot
+                    n += 1
+        st_share[d, i, c] = s / n if n > 0 else np.nan
+        g += 1
+    mask[:] = False
+    for f in range(mix_kx.shape[0]):
+        for a in range(N):
+            init_name[a] = x if a < mix_kx[f] else y
+        for k in range(n_flip):
+            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
+                         flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+            if scal[S_ERR] >= 0:
+                n_err += 1
+            n_int += scal[S_NINT]
+            if scal[S_STOP] == 3:
+                nr = (scal[S_NINT] + N - 1) // N
+                if _last3_winner(r_prod, nr, W, prod) == x:
+                    st_wins[d, i, f] += 1
+        g += 1
+    return g, n_err, n_int
+
+
+def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out_flips, out_strength):
+    """A whole prediction design of strategy-table games, every posterior draw in one call.
+
+    ``game = (n_agents, W, H, flip_thr)``; ``consensus = (do_cons, n_cons, cons_rounds)``;
+    ``flips = (dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level,
+    flip_sum)``; ``strength = (do_strength, mix_kx)``; outputs ``out_cons = (cons_wins,
+    cons_sum, cons_n, cons_streak)``, ``out_flips = (fl_k, fl_sim, fl_last3, fl_ok, fl_all,
+    cm_pub, cm_run)``, ``out_strength = (st_share, st_wins)``.
+
+    Per draw ``d`` (table ``tables[d]``), in this order, run ``k`` of group ``g`` seeded by
+    ``seeds[d, g, k]`` (groups numbered as they come):
+
+    1. (``do_cons``) ``n_cons`` runs from empty memories, ``stop="streak"``, at most
+       ``cons_rounds`` rounds: per draw the number of runs won by each name (winner: the name
+       produced most in the last three recorded rounds of a stopped run; column ``W`` = none),
+       per round the sum and count of success rates (stopped runs padded with 1) and per run the
+       streak time in rounds (NaN if it did not stop);
+    2. per direction ``(dir_x[i], dir_y[i])`` and committed count ``counts[j]`` (one group each):
+       ``max(n_flip, n_design)`` runs from a consensus on ``x`` with the last ``c`` agents
+       committed to ``y``, ``stop="flip"``, at most ``max(within, window)`` rounds; ``fl_k``: flips
+       within ``within`` rounds among the first ``n_flip`` runs; ``fl_last3``/``fl_ok``: the
+       published ensemble rule (:func:`normlab.theory.criteria.published_rule`, same arithmetic)
+       on the first ``n_design`` runs cut at ``window`` rounds; ``fl_all``: every run flipped.
+       With ``monotone`` a sweep stops simulating after two consecutive counts where every run
+       flipped and the rule was met (``fl_sim`` False, counted as flipping); ``cm_run``/``cm_pub``:
+       the smallest count reaching ``level`` / meeting the rule (inf if none);
+    3. (``do_strength``) two groups of ``n_flip`` runs of ``within`` rounds from a consensus on
+       ``x`` with 0 and 1 agent committed to ``y`` (``st_share``: mean share of ``y`` among
+       uncommitted productions over runs and rounds), then one group of ``n_flip`` streak runs
+       per mixture (``mix_kx[f]`` agents start on ``x``, the others on ``y``; ``st_wins``: runs
+       won by ``x``).
+
+    Every run is :func:`_sg_lean_run`. Returns ``(runs with an invalid probability vector,
+    interactions simulated)``.
+    """
+    N, W, H = game[0], game[1], game[2]
+    do_cons, cons_rounds = consensus[0], consensus[2]
+    dir_x = flips[0]
+    n_design, within, window = flips[4], flips[5], flips[6]
+    do_strength = strength[0]
+    n_rows = max(cons_rounds, within, window) + 1
+    S = tables.shape[1] // W
+    thr = np.empty(S * W)
+    offsets = np.empty(H + 1, np.int64)
+    offsets[0] = 0
+    for k in range(1, H + 1):
+        offsets[k] = offsets[k - 1] * W * W + 1
+    work = (np.empty(n_rows, np.int32), np.empty(n_rows, np.int32), np.empty((n_rows, W), np.int32),
+            np.empty((n_rows, W), np.int32), np.empty(SG_SCALARS, np.int64), np.zeros(N, np.bool_),
+            np.full(N, -1, np.int64), np.empty(N * (4 + H), np.int64), thr, offsets,
+            np.empty((max(n_design, 1), window)), np.zeros(max(n_design, 1), np.int64),
+            np.zeros(max(n_design, 1), np.bool_), np.empty(window), np.zeros(W, np.int64))
+    n_err = 0
+    n_int = 0
+    for d in range(tables.shape[0]):
+        _choice_thresholds(tables[d], S, W, thr)
+        g = 0
+        if do_cons:
+            e, m = _design_consensus(seeds, d, g, game, consensus, out_cons, work)
+            n_err += e
+            n_int += m
+            g += 1
+        for i in range(dir_x.shape[0]):
+            g, e, m = _design_flips(seeds, d, g, i, game, flips, out_flips, work)
+            n_err += e
+            n_int += m
+            if do_strength:
+                g, e, m = _design_strength(seeds, d, g, i, game, cons_rounds, flips, strength, out_strength, work)
+                n_err += e
+                n_int += m
+    return n_err, n_int
+
+
+_sg_design = njit(cache=True)(_sg_design_py)
+
+
+def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_rounds, directions, counts, n_flip,
+                    n_design, within, window, monotone, level, flip_sum, strength, mix_kx,
+                    flip_threshold=PUBLISHED_FLIP_THRESHOLD) -> dict:
+    """Run :func:`_sg_design` (one compiled call for every draw) and return its reductions.
+
+    ``tables``: ``(D, n_states, W)`` probabilities; ``seeds``: ``(D, n_groups, n_runs_max, 4)``
+    kernel seed words laid out as :func:`_sg_design` reads them; ``directions``: ``(x, y)`` name
+    index pairs. Used by :func:`normlab.calibration.predict`; no input checks beyond shapes (the
+    caller validates).
+
+    Returns
+    -------
+    dict of numpy.ndarray
+        ``cons_wins (D, W + 1)``, ``cons_curve (D, cons_rounds)``, ``cons_streak (D, n_cons)``,
+        ``fl_k``, ``fl_sim``, ``fl_last3``, ``fl_ok``, ``fl_all`` ``(D, n_dirs, n_counts)``,
+        ``cm_pub``, ``cm_run`` ``(D, n_dirs)``, ``st_share (D, n_dirs, 2)``, ``st_wins (D, n_dirs, n_mix)``,
+        ``interactions`` (one entry: interactions simulated in all).
+    """
+    tables = np.ascontiguousarray(tables, dtype=np.float64)
+    D, S, W = tables.shape
+    H = int(memory)
+    if S != n_states(W, H):
+        raise ValueError(f"tables must have {n_states(W, H)} states for W={W}, H={H}; got {S}")
+    flat = np.ascontiguousarray(tables.reshape(D, S * W))
+    seeds = np.require(seeds, np.uint64, ["C", "W"])
+    dirs = np.asarray(directions, np.int64).reshape(-1, 2)
+    nd, nc, nm = len(dirs), len(counts), len(mix_kx)
+    out_cons = (np.zeros((D, W + 1), np.int64), np.zeros((D, cons_rounds)), np.zeros((D, cons_rounds), np.int64),
+                np.full((D, n_cons), np.nan))
+    out_flips = (np.zeros((D, nd, nc), np.int64), np.zeros((D, nd, nc), np.bool_), np.zeros((D, nd, nc)),
+                 np.zeros((D, nd, nc), np.bool_), np.zeros((D, nd, nc), np.bool_), np.full((D, nd), np.inf),
+                 np.full((D, nd), np.inf))
+    out_strength = (np.full((D, nd, 2), np.nan), np.zeros((D, nd, nm), np.int64))
+    game = (int(n_agents), W, H, float(flip_threshold))
+    plan_cons = (bool(consensus), int(n_cons), int(cons_rounds))
+    plan_flips = (np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]),
+                  np.ascontiguousarray(counts, np.int64), int(n_flip), int(n_design), int(within), int(window),
+                  bool(monotone), float(level), float(flip_sum))
+    plan_strength = (bool(strength), np.ascontiguousarray(mix_kx, np.int64))
+    n_err, n_int = _sg_design(seeds, flat, game, plan_cons, plan_flips, plan_strength, out_cons, out_flips,
+                              out_strength)
+    if n_err:
+        raise ValueError(f"a table returned an invalid probability vector (negative, NaN or not summing to 1) in "
+                         f"{n_err} run(s)")
+    cons_wins, cons_sum, cons_n, cons_streak = out_cons
+    fl_k, fl_sim, fl_last3, fl_ok, fl_all, cm_pub, cm_run = out_flips
+    st_share, st_wins = out_strength
+    with np.errstate(invalid="ignore", divide="ignore"):
+        curve = np.where(cons_n > 0, cons_sum / np.maximum(cons_n, 1), np.nan)
+    return dict(cons_wins=cons_wins, cons_curve=curve, cons_streak=cons_streak, fl_k=fl_k, fl_sim=fl_sim,
+                fl_last3=fl_last3, fl_ok=fl_ok, fl_all=fl_all, cm_pub=cm_pub, cm_run=cm_run, st_share=st_share,
+                st_wins=st_wins, interactions=np.array([n_int], np.int64))
