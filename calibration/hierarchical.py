@@ -87,7 +87,7 @@ _CD_KERNEL = []
 def _conditional_deltas_kernel():
     """:func:`_conditional_deltas_loop` compiled (on first use: ``import`` stays free of Numba)."""
     if not _CD_KERNEL:
-        from normlab.theory._jit import njit
+        from normlab._jit import njit
 
         _CD_KERNEL.append(njit(cache=True)(_conditional_deltas_loop))
     return _CD_KERNEL[0]

@@ -49,12 +49,12 @@ from normlab._display import fmt, html_card, legend_outside, load_result, new_ax
 from normlab._rng import as_generator
 from normlab._validate import check_int
 from normlab.schema import GameLog
-from normlab.theory.criteria import (LAST_ROUNDS, check_criterion, end_of_run_sum, first_passage, per_run_curve,
+from normlab.theory.stats import firth_logistic
+from normlab.theory.criteria import (FLIP_SUM, LAST_ROUNDS, check_criterion, end_of_run_sum, first_passage, per_run_curve,
                                      published_max_round, published_rule, round_shares, smallest_count)
 
 __all__ = ["run_flips", "challenger_shares", "empirical_critical_mass", "EmpiricalCriticalMass", "firth_logistic"]
 
-FLIP_SUM = 2.849
 
 
 def _challenger(row, names):
@@ -182,13 +182,6 @@ def run_flips(log: GameLog, *, within_rounds: int = 30, flip_sum: float = FLIP_S
                 row["flipped_at_end" if c == "flipped" else c] = None if v is None or v is pd.NA else v
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def firth_logistic(x, k, n, *, max_iter: int = 100, tol: float = 1e-10):
-    """Firth-penalised logistic regression (see :func:`normlab.theory.criteria.firth_logistic`)."""
-    from normlab.theory.criteria import firth_logistic as _firth
-
-    return _firth(x, k, n, max_iter=max_iter, tol=tol)
 
 
 @dataclass(frozen=True)

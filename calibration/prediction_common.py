@@ -17,6 +17,7 @@ import contextlib
 import numpy as np
 
 from normlab.theory import StrategyTable
+from normlab.theory.stats import interval_crossing
 
 from .posterior import StrategyFit
 
@@ -98,23 +99,10 @@ def first_round_reaching(curve, threshold=0.95) -> float:
     return float(hit[0] + 1) if hit.size else float("nan")
 
 
-def _crossing(x, p, level=0.5):
-    """Where a curve first reaches ``level`` by linear interpolation (x[0] if already there)."""
-    x = np.asarray(x, float)
-    p = np.asarray(p, float)
-    idx = np.flatnonzero(p >= level)
-    if not idx.size:
-        return float("nan")
-    i = idx[0]
-    if i == 0:
-        return float(x[0])
-    return float(x[i - 1] + (level - p[i - 1]) / (p[i] - p[i - 1]) * (x[i] - x[i - 1]))
-
-
 def _basin_boundary(p_win) -> float:
     """The mixture fraction where P(consensus on the majority name) crosses 1/2 over
     :data:`WIDTH_FRACTIONS` (1 if it never does, 0 if it wins even from the smallest mixture)."""
-    b = _crossing(WIDTH_FRACTIONS, p_win, 0.5)
+    b = interval_crossing(WIDTH_FRACTIONS, p_win, 0.5)
     if np.isnan(b):
         b = 1.0  # X never wins a majority of runs, even from a 7/8 mixture
     elif b == WIDTH_FRACTIONS[0] and p_win[0] >= 0.5:

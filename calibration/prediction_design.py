@@ -24,7 +24,7 @@ import pandas as pd
 
 from normlab._rng import descendant_seed_words
 from normlab.theory.criteria import FLIP_SUM
-from normlab.theory.memory_game import strategy_design
+from normlab.theory.design import strategy_design
 
 from .prediction_common import NONE, WIDTH_FRACTIONS, _basin_boundary
 

@@ -48,7 +48,7 @@ from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.llm_runs import enumerate_states, load_template, parse_answer, parse_answer_authors
 from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
-from normlab.llm_runs.probes import clopper_pearson
+from normlab.theory import clopper_pearson
 from normlab.schema import GameLog, parse_memory_state
 from normlab.theory import invalid_answer_game
 from normlab.theory.strategies import n_states

@@ -7,23 +7,10 @@ import math
 
 import numpy as np
 
+from normlab.theory.stats import clopper_pearson  # noqa: F401 (the probes' intervals; one home)
+
 from ..backend import EndpointConfig
 from ..runner.settings import make_settings
-
-
-def clopper_pearson(count, n, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-    """Exact (Clopper-Pearson) binomial confidence interval, vectorised; NaN where ``n == 0``."""
-    from scipy.stats import beta
-
-    count = np.asarray(count, dtype=float)
-    n = np.asarray(n, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(count > 0, beta.ppf(alpha / 2, count, n - count + 1), 0.0)
-        hi = np.where(count < n, beta.ppf(1 - alpha / 2, count + 1, n - count), 1.0)
-    bad = n <= 0
-    lo = np.where(bad, np.nan, lo)
-    hi = np.where(bad, np.nan, hi)
-    return lo, hi
 
 
 def probe_settings(names, memory, mode, template, kw, embedded):

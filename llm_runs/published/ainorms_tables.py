@@ -12,6 +12,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from normlab.theory.criteria import FLIP_SUM, end_of_run_windows
 from normlab.schema import DECISION_COLUMNS, RUN_COLUMNS, memory_state_string, runs_frame, validate_names
 
 from .ainorms_archive import _Member
@@ -19,8 +20,8 @@ from .ainorms_archive import _Member
 #: Consecutive successes that end a published convergence run (3N for N = 24).
 CONVERGENCE_STREAK = 72
 #: Published critical-mass criterion: share of the committed name among uncommitted productions,
-#: summed over the last 3 population rounds (about 95 % on average).
-CRITICAL_MASS_THRESHOLD = 2.849
+#: summed over the last 3 population rounds (about 95 % on average): the one ``FLIP_SUM``.
+CRITICAL_MASS_THRESHOLD = FLIP_SUM
 #: Name pool of the published strategy probes (``bias.ipynb``: ``options = ['Q', 'M']``).
 STRATEGY_PROBE_NAMES = ("Q", "M")
 
@@ -213,25 +214,12 @@ def _stop_streak(outcome: np.ndarray) -> int:
 
 
 def _committed_share_windows(players: np.ndarray, answers: np.ndarray, committed: set, name: str,
-                             n_agents: int, rounds: int = 3) -> np.ndarray:
-    """For every end point ``e = rounds*N .. T``: the sum over the ``rounds`` blocks of ``N``
-    interactions before ``e`` of the share of ``name`` among the productions of uncommitted agents
-    (empty array if the run is shorter than ``rounds*N``)."""
-    T = len(players)
-    if T < rounds * n_agents or T == 0:
-        return np.zeros(0)
+                             n_agents: int) -> np.ndarray:
+    """The ``end_of_run`` sum at every end point ``e = 3N .. T`` of a published run
+    (:func:`normlab.theory.criteria.end_of_run_windows`, the one home of the reading), from the
+    run's ``(p1, p2)`` players and answers: empty if the run is shorter than ``3N``."""
     unc = ~np.isin(players, list(committed)) if committed else np.ones(players.shape, dtype=bool)
-    hits = np.concatenate([[0], np.cumsum(((answers == name) & unc).sum(axis=1))])
-    tot = np.concatenate([[0], np.cumsum(unc.sum(axis=1))])
-    ends = np.arange(rounds * n_agents, T + 1)
-    total = np.zeros(ends.size)
-    for b in range(rounds):
-        lo = ends - (rounds - b) * n_agents
-        hi = lo + n_agents
-        h, n = hits[hi] - hits[lo], tot[hi] - tot[lo]
-        total += np.where(n > 0, h / np.maximum(n, 1), 0.0)
-    return total
-
+    return end_of_run_windows(((answers == name) & unc).sum(axis=1), unc.sum(axis=1), n_agents)
 
 def _convert_run_file(obj, mem: _Member, info: dict, next_run: int, issues: _Issues, errors: list,
                       cols: dict[str, list]) -> list[dict]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from normlab._validate import check_int
 from normlab.schema import validate_names
+from normlab.theory import graph_to_csr
 
 from ..exact import MULTI_TOKEN_MODES
 from ..prompts import PARSERS, PromptTemplate, check_wrap, load_template, sha256_hex
@@ -130,12 +131,10 @@ def _graph_neighbours(graph, n_agents: int):
     """Neighbour lists (``None`` for the complete graph) and a digest of the edge list.
 
     Validation (networkx type, node count, undirected, no self-loop, no isolated node) is the
-    theory's :func:`normlab.theory._common.graph_to_csr`, so both layers accept the same graphs.
+    theory's :func:`normlab.theory.graph_to_csr`, so both layers accept the same graphs.
     """
     if graph is None:
         return None, None
-    from normlab.theory._common import graph_to_csr
-
     indptr, indices = graph_to_csr(graph, n_agents)
     nbrs = [sorted(int(v) for v in indices[indptr[a]:indptr[a + 1]]) for a in range(n_agents)]
     digest = sha256_hex(json.dumps(nbrs), 32)

@@ -7,13 +7,13 @@ from collections import deque
 
 import numpy as np
 
-from normlab.theory.criteria import FLIP_SUM
+from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD, flip_reached
 
 from .settings import GameSettings
 
 #: Flip threshold of the live stop rule (first passage, the per-run reading of
 #: :mod:`normlab.theory.criteria`): mean challenger share over the last three rounds.
-FLIP_THRESHOLD = FLIP_SUM / 3.0
+FLIP_THRESHOLD = PUBLISHED_FLIP_THRESHOLD
 
 
 def run_setup(s: GameSettings, run: int) -> tuple[set, dict | None]:
@@ -96,7 +96,7 @@ class RunState:
             self.cur = [0, 0]
             if self.s.committed and len(self.rounds) == 3 and not self.flipped:
                 c, u = sum(x[0] for x in self.rounds), sum(x[1] for x in self.rounds)
-                self.flipped = u > 0 and c >= FLIP_THRESHOLD * u
+                self.flipped = flip_reached(c, u)
         self.reason = self._stop()
 
     def _memory_consensus(self) -> bool:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from normlab._display import style
 from normlab.schema import memory_state_string
+from normlab.theory.criteria import FLIP_SUM, PUBLISHED_FLIP_THRESHOLD
 
 from ._common import cp_interval, fmt_seconds
 
@@ -328,8 +329,8 @@ def fig_committed(cm_curves, n_runs, within, path: Path) -> Path:
         if len(sh):
             m = sh.groupby("round")["share"].mean()
             ax.plot(m.index, m.to_numpy(), "o-", color="C3", ms=2.5, lw=1.4, label="LLM: mean")
-        ax.axhline(2.849 / 3, color="0.45", lw=0.8, ls=":")
-        ax.text(1, 2.849 / 3 + 0.015, "flip threshold", ha="left", fontsize=7, color="0.35")  # early rounds: low
+        ax.axhline(PUBLISHED_FLIP_THRESHOLD, color="0.45", lw=0.8, ls=":")
+        ax.text(1, PUBLISHED_FLIP_THRESHOLD + 0.015, "flip threshold", ha="left", fontsize=7, color="0.35")  # early rounds: low
         ax.set_title(f"{c['committed']} committed to {c['challenger']} vs a consensus on {c['majority']}", fontsize=10)
         ax.set_xlabel("population round")
         ax.set_ylim(-0.03, 1.05)
@@ -555,7 +556,7 @@ def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs,
     first = s["strategy_table"].get("p_first_listed_empty")
     glance = _glance(s, cfg, checks, winner, pfacts, pcrit, obs, cm_rows, free, names)
     fg = _free_generation_html(free, cfg, obs)
-    cm_fig = f"<figure><img src='{_img(figs['committed'])}' alt='committed-minority runs'><figcaption>Challenger's share of the uncommitted agents' answers per round in the committed-minority runs (LLM, red: single runs and their mean) and in the theory (blue: expected mean, and the band where 95% of the means of {cfg['committed_runs']}-run experiments fall). Runs stop when they flip (the challenger makes 2.849/3 of the answers over 3 rounds) and are then counted as 1, as the published rule does.</figcaption></figure>" if "committed" in figs else ""
+    cm_fig = f"<figure><img src='{_img(figs['committed'])}' alt='committed-minority runs'><figcaption>Challenger's share of the uncommitted agents' answers per round in the committed-minority runs (LLM, red: single runs and their mean) and in the theory (blue: expected mean, and the band where 95% of the means of {cfg['committed_runs']}-run experiments fall). Runs stop when they flip (the challenger makes {FLIP_SUM}/3 of the answers over 3 rounds) and are then counted as 1, as the published rule does.</figcaption></figure>" if "committed" in figs else ""
     fit_obs = s["population"]["log_fit"]
     cannot = _caveats(s, cfg, first)
     nxt = _next_runs(cfg)
@@ -607,7 +608,7 @@ draw from the probed table itself (see "What these comparisons can and cannot sh
 <h2>3. Critical mass: how many committed agents overturn a convention</h2>
 <figure><img src="{_img(figs['critical_mass'])}" alt="critical mass"><figcaption>Probability that a consensus flips
 to the committed agents' name within {cfg['within_rounds']} rounds (the paper's criterion: the challenger makes
-2.849/3 of the uncommitted answers over 3 rounds), against the number of committed agents out of {N}. Blue: the
+{FLIP_SUM}/3 of the uncommitted answers over 3 rounds), against the number of committed agents out of {N}. Blue: the
 theory with the probed table (line: probability over {cfg['n_draws']} simulated experiments; band: the flip
 frequency 95% of {max(cfg['committed_runs'], 1)}-run experiments would show). Orange: the same from the fit on the
 population log, whose band adds the uncertainty of memory states the populations never visited. Red: the LLM
