@@ -376,7 +376,7 @@ class GameResult:
         """
         import pandas as pd
 
-        from normlab.schema import GameLog, rebuild_decisions
+        from normlab.schema import GameLog, end_consensus, rebuild_decisions
 
         if self.interactions is None:
             raise ValueError("this result holds no interaction log; run the simulator with record_decisions=True")
@@ -401,8 +401,9 @@ class GameResult:
                     "committed_count": int(self.committed.sum()),
                     "committed_name": self.name_label(self.committed_name),
                     "initial": self.params.get("initial_label", "empty"),
-                    "n_interactions": T, "consensus": self.name_label(self.winner[k]),
-                    "source_file": None,
+                    "n_interactions": T, "consensus": end_consensus(decs[-1], self.n_agents),
+                    "source_file": None, "memory_consensus": self.name_label(self.winner[k]),
+                    "consensus_rule": "end_window",
                 }
             )
         return GameLog(pd.concat(decs, ignore_index=True), pd.DataFrame(runs))

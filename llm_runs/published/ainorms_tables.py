@@ -342,7 +342,7 @@ def _convert_run_file(obj, mem: _Member, info: dict, next_run: int, issues: _Iss
             "n_agents": N, "memory": H, "committed_count": len(committed),
             "committed_name": y_name if committed else None,
             "initial": "empty" if info["kind"] == "baseline" else f"consensus:{x_name}",
-            "n_interactions": T, "consensus": consensus, "source_file": mem.name,
+            "n_interactions": T, "consensus": consensus, "consensus_rule": "final_streak", "source_file": mem.name,
             "source_run": k, "source_archive": mem.archive, "model_key": info["model_key"],
             "network": info["network"], "temperature": info["temperature"],
             "payoff_success": info["payoff_success"], "payoff_failure": info["payoff_failure"],

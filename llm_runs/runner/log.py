@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab.schema import GameLog, rebuild_decisions
+from normlab.schema import GameLog, end_consensus, rebuild_decisions
 
 from .. import journal as jr
 from ..journal import JOURNAL_FILE, Journal, finish_session
@@ -18,24 +18,6 @@ from .ledger import build_ledger, label_of, ledger_totals, prices_of, served_mod
 from .result import LLMRunResult
 from .settings import GameSettings
 from .state import RunState, run_setup
-
-
-def _consensus(dec: pd.DataFrame, n_agents: int) -> str | None:
-    """Name agreed on at the end: >= 95% of the last 3N interactions succeeded and one name
-    made >= 95% of the uncommitted agents' valid productions in them."""
-    L = 3 * n_agents
-    if dec.empty:
-        return None
-    t_end = int(dec["t"].max()) + 1
-    if t_end < L:
-        return None
-    last = dec[dec["t"] >= t_end - L]
-    succ = last.drop_duplicates("t")["success"].mean()
-    prod = last[last["valid"] & ~last["committed"]]["name"]
-    if succ < 0.95 or prod.empty:
-        return None
-    counts = prod.value_counts()
-    return str(counts.index[0]) if counts.iloc[0] >= 0.95 * len(prod) else None
 
 
 def build_result(s: GameSettings, journal: Journal, directory: Path | None, client_prices=(0.0, 0.0),
@@ -78,11 +60,13 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
         decs.append(d)
         unc = d[~d["committed"]]
         st = RunState(s, committed_set, initial_memory)
-        flip_t = np.nan
+        flip_t, mem_cons = np.nan, None
         for r in recs:
             st.apply(r.i, r.j, *r.names)
             if st.flipped and np.isnan(flip_t):
                 flip_t = float(st.t - 1)
+            if mem_cons is None:
+                mem_cons = st.memory_consensus_name()
         rc = calls_by_run.get(k, [])
         ptok = sum(c.prompt_tokens for c in rc)
         ctok = sum(c.completion_tokens for c in rc)
@@ -92,7 +76,7 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
         runs.append({
             "run": k, "model": s.model, "kind": s.kind, "names": ",".join(s.names), "n_agents": s.n_agents,
             "memory": s.memory, "committed_count": s.committed, "committed_name": s.committed_name,
-            "initial": s.initial, "n_interactions": len(recs), "consensus": _consensus(d, s.n_agents),
+            "initial": s.initial, "n_interactions": len(recs), "consensus": end_consensus(d, s.n_agents), "consensus_rule": "end_window",
             "source_file": str(directory / JOURNAL_FILE) if directory is not None else None,
             "mode": s.mode, "template": s.template, "stop": s.stop,
             "stop_reason": end.reason if end else None, "finished": end is not None,
@@ -103,7 +87,7 @@ def build_result(s: GameSettings, journal: Journal, directory: Path | None, clie
             "committed_mode": s.committed_mode, "committed_ids": ",".join(str(a) for a in committed_ids),
             "invalid": int((~unc["valid"]).sum()), "prompt_tokens": ptok, "completion_tokens": ctok,
             "cost_usd": cost,
-            "memory_consensus": st._memory_consensus(), "flipped": bool(st.flipped), "flip_time": flip_t,
+            "memory_consensus": mem_cons, "flipped": bool(st.flipped), "flip_time": flip_t,
             "mean_latency_s": float(np.mean([0.0 if c.latency is None else c.latency for c in rc])) if rc else np.nan,
         })
     dec = pd.concat(decs, ignore_index=True)

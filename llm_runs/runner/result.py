@@ -26,7 +26,7 @@ class LLMRunResult:
         and runs (schema columns plus ``mode``, ``template``, ``stop``, ``stop_reason``,
         ``finished``, ``decisions`` (uncommitted decisions), ``llm_calls``, ``cache_hits``,
         ``invalid``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``,
-        ``memory_consensus`` (the theory's consensus at the end), ``flipped``, ``flip_time``,
+        ``memory_consensus`` (the theory's consensus reading: the name every uncommitted memory first held ``H`` successes on, or None), ``flipped``, ``flip_time``,
         ``mean_latency_s``). ``consensus`` is the name on which >= 95% of the last ``3N``
         interactions succeeded with >= 95% of the uncommitted productions (else ``None``).
     calls : pandas.DataFrame

@@ -78,12 +78,23 @@ class RunState:
         self.cur = [0, 0]
         self.flipped = False
         self.reason: str | None = None
+        # memory consensus kept up to date per interaction: the name each uncommitted memory is
+        # "pure" on (H successes of one name) and how many memories are pure on each name
+        self._n_uncommitted = sum(1 for a in range(N) if a not in committed_ids)
+        self._pure = [None if a in committed_ids else self._pure_name(a) for a in range(N)]
+        self._pure_count: dict = {}
+        for x in self._pure:
+            if x is not None:
+                self._pure_count[x] = self._pure_count.get(x, 0) + 1
 
     def apply(self, i: int, j: int, a: str | None, b: str | None) -> None:
         success = a is not None and b is not None and a == b
         if a is not None and b is not None:
             self.mem[i].append((a, b))
             self.mem[j].append((b, a))
+            for agent in (i, j):
+                if agent not in self.committed_ids:
+                    self._update_pure(agent)
         for agent, name in ((i, a), (j, b)):
             if name is not None and agent not in self.committed_ids:
                 self.cur[1] += 1
@@ -100,21 +111,35 @@ class RunState:
         self.reason = self._stop()
 
     def _memory_consensus(self) -> bool:
-        name = None
-        H = self.s.memory
-        for a, m in enumerate(self.mem):
-            if a in self.committed_ids:
-                continue
-            if len(m) < H:
-                return False
-            for own, partner in m:
-                if own != partner:
-                    return False
-                if name is None:
-                    name = own
-                elif own != name:
-                    return False
-        return name is not None and (not self.s.committed or name == self.s.committed_name)
+        return self.memory_consensus_name() is not None
+
+    def memory_consensus_name(self) -> str | None:
+        """The name every uncommitted memory holds ``H`` successes on (with committed agents: only
+        their name counts), the schema's ``memory_consensus``; ``None`` when the state is not there."""
+        for name, k in self._pure_count.items():
+            if k == self._n_uncommitted and (not self.s.committed or name == self.s.committed_name):
+                return name
+        return None
+
+    def _pure_name(self, agent: int) -> str | None:
+        m = self.mem[agent]
+        if len(m) < self.s.memory or not m:
+            return None
+        name = m[0][0]
+        for own, partner in m:
+            if own != partner or own != name:
+                return None
+        return name
+
+    def _update_pure(self, agent: int) -> None:
+        old, new = self._pure[agent], self._pure_name(agent)
+        if old == new:
+            return
+        if old is not None:
+            self._pure_count[old] -= 1
+        if new is not None:
+            self._pure_count[new] = self._pure_count.get(new, 0) + 1
+        self._pure[agent] = new
 
     def _stop(self) -> str | None:
         s, L = self.s, 3 * self.s.n_agents
