@@ -70,7 +70,9 @@ from normlab._display import plotting
 from normlab._rng import as_generator, spawn
 from normlab._validate import check_int
 from normlab.llm_runs import EndpointConfig, enumerate_states, load_template, open_endpoint, strategy_table
+from normlab.llm_runs.exact import name_normaliser, sampler_probs
 from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
+from normlab.llm_runs.sync import run_sync
 from normlab.schema import parse_memory_state, validate_names
 from normlab.theory import StrategyTable
 from normlab.theory.strategies import n_states
@@ -528,9 +530,7 @@ def _check_reasks(max_reasks):
 # ----------------------------------------------------------------------------- from a probe directory
 def _name_like(top, names, temperature, top_k, case_sensitive) -> np.ndarray:
     """Mass (under the sampler) of first tokens that start with a name and continue alphanumerically."""
-    from normlab.llm_runs.exact import _normaliser, sampler_probs
-
-    norm = _normaliser(names, case_sensitive)
+    norm = name_normaliser(names, case_sensitive)
     nn = [norm(n) for n in names]
     out = np.zeros(len(names))
     dist, _ = sampler_probs(top, temperature, top_k)
@@ -661,8 +661,6 @@ def measure_jitter(directory, *, endpoint=None, n_states: int = 16, rng=None) ->
         ``jitter_sd`` (root mean square logprob difference / sqrt(2): the sd of one call's
         logprob), ``max_abs_diff``.
     """
-    from normlab.llm_runs._sync import run_sync
-
     if endpoint is None:
         endpoint = EndpointConfig.from_env()
     return run_sync(lambda: _ajitter(directory, endpoint, n_states, rng))

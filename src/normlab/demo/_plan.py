@@ -15,8 +15,8 @@ from normlab._validate import check_int, check_out_dir
 from normlab.calibration import MODELS
 from normlab.llm_runs import EndpointConfig, RunEstimate, estimate_game, load_template
 from normlab.llm_runs.backend import ctx_for_prompt
-from normlab.llm_runs.runner import BYTES_PER_TOKEN, _prompt_tokens  # runner's private names (issue 20)
-from normlab.llm_runs.runner import distinct_prompts, estimate_requests, longest_prompt_bytes, make_settings
+from normlab.llm_runs.runner import (BYTES_PER_TOKEN, distinct_prompts, estimate_requests, longest_prompt_bytes,
+                                     make_settings, prompt_tokens)
 from normlab.schema import parse_memory_state, validate_names
 
 from ._common import fmt_seconds
@@ -159,7 +159,7 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
     s, tpl, _ = make_settings(N, H, names, max_interactions=1, mode="exact", embedded=ep.embedded,
                               **{k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")})
     counts = [4 ** k for k in range(H + 1)]
-    ptok = sum(c * _prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
+    ptok = sum(c * prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
     total = distinct_prompts(names, H)
     done = sum(1 for d in llm_dir.glob("probe-H*") for c in journal_calls(d) if c.get("purpose") == "exact")
     left = max(total - done, 0)
@@ -172,7 +172,7 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
         s2, tpl2, _ = make_settings(N, H, names, max_interactions=1, mode="sample", embedded=ep.embedded,
                                     **{**smp, "max_reasks": 0})
         n = cfg["sample_check"]
-        parts.append(estimate_requests(s2, tpl2, requests=(n, n), prompt_tokens=_prompt_tokens(s2, tpl2, 0),
+        parts.append(estimate_requests(s2, tpl2, requests=(n, n), prompt_tokens=prompt_tokens(s2, tpl2, 0),
                                        what="", prices=prices))
         notes.append(f"free-generation check: {n} requests (sample mode, no re-ask)")
     # 3. populations and committed-minority runs
