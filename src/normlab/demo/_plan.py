@@ -161,7 +161,7 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
     counts = [4 ** k for k in range(H + 1)]
     ptok = sum(c * prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
     total = distinct_prompts(names, H)
-    done = sum(1 for d in llm_dir.glob("probe-H*") for c in journal_calls(d) if c.get("purpose") == "exact")
+    done = sum(1 for d in llm_dir.glob("probe-H*") for c in journal_calls(d) if c.purpose == "exact")
     left = max(total - done, 0)
     parts.append(estimate_requests(s, tpl, requests=(left, left), prompt_tokens=ptok, what="", prices=prices,
                                    completion_per_request=1))
@@ -229,10 +229,10 @@ def measure_speed(stage_dir, states, cfg, wall_s: float, new_calls: int, speed_f
     chars = prompt_chars(cfg["names"], states, cfg["sampling"])
     if new_calls > 0 and calls:
         new = calls[-new_calls:]
-        ptok = sum(c.get("ptok") or 0 for c in new)
+        ptok = sum(c.prompt_tokens for c in new)
         sp = {"calls": new_calls, "prompt_tokens": int(ptok), "wall_s": round(wall_s, 3),
               "tokens_per_s": ptok / wall_s if wall_s > 0 else None, "s_per_call": wall_s / new_calls,
-              "tokens_per_char": (sum(c.get("ptok") or 0 for c in calls) / len(calls)) / (sum(chars) / len(chars)),
+              "tokens_per_char": (sum(c.prompt_tokens for c in calls) / len(calls)) / (sum(chars) / len(chars)),
               "measured": "now"}
         speed_file.write_text(json.dumps(sp, indent=1))
         return sp
@@ -247,7 +247,7 @@ def plan_rest(cfg, seed, ep, llm_dir: Path, states_b, dir_b: Path, speed: dict |
     """What is left after the timed first probe stage, in requests, tokens and minutes (from the
     measured speed); printed, and returned as the report's ``estimate``."""
     names, smp = cfg["names"], cfg["sampling"]
-    left_b = max(0, 2 * len(states_b) - len([c for c in journal_calls(dir_b) if c.get("purpose") == "exact"]))
+    left_b = max(0, 2 * len(states_b) - len([c for c in journal_calls(dir_b) if c.purpose == "exact"]))
     chars_b = sum(prompt_chars(names, states_b, smp)) * (left_b / max(2 * len(states_b), 1))
     tok_b = chars_b * speed["tokens_per_char"] if speed else None
     left_s = cfg["sample_check"] - free_generation_done(llm_dir, cfg, seed)
