@@ -3,7 +3,7 @@
 The endpoint and sampling flags, their parsing and the one-line error handling are those of
 ``normlab llm-run`` (the shared kit :mod:`normlab.llm_runs.cli_kit`), so the demo talks to an
 endpoint exactly as the runs it orchestrates do; the ``--fit`` choices are the registered fit kinds
-(:mod:`normlab.calibration.fit_kinds`).
+(:func:`normlab.calibration.fit_kind_names`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.calibration.fit_kinds import fit_kind_names
+from normlab.calibration import fit_kind_names
 from normlab.cli_output import emit
 from normlab.llm_runs.cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, sampling
 

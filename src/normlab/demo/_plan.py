@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from normlab._validate import check_int, check_out_dir
-from normlab.calibration import MODELS
+from normlab.calibration import fit_kind_names
 from normlab.llm_runs import EndpointConfig, RunEstimate, estimate_game, load_template
 from normlab.llm_runs.backend import ctx_for_prompt
 from normlab.llm_runs.runner import (BYTES_PER_TOKEN, distinct_prompts, estimate_requests, longest_prompt_bytes,
@@ -67,8 +67,9 @@ def validate(out, names, n_agents, memory, runs, max_rounds, committed, committe
     committed = parse_committed(committed, n_agents)
     committed_runs = check_int(committed_runs, "committed_runs", 0)
     sample_check = check_int(sample_check, "sample_check", 0)
-    if fit not in MODELS:
-        raise ValueError(f"fit must be one of {MODELS}; got {fit!r}")
+    kinds = fit_kind_names()
+    if fit not in kinds:
+        raise ValueError(f"fit must be one of {kinds}; got {fit!r}")
     n_draws = check_int(n_draws, "n_draws", 10)
     if mode not in ("exact", "sample"):
         raise ValueError(f"mode must be 'exact' or 'sample'; got {mode!r}")
