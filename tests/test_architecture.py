@@ -52,16 +52,9 @@ def test_layers_do_not_import_upwards(package):
     assert not bad, "layering rule broken:\n" + "\n".join(bad)
 
 
-#: The umbrella's modules every layer may import, private names of theirs excepted (ARCHITECTURE.md);
-#: ``normlab._jit`` (the one import of Numba) arrives with the theory layout.
+#: The umbrella's modules every layer may import, private names of theirs excepted (ARCHITECTURE.md;
+#: ``normlab._jit`` is the one import of Numba).
 SHARED = ("normlab._rng", "normlab._validate", "normlab._lazy", "normlab._display", "normlab.schema", "normlab._jit")
-#: Private imports across layers still waiting for their public home in theory (issue 20: theory's
-#: layout gives ``graph_to_csr`` a public name and Numba the shared ``normlab._jit``); remove each
-#: entry when its caller is switched.
-PRIVATE_PENDING = {
-    ("llm_runs/runner/settings.py", "normlab.theory._common.graph_to_csr"),
-    ("calibration/hierarchical.py", "normlab.theory._jit.njit"),
-}
 SOURCES = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibration": "normlab.calibration",
            "src/normlab": "normlab"}
 
@@ -104,7 +97,7 @@ def test_no_private_imports_across_layers():
                     private_mod = mod not in SHARED and any(_private(p) for p in mod.split(".")[1:])
                     private_name = name is not None and _private(name)
                     what = mod + (f".{name}" if name else "")
-                    if (private_mod or private_name) and (f"{folder}/{rel.as_posix()}.py", what) not in PRIVATE_PENDING:
+                    if private_mod or private_name:
                         bad.append(f"{folder}/{rel.as_posix()}.py:{node.lineno} imports {what}")
     assert not bad, "private names imported across layers:\n" + "\n".join(bad)
 
