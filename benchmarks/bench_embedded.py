@@ -196,27 +196,26 @@ def run_demo_job(out: Path, extra=()) -> dict:
 
 def demo_must_evaluate(out: Path, base_url: str) -> dict:
     """Prefix-tree tokens of every prompt the demo sent, rebuilt from its probe records."""
-    from normlab.llm_runs.journal import read_journal
+    from normlab.llm_runs import journal
     from normlab.llm_runs.prompts import load_template
     from normlab.schema import parse_memory_state
 
     tpl = load_template("main")
     where, calls = {}, []
-    for j in sorted((out / "llm").rglob("journal.jsonl")):
-        for r in read_journal(j):
-            if r.get("ev") == "probe":
-                state = r["key"].rsplit("|", 1)[0]
-                where[r["side"]["ph"]] = ("" if state == "bias" else state, r["side"]["shown"])
-            elif r.get("ev") == "call":
-                calls.append(r)
+    for j in sorted((out / "llm").rglob(journal.JOURNAL_FILE)):
+        recs = journal.read_journal(j)
+        for a in journal.probe_answers(recs):
+            state = a.key.rsplit("|", 1)[0]
+            where[a.decision.prompt_hash] = ("" if state == "bias" else state, a.decision.names_shown)
+        calls += journal.calls(recs)
     prompts = []
     for c in calls:
-        state, shown = where[c["ph"]]
+        state, shown = where[c.prompt_hash]
         p = tpl.render(list(parse_memory_state(state)), tuple(shown.split(",")))
-        prompts.append(p.messages(p.prefill + (c.get("partial") or "")))
+        prompts.append(p.messages(p.prefill + (c.partial or "")))
     return {**prefix_tree(base_url, prompts),
-            "evaluated": sum((c.get("ptok") or 0) - (c.get("cached") or 0) for c in calls),
-            "completion_tokens": sum(c.get("ctok") or 0 for c in calls)}
+            "evaluated": sum(c.prompt_tokens - c.cached_tokens for c in calls),
+            "completion_tokens": sum(c.completion_tokens for c in calls)}
 
 
 def main(argv=None) -> int:

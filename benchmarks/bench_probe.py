@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -78,7 +77,7 @@ def main(argv=None) -> int:
 
     from normlab.calibration import predict
     from normlab.calibration.probe_prediction import UNDERLYING_RUNS, probe_cost, probe_fit
-    from normlab.llm_runs import EndpointConfig, strategy_table
+    from normlab.llm_runs import EndpointConfig, journal, strategy_table
     from normlab.llm_runs.backend import EmbeddedServer
     from normlab.llm_runs.probes import enumerate_states
     from normlab.llm_runs.prompts import load_template
@@ -116,9 +115,9 @@ def main(argv=None) -> int:
         w1, c1 = _clock()
         bw2, bc2 = baseline(base_url, prompts[half:], s)
         calls = probe.llm_calls
-        recs = [json.loads(x) for x in (out / "journal.jsonl").read_text().splitlines()]
-        ptok = sum(r.get("ptok", 0) for r in recs if r.get("ev") == "call")
-        evaluated = ptok - sum(r.get("cached") or 0 for r in recs if r.get("ev") == "call")
+        requests = journal.calls(journal.read_journal(out / journal.JOURNAL_FILE))
+        ptok = sum(c.prompt_tokens for c in requests)
+        evaluated = ptok - sum(c.cached_tokens for c in requests)
         w2, c2 = _clock()
         again = strategy_table(names, H, mode="exact", endpoint=ep, out=out, progress=False)
         w3, c3 = _clock()

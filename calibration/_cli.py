@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from normlab.cli_output import emit, json_default
+
 from ._cli_format import format_summary
 from ._cli_predict import register_predict
 from .fit_kinds import DEFAULT, FIT_KINDS, fit_family
@@ -104,8 +106,6 @@ def _calibrate(args) -> int:
         import pymc  # noqa: F401  (pymc configures its logger on import; quieten it afterwards)
 
         logging.getLogger("pymc").setLevel(logging.WARNING)
-
-    from normlab.cli import emit
 
     if args.list_tables:
         from normlab.calibration import shipped_fits
@@ -211,12 +211,10 @@ def _save_result(path: str, result, summary: dict) -> str:
     import json
     from pathlib import Path
 
-    from normlab.cli import _json_default
-
     result.save(path)
     result.to_frame().to_parquet(Path(path) / "predictions.parquet", index=False)
     (Path(path) / "summary.json").write_text(json.dumps({**summary, "out": str(path)}, indent=1,
-                                                        default=_json_default))
+                                                        default=json_default))
     return str(path)
 
 
@@ -247,8 +245,6 @@ class _warnings_as_lines:
 
 def _print_result(summary: dict, as_json: bool) -> None:
     if as_json:
-        from normlab.cli import emit
-
         emit(summary, True)
     else:
         print(format_summary(summary))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from normlab.cli_output import emit
+from normlab.llm_runs.cli_kit import endpoint_config, guard
+
 from ._cli_format import format_probe_summary
 
 _EPILOG = """\
@@ -111,8 +114,6 @@ def _predict(args) -> int:
     names = validate_names(args.names)
     if len(names) < 2:
         raise ValueError(f"--names needs at least two names; got {args.names!r}")
-    from normlab.llm_runs._cli import _endpoint, _guard
-
     for attr, default in (("price_input", 0.0), ("price_output", 0.0)):
         setattr(args, attr, default)
 
@@ -127,7 +128,7 @@ def _predict(args) -> int:
         with ctx as served:
             if served is not None:
                 args.base_url, args.model = served.base_url, served.model
-            endpoint = _endpoint(args)
+            endpoint = endpoint_config(args)
             res = probe_predict(
                 names, args.memory, n_agents=args.n_agents, endpoint=endpoint, out=args.out, cache=args.cache,
                 template=args.template, n_draws=args.draws, jitter_states=args.jitter_states,
@@ -141,11 +142,9 @@ def _predict(args) -> int:
             res.fit.to_json(args.save_table)
         summary = res.summary()
         if args.json:
-            from normlab.cli import emit
-
             emit(summary, True)
         else:
             print(format_probe_summary(summary))
         return 0
 
-    return _guard("predict", go, args.out)
+    return guard("predict", go, args.out)

@@ -16,6 +16,7 @@ import contextlib
 
 import numpy as np
 
+from normlab.llm_runs.published.ainorms import first_position_reaching
 from normlab.theory import StrategyTable
 from normlab.theory.stats import interval_crossing
 
@@ -94,9 +95,11 @@ def _padded_success(res, n_rounds) -> np.ndarray:
 
 
 def first_round_reaching(curve, threshold=0.95) -> float:
-    """First round (from 1) where ``curve >= threshold`` (1e-9 tolerance); NaN if never."""
-    hit = np.flatnonzero(np.asarray(curve) >= threshold - 1e-9)
-    return float(hit[0] + 1) if hit.size else float("nan")
+    """First round (from 1) where ``curve >= threshold`` (1e-9 tolerance); NaN if never (the
+    readings of simulated runs keep NaN for "not reached"). The rule is
+    :func:`normlab.llm_runs.published.ainorms.first_position_reaching`, as for the published curves."""
+    k = first_position_reaching(curve, threshold)
+    return float("nan") if k is None else float(k + 1)
 
 
 def _basin_boundary(p_win) -> float:

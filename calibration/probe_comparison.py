@@ -47,6 +47,7 @@ from normlab._display import plotting
 from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.llm_runs import enumerate_states, load_template, parse_answer, parse_answer_authors
+from normlab.llm_runs import journal
 from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
 from normlab.theory import clopper_pearson
 from normlab.schema import GameLog, parse_memory_state
@@ -101,11 +102,11 @@ def read_attempts(directory, *, source: str | None = None) -> pd.DataFrame:
     idx = _prompt_index(s)
     names = tuple(s["names"])
     rows = []
-    for r in read_journal(d / JOURNAL_FILE):
-        if r.get("ev") != "call" or r.get("purpose") != "sample" or r.get("ph") not in idx:
+    for c in journal.calls(read_journal(d / JOURNAL_FILE)):
+        if c.purpose != "sample" or c.prompt_hash not in idx:
             continue
-        st, shown, tpl = idx[r["ph"]]
-        text = r.get("text")
+        st, shown, tpl = idx[c.prompt_hash]
+        text = c.text
         pre = tpl.prefill if s["prefill"] else None
         if s.get("parse") == "authors":
             full = text
@@ -115,7 +116,7 @@ def read_attempts(directory, *, source: str | None = None) -> pd.DataFrame:
         else:
             p = parse_answer(text, names, answer_key=tpl.answer_key, prefill=pre, case_sensitive=s["case_sensitive"])
         rows.append({"memory_state": st, "order": shown, "name": p.name, "reason": p.reason, "text": text,
-                     "top": json.dumps(r["top"]) if r.get("top") else None})
+                     "top": json.dumps(c.top) if c.top else None})
     f = pd.DataFrame(rows, columns=["memory_state", "order", "name", "reason", "text", "top"])
     f.insert(0, "directory", str(d))
     f.insert(0, "source", source or _label(s))
@@ -448,12 +449,9 @@ def _jitter_from_attempts(att: pd.DataFrame, exact_dir, top_k: int) -> dict | No
     if exact_dir is None or not (Path(exact_dir) / JOURNAL_FILE).exists():
         return None
     recs = read_journal(Path(exact_dir) / JOURNAL_FILE)
-    tops, key = {}, {}
-    for r in recs:
-        if r.get("ev") == "probe":
-            key[(r["key"].rpartition("|")[0], r["side"]["shown"])] = r["side"]["ph"]
-        if r.get("ev") in ("call", "cached") and r.get("purpose") == "exact" and r.get("top") and not r.get("partial"):
-            tops[r.get("ph")] = r["top"]
+    tops = journal.first_token_tops(recs)
+    key = {(ans.key.rpartition("|")[0], ans.decision.names_shown): ans.decision.prompt_hash
+           for ans in journal.probe_answers(recs)}
     a = att[att["prefill"] & att["top"].notna()]
     diffs, n = [], 0
     for st, o, t in zip(a["memory_state"], a["order"], a["top"]):
@@ -657,9 +655,9 @@ def _requests_per_prompt(directory) -> dict:
         return {}
     recs = read_journal(f)
     per = {}
-    for r in recs:
-        if r.get("ev") in ("call", "cached") and r.get("purpose") == "exact" and r.get("ph"):
-            per[r["ph"]] = per.get(r["ph"], 0) + 1
+    for d in journal.exact_distributions(recs):
+        if d.prompt_hash:
+            per[d.prompt_hash] = per.get(d.prompt_hash, 0) + 1
     if not per:
         return {}
     v = np.array(list(per.values()), float)

@@ -70,7 +70,10 @@ from normlab._display import plotting
 from normlab._rng import as_generator, spawn
 from normlab._validate import check_int
 from normlab.llm_runs import EndpointConfig, enumerate_states, load_template, open_endpoint, strategy_table
+from normlab.llm_runs.exact import name_normaliser, sampler_probs
+from normlab.llm_runs import journal
 from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
+from normlab.llm_runs.sync import run_sync
 from normlab.schema import parse_memory_state, validate_names
 from normlab.theory import StrategyTable
 from normlab.theory.strategies import n_states
@@ -148,10 +151,7 @@ def _exact_prompt_hashes(sources) -> set:
     """Prompt hashes whose first-token distribution (exact mode) is journaled in ``sources``."""
     out = set()
     for f in _journal_files(sources):
-        for r in read_journal(f):
-            if r.get("ev") in ("call", "cached") and r.get("purpose") == "exact" and r.get("top") \
-                    and not r.get("partial") and r.get("ph"):
-                out.add(r["ph"])
+        out.update(journal.first_token_tops(read_journal(f)))
     return out
 
 
@@ -528,9 +528,7 @@ def _check_reasks(max_reasks):
 # ----------------------------------------------------------------------------- from a probe directory
 def _name_like(top, names, temperature, top_k, case_sensitive) -> np.ndarray:
     """Mass (under the sampler) of first tokens that start with a name and continue alphanumerically."""
-    from normlab.llm_runs.exact import _normaliser, sampler_probs
-
-    norm = _normaliser(names, case_sensitive)
+    norm = name_normaliser(names, case_sensitive)
     nn = [norm(n) for n in names]
     out = np.zeros(len(names))
     dist, _ = sampler_probs(top, temperature, top_k)
@@ -575,25 +573,20 @@ def probe_fit(directory, *, jitter_sd: float = 0.0, order_mixing: str = "average
     idx = {lab: k for k, lab in enumerate(labels)}
     S, O = n_states(W, H), len(orders)
     recs = read_journal(d / JOURNAL_FILE)
-    tops = {}
-    for r in recs:
-        if r.get("ev") in ("call", "cached") and r.get("purpose") == "exact" and r.get("top") and not r.get("partial"):
-            tops[r.get("ph")] = r["top"]
+    tops = journal.first_token_tops(recs)
     mass = np.full((S, O, W), np.nan)
     nl = np.zeros((S, O, W))
     approx = np.zeros((S, O), bool)
-    for r in recs:
-        if r.get("ev") != "probe":
-            continue
-        state, _, oi = r["key"].rpartition("|")
+    for a in journal.probe_answers(recs):
+        state, _, oi = a.key.rpartition("|")
         if state not in idx or not oi.isdigit() or int(oi) >= O:
             continue
-        sd, k, o = r["side"], idx[state], int(oi)
-        cov = float(sd.get("cov") or 0.0)
-        p = sd.get("p")
+        sd, k, o = a.decision, idx[state], int(oi)
+        cov = float(sd.covered_mass or 0.0)
+        p = sd.probs
         mass[k, o] = np.asarray(p, float) * cov if p is not None else 0.0
-        approx[k, o] = bool(sd.get("approx"))
-        top = tops.get(sd.get("ph"))
+        approx[k, o] = bool(sd.p_approx)
+        top = tops.get(sd.prompt_hash)
         if top is not None:
             nl[k, o] = _name_like(top, names, float(s["temperature"]), s["top_k"], bool(s["case_sensitive"]))
     missing = np.isnan(mass).any(axis=(1, 2))
@@ -617,10 +610,9 @@ async def _ajitter(directory, endpoint, n_states: int, rng) -> dict:
     s = read_settings(d)["settings"]
     tpl = load_template(s["template"])
     recs = read_journal(d / JOURNAL_FILE)
-    tops = {r["ph"]: r["top"] for r in recs if r.get("ev") in ("call", "cached") and r.get("purpose") == "exact"
-            and r.get("top") and not r.get("partial") and r.get("ph")}
-    jobs = [(r["key"].rpartition("|")[0], r["side"]["shown"], r["side"]["ph"]) for r in recs
-            if r.get("ev") == "probe" and r["side"].get("ph") in tops]
+    tops = journal.first_token_tops(recs)
+    jobs = [(a.key.rpartition("|")[0], a.decision.names_shown, a.decision.prompt_hash)
+            for a in journal.probe_answers(recs) if a.decision.prompt_hash in tops]
     g = as_generator(rng)
     pick = [jobs[int(k)] for k in g.choice(len(jobs), size=min(int(n_states), len(jobs)), replace=False)] if jobs else []
     diffs = []
@@ -661,8 +653,6 @@ def measure_jitter(directory, *, endpoint=None, n_states: int = 16, rng=None) ->
         ``jitter_sd`` (root mean square logprob difference / sqrt(2): the sd of one call's
         logprob), ``max_abs_diff``.
     """
-    from normlab.llm_runs._sync import run_sync
-
     if endpoint is None:
         endpoint = EndpointConfig.from_env()
     return run_sync(lambda: _ajitter(directory, endpoint, n_states, rng))
@@ -907,16 +897,16 @@ def _usage(directory, before: dict | None = None) -> dict:
     ``before``, the usage when this invocation started)."""
     f = Path(directory) / JOURNAL_FILE
     recs = read_journal(f) if f.exists() else []
-    calls = [r for r in recs if r.get("ev") == "call"]
-    probes = [r for r in recs if r.get("ev") == "probe"]
+    requests = journal.calls(recs)
+    probes = journal.probe_answers(recs)
     b = before or {"decisions": 0, "requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
     new = probes[b["decisions"]:]
-    out = {"decisions": len(probes), "requests": len(calls),
-           "prompt_tokens": int(sum(r.get("ptok", 0) for r in calls)),
-           "completion_tokens": int(sum(r.get("ctok", 0) for r in calls)),
-           "imported": int(sum(1 for r in recs if r.get("ev") == "cached"))}
+    out = {"decisions": len(probes), "requests": len(requests),
+           "prompt_tokens": int(sum(c.prompt_tokens for c in requests)),
+           "completion_tokens": int(sum(c.completion_tokens for c in requests)),
+           "imported": journal.count(recs, journal.IMPORTED)}
     out["requests_now"] = out["requests"] - b["requests"]
     out["prompt_tokens_now"] = out["prompt_tokens"] - b["prompt_tokens"]
     # prompts answered without a request now: probed in an earlier invocation, or from a cache
-    out["cache_hits"] = int(b["decisions"] + sum(1 for r in new if r["side"].get("hit")))
+    out["cache_hits"] = int(b["decisions"] + sum(1 for a in new if a.decision.cache_hit))
     return out

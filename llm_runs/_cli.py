@@ -10,21 +10,10 @@ import argparse
 import json
 import sys
 
-from normlab.cli import emit
+from normlab.cli_output import emit
 
-from .cli_kit import (EXIT_CODES, add_endpoint_args, endpoint_config, guard, parse_budget, sampling, template_arg,
-                      unit_or_none)
+from .cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, sampling
 from .probes.registry import PROBES
-
-# The names the kit's functions had here; other layers import them (the integrator switches the
-# callers to normlab.llm_runs.cli_kit, then these go).
-_add_endpoint_args = add_endpoint_args
-_endpoint = endpoint_config
-_guard = guard
-_sampling = sampling
-_budget = parse_budget
-_template = template_arg
-_unit_or_none = unit_or_none
 
 
 def _committed(text: str | None):

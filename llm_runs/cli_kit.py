@@ -2,7 +2,7 @@
 (:func:`add_endpoint_args`), the :class:`~normlab.llm_runs.backend.EndpointConfig` and sampling
 settings built from them (:func:`endpoint_config`, :func:`sampling`), and :func:`guard`, which turns
 endpoint, budget, disk and interrupt errors into one line and the documented exit codes
-(:data:`EXIT_CODES`, rendered from :data:`normlab.cli.EXIT_CODE_TABLE`).
+(:data:`EXIT_CODES`, rendered from :data:`normlab.cli_output.EXIT_CODE_TABLE`).
 
 Light, like the ``_cli.py`` modules that use it: argparse-level imports at the top; the endpoint
 and journal modules are imported inside the functions that need them (when a command runs).
@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from normlab.cli import exit_codes
+from normlab.cli_output import exit_codes
 
 __all__ = ["EXIT_CODES", "add_endpoint_args", "endpoint_config", "parse_budget", "sampling", "guard",
            "unit_or_none", "template_arg"]

@@ -88,9 +88,6 @@ def name_normaliser(names: Sequence[str], case_sensitive: bool):
     return str.lower
 
 
-#: The name :func:`name_normaliser` had (``normlab.calibration.probe_prediction`` imports it).
-_normaliser = name_normaliser
-
 
 async def name_distribution(
     names: Sequence[str],

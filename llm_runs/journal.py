@@ -553,9 +553,29 @@ def exact_distributions(records) -> list:
             if r.get("ev") in (CALL, IMPORTED) and r.get("purpose") == "exact"]
 
 
+def first_token_tops(records) -> dict:
+    """The top logprobs at the first generated position of every exact-mode prompt, by prompt
+    hash: ``{prompt_hash: [[token, logprob], ...]}`` from the distributions requested here or
+    reused (:func:`exact_distributions`; the continuations of multi-token names, with a
+    ``partial``, left out; the last record of a prompt wins)."""
+    return {d.prompt_hash: d.top for d in exact_distributions(records) if d.top and not d.partial and d.prompt_hash}
+
+
 def probe_answers(records) -> list:
     """A probe's decisions (:class:`ProbeAnswer`), in journal order."""
     return [ProbeAnswer(r) for r in records if r.get("ev") == PROBE]
+
+
+def parse_line(line: bytes, kinds=None) -> dict | None:
+    """The record on one complete line of a journal (``None``: not a record, or not of one of
+    ``kinds``), for readers that follow a journal while a run writes it (a progress bar); with
+    ``kinds`` the lines of other kinds are skipped before they are parsed."""
+    if kinds is not None and not any(json.dumps(k).encode() in line for k in kinds):
+        return None
+    rec = _parse(line)
+    if rec is None or (kinds is not None and rec.get("ev") not in kinds):
+        return None
+    return rec
 
 
 def as_interaction(record: dict) -> Interaction | None:

@@ -1,7 +1,7 @@
 """The layering rule of ARCHITECTURE.md, checked on the source: ``theory`` imports neither
 ``llm_runs`` nor ``calibration``; ``llm_runs`` does not import ``calibration``; none of them
-imports the top layers ``figures`` and ``demo``; and every module that exists is named in
-ARCHITECTURE.md (the map stays complete)."""
+imports the top layers ``figures`` and ``demo``; no layer imports another's private modules or
+names; and every module that exists is named in ARCHITECTURE.md (the map stays complete)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,56 @@ def test_layers_do_not_import_upwards(package):
             if mod.startswith(FORBIDDEN[package]):
                 bad.append(f"{path.relative_to(REPO)} imports {mod}")
     assert not bad, "layering rule broken:\n" + "\n".join(bad)
+
+
+#: The umbrella's modules every layer may import, private names of theirs excepted (ARCHITECTURE.md;
+#: ``normlab._jit`` is the one import of Numba).
+SHARED = ("normlab._rng", "normlab._validate", "normlab._lazy", "normlab._display", "normlab.schema", "normlab._jit")
+SOURCES = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibration": "normlab.calibration",
+           "src/normlab": "normlab"}
+
+
+def _layer(module: str) -> str:
+    """``theory``, ``llm_runs``, ``calibration``, ``figures``, ``demo`` or the umbrella ``normlab``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ("theory", "llm_runs", "calibration", "figures",
+                                                        "demo") else "normlab"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_private_imports_across_layers():
+    """No module imports a ``_``-prefixed module or name of another layer (the umbrella's shared
+    modules excepted): what one layer offers another has a public name."""
+    bad = []
+    for folder, root in SOURCES.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            rel = path.relative_to(REPO / folder).with_suffix("")
+            parts = [root, *rel.parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            here = _layer(".".join(parts))
+            pkg = parts if path.name == "__init__.py" else parts[:-1]
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    targets = [(a.name, None) for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    mod = (".".join(pkg[: len(pkg) - node.level + 1] + ([node.module] if node.module else []))
+                           if node.level else node.module or "")
+                    targets = [(mod, a.name) for a in node.names]
+                else:
+                    continue
+                for mod, name in targets:
+                    if not mod.startswith("normlab") or _layer(mod) == here:
+                        continue
+                    private_mod = mod not in SHARED and any(_private(p) for p in mod.split(".")[1:])
+                    private_name = name is not None and _private(name)
+                    what = mod + (f".{name}" if name else "")
+                    if private_mod or private_name:
+                        bad.append(f"{folder}/{rel.as_posix()}.py:{node.lineno} imports {what}")
+    assert not bad, "private names imported across layers:\n" + "\n".join(bad)
 
 
 def test_every_lazy_export_resolves():

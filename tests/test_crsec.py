@@ -290,7 +290,7 @@ def _responder(body):
 
 def test_llm_operations_against_stub_server():
     from normlab.llm_runs import EndpointConfig, StubServer, open_endpoint
-    from normlab.llm_runs._sync import run_sync
+    from normlab.llm_runs.sync import run_sync
     from normlab.llm_runs.crsec import arun_check
 
     db = NormDatabase("Tom")
@@ -366,7 +366,7 @@ def test_llm_population_against_stub_is_reproducible():
 def test_embedded_model_sanity_check():
     """The whole LLM path (prompt files, embedded server, parsing, pipeline) on one candidate."""
     from normlab.llm_runs import EndpointConfig, embedded_available, open_endpoint
-    from normlab.llm_runs._sync import run_sync
+    from normlab.llm_runs.sync import run_sync
     from normlab.llm_runs.crsec import arun_check
 
     if not embedded_available():

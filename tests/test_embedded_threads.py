@@ -6,7 +6,7 @@ import os
 import pytest
 
 from normlab.llm_runs import backend
-from normlab.llm_runs._cli import _add_endpoint_args, _endpoint
+from normlab.llm_runs.cli_kit import add_endpoint_args as _add_endpoint_args, endpoint_config as _endpoint
 from normlab.llm_runs.backend import EmbeddedServer, EndpointConfig
 
 

@@ -12,8 +12,9 @@ from normlab.cli import main
 from normlab.llm_runs import EndpointConfig, StubServer, run_game
 from normlab.llm_runs.backend import BudgetExhausted, SpendingCap
 from normlab.llm_runs.journal import read_manifest, read_settings
-from normlab.llm_runs.runner import (GameSettings, _Progress, distinct_prompts, estimate_game, expected_interactions,
+from normlab.llm_runs.runner import (GameSettings, distinct_prompts, estimate_game, expected_interactions,
                                      ledger_for_directory, make_groups, make_settings)
+from normlab.llm_runs.runner import Progress as _Progress
 
 GAME = ["run", "t", "agent", "partner", "name", "partner_name", "memory_state", "names_shown"]
 

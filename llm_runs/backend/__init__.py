@@ -21,9 +21,6 @@ from .embedded import (CHAT_TEMPLATE_ALLOWANCE, DEFAULT_EMBEDDED_CTX, DEFAULT_PR
 from .endpoint import open_endpoint
 from .spending import SpendingCap
 
-#: The name :func:`redact_url` had (``normlab.demo.report`` imports it; the integrator switches it).
-_strip_credentials = redact_url
-
 __all__ = [
     "CHAT_TEMPLATE_ALLOWANCE", "DEFAULT_EMBEDDED_CTX", "DEFAULT_PROMPT_CACHE_MIB", "EMBEDDED_GGUF", "EMBEDDED_MODEL",
     "ENV_API_KEY", "ENV_BASE_URL", "ENV_MODEL", "PROTOCOL_FIELDS", "RETRY_AFTER_CAP",

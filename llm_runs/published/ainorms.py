@@ -18,7 +18,9 @@ Public functions
     The meta-prompting (comprehension) tests as a long frame.
 :func:`mean_success_by_round`, :func:`first_round_reaching`
     The population success curve of Fig. 1 of Flint Ashery et al. (2025) and the round at which it first reaches a
-    threshold (published: 0.95 at round 10 for Llama-3 and 13 for Llama-3.1, W = 10).
+    threshold (published: 0.95 at round 10 for Llama-3 and 13 for Llama-3.1, W = 10); the rule itself, on any
+    sequence of values, is :func:`first_position_reaching` (also behind
+    :func:`normlab.calibration.prediction_common.first_round_reaching`, the simulated curves' reading).
 
 What the published files contain (checked on both archives)
 -----------------------------------------------------------
@@ -122,6 +124,7 @@ __all__ = [
     "load_ainorms_meta",
     "mean_success_by_round",
     "first_round_reaching",
+    "first_position_reaching",
     "MODEL_NAMES",
     "GAME_KINDS",
     "PROBE_KINDS",
@@ -530,5 +533,24 @@ def first_round_reaching(curve: pd.Series, threshold: float = 0.95) -> int | Non
     """
     if not isinstance(curve, pd.Series):
         raise TypeError(f"curve must be a pandas Series; got {type(curve).__name__}")
-    hit = curve.index[curve.to_numpy(dtype=float) >= threshold - 1e-9]
-    return int(hit[0]) if len(hit) else None
+    k = first_position_reaching(curve.to_numpy(dtype=float), threshold)
+    return None if k is None else int(curve.index[k])
+
+
+def first_position_reaching(values, threshold: float = 0.95) -> int | None:
+    """Position (from 0) of the first of ``values`` that is ``>= threshold``, with a tolerance of
+    1e-9 for floating-point noise: the one rule of "the first round a success curve reaches a level",
+    for published curves (:func:`first_round_reaching`) and simulated ones alike.
+
+    Parameters
+    ----------
+    values : array-like of float
+    threshold : float, optional
+
+    Returns
+    -------
+    int or None
+        ``None`` if no value reaches ``threshold``.
+    """
+    hit = np.flatnonzero(np.asarray(values, dtype=float) >= threshold - 1e-9)
+    return int(hit[0]) if hit.size else None

@@ -33,15 +33,6 @@ from .settings import (COMMITTED_MODES, COMMITTED_PLACEMENTS, MODES, NAME_ORDERS
                        GameSettings, check_reasks, compare_settings, longest_prompt_bytes, make_settings, seed_list)
 from .state import FLIP_THRESHOLD, RunState, run_setup
 
-# The names these objects had when the runner was one module (imported by other layers and tests;
-# the integrator switches the callers to the public names, then these go).
-_Game = Game
-_Progress = Progress
-_compare = compare_settings
-_seed_list = seed_list
-_group_prices = group_prices
-_prompt_tokens = prompt_tokens
-
 __all__ = [
     "BYTES_PER_TOKEN", "COMMITTED_MODES", "COMMITTED_PLACEMENTS", "FLIP_THRESHOLD", "GROUP_KEYS", "MODES",
     "NAME_ORDERS", "REASK_SAFETY_LIMIT", "RUN_TABLES", "STOP_RULES", "UNBOUNDED",

@@ -12,40 +12,19 @@ Each sub-package contributes its sub-commands through a light ``_cli.py`` module
 - ``normlab demo ...``          -- :mod:`normlab.demo._cli` (the top layer: probe, predict, check, report)
 
 Every parser prints a bad flag as one line (what is wrong, where the help is), and ``main``
-prints a bad value, a missing file or an interrupt as one line too, with the exit codes below.
+prints a bad value, a missing file or an interrupt as one line too, with the exit codes of
+:data:`EXIT_CODE_TABLE`. The exit codes, :func:`emit` and the JSON of NumPy values live in the leaf
+:mod:`normlab.cli_output` (the ``_cli.py`` modules import them from there; their names here stay).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 
 from normlab import __version__
-
-#: Every exit code of the ``normlab`` commands, one home: ``code: (what it means for a command
-#: that runs no LLM, what it means for a command that calls one)``; ``None``: it does not occur there.
-EXIT_CODE_TABLE = {
-    0: ("done", "done (or resumed to the end); --dry-run printed its estimate"),
-    2: ("bad input: a bad flag or value, a missing or unreadable file (one line saying what is wrong; no work done)",
-        "bad input: a bad flag, a missing file (one line saying what is wrong and what is allowed; nothing was sent)"),
-    3: (None, "the endpoint is down, refuses, or keeps failing (completed work is kept; rerun to resume)"),
-    4: (None, "the disk or the run directory failed (full, read-only, journal deleted; completed work is kept)"),
-    5: (None, "stopped at --budget (completed work is kept; the same command with a larger --budget continues)"),
-    130: ("interrupted (Ctrl-C)", "interrupted (Ctrl-C; completed work is kept; rerun to resume)"),
-}
-
-
-def exit_codes(*, llm: bool = False) -> str:
-    """The ``exit codes:`` block of a command's ``--help``, from :data:`EXIT_CODE_TABLE`
-    (``llm``: a command that calls an LLM)."""
-    rows = [(code, texts[1 if llm else 0]) for code, texts in EXIT_CODE_TABLE.items()]
-    return "exit codes:\n" + "\n".join(f"  {code:<5}{text}" for code, text in rows if text is not None)
-
-
-#: Exit codes of the commands that run no LLM (simulate, critical-mass, calibrate, figures).
-EXIT_CODES = exit_codes()
+from normlab.cli_output import EXIT_CODE_TABLE, EXIT_CODES, emit, exit_codes  # noqa: F401  (their names here too)
 
 _EPILOG = """\
 examples:
@@ -98,48 +77,6 @@ def _one_line_errors(parser: argparse.ArgumentParser) -> None:
     for action in children:
         for child in action.choices.values():
             _one_line_errors(child)
-
-
-def emit(obj: dict, as_json: bool) -> None:
-    """Print a summary: JSON when ``as_json``, else aligned ``key: value`` lines (a missing value,
-    ``null`` in JSON, as ``-``)."""
-    if as_json:
-        print(json.dumps(_no_nan(obj), indent=2, default=_json_default))
-        return
-    width = max((len(k) for k in obj), default=0)
-    for k, v in obj.items():
-        if v is None or (isinstance(v, float) and v != v):
-            v = "-"
-        elif isinstance(v, float):
-            v = f"{v:.6g}"
-        elif isinstance(v, (dict, list)):
-            v = json.dumps(v, default=_json_default)
-        print(f"{k:<{width}}  {v}")
-
-
-def _no_nan(o):
-    """``NaN`` (not JSON) as ``null``, at any depth."""
-    if isinstance(o, float) and o != o:
-        return None
-    if isinstance(o, dict):
-        return {k: _no_nan(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_no_nan(v) for v in o]
-    return o
-
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return None if np.isnan(o) else float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.bool_):
-        return bool(o)
-    return str(o)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,14 +1,19 @@
 """``normlab demo`` (argparse only; heavy imports in the handler).
 
 The endpoint and sampling flags, their parsing and the one-line error handling are those of
-``normlab llm-run`` (:mod:`normlab.llm_runs._cli`), so the demo talks to an endpoint exactly as
-the runs it orchestrates do.
+``normlab llm-run`` (the shared kit :mod:`normlab.llm_runs.cli_kit`), so the demo talks to an
+endpoint exactly as the runs it orchestrates do; the ``--fit`` choices are the registered fit kinds
+(:func:`normlab.calibration.fit_kind_names`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from normlab.calibration import fit_kind_names
+from normlab.cli_output import emit
+from normlab.llm_runs.cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, sampling
 
 _EXAMPLES = """\
 examples:
@@ -39,17 +44,14 @@ def _demo(args) -> int:
     import shlex
     from pathlib import Path
 
-    from normlab.cli import emit
-    from normlab.llm_runs._cli import _endpoint, _guard, _sampling
-
-    sampling = _sampling(args)
-    endpoint = _endpoint(args)
+    settings = sampling(args)
+    endpoint = endpoint_config(args)
     command = ("normlab " + " ".join(shlex.quote(a) for a in sys.argv[1:])) if Path(sys.argv[0]).name == "normlab" else None
 
     kw = dict(names=args.names, n_agents=args.n_agents, memory=args.memory, runs=args.runs,
               max_rounds=args.max_rounds, committed=args.committed, committed_runs=args.committed_runs,
               sample_check=args.sample_check, fit=args.fit, n_draws=args.draws, mode=args.mode or "exact",
-              within_rounds=args.within_rounds, endpoint=endpoint, sampling=sampling)
+              within_rounds=args.within_rounds, endpoint=endpoint, sampling=settings)
     if args.dry_run:
         import json
 
@@ -71,7 +73,7 @@ def _demo(args) -> int:
             emit(_headline(res), False)
         return 0
 
-    code = _guard("demo", go, None)
+    code = guard("demo", go, None)
     if code == 5:
         print(f"normlab demo: every completed model answer is kept in {args.out}/llm; rerun the same command with a "
               "larger --budget to continue", file=sys.stderr)
@@ -127,8 +129,6 @@ def _headline(res) -> dict:
 
 
 def register(subparsers) -> None:
-    from normlab.llm_runs._cli import EXIT_CODES, _add_endpoint_args
-
     p = subparsers.add_parser(
         "demo",
         help="from nothing to a report: probe an LLM, predict its populations with the theory, check with LLM runs",
@@ -166,12 +166,12 @@ def register(subparsers) -> None:
     g.add_argument("--sample-check", type=int, default=12,
                    help="free-generation answers at an empty memory (sample mode, no re-ask) to measure how often the "
                         "model names no pool name; 0 skips (default %(default)s)")
-    g.add_argument("--fit", default="empirical", choices=("empirical", "logit_symmetric", "logit", "hierarchical"),
+    g.add_argument("--fit", default="empirical", choices=fit_kind_names(),
                    help="strategy model fitted on the populations' log (default %(default)s; hierarchical runs PyMC, "
                         "about a minute)")
     g.add_argument("--draws", type=int, default=200, help="simulated experiments / posterior draws per prediction "
                                                          "(default %(default)s)")
-    _add_endpoint_args(p, run_controls=True)
+    add_endpoint_args(p, run_controls=True)
     _retune(p, "mode", help="exact (default): the populations decide from next-token probabilities and are answered from "
                             "the probe's cache; sample: the paper's protocol, generate and parse (one request per "
                             "decision and re-ask)")

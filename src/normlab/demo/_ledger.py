@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from normlab.llm_runs import BudgetExhausted
-from normlab.llm_runs.journal import read_journal
+from normlab.llm_runs import journal
+from normlab.llm_runs.journal import JOURNAL_FILE, read_journal
 
 __all__ = ["Clock", "journal_calls", "ledger", "journal_dirs", "spent", "budget_text", "stage_endpoint",
            "stopped_at_budget", "demo_budget", "free_generation_dir", "free_generation_done"]
@@ -42,25 +43,26 @@ class Clock:
         return {"wall_s": round(time.perf_counter() - self.t0, 3), "cpu_s": round(time.process_time() - self.c0, 3)}
 
 
-def journal_calls(directory) -> list[dict]:
-    """The LLM requests journaled in a run or probe directory (none if it does not exist yet)."""
-    f = Path(directory) / "journal.jsonl"
+def journal_calls(directory) -> list:
+    """The LLM requests journaled in a run or probe directory (:class:`~normlab.llm_runs.journal.Call`;
+    none if it does not exist yet)."""
+    f = Path(directory) / JOURNAL_FILE
     if not f.exists():
         return []
-    return [r for r in read_journal(f) if r.get("ev") == "call"]
+    return journal.calls(read_journal(f))
 
 
 def ledger(directories) -> dict:
     """Requests and tokens journaled in ``directories``."""
     calls = [c for d in directories for c in journal_calls(d)]
-    return {"calls": len(calls), "prompt_tokens": int(sum(c.get("ptok") or 0 for c in calls)),
-            "completion_tokens": int(sum(c.get("ctok") or 0 for c in calls)),
-            "cached_tokens": int(sum(c.get("cached") or 0 for c in calls))}
+    return {"calls": len(calls), "prompt_tokens": int(sum(c.prompt_tokens for c in calls)),
+            "completion_tokens": int(sum(c.completion_tokens for c in calls)),
+            "cached_tokens": int(sum(c.cached_tokens for c in calls))}
 
 
 def journal_dirs(root) -> list[Path]:
     """Every run or probe directory with a journal under ``root`` (``OUT/llm``)."""
-    return sorted({j.parent for j in Path(root).rglob("journal.jsonl")})
+    return sorted({j.parent for j in Path(root).rglob(JOURNAL_FILE)})
 
 
 def spent(directories, ep) -> tuple[float, float]:
@@ -127,5 +129,5 @@ def free_generation_dir(llm_dir: Path, cfg, seed) -> Path:
 
 def free_generation_done(llm_dir: Path, cfg, seed) -> int:
     """Free-generation answers already journaled (for the plan printed before the rest of the probe)."""
-    f = free_generation_dir(llm_dir, cfg, seed) / "journal.jsonl"
-    return sum(1 for r in read_journal(f) if r.get("ev") == "probe") if f.exists() else 0
+    f = free_generation_dir(llm_dir, cfg, seed) / JOURNAL_FILE
+    return journal.count(read_journal(f), journal.PROBE) if f.exists() else 0

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from normlab._validate import check_int, check_out_dir
-from normlab.calibration import MODELS
+from normlab.calibration import fit_kind_names
 from normlab.llm_runs import EndpointConfig, RunEstimate, estimate_game, load_template
 from normlab.llm_runs.backend import ctx_for_prompt
-from normlab.llm_runs.runner import BYTES_PER_TOKEN, _prompt_tokens  # runner's private names (issue 20)
-from normlab.llm_runs.runner import distinct_prompts, estimate_requests, longest_prompt_bytes, make_settings
+from normlab.llm_runs.runner import (BYTES_PER_TOKEN, distinct_prompts, estimate_requests, longest_prompt_bytes,
+                                     make_settings, prompt_tokens)
 from normlab.schema import parse_memory_state, validate_names
 
 from ._common import fmt_seconds
@@ -67,8 +67,9 @@ def validate(out, names, n_agents, memory, runs, max_rounds, committed, committe
     committed = parse_committed(committed, n_agents)
     committed_runs = check_int(committed_runs, "committed_runs", 0)
     sample_check = check_int(sample_check, "sample_check", 0)
-    if fit not in MODELS:
-        raise ValueError(f"fit must be one of {MODELS}; got {fit!r}")
+    kinds = fit_kind_names()
+    if fit not in kinds:
+        raise ValueError(f"fit must be one of {kinds}; got {fit!r}")
     n_draws = check_int(n_draws, "n_draws", 10)
     if mode not in ("exact", "sample"):
         raise ValueError(f"mode must be 'exact' or 'sample'; got {mode!r}")
@@ -159,9 +160,9 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
     s, tpl, _ = make_settings(N, H, names, max_interactions=1, mode="exact", embedded=ep.embedded,
                               **{k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")})
     counts = [4 ** k for k in range(H + 1)]
-    ptok = sum(c * _prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
+    ptok = sum(c * prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
     total = distinct_prompts(names, H)
-    done = sum(1 for d in llm_dir.glob("probe-H*") for c in journal_calls(d) if c.get("purpose") == "exact")
+    done = sum(1 for d in llm_dir.glob("probe-H*") for c in journal_calls(d) if c.purpose == "exact")
     left = max(total - done, 0)
     parts.append(estimate_requests(s, tpl, requests=(left, left), prompt_tokens=ptok, what="", prices=prices,
                                    completion_per_request=1))
@@ -172,7 +173,7 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
         s2, tpl2, _ = make_settings(N, H, names, max_interactions=1, mode="sample", embedded=ep.embedded,
                                     **{**smp, "max_reasks": 0})
         n = cfg["sample_check"]
-        parts.append(estimate_requests(s2, tpl2, requests=(n, n), prompt_tokens=_prompt_tokens(s2, tpl2, 0),
+        parts.append(estimate_requests(s2, tpl2, requests=(n, n), prompt_tokens=prompt_tokens(s2, tpl2, 0),
                                        what="", prices=prices))
         notes.append(f"free-generation check: {n} requests (sample mode, no re-ask)")
     # 3. populations and committed-minority runs
@@ -229,10 +230,10 @@ def measure_speed(stage_dir, states, cfg, wall_s: float, new_calls: int, speed_f
     chars = prompt_chars(cfg["names"], states, cfg["sampling"])
     if new_calls > 0 and calls:
         new = calls[-new_calls:]
-        ptok = sum(c.get("ptok") or 0 for c in new)
+        ptok = sum(c.prompt_tokens for c in new)
         sp = {"calls": new_calls, "prompt_tokens": int(ptok), "wall_s": round(wall_s, 3),
               "tokens_per_s": ptok / wall_s if wall_s > 0 else None, "s_per_call": wall_s / new_calls,
-              "tokens_per_char": (sum(c.get("ptok") or 0 for c in calls) / len(calls)) / (sum(chars) / len(chars)),
+              "tokens_per_char": (sum(c.prompt_tokens for c in calls) / len(calls)) / (sum(chars) / len(chars)),
               "measured": "now"}
         speed_file.write_text(json.dumps(sp, indent=1))
         return sp
@@ -247,7 +248,7 @@ def plan_rest(cfg, seed, ep, llm_dir: Path, states_b, dir_b: Path, speed: dict |
     """What is left after the timed first probe stage, in requests, tokens and minutes (from the
     measured speed); printed, and returned as the report's ``estimate``."""
     names, smp = cfg["names"], cfg["sampling"]
-    left_b = max(0, 2 * len(states_b) - len([c for c in journal_calls(dir_b) if c.get("purpose") == "exact"]))
+    left_b = max(0, 2 * len(states_b) - len([c for c in journal_calls(dir_b) if c.purpose == "exact"]))
     chars_b = sum(prompt_chars(names, states_b, smp)) * (left_b / max(2 * len(states_b), 1))
     tok_b = chars_b * speed["tokens_per_char"] if speed else None
     left_s = cfg["sample_check"] - free_generation_done(llm_dir, cfg, seed)

@@ -5,12 +5,13 @@ honest) and a spinner for the theory and calibration steps."""
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import threading
 from pathlib import Path
 
 from normlab.calibration.pipeline import elapsed_bar
+from normlab.llm_runs import journal
+from normlab.llm_runs.journal import JOURNAL_FILE
 
 __all__ = ["echo_to_stderr", "JournalBar", "spinner"]
 
@@ -29,7 +30,7 @@ class JournalBar:
     what they played. Reads only complete JSONL lines; an unknown format just leaves the bar still."""
 
     def __init__(self, directory, runs: int, expected: float, desc: str, enabled: bool):
-        self.path = Path(directory) / "journal.jsonl"
+        self.path = Path(directory) / JOURNAL_FILE
         self.runs, self.expected, self.desc, self.enabled = runs, float(expected), desc, enabled
         self.count = [0] * runs
         self.ended: dict[int, int] = {}
@@ -47,19 +48,17 @@ class JournalBar:
         lines = (self._buf + data).split(b"\n")
         self._buf = lines.pop()
         for line in lines:
-            if b'"int"' not in line and b'"end"' not in line:
+            r = journal.parse_line(line, (journal.INTERACTION, journal.RUN_END))
+            if r is None:
                 continue
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            k = r.get("run")
+            played, end = journal.as_interaction(r), journal.as_run_end(r)
+            k = (played or end).run
             if not isinstance(k, int) or not 0 <= k < self.runs:
                 continue
-            if r.get("ev") == "int" and isinstance(r.get("t"), int):
-                self.count[k] = max(self.count[k], r["t"] + 1)
-            elif r.get("ev") == "end" and isinstance(r.get("n"), int):
-                self.ended[k] = r["n"]
+            if played is not None and isinstance(played.t, int):
+                self.count[k] = max(self.count[k], played.t + 1)
+            elif end is not None and isinstance(end.n, int):
+                self.ended[k] = end.n
 
     def _total(self) -> int:
         return int(round(sum(self.ended.get(k, max(self.expected, self.count[k] + 1)) for k in range(self.runs))))

@@ -20,6 +20,7 @@ import pandas as pd
 from normlab._rng import spawn
 from normlab.calibration import (calibrate, challenger_shares, llm_trajectories, predict,
                                  theory_trajectories)
+from normlab.calibration.fit_kinds import fit_family
 from normlab.llm_runs import enumerate_states, individual_bias, run_game, strategy_table
 from normlab.theory import StrategyTable, strategy_game
 from normlab.theory.criteria import shares_from_result
@@ -331,15 +332,16 @@ def calibration_step(run: DemoRun, pop):
     ``(calibration, facts, critical masses)``."""
     cfg = run.cfg
     nrf = max(cfg["committed_runs"], 1)
+    own_bars = fit_family(cfg["fit"], "fit").uses_nuts  # a NUTS fit shows the sampler's progress bars
     with run.clock.step(f"calibration from the population log ({cfg['fit']})"):
         with spinner(f"calibrating ({cfg['fit']}) from the population log and predicting",
-                     run.progress and cfg["fit"] == "empirical"):
+                     run.progress and not own_bars):
             cal = calibrate(pop.log, names=cfg["names"], memory=cfg["memory"], n_agents=cfg["n_agents"],
                             model=cfg["fit"], n_draws=cfg["n_draws"], within_rounds=cfg["within_rounds"],
                             predict_kwargs=dict(n_runs_consensus=cfg["runs"], max_rounds=cfg["max_rounds"],
                                                 n_runs_flip=nrf),
                             source="normlab demo population", rng=run.seeds[6],
-                            progress=run.progress and cfg["fit"] != "empirical")
+                            progress=run.progress and own_bars)
     lfacts, lcrit = prediction_facts(cal.prediction)
     return cal, lfacts, lcrit
 

@@ -142,8 +142,10 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
         predicted ``per_run`` reading, so its interval is that of an experiment of this size.
     sample_check : int, optional
         Free-generation answers asked at an empty memory (sample mode, no re-ask; 0 skips).
-    fit : {"empirical", "logit_symmetric", "logit", "hierarchical"}, optional
-        Strategy model fitted on the population's log (:func:`normlab.calibration.calibrate`).
+    fit : str, optional
+        Strategy model fitted on the population's log (:func:`normlab.calibration.calibrate`): a
+        registered fit kind (:func:`normlab.calibration.fit_kind_names`: ``"empirical"``,
+        ``"logit_symmetric"``, ``"logit"``, ``"hierarchical"``).
     n_draws : int, optional
         Draws of every prediction (posterior draws for the log fit; repeated simulated
         experiments for the probed table, which has no parameter uncertainty).

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from normlab._display import style
+from normlab.llm_runs.backend import redact_url
 from normlab.schema import memory_state_string
 from normlab.theory.criteria import FLIP_SUM, PUBLISHED_FLIP_THRESHOLD
 
@@ -454,8 +455,6 @@ def _write_figures(out: Path, ctx: dict) -> dict:
 
 def write_report(out: Path, ctx: dict, figs: dict) -> dict:
     """``summary.json`` (checked against :data:`SUMMARY_SCHEMA`) and ``report.html``; returns the summary."""
-    from normlab.llm_runs.backend import _strip_credentials
-
     out = Path(out)
     cfg, probe, pop, cal, clock = ctx["cfg"], ctx["probe"], ctx["pop"], ctx["cal"], ctx["clock"]
     bias, ledger, cm_rows, checks = ctx["bias"], ctx["ledger"], ctx["cm_rows"], ctx["checks"]
@@ -492,7 +491,7 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                      "fit": cfg["fit"], "n_draws": cfg["n_draws"], "within_rounds": cfg["within_rounds"], "seed": ctx["seed"],
                      "sampling": cfg["sampling"]},
         "endpoint": {"model": str(model), "embedded": bool(ep.embedded),
-                     "base_url": None if ep.embedded else _strip_credentials(str(ep.base_url)),
+                     "base_url": None if ep.embedded else redact_url(str(ep.base_url)),
                      "threads": ep.embedded_threads},
         "cost": {"llm_calls": this_calls, "llm_calls_total": ledger["calls"], "prompt_tokens": this_ptok,
                  "completion_tokens": this_ctok, "prompt_tokens_total": ledger["prompt_tokens"],

@@ -1,0 +1,82 @@
+"""What every ``normlab`` command tells its user, one home: the exit codes (:data:`EXIT_CODE_TABLE`,
+rendered into each command's ``--help`` by :func:`exit_codes`), a summary printed as aligned
+lines or JSON (:func:`emit`), and the JSON form of NumPy values (:func:`json_default`).
+
+A leaf module (standard library only; NumPy is imported when a value needs it): :mod:`normlab.cli`,
+which reaches every layer's ``_cli.py``, and those ``_cli.py`` modules and the LLM commands' kit
+(:mod:`normlab.llm_runs.cli_kit`) all import it at the top, so no command imports the dispatcher
+that imports it.
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ["EXIT_CODE_TABLE", "EXIT_CODES", "exit_codes", "emit", "json_default"]
+
+#: Every exit code of the ``normlab`` commands, one home: ``code: (what it means for a command
+#: that runs no LLM, what it means for a command that calls one)``; ``None``: it does not occur there.
+EXIT_CODE_TABLE = {
+    0: ("done", "done (or resumed to the end); --dry-run printed its estimate"),
+    2: ("bad input: a bad flag or value, a missing or unreadable file (one line saying what is wrong; no work done)",
+        "bad input: a bad flag, a missing file (one line saying what is wrong and what is allowed; nothing was sent)"),
+    3: (None, "the endpoint is down, refuses, or keeps failing (completed work is kept; rerun to resume)"),
+    4: (None, "the disk or the run directory failed (full, read-only, journal deleted; completed work is kept)"),
+    5: (None, "stopped at --budget (completed work is kept; the same command with a larger --budget continues)"),
+    130: ("interrupted (Ctrl-C)", "interrupted (Ctrl-C; completed work is kept; rerun to resume)"),
+}
+
+
+def exit_codes(*, llm: bool = False) -> str:
+    """The ``exit codes:`` block of a command's ``--help``, from :data:`EXIT_CODE_TABLE`
+    (``llm``: a command that calls an LLM)."""
+    rows = [(code, texts[1 if llm else 0]) for code, texts in EXIT_CODE_TABLE.items()]
+    return "exit codes:\n" + "\n".join(f"  {code:<5}{text}" for code, text in rows if text is not None)
+
+
+#: Exit codes of the commands that run no LLM (simulate, critical-mass, calibrate, figures).
+EXIT_CODES = exit_codes()
+
+
+def emit(obj: dict, as_json: bool) -> None:
+    """Print a summary: JSON when ``as_json``, else aligned ``key: value`` lines (a missing value,
+    ``null`` in JSON, as ``-``)."""
+    if as_json:
+        print(json.dumps(_no_nan(obj), indent=2, default=json_default))
+        return
+    width = max((len(k) for k in obj), default=0)
+    for k, v in obj.items():
+        if v is None or (isinstance(v, float) and v != v):
+            v = "-"
+        elif isinstance(v, float):
+            v = f"{v:.6g}"
+        elif isinstance(v, (dict, list)):
+            v = json.dumps(v, default=json_default)
+        print(f"{k:<{width}}  {v}")
+
+
+def _no_nan(o):
+    """``NaN`` (not JSON) as ``null``, at any depth."""
+    if isinstance(o, float) and o != o:
+        return None
+    if isinstance(o, dict):
+        return {k: _no_nan(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_no_nan(v) for v in o]
+    return o
+
+
+def json_default(o):
+    """The ``default=`` of :func:`json.dumps` for a command's output: NumPy integers, floats (``NaN``
+    as ``null``), booleans and arrays as plain JSON; anything else as its ``str``."""
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return None if np.isnan(o) else float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.bool_):
+        return bool(o)
+    return str(o)
