@@ -143,3 +143,121 @@ def test_figures_registry_covers_every_paper_figure_and_a_script():
     scripts = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "paper_figures").glob("*.py"))
     for key in FIGURES:
         assert f'"{key}"' in scripts, f"no paper_figures/ script makes {key}"
+
+
+# ----------------------------------------------------------------------------- the import graph
+def _module_imports():
+    """``{module: [(imported module, lineno, in_function), ...]}`` over normlab's source, relative
+    imports resolved and ``from pkg import name`` resolved to the module ``pkg.name`` when it is one;
+    imports under ``if TYPE_CHECKING`` left out."""
+    paths = {}
+    for folder, root in SOURCES.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            rel = path.relative_to(REPO / folder).with_suffix("")
+            parts = [root, *rel.parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            paths[".".join(parts)] = path
+    out = {}
+    for name, path in paths.items():
+        pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found = []
+
+        def visit(node, in_func):
+            for ch in ast.iter_child_nodes(node):
+                if isinstance(ch, ast.If) and "TYPE_CHECKING" in ast.dump(ch.test):
+                    continue
+                if isinstance(ch, ast.Import):
+                    found.extend((a.name, ch.lineno, in_func) for a in ch.names)
+                elif isinstance(ch, ast.ImportFrom):
+                    mod = (".".join(pkg[: len(pkg) - ch.level + 1] + ([ch.module] if ch.module else []))
+                           if ch.level else ch.module or "")
+                    for a in ch.names:
+                        sub = f"{mod}.{a.name}"
+                        found.append((sub if sub in paths else mod, ch.lineno, in_func))
+                else:
+                    visit(ch, in_func or isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+        visit(ast.parse(path.read_text(encoding="utf-8")), False)
+        out[name] = [(m, ln, f) for m, ln, f in found if m in paths and m != name]
+    return out
+
+
+def test_no_import_cycles():
+    """No circle in normlab's import graph, counting every import (module top and deferred): a
+    circle means code that belongs in a leaf module lives in one of its users."""
+    graph = {m: sorted({t for t, _, _ in imps}) for m, imps in _module_imports().items()}
+    index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def strong(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_imports_between_layers_at_module_top():
+    """A module imports the other layers at its top, so the code draws its own graph; only the
+    light command modules (``_cli.py``, which keep ``normlab --help`` fast) import the work modules
+    inside their handlers."""
+    bad = []
+    for mod, imps in _module_imports().items():
+        if mod.rsplit(".", 1)[-1].startswith("_cli"):  # _cli.py, _cli_predict.py, _cli_format.py
+            continue
+        for target, line, in_func in imps:
+            if in_func and _layer(target) != _layer(mod) and _layer(target) != "normlab":
+                bad.append(f"{mod}:{line} imports {target} inside a function")
+    assert not bad, "deferred imports between layers:\n" + "\n".join(bad)
+
+
+def _definitions():
+    """Every module-level assignment ``NAME = <literal>`` and every ``def``/``class`` at module
+    level, as ``(module path, name, value or None)``."""
+    out = []
+    for folder in SOURCES:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    out.append((path, node.name, None))
+                elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.BinOp, ast.Dict, ast.Tuple)):
+                    for t in node.targets:
+                        if isinstance(t, ast.Name):
+                            out.append((path, t.id, ast.unparse(node.value)))
+    return out
+
+
+def test_each_shared_idea_has_one_home():
+    """The published flip rule's constant, its per-round threshold, the exit-code texts, the
+    Clopper-Pearson interval, the end-of-run and running flip readings and the consensus reading
+    are each defined in one module (ARCHITECTURE.md, "One home per idea")."""
+    defs = _definitions()
+    literals = [(p, n, v) for p, n, v in defs if v is not None and "2.849" in v]
+    assert [n for _, n, _ in literals] == ["FLIP_SUM"], f"2.849 written in: {literals}"
+    assert literals[0][0] == REPO / "theory" / "criteria.py"
+    for name in ("clopper_pearson", "end_of_run_windows", "flip_reached", "end_consensus", "first_position_reaching",
+                 "parse_line", "interval_crossing", "firth_logistic", "EXIT_CODE_TABLE", "exit_codes"):
+        homes = sorted({str(p.relative_to(REPO)) for p, n, v in defs if n == name})
+        assert len(homes) == 1, f"{name} defined in {homes}"
+    thresholds = [(str(p.relative_to(REPO)), n) for p, n, v in defs if v is not None and "FLIP_SUM / 3" in v]
+    assert thresholds == [("theory/criteria.py", "PUBLISHED_FLIP_THRESHOLD")], thresholds

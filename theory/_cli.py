@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.cli import EXIT_CODES, emit
+from normlab.cli_output import EXIT_CODES, emit
 
 
 def _graph_from_spec(spec: str | None, n: int, seed):

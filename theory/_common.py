@@ -1,9 +1,7 @@
 """Stop rules, default caps and batch sizes shared by the game simulators (no Numba here).
 
 The population set-up (graphs, committed agents) is :mod:`normlab.theory.population`; the flip
-threshold is :data:`normlab.theory.criteria.PUBLISHED_FLIP_THRESHOLD`. ``check_int``,
-``graph_to_csr`` and ``committed_mask`` are still importable from here for other layers until they
-import them from their homes (``normlab._validate``, ``normlab.theory.population``).
+threshold is :data:`normlab.theory.criteria.PUBLISHED_FLIP_THRESHOLD`.
 """
 
 from __future__ import annotations
@@ -12,9 +10,6 @@ import warnings
 
 import numpy as np
 
-from normlab._validate import check_int  # noqa: F401 (alias: calibration imports it from here until switched)
-
-from .population import committed_mask, graph_to_csr  # noqa: F401 (aliases: llm_runs imports graph_to_csr from here)
 
 # Stop rules. Codes are written by the kernels into ``stop_reason``.
 STOP_CODES = {"max": 0, "consensus": 1, "success95": 2, "streak": 3, "flip": 4}
