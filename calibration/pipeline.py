@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +30,13 @@ from normlab.schema import GameLog
 from normlab.theory.criteria import published_max_round
 
 from .asymmetry import strategy_asymmetry
+from .experiment import experiment_designs
 from .fit_kinds import DEFAULT, fit_family, fit_strategy
 from .inputs import FIT_ON, _check_names, counts_from_log, select_runs
 from .observed_critical_mass import EmpiricalCriticalMass, empirical_critical_mass
 from .posterior import StrategyFit
 from .prediction import Prediction, predict
+from .run_effects import RunEffects, fit_run_effects
 from .scoring import score
 
 __all__ = ["Calibration", "calibrate", "observed_summary", "ainorms_file_patterns", "find_ainorms", "streak_rounds"]
@@ -224,6 +226,8 @@ class Calibration:
             "fit": {"runs": fs["meta"].get("source", {}).get("n_runs"), "decisions": fs["decisions"],
                     "states_observed": fs["states_observed"], "states_total": fs["states_total"],
                     "decay": fs["decay"], "diagnostics": fs["diagnostics"]},
+            "run_effects": RunEffects.from_dict(self.fit.meta.get("run_effects")).summary(),
+            "designs": {f"overturn_{d['majority']}": d for d in self.prediction.settings.get("designs") or ()},
             "asymmetry": self.settings.get("asymmetry"),
             "observed": self.observed,
             "scores": None if self.scores is None else self.scores.summary(),
@@ -386,8 +390,8 @@ class elapsed_bar:
 def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,
               fit_on="baseline", model: str = DEFAULT, llm=None, n_draws: int = 200,
               within_rounds: int = 30, max_round: int | None = None, fit_kwargs: dict | None = None, predict_kwargs: dict | None = None,
-              compare_observed: bool = True, source: str | None = None, rng=None,
-              progress: bool = False) -> Calibration:
+              compare_observed: bool = True, source: str | None = None, run_effects: bool = True,
+              design: str = "data", rng=None, progress: bool = False) -> Calibration:
     """Fit a strategy on some runs of a log and predict the population's behaviour.
 
     Parameters
@@ -423,6 +427,16 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         (:func:`normlab.calibration.score`: Brier and log scores, interval coverage).
     source : str, optional
         Label of the data source (stored in the settings).
+    run_effects : bool, optional
+        Estimate how much the strategy varies between the fitted runs
+        (:func:`~normlab.calibration.fit_run_effects`, two names, at least three runs), store it
+        in the fit's ``meta["run_effects"]`` and let every simulated run play its own effect
+        (default True; False: identical runs, the behaviour before run effects).
+    design : {"data", "paper"}, optional
+        ``"data"`` (default): where the log holds committed-minority runs at (names, H, N), each
+        direction's critical mass is also predicted on *their* design (tested counts, runs per
+        count, run lengths, window: :class:`~normlab.calibration.ExperimentDesign`) and that is
+        the headline the observed value is compared with; ``"paper"``: the paper's design only.
     rng : optional
     progress : bool, optional
         Show the sampler's progress bar and an elapsed-time bar while the prediction runs.
@@ -463,9 +477,15 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     fk = dict(fit_kwargs or {})
     if progress and family.uses_nuts:
         fk.setdefault("progress", True)
+    if design not in ("data", "paper"):
+        raise ValueError(f"design must be 'data' or 'paper'; got {design!r}")
     fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **fk)
+    if run_effects and len(names) == 2:
+        fit = replace(fit, meta={**fit.meta, "run_effects": fit_run_effects(counts, fit).to_dict()})
     mxr = published_max_round(llms[0], int(n_agents)) if max_round is None else max_round
-    pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr)
+    designs = experiment_designs(log, names=names, memory=memory, n_agents=int(n_agents), llm=llms[0], window=mxr) \
+        if design == "data" and len(names) == 2 else []
+    pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr, design=designs or None)
     pk.update(predict_kwargs or {})
     with elapsed_bar(f"predicting ({pk['n_draws']} posterior draws)", enabled=progress):
         pred = predict(fit, n_agents=int(n_agents), rng=seeds[1], **pk)
