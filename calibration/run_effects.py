@@ -11,7 +11,7 @@ this from the fitted runs themselves with a two-parameter random effect per run 
 a shift ``b`` towards one name and a sharpness ``kappa`` (``kappa < 1``: noisier, ``> 1``:
 more decided), relative to the fitted table ``p``. The five parameters ``mu_b``, ``mu_k``,
 ``sd_b``, ``sd_k`` and the correlation ``rho`` are estimated by maximising the marginal
-likelihood of the runs' decision counts (two-dimensional Gauss-Hermite quadrature per run, a weak
+likelihood of the runs' decision counts (two-dimensional adaptive Gauss-Hermite quadrature per run, a weak
 half-normal prior of scale 1 on each standard deviation), with a Laplace approximation of their
 uncertainty. The likelihood-ratio statistic against "every run follows the table" says whether the
 runs differ at all.
@@ -46,8 +46,8 @@ __all__ = ["RunEffects", "fit_run_effects", "run_effect_values"]
 #: Parameters, in the order of :attr:`RunEffects.params` (``lsd_*``: log standard deviations,
 #: ``z_rho``: Fisher's z of the correlation).
 PARAMS = ("mu_b", "mu_k", "lsd_b", "lsd_k", "z_rho")
-#: Gauss-Hermite nodes per dimension of the marginal likelihood.
-QUADRATURE = 15
+#: Gauss-Hermite nodes per dimension of the marginal likelihood (adaptive: centred on each run).
+QUADRATURE = 5
 #: Scale of the half-normal prior on each standard deviation (weak: logit units).
 SD_PRIOR = 1.0
 #: Fewest runs from which a heterogeneity is estimated.
@@ -276,20 +276,75 @@ def _log_sigmoid(x):
     return -np.logaddexp(0.0, -x)
 
 
-def _marginal(theta, x, k1, k0, starts, nodes, weights):
-    """Marginal log-likelihood of all runs and the half-normal prior on the sds."""
+def _run_terms(b, lk, x, k1, k0, starts, rid):
+    """Per run, at its own ``(b, log kappa)``: the log-likelihood, its gradient and Hessian."""
+    kap = np.exp(np.clip(lk, -8.0, 8.0))[rid]
+    b = np.clip(b, -30.0, 30.0)
+    eta = kap * x + b[rid]
+    p = np.exp(_log_sigmoid(eta))
+    n = k1 + k0
+    r = k1 - n * p
+    w = n * p * (1.0 - p)
+    kx = kap * x
+    ll = np.add.reduceat(k1 * _log_sigmoid(eta) + k0 * _log_sigmoid(-eta), starts)
+    g = np.stack([np.add.reduceat(r, starts), np.add.reduceat(r * kx, starts)], axis=1)
+    hbb = -np.add.reduceat(w, starts)
+    hbk = -np.add.reduceat(w * kx, starts)
+    hkk = np.add.reduceat(r * kx - w * kx * kx, starts)
+    return ll, g, hbb, hbk, hkk
+
+
+def _marginal(theta, x, k1, k0, starts, rid, nodes, weights):
+    """Marginal log-likelihood of all runs (adaptive Gauss-Hermite quadrature: each run's nodes
+    centred at the mode of its integrand and scaled by its curvature, Pinheiro & Bates 1995) plus
+    the half-normal prior on the standard deviations."""
     mu_b, mu_k, lsb, lsk, zr = theta
-    sb, sk, r = math.exp(lsb), math.exp(lsk), math.tanh(zr)
-    z1, z2 = nodes
-    b = mu_b + sb * z1
-    lk = mu_k + sk * (r * z1 + math.sqrt(max(1.0 - r * r, 0.0)) * z2)
-    kap = np.exp(lk)
-    eta = kap[:, None] * x[None, :] + b[:, None]  # (Q*Q, rows)
-    ll = k1[None, :] * _log_sigmoid(eta) + k0[None, :] * _log_sigmoid(-eta)
-    per = np.add.reduceat(ll, starts, axis=1)  # (Q*Q, runs)
-    m = per.max(axis=0)
-    tot = float(np.sum(m + np.log(weights @ np.exp(per - m))))
-    prior = -0.5 * (sb * sb + sk * sk) / SD_PRIOR**2 + lsb + lsk  # half-normal on sd, Jacobian of log
+    sb, sk, rho = math.exp(lsb), math.exp(lsk), math.tanh(zr)
+    cov = np.array([[sb * sb, rho * sb * sk], [rho * sb * sk, sk * sk]])
+    P = np.linalg.inv(cov)
+    logdet = math.log(np.linalg.det(cov))
+    mu = np.array([mu_b, mu_k])
+    R = len(starts)
+    u = np.tile(mu, (R, 1))
+    for _ in range(30):  # Newton on every run at once: mode of log-lik + log-prior
+        _, g, hbb, hbk, hkk = _run_terms(u[:, 0], u[:, 1], x, k1, k0, starts, rid)
+        g = g - (u - mu) @ P.T
+        H = np.empty((R, 2, 2))
+        H[:, 0, 0], H[:, 0, 1], H[:, 1, 0], H[:, 1, 1] = hbb - P[0, 0], hbk - P[0, 1], hbk - P[1, 0], hkk - P[1, 1]
+        # a negative definite Hessian where the log-likelihood is not concave: fall back to the prior's
+        det = H[:, 0, 0] * H[:, 1, 1] - H[:, 0, 1] * H[:, 1, 0]
+        bad = (H[:, 0, 0] >= 0) | (det <= 0)
+        H[bad] = -P
+        step = -np.linalg.solve(H, g[..., None])[..., 0]
+        step = np.clip(step, -1.0, 1.0)
+        u = u + step
+        if np.max(np.abs(step)) < 1e-8:
+            break
+    _, _, hbb, hbk, hkk = _run_terms(u[:, 0], u[:, 1], x, k1, k0, starts, rid)
+    H = np.empty((R, 2, 2))
+    H[:, 0, 0], H[:, 0, 1], H[:, 1, 0], H[:, 1, 1] = hbb - P[0, 0], hbk - P[0, 1], hbk - P[1, 0], hkk - P[1, 1]
+    det = H[:, 0, 0] * H[:, 1, 1] - H[:, 0, 1] * H[:, 1, 0]
+    bad = (H[:, 0, 0] >= 0) | (det <= 0)
+    H[bad] = -P
+    C = np.linalg.inv(-H)  # per-run covariance of the integrand's Gaussian approximation
+    C = (C + np.transpose(C, (0, 2, 1))) / 2 + 1e-12 * np.eye(2)
+    Lc = np.linalg.cholesky(C)
+    z = np.stack(nodes, axis=1)  # (Q*Q, 2) standard normal nodes
+    pts = u[:, None, :] + np.einsum("rij,qj->rqi", Lc, z)  # (R, Q*Q, 2)
+    Q2 = z.shape[0]
+    bb = pts[:, :, 0].reshape(-1)
+    kk = pts[:, :, 1].reshape(-1)
+    # log-likelihood of every run at each of its nodes
+    ll = np.empty((R, Q2))
+    for q in range(Q2):
+        ll[:, q] = _run_terms(pts[:, q, 0], pts[:, q, 1], x, k1, k0, starts, rid)[0]
+    d = pts - mu
+    lprior = -math.log(2 * math.pi) - 0.5 * logdet - 0.5 * np.einsum("rqi,ij,rqj->rq", d, P, d)
+    f = ll + lprior + 0.5 * np.sum(z * z, axis=1)[None, :]
+    m = f.max(axis=1)
+    logdetL = np.log(Lc[:, 0, 0] * Lc[:, 1, 1])
+    tot = float(np.sum(m + np.log(np.exp(f - m[:, None]) @ weights) + logdetL + math.log(2 * math.pi)))
+    prior = -0.5 * (sb * sb + sk * sk) / SD_PRIOR**2 + lsb + lsk  # half-normal on each sd, Jacobian of log
     return tot + prior
 
 
@@ -331,6 +386,7 @@ def fit_run_effects(counts, table, *, share: str = "uniform", quadrature: int = 
     p = np.clip(p, 1e-9, 1 - 1e-9)
     logit1 = np.log(p) - np.log1p(-p)
     x, k1, k0, starts = _run_rows(counts, logit1)
+    rid = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(x)]))
     gx, gw = np.polynomial.hermite_e.hermegauss(int(quadrature))
     gw = gw / gw.sum()
     z1, z2 = np.meshgrid(gx, gx, indexing="ij")
@@ -338,7 +394,9 @@ def fit_run_effects(counts, table, *, share: str = "uniform", quadrature: int = 
     weights = np.outer(gw, gw).ravel()
 
     def f(th):
-        return -_marginal(th, x, k1, k0, starts, nodes, weights)
+        with np.errstate(all="ignore"):
+            v = -_marginal(th, x, k1, k0, starts, rid, nodes, weights)
+        return v if np.isfinite(v) else 1e300
 
     best = None
     for start in ((0.0, 0.0, math.log(0.3), math.log(0.1), 0.0), (0.0, 0.0, math.log(0.05), math.log(0.05), 0.0)):

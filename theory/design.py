@@ -20,6 +20,8 @@ Table S3.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from normlab._jit import njit
@@ -77,7 +79,7 @@ def _table_logits_py(params, S, W, lg):
         elif p0 == 0.0:
             lg[s] = np.inf
         else:
-            lg[s] = np.log(p1) - np.log(p0)
+            lg[s] = math.log(p1) - math.log(p0)
 
 
 def _effect_thresholds_py(lg, b, k, thr):
@@ -90,7 +92,8 @@ def _effect_thresholds_py(lg, b, k, thr):
             thr[2 * s] = -1.0
             thr[2 * s + 1] = -1.0
             continue
-        p0 = 1.0 / (1.0 + np.exp(k * x + b))
+        eta = k * x + b
+        p0 = 0.0 if eta > 709.0 else 1.0 / (1.0 + math.exp(eta))  # 709: exp overflows past it
         thr[2 * s] = 2.0 if p0 >= 1.0 else p0
         thr[2 * s + 1] = 2.0
 
