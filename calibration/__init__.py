@@ -80,6 +80,8 @@ _EXPORTS = {
     "experiment_designs": "experiment",
     "RunEffects": "run_effects",
     "fit_run_effects": "run_effects",
+    "StateSensitivity": "sensitivity",
+    "state_sensitivity": "sensitivity",
     "table_draws": "prediction",
     "run_flips": "observed_critical_mass",
     "challenger_shares": "observed_critical_mass",

@@ -82,6 +82,16 @@ def format_summary(s: dict) -> str:
         lines.append(f"sampler: R-hat max {_num(dg.get('r_hat_max'), 4)}, bulk ESS min {_num(None if ess is None else round(ess))}, "
                      f"{div} divergent transition{'s' if div != 1 else ''}"
                      + (" (see the warning above)" if div else ""))
+    re_ = s.get("run_effects") or (s.get("settings") or {}).get("run_effects_summary")
+    if re_ and re_.get("active"):
+        sb, sk = re_.get("sd_b") or {}, re_.get("sd_k") or {}
+        lines.append(f"runs differ: sd of a run's shift {_num(sb.get('estimate'))} [{_num(sb.get('low'))}, "
+                     f"{_num(sb.get('high'))}] and of its log-sharpness {_num(sk.get('estimate'))} "
+                     f"[{_num(sk.get('low'))}, {_num(sk.get('high'))}] on the logit of the table (likelihood ratio "
+                     f"{_num(re_.get('lr_statistic'))} against identical runs, p {_num(re_.get('p_value'))}); every "
+                     "simulated run plays its own")
+    elif re_ and re_.get("note"):
+        lines.append(f"runs differ: not estimated ({re_['note']}); every simulated run plays the same table")
     settings = s.get("settings") or {}
     max_rounds = settings.get("max_rounds")
     obs = s.get("observed") or {}
@@ -126,8 +136,23 @@ def format_summary(s: dict) -> str:
         for key, e in cm.items():
             maj, ch = e.get("majority"), e.get("challenger")
             pub, per = e.get("published") or {}, e.get("per_run") or {}
-            txt = f"  {key} ({ch} committed against a consensus on {maj}): published {_interval(pub, none_cm)}; " \
-                  f"per-run {_interval(per, none_cm)}"
+            ex = e.get("experiment")
+            if ex:
+                des = ex.get("design") or {}
+                dist = ex.get("distribution") or {}
+                top = sorted(dist.items(), key=lambda kv: -kv[1])[:4]
+                lines.append(f"  {key} ({ch} committed against a consensus on {maj}), on the design of the data's "
+                             f"committed runs: published {_interval(ex, none_cm)}")
+                lines.append(f"      design: counts {', '.join(map(str, des.get('counts', [])))}, runs per count "
+                             f"{'/'.join(str(len(x)) for x in des.get('lengths', []))}, window {des.get('window')} "
+                             f"rounds; most likely readings " + ", ".join(f"{k} ({_p(v)})" for k, v in top)
+                             + (f"; {_p(ex.get('p_beyond_tested'))} of draws past the last tested count"
+                                if ex.get("p_beyond_tested") else ""))
+                txt = f"      paper's design (10 runs at every count): published {_interval(pub, none_cm)}; " \
+                      f"per-run {_interval(per, none_cm)}"
+            else:
+                txt = f"  {key} ({ch} committed against a consensus on {maj}): published {_interval(pub, none_cm)}; " \
+                      f"per-run {_interval(per, none_cm)}"
             lines.append(txt)
             o = ocm.get(key)
             if o:
@@ -143,6 +168,16 @@ def format_summary(s: dict) -> str:
                 if p_nr:
                     lines.append(f"      {crit}: {_num(100 * p_nr)}% of draws did not flip with up to {N - 1} "
                                  "committed agents")
+    ds = s.get("decisive_states") or {}
+    if ds:
+        lines.append("")
+        lines.append("the memory states that decide each prediction (share of its spread from each state's posterior "
+                     "uncertainty; [decisions in the data]):")
+        for key, d in ds.items():
+            tops = ", ".join(f"{st['state'] or '(empty)'} [{st['decisions']}] {_p(st['share'])}"
+                             for st in (d.get("states") or [])[:3])
+            lines.append(f"  {key}: {tops}; {_p(d.get('thin_share'))} rests on states with fewer than "
+                         f"{d.get('thin_decisions')} decisions")
     rs = s.get("relative_strength") or {}
     if rs:
         lines.append("")
