@@ -82,6 +82,8 @@ _EXPORTS = {
     "fit_run_effects": "run_effects",
     "StateSensitivity": "sensitivity",
     "state_sensitivity": "sensitivity",
+    "CriticalMassCheck": "critical_mass_check",
+    "check_critical_masses": "critical_mass_check",
     "table_draws": "prediction",
     "run_flips": "observed_critical_mass",
     "challenger_shares": "observed_critical_mass",

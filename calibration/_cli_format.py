@@ -52,6 +52,13 @@ def _scores_text(sc: dict) -> str:
     return "\n".join(out)
 
 
+def _wrap(text: str, indent: str = "      ", width: int = 118) -> list[str]:
+    """A long line as lines of at most ``width`` characters, continuation lines indented."""
+    import textwrap
+
+    return textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False) or [text]
+
+
 def format_summary(s: dict) -> str:
     """The readable multi-line summary ``normlab calibrate`` prints without ``--json``.
 
@@ -85,13 +92,13 @@ def format_summary(s: dict) -> str:
     re_ = s.get("run_effects") or (s.get("settings") or {}).get("run_effects_summary")
     if re_ and re_.get("active"):
         sb, sk = re_.get("sd_b") or {}, re_.get("sd_k") or {}
-        lines.append(f"runs differ: sd of a run's shift {_num(sb.get('estimate'))} [{_num(sb.get('low'))}, "
-                     f"{_num(sb.get('high'))}] and of its log-sharpness {_num(sk.get('estimate'))} "
-                     f"[{_num(sk.get('low'))}, {_num(sk.get('high'))}] on the logit of the table (likelihood ratio "
-                     f"{_num(re_.get('lr_statistic'))} against identical runs, p {_num(re_.get('p_value'))}); every "
-                     "simulated run plays its own")
+        lines += _wrap(f"runs differ: sd of a run's shift {_num(sb.get('estimate'))} [{_num(sb.get('low'))}, "
+                       f"{_num(sb.get('high'))}] and of its log-sharpness {_num(sk.get('estimate'))} "
+                       f"[{_num(sk.get('low'))}, {_num(sk.get('high'))}] on the logit of the table (likelihood ratio "
+                       f"{_num(re_.get('lr_statistic'))} against identical runs, p {_num(re_.get('p_value'))}); every "
+                       "simulated run plays its own", indent="  ")
     elif re_ and re_.get("note"):
-        lines.append(f"runs differ: not estimated ({re_['note']}); every simulated run plays the same table")
+        lines += _wrap(f"runs differ: not estimated ({re_['note']}); every simulated run plays the same table", "  ")
     settings = s.get("settings") or {}
     max_rounds = settings.get("max_rounds")
     obs = s.get("observed") or {}
@@ -141,13 +148,13 @@ def format_summary(s: dict) -> str:
                 des = ex.get("design") or {}
                 dist = ex.get("distribution") or {}
                 top = sorted(dist.items(), key=lambda kv: -kv[1])[:4]
-                lines.append(f"  {key} ({ch} committed against a consensus on {maj}), on the design of the data's "
-                             f"committed runs: published {_interval(ex, none_cm)}")
-                lines.append(f"      design: counts {', '.join(map(str, des.get('counts', [])))}, runs per count "
-                             f"{'/'.join(str(len(x)) for x in des.get('lengths', []))}, window {des.get('window')} "
-                             f"rounds; most likely readings " + ", ".join(f"{k} ({_p(v)})" for k, v in top)
-                             + (f"; {_p(ex.get('p_beyond_tested'))} of draws past the last tested count"
-                                if ex.get("p_beyond_tested") else ""))
+                lines += _wrap(f"  {key} ({ch} committed against a consensus on {maj}), on the design of the data's "
+                               f"committed runs: published {_interval(ex, none_cm)}")
+                lines += _wrap(f"      design: counts {', '.join(map(str, des.get('counts', [])))}, runs per count "
+                               f"{'/'.join(str(len(x)) for x in des.get('lengths', []))}, window {des.get('window')} "
+                               f"rounds; most likely readings " + ", ".join(f"{k} ({_p(v)})" for k, v in top)
+                               + (f"; {_p(ex.get('p_beyond_tested'))} of draws past the last tested count"
+                                  if ex.get("p_beyond_tested") else ""))
                 txt = f"      paper's design (10 runs at every count): published {_interval(pub, none_cm)}; " \
                       f"per-run {_interval(per, none_cm)}"
             else:
@@ -171,13 +178,13 @@ def format_summary(s: dict) -> str:
     ds = s.get("decisive_states") or {}
     if ds:
         lines.append("")
-        lines.append("the memory states that decide each prediction (share of its spread from each state's posterior "
-                     "uncertainty; [decisions in the data]):")
+        lines += _wrap("the memory states that decide each prediction (share of its spread from each state's posterior "
+                       "uncertainty; [decisions in the data]):", "")
         for key, d in ds.items():
             tops = ", ".join(f"{st['state'] or '(empty)'} [{st['decisions']}] {_p(st['share'])}"
                              for st in (d.get("states") or [])[:3])
-            lines.append(f"  {key}: {tops}; {_p(d.get('thin_share'))} rests on states with fewer than "
-                         f"{d.get('thin_decisions')} decisions")
+            lines += _wrap(f"  {key}: {tops}; {_p(d.get('thin_share'))} rests on states with fewer than "
+                           f"{d.get('thin_decisions')} decisions")
     rs = s.get("relative_strength") or {}
     if rs:
         lines.append("")

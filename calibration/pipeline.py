@@ -409,7 +409,8 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
               fit_on="baseline", model: str = DEFAULT, llm=None, n_draws: int = 200,
               within_rounds: int = 30, max_round: int | None = None, fit_kwargs: dict | None = None, predict_kwargs: dict | None = None,
               compare_observed: bool = True, source: str | None = None, run_effects: bool = True,
-              design: str = "data", sensitivity: bool = True, rng=None, progress: bool = False) -> Calibration:
+              design: str = "data", sensitivity: bool = True, fit: StrategyFit | None = None, rng=None,
+              progress: bool = False) -> Calibration:
     """Fit a strategy on some runs of a log and predict the population's behaviour.
 
     Parameters
@@ -450,6 +451,9 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         (:func:`~normlab.calibration.fit_run_effects`, two names, at least three runs), store it
         in the fit's ``meta["run_effects"]`` and let every simulated run play its own effect
         (default True; False: identical runs, the behaviour before run effects).
+    fit : StrategyFit, optional
+        A fit of these runs made before (e.g. a shipped table, or ``calibrate(...).fit``): used
+        instead of fitting again (it must have the pool and memory asked for).
     sensitivity : bool, optional
         Find the memory states that decide each critical mass (at its predicted count) and the
         convergence outcome, with how often the data saw them
@@ -501,8 +505,11 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         fk.setdefault("progress", True)
     if design not in ("data", "paper"):
         raise ValueError(f"design must be 'data' or 'paper'; got {design!r}")
-    fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **fk)
-    if run_effects and len(names) == 2:
+    if fit is None:
+        fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **fk)
+    elif not isinstance(fit, StrategyFit) or set(fit.names) != set(names) or fit.memory != memory:
+        raise ValueError(f"fit must be a StrategyFit of names {names} at memory {memory}")
+    if run_effects and len(names) == 2 and not fit.meta.get("run_effects"):
         fit = replace(fit, meta={**fit.meta, "run_effects": fit_run_effects(counts, fit).to_dict()})
     mxr = published_max_round(llms[0], int(n_agents)) if max_round is None else max_round
     designs = experiment_designs(log, names=names, memory=memory, n_agents=int(n_agents), llm=llms[0], window=mxr) \

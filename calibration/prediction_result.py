@@ -353,9 +353,9 @@ class Prediction:
                 rows.append((f"critical mass {k} (published rule, the experiment's design)", e["estimate"],
                              (e["low"], e["high"]), f"counts {', '.join(map(str, e['design'].get('counts', [])))}; "
                                                     f"{e['p_beyond_tested']:.0%} of draws past the last tested count"))
-            rows.append((f"critical mass {k} (published rule, paper's design)", v["published"]["estimate"],
-                         (v["published"]["low"], v["published"]["high"]),
-                         f"{self.settings.get('design_runs', DESIGN_RUNS)} runs at every count per draw"))
+            rows.append((f"critical mass {k} (published rule" + (", paper's design)" if "experiment" in v else ")"),
+                         v["published"]["estimate"], (v["published"]["low"], v["published"]["high"]),
+                         f"{self.settings.get('design_runs', DESIGN_RUNS)}-run experiment per draw"))
             pr = v["per_run"]
             rows.append((f"critical mass {k} (per run)", pr["estimate"], (pr["low"], pr["high"]),
                          f"P(flip) >= {self.settings.get('flip_level', FLIP_LEVEL):g} within {self.within_rounds} rounds"))

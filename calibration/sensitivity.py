@@ -34,6 +34,7 @@ gradient estimation).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -111,6 +112,9 @@ class StateSensitivity:
                       "thin_decisions": self.thin, "thin_share": self.thin_share, "states": rows})
 
     def __repr__(self) -> str:
+        if not self.table["importance"].gt(0).any():
+            return short_repr("StateSensitivity", self.quantity, f"no state's effect stands out of the Monte Carlo "
+                              f"noise of {self.n_runs} runs (more runs: n_runs=)")
         t = self.top(3)
         tops = "; ".join(f"{r['label'] or '(empty)'} ({int(r['decisions'])} decisions, {r['share']:.0%})"
                          for _, r in t.iterrows())
@@ -278,12 +282,9 @@ def state_sensitivity(fit, *, n_agents: int, majority: str | None = None, commit
             tab[:, 1 - ti] = 1.0 - pt
             kw = dict(n_agents=N, memory=H, n_runs=1, names=names, record_decisions=True, progress=False,
                       rng=g.integers(2**63))
-            if majority is None:
-                res = strategy_game(StrategyTable(tab, memory=H, names=names), stop="streak",
-                                    max_interactions=10 * W_rounds * N, **kw)
-            else:
-                res = strategy_game(StrategyTable(tab, memory=H, names=names), committed=c, committed_name=challenger,
-                                    initial=f"consensus:{majority}", stop="max", max_interactions=W_rounds * N, **kw)
+            with warnings.catch_warnings():  # runs that do not converge in time are expected here
+                warnings.simplefilter("ignore", RuntimeWarning)
+                res = _play(StrategyTable(tab, memory=H, names=names), majority, c, challenger, W_rounds, N, kw)
             pl, an, ln = res.interactions
             T = int(ln[0])
             st, ch = _decision_states(pl[0, :T], an[0, :T], res.committed, init if majority is not None else
@@ -320,7 +321,7 @@ def state_sensitivity(fit, *, n_agents: int, majority: str | None = None, commit
     var = np.maximum(tab["sensitivity"] ** 2 - tab["se"] ** 2, 0.0) * tab["sd_logit"] ** 2
     tab["importance"] = np.sqrt(var)
     tot = var.sum()
-    tab["share"] = var / tot if tot > 0 else np.nan
+    tab["share"] = var / tot if tot > 0 else 0.0
     tab = tab.sort_values("importance", ascending=False).reset_index(drop=True)
     if majority is None:
         q = f"P(a run from empty memories ends on {tgt})"
@@ -329,6 +330,15 @@ def state_sensitivity(fit, *, n_agents: int, majority: str | None = None, commit
     return StateSensitivity(table=tab, quantity=q, target=tgt, n_runs=n, thin=int(thin),
                             settings={"n_agents": N, "memory": H, "committed": c, "majority": majority,
                                       "window": W_rounds, "draws": D, "run_effects": eff.active})
+
+
+def _play(table, majority, c, challenger, W, N, kw):
+    """One simulated run: from empty memories to 3N consecutive successes (at most 10 windows),
+    or ``W`` rounds from a consensus on ``majority`` with ``c`` agents committed to ``challenger``."""
+    if majority is None:
+        return strategy_game(table, stop="streak", max_interactions=10 * W * N, **kw)
+    return strategy_game(table, committed=c, committed_name=challenger, initial=f"consensus:{majority}", stop="max",
+                         max_interactions=W * N, **kw)
 
 
 def _window_share(answers, players, committed, y, N, W) -> float:
