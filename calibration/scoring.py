@@ -731,7 +731,8 @@ class Scores:
         by_dir = []
         for x in comp.loc[(comp["target"] == "flip") & (comp["majority"] != "all"), "majority"].unique():
             g = comp[(comp["target"] == "flip") & (comp["majority"] == x)]
-            by_dir.append({"majority": str(x), "convention": g["convention"].iloc[0],
+            conv = g["convention"].iloc[0]
+            by_dir.append({"majority": str(x), "convention": conv if isinstance(conv, str) else None,
                            "n_flip_runs": int(g["n"].iloc[0]),
                            "brier": {r["forecaster"]: float(r["brier"]) for _, r in g.iterrows()},
                            "log_score": {r["forecaster"]: float(r["log_score"]) for _, r in g.iterrows()},
