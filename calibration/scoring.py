@@ -586,7 +586,8 @@ class Scores:
     coverage : pandas.DataFrame
         One row per quantity and interval: ``quantity``, ``key``, ``committed``, ``observed``,
         ``n_obs``, ``interval`` (``"underlying"`` / ``"experiment"``), ``low``, ``high``,
-        ``n_sim`` (simulated runs per draw behind the interval), ``covered``.
+        ``n_sim`` (simulated runs per draw behind the interval), ``covered``, ``zero_width``
+        (``low == high``).
     reliability : pandas.DataFrame
         Reliability-diagram bins: ``target``, ``bin_low``, ``bin_high``, ``n``, ``mean_p``,
         ``freq`` (observed frequency), ``low``, ``high`` (Clopper-Pearson 95 %).
@@ -764,17 +765,25 @@ class Scores:
         def f(v):
             return "-" if v is None else f"{v:.3f}"
 
-        return (f"Scores(flip runs {s['n_flip_runs']}: Brier {f(s['brier_flip'])}, log {f(s['log_score_flip'])}; "
+        rv = s["rivals"]
+        return (f"Scores(flip runs {s['n_flip_runs']}: Brier {f(s['brier_flip'])}, log {f(s['log_score_flip'])} "
+                f"[direction rule {f(rv['direction_rule'].get('brier_flip'))}, logistic "
+                f"{f(rv['logistic'].get('brier_flip'))}]; "
                 f"consensus runs {s['n_consensus_runs']}: Brier {f(s['brier_consensus'])}, "
-                f"log {f(s['log_score_consensus'])}; coverage experiment {f(s['coverage']['experiment'])} "
-                f"of {s['coverage']['n_experiment']}, underlying {f(s['coverage']['underlying'])} "
-                f"of {s['coverage']['n_underlying']})")
+                f"log {f(s['log_score_consensus'])} [base rate {f(rv['base_rate'].get('brier_consensus'))}]; "
+                f"coverage experiment {f(s['coverage']['experiment'])} "
+                f"of {s['coverage']['n_experiment']} ({f(s['coverage']['zero_width_experiment'])} zero-width), "
+                f"underlying {f(s['coverage']['underlying'])} of {s['coverage']['n_underlying']})")
 
     def _repr_html_(self) -> str:
         import html
 
         head = f"<p><code>{html.escape(repr(self))}</code></p>"
-        return head + self.to_frame().to_html(index=False, float_format=lambda v: f"{v:.3f}")
+        wins = self.summary()["rival_wins"]
+        tail = ("<p>Where a rival scores better than normlab:</p><ul>"
+                + "".join(f"<li>{html.escape(w)}</li>" for w in wins) + "</ul>") if wins else ""
+        return (head + self.comparison().to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
+                + self.coverage_summary().to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="") + tail)
 
     @plotting
     def plot_intervals(self, key=None, ax=None):

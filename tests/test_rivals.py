@@ -285,3 +285,5 @@ def test_printed_block_shows_every_rival(observed, hand_prediction):
     assert f"Brier {s['rivals']['direction_rule']['brier_flip']:.3f}" in text
     for w in s["rival_wins"]:
         assert w in text
+    assert "[direction rule " in repr(sc) and "zero-width" in repr(sc)
+    assert ("Where a rival" in sc._repr_html_()) == bool(s["rival_wins"])
