@@ -26,26 +26,93 @@ def _interval(d: dict, none_text: str) -> str:
     return f"{_num(est)} [{_num(lo) if lo is not None else none_text}, {_num(hi) if hi is not None else none_text}]"
 
 
+_RIVAL_NAMES = (("normlab", "normlab"), ("direction_rule", "direction rule"),
+                ("logistic", "committed-fraction logistic"), ("base_rate", "base rate of the fit runs"),
+                ("coin", "coin (every outcome equally likely)"))
+
+
+def _bl(b, lg) -> str:
+    return f"Brier {'-' if b is None else f'{b:.3f}'}, log {'-' if lg is None else f'{lg:.3f}'}"
+
+
+def _coverage_text(cov: dict) -> str:
+    bits = []
+    for kind in ("experiment", "underlying"):
+        if cov.get(kind) is None:
+            continue
+        zw = cov.get(f"zero_width_{kind}")
+        n = cov[f"n_{kind}"]
+        other = cov.get(f"{kind}_other")
+        tail = ""
+        if zw is not None:
+            n_other = n - int(round(zw * n))
+            tail = f" ({zw:.0%} zero-width" + (f"; {other:.0%} of the other {n_other}" if other is not None and zw > 0
+                                               else "") + ")"
+        bits.append(f"{kind} {cov[kind]:.0%} of {n}{tail}")
+    return ", ".join(bits)
+
+
+def _fractions_text(fc) -> str:
+    if not fc:
+        return ""
+    n = fc.get("n", 0)
+    return ", ".join(f"{lab.split(' (')[0]} {int(round(fc[k] * n))}/{n}" for k, lab in _RIVAL_NAMES if k in fc)
+
+
 def _scores_text(sc: dict) -> str:
-    """The ``scores`` block as readable lines (lower Brier and log scores are better)."""
+    """The ``scores`` block as readable lines: normlab beside its rivals on the same runs (lower
+    Brier and log scores are better), coverage with its zero-width share, where a rival wins."""
     ref = sc.get("reference") or {}
-    out = ["scores on the runs the fit did not use (lower is better; a forecast giving every outcome the same "
-           "probability in brackets):"]
+    rv = sc.get("rivals") or {}
+    out = ["scores on the runs the fit did not use, beside rivals on the same runs (lower is better):"]
     if sc.get("n_flip_runs"):
-        out.append(f"  flips, {sc['n_flip_runs']} committed-minority runs (within {sc.get('within_rounds')} rounds): "
-                   f"Brier {sc['brier_flip']:.3f} ({ref.get('brier_flip', 0.25):.3f}), "
-                   f"log {sc['log_score_flip']:.3f} ({ref.get('log_score_flip', 0.693):.3f})")
+        out.append(f"  flips, {sc['n_flip_runs']} committed-minority runs (within {sc.get('within_rounds')} rounds):")
+        for key, lab in _RIVAL_NAMES:
+            if key == "base_rate":
+                continue
+            if key == "normlab":
+                b, lg, how = sc["brier_flip"], sc["log_score_flip"], None
+            elif key == "coin":
+                b, lg, how = ref.get("brier_flip", 0.25), ref.get("log_score_flip", 0.693), None
+            else:
+                d = rv.get(key) or {}
+                b, lg, how = d.get("brier_flip"), d.get("log_score_flip"), d.get("how") or d.get("unavailable")
+            out.append(f"    {lab + ':':<38} {_bl(b, lg)}" + (f"  [{how}]" if how else ""))
+        for d in sc.get("by_direction") or []:
+            conv = f", the {d['convention']} convention" if d.get("convention") else ""
+            parts = [f"{lab.split(' (')[0]} {_bl(d['brier'].get(k), d['log_score'].get(k))}"
+                     for k, lab in _RIVAL_NAMES if k in d["brier"]]
+            out.append(f"    from a consensus on {d['majority']}{conv}, {d['n_flip_runs']} runs: " + "; ".join(parts))
     if sc.get("n_consensus_runs"):
-        out.append(f"  consensus winners, {sc['n_consensus_runs']} runs: Brier {sc['brier_consensus']:.3f} "
-                   f"({ref.get('brier_consensus', 0.0):.3f}), log {sc['log_score_consensus']:.3f} "
-                   f"({ref.get('log_score_consensus', 0.0):.3f})")
+        br = rv.get("base_rate") or {}
+        out.append(f"  consensus winners, {sc['n_consensus_runs']} runs: normlab "
+                   f"{_bl(sc['brier_consensus'], sc['log_score_consensus'])}; base rate of the fit runs "
+                   f"{_bl(br.get('brier_consensus'), br.get('log_score_consensus'))}"
+                   + (f" [{br.get('how') or br.get('unavailable')}]" if br.get("how") or br.get("unavailable") else "")
+                   + f"; coin {_bl(ref.get('brier_consensus', 0.0), ref.get('log_score_consensus', 0.0))}")
     cov = sc.get("coverage") or {}
     pct = int(round(100 * float(sc.get("level") or 0.95)))
-    bits = [f"{kind} {cov[kind]:.0%} of {cov[f'n_{kind}']}" for kind in ("experiment", "underlying")
-            if cov.get(kind) is not None]
-    if bits:
-        out.append(f"  observed values inside the {pct}% intervals: " + ", ".join(bits)
-                   + " (experiment: what an experiment of the observed size would report)")
+    txt = _coverage_text(cov)
+    if txt:
+        out.append(f"  observed values inside normlab's {pct}% intervals: {txt} (experiment: what an experiment of "
+                   "the observed size would report; zero-width: an interval that is one value, for a fraction 0 or 1)")
+        for d in sc.get("by_direction") or []:
+            t = _coverage_text(d.get("coverage") or {})
+            if t:
+                out.append(f"    from a consensus on {d['majority']}: {t}")
+        t = _coverage_text(sc.get("winners_coverage") or {})
+        if t and sc.get("by_direction"):
+            out.append(f"    consensus winners: {t}")
+    fc = sc.get("fraction_coverage") or {}
+    for tgt, what in (("flip", "flip fractions per count"), ("consensus", "winner shares")):
+        t = _fractions_text(fc.get(tgt))
+        if t:
+            out.append(f"  {what} inside each forecaster's {pct}% experiment interval (a rival's: binomial at its "
+                       f"probability): {t}")
+    wins = sc.get("rival_wins")
+    if wins is not None:
+        out.append("  where a rival scores better than normlab:" + ("" if wins else " nowhere"))
+        out += [f"    {w}" for w in wins]
     ex = sc.get("excluded") or {}
     if ex:
         out.append("  not scored: " + ", ".join(f"{v} {k}" for k, v in ex.items()))
