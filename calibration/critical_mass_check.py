@@ -89,7 +89,9 @@ class CriticalMassCheck:
                          f"{fmt(r['width'])} | {fmt(r['paper_estimate'])} [{fmt(r['paper_low'])}, "
                          f"{fmt(r['paper_high'])}] | {'-' if pd.isna(r['thin_share']) else f'{r.thin_share:.0%}'} |")
         s = self.summary()
-        cov = ", ".join(f"{m} {fmt(c)}" for m, c in s["coverage"].items())
+        cov = ", ".join(f"{r['model']} {fmt(r['coverage'])}" + (f" ({round(r['coverage'] * r['n_coverage'])} of "
+                                                                 f"{r['n_coverage']} rows)" if r["n_coverage"] else "")
+                        for _, r in self.models.iterrows())
         lines.append("")
         lines.append(f"{s['inside']} of {s['directions']} published critical masses inside their 95% intervals; "
                      f"width mean {fmt(s['mean_width'])}, max {fmt(s['max_width'])}; mean |estimate - published| "

@@ -20,7 +20,8 @@ import warnings
 from pathlib import Path
 
 
-def main(argv=None) -> int:
+def check(argv=None):
+    """The check for the command line ``argv`` (None when no archive is found)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("archives", nargs="*", help="AI-norms archives (.zip); default: those in ../shared/data/ai-norms")
     ap.add_argument("--draws", type=int, default=200)
@@ -39,8 +40,7 @@ def main(argv=None) -> int:
     if not paths:
         root = find_ainorms()
         if root is None:
-            print("no archives given and none found in ../shared/data/ai-norms (or $NORMLAB_AINORMS)", file=sys.stderr)
-            return 2
+            return None, args
         paths = sorted(Path(root).glob("*.zip"))
     logs = [load_ainorms(p, kinds=["baseline", "swap", "evolved"], on_inconsistency="warn") for p in paths]
     log = logs[0] if len(logs) == 1 else GameLog.concat(logs)
@@ -51,10 +51,15 @@ def main(argv=None) -> int:
         warnings.simplefilter("ignore")
         chk = check_critical_masses(log, n_draws=args.draws, fits=fits, sensitivity=not args.no_sensitivity,
                                     source=", ".join(p.name for p in paths), rng=args.seed)
-    if args.json:
-        print(json.dumps(chk.summary(), indent=1, default=str))
-    else:
-        print(chk.text())
+    return chk, args
+
+
+def main(argv=None) -> int:
+    chk, args = check(argv)
+    if chk is None:
+        print("no archives given and none found in ../shared/data/ai-norms (or $NORMLAB_AINORMS)", file=sys.stderr)
+        return 2
+    print(json.dumps(chk.summary(), indent=1, default=str) if args.json else chk.text())
     return 0
 
 
