@@ -21,8 +21,10 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
   also ``normlab calibrate``)
 - observed: :func:`empirical_critical_mass` (published, per_run and end_of_run critical masses),
   :func:`run_flips`, :func:`challenger_shares`
-- scores: :func:`score` (Brier and log scores of flips and consensus winners, coverage of the
-  underlying and experiment-size intervals, reliability diagram) -> :class:`Scores`
+- scores: :func:`score` (Brier and log scores of flips and consensus winners beside the rivals
+  of :mod:`.rivals` on the same runs -- direction rule, committed-fraction logistic, base rate,
+  coin -- per direction; coverage of the underlying and experiment-size intervals with the share
+  of zero-width ones, reliability diagram) -> :class:`Scores`
 - transfer: :func:`transfer_scores` (fit at one LLM, N, H; predict and score the others) ->
   :class:`TransferScores`; :func:`tables_at_memory`
 - group size: :func:`group_size_curve` (P(consensus on each name) for N = 4 .. 1 000 and the
@@ -76,6 +78,14 @@ _EXPORTS = {
     "AsymmetryResult": "asymmetry",
     "predict": "prediction",
     "Prediction": "prediction",
+    "ExperimentDesign": "experiment",
+    "experiment_designs": "experiment",
+    "RunEffects": "run_effects",
+    "fit_run_effects": "run_effects",
+    "StateSensitivity": "sensitivity",
+    "state_sensitivity": "sensitivity",
+    "CriticalMassCheck": "critical_mass_check",
+    "check_critical_masses": "critical_mass_check",
     "table_draws": "prediction",
     "run_flips": "observed_critical_mass",
     "challenger_shares": "observed_critical_mass",

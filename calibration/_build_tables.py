@@ -13,8 +13,13 @@ For each shipped setting (LLM, names Q/M, memory H) the script
 4. fits the default kind (:data:`.fit_kinds.DEFAULT`, ``hierarchical``: the choice; see the module
    docstring of :mod:`.bayes`) with NUTS, 4 chains x 1000 draws, and stores 500 thinned draws
    (for ``hierarchical``: of ``beta`` and ``tau``) with the counts;
-5. writes ``<llm>_<names>_H<H>.json`` (a :class:`StrategyFit`), with the model comparison,
+5. estimates how much the baseline runs differ from one another (run effects relative to the
+   stored mean table, :func:`.run_effects.fit_run_effects`) and stores them in ``meta["run_effects"]``,
+   so predictions from the shipped table give every simulated run its own effect;
+6. writes ``<llm>_<names>_H<H>.json`` (a :class:`StrategyFit`), with the model comparison,
    diagnostics and provenance in its ``meta``.
+
+``--run-effects-only`` keeps the stored tables and only (re)computes step 5 (seconds, deterministic).
 
 The raw data are never copied: a shipped fit holds only per-state decision counts and posterior
 draws of 11 numbers.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +43,7 @@ from .inputs import counts_from_log, select_runs
 from .logit import select_decay
 from .pipeline import ainorms_file_patterns
 from .posterior import StrategyFit
+from .run_effects import RunEffects, fit_run_effects
 
 SETTINGS = (
     # (file stem, LLM, names, H, N of the baselines)
@@ -77,10 +84,33 @@ def build(ainorms, out, *, settings=SETTINGS, cv: bool = True, seed: int = 20250
         path = small.to_json(out / f"{stem}.json")
         # store the posterior-mean table of the fit as loaded back (coefficients rounded by to_json)
         path = StrategyFit.from_json(path).with_stored_mean().to_json(path)
+        path = with_run_effects(path, counts)
         rec = {"table": stem, "seconds": round(time.perf_counter() - t0, 1), "decay": decay,
                "diagnostics": fit.diagnostics, "bytes": path.stat().st_size}
         print(json.dumps(rec, default=str), flush=True)
         report.append(rec)
+    return report
+
+
+def with_run_effects(path, counts):
+    """Store in the shipped fit at ``path`` the run effects of the runs behind ``counts``, relative
+    to its stored mean table (deterministic); returns the path."""
+    fit = StrategyFit.from_json(path)
+    eff = fit_run_effects(counts, fit)
+    return replace(fit, meta={**fit.meta, "run_effects": eff.to_dict()}).to_json(path)
+
+
+def add_run_effects(ainorms, out, *, settings=SETTINGS, log=None) -> list[dict]:
+    """Step 5 alone on the stored tables in ``out``."""
+    if log is None:
+        log = load_ainorms(ainorms, kinds="baseline", files=ainorms_file_patterns(("Q", "M")))
+    report = []
+    for stem, llm, names, H, N in settings:
+        sel = select_runs(log, names=names, memory=H, n_agents=N, model=llm, fit_on="baseline")
+        path = with_run_effects(Path(out) / f"{stem}.json", counts_from_log(sel, names=names, memory=H))
+        eff = RunEffects.from_dict(StrategyFit.from_json(path).meta["run_effects"])
+        report.append({"table": stem, "run_effects": repr(eff)})
+        print(json.dumps(report[-1]), flush=True)
     return report
 
 
@@ -90,7 +120,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "data"))
     ap.add_argument("--no-cv", action="store_true", help="skip the model comparison")
     ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--run-effects-only", action="store_true", help="only (re)compute the stored run effects")
     args = ap.parse_args(argv)
+    if args.run_effects_only:
+        add_run_effects(args.ainorms, args.out)
+        return 0
     build(args.ainorms, args.out, cv=not args.no_cv, chains=args.chains)
     return 0
 

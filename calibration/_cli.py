@@ -75,6 +75,14 @@ def register(sub) -> None:
     p.add_argument("--runs-flip", type=int, default=16, help="runs per draw and committed count (default 16)")
     p.add_argument("--runs-consensus", type=int, default=40, help="convergence runs per draw (default 40)")
     p.add_argument("--no-strength", action="store_true", help="skip the relative-strength simulations")
+    p.add_argument("--no-run-effects", action="store_true",
+                   help="simulate every run with the same table (default: estimate how much the fitted runs differ "
+                        "and give every simulated run its own effect; a shipped table uses the effects stored with it)")
+    p.add_argument("--no-sensitivity", action="store_true",
+                   help="skip finding the memory states that decide each prediction (about 10-30 s each)")
+    p.add_argument("--design", choices=["data", "paper"], default="data",
+                   help="critical masses on the design of the data's committed-minority runs (their counts, runs per "
+                        "count, run lengths and window), where the data hold them (default), or on the paper's only")
     p.add_argument("--chains", type=int, default=2, help="NUTS chains (default 2)")
     p.add_argument("--nuts-draws", "--samples", dest="samples", type=int, default=1000,
                    help="NUTS draws per chain (default 1000)")
@@ -143,9 +151,15 @@ def _calibrate(args) -> int:
 
         with _warnings_as_lines(), elapsed_bar(f"predicting ({args.draws} posterior draws)", enabled=progress):
             pred = predict(fit, n_agents=n, n_draws=args.draws, within_rounds=args.within_rounds,
-                           max_round=args.max_round, rng=args.seed, **pk)
+                           max_round=args.max_round, run_effects=None if args.no_run_effects else "fit",
+                           rng=args.seed, **pk)
         out = pred.summary()
+        from normlab.calibration import RunEffects
+
+        eff = RunEffects.none("--no-run-effects") if args.no_run_effects else \
+            RunEffects.from_dict(fit.meta.get("run_effects"))
         out = {"llm": fit.meta.get("llm"), "source": str(args.table), "model": fit.kind, **out,
+               "run_effects": eff.summary(),
                "fit": {k: v for k, v in fit.summary().items() if k in ("decisions", "states_observed", "states_total",
                                                                         "decay", "diagnostics")}}
         if args.save_fit:
@@ -183,7 +197,8 @@ def _calibrate(args) -> int:
         cal = calibrate(log, names=names, memory=args.memory, n_agents=args.n_agents, fit_on=args.fit_on,
                         model=args.fit_model, llm=llm, n_draws=args.draws, within_rounds=args.within_rounds,
                         max_round=args.max_round, fit_kwargs=fit_kwargs, predict_kwargs=pk, source=source,
-                        rng=args.seed, progress=progress)
+                        run_effects=not args.no_run_effects, design=args.design,
+                        sensitivity=not args.no_sensitivity, rng=args.seed, progress=progress)
     if args.save_fit:
         cal.fit.to_json(args.save_fit)
     summary = cal.summary()

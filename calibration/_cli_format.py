@@ -26,30 +26,104 @@ def _interval(d: dict, none_text: str) -> str:
     return f"{_num(est)} [{_num(lo) if lo is not None else none_text}, {_num(hi) if hi is not None else none_text}]"
 
 
+_RIVAL_NAMES = (("normlab", "normlab"), ("direction_rule", "direction rule"),
+                ("logistic", "committed-fraction logistic"), ("base_rate", "base rate of the fit runs"),
+                ("coin", "coin (every outcome equally likely)"))
+
+
+def _bl(b, lg) -> str:
+    return f"Brier {'-' if b is None else f'{b:.3f}'}, log {'-' if lg is None else f'{lg:.3f}'}"
+
+
+def _coverage_text(cov: dict) -> str:
+    bits = []
+    for kind in ("experiment", "underlying"):
+        if cov.get(kind) is None:
+            continue
+        zw = cov.get(f"zero_width_{kind}")
+        n = cov[f"n_{kind}"]
+        other = cov.get(f"{kind}_other")
+        tail = ""
+        if zw is not None:
+            n_other = n - int(round(zw * n))
+            tail = f" ({zw:.0%} zero-width" + (f"; {other:.0%} of the other {n_other}" if other is not None and zw > 0
+                                               else "") + ")"
+        bits.append(f"{kind} {cov[kind]:.0%} of {n}{tail}")
+    return ", ".join(bits)
+
+
+def _fractions_text(fc) -> str:
+    if not fc:
+        return ""
+    n = fc.get("n", 0)
+    return ", ".join(f"{lab.split(' (')[0]} {int(round(fc[k] * n))}/{n}" for k, lab in _RIVAL_NAMES if k in fc)
+
+
 def _scores_text(sc: dict) -> str:
-    """The ``scores`` block as readable lines (lower Brier and log scores are better)."""
+    """The ``scores`` block as readable lines: normlab beside its rivals on the same runs (lower
+    Brier and log scores are better), coverage with its zero-width share, where a rival wins."""
     ref = sc.get("reference") or {}
-    out = ["scores on the runs the fit did not use (lower is better; a forecast giving every outcome the same "
-           "probability in brackets):"]
+    rv = sc.get("rivals") or {}
+    out = ["scores on the runs the fit did not use, beside rivals on the same runs (lower is better):"]
     if sc.get("n_flip_runs"):
-        out.append(f"  flips, {sc['n_flip_runs']} committed-minority runs (within {sc.get('within_rounds')} rounds): "
-                   f"Brier {sc['brier_flip']:.3f} ({ref.get('brier_flip', 0.25):.3f}), "
-                   f"log {sc['log_score_flip']:.3f} ({ref.get('log_score_flip', 0.693):.3f})")
+        out.append(f"  flips, {sc['n_flip_runs']} committed-minority runs (within {sc.get('within_rounds')} rounds):")
+        for key, lab in _RIVAL_NAMES:
+            if key == "base_rate":
+                continue
+            if key == "normlab":
+                b, lg, how = sc["brier_flip"], sc["log_score_flip"], None
+            elif key == "coin":
+                b, lg, how = ref.get("brier_flip", 0.25), ref.get("log_score_flip", 0.693), None
+            else:
+                d = rv.get(key) or {}
+                b, lg, how = d.get("brier_flip"), d.get("log_score_flip"), d.get("how") or d.get("unavailable")
+            out.append(f"    {lab + ':':<38} {_bl(b, lg)}" + (f"  [{how}]" if how else ""))
+        for d in sc.get("by_direction") or []:
+            conv = f", the {d['convention']} convention" if d.get("convention") else ""
+            parts = [f"{lab.split(' (')[0]} {_bl(d['brier'].get(k), d['log_score'].get(k))}"
+                     for k, lab in _RIVAL_NAMES if k in d["brier"]]
+            out.append(f"    from a consensus on {d['majority']}{conv}, {d['n_flip_runs']} runs: " + "; ".join(parts))
     if sc.get("n_consensus_runs"):
-        out.append(f"  consensus winners, {sc['n_consensus_runs']} runs: Brier {sc['brier_consensus']:.3f} "
-                   f"({ref.get('brier_consensus', 0.0):.3f}), log {sc['log_score_consensus']:.3f} "
-                   f"({ref.get('log_score_consensus', 0.0):.3f})")
+        br = rv.get("base_rate") or {}
+        out.append(f"  consensus winners, {sc['n_consensus_runs']} runs: normlab "
+                   f"{_bl(sc['brier_consensus'], sc['log_score_consensus'])}; base rate of the fit runs "
+                   f"{_bl(br.get('brier_consensus'), br.get('log_score_consensus'))}"
+                   + (f" [{br.get('how') or br.get('unavailable')}]" if br.get("how") or br.get("unavailable") else "")
+                   + f"; coin {_bl(ref.get('brier_consensus', 0.0), ref.get('log_score_consensus', 0.0))}")
     cov = sc.get("coverage") or {}
     pct = int(round(100 * float(sc.get("level") or 0.95)))
-    bits = [f"{kind} {cov[kind]:.0%} of {cov[f'n_{kind}']}" for kind in ("experiment", "underlying")
-            if cov.get(kind) is not None]
-    if bits:
-        out.append(f"  observed values inside the {pct}% intervals: " + ", ".join(bits)
-                   + " (experiment: what an experiment of the observed size would report)")
+    txt = _coverage_text(cov)
+    if txt:
+        out.append(f"  observed values inside normlab's {pct}% intervals: {txt} (experiment: what an experiment of "
+                   "the observed size would report; zero-width: an interval that is one value, for a fraction 0 or 1)")
+        for d in sc.get("by_direction") or []:
+            t = _coverage_text(d.get("coverage") or {})
+            if t:
+                out.append(f"    from a consensus on {d['majority']}: {t}")
+        t = _coverage_text(sc.get("winners_coverage") or {})
+        if t and sc.get("by_direction"):
+            out.append(f"    consensus winners: {t}")
+    fc = sc.get("fraction_coverage") or {}
+    for tgt, what in (("flip", "flip fractions per count"), ("consensus", "winner shares")):
+        t = _fractions_text(fc.get(tgt))
+        if t:
+            out.append(f"  {what} inside each forecaster's {pct}% experiment interval (a rival's: binomial at its "
+                       f"probability): {t}")
+    wins = sc.get("rival_wins")
+    if wins is not None:
+        out.append("  where a rival scores better than normlab:" + ("" if wins else " nowhere"))
+        out += [f"    {w}" for w in wins]
     ex = sc.get("excluded") or {}
     if ex:
         out.append("  not scored: " + ", ".join(f"{v} {k}" for k, v in ex.items()))
     return "\n".join(out)
+
+
+def _wrap(text: str, indent: str = "      ", width: int = 118) -> list[str]:
+    """A long line as lines of at most ``width`` characters, continuation lines indented."""
+    import textwrap
+
+    return textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False) or [text]
 
 
 def format_summary(s: dict) -> str:
@@ -82,6 +156,16 @@ def format_summary(s: dict) -> str:
         lines.append(f"sampler: R-hat max {_num(dg.get('r_hat_max'), 4)}, bulk ESS min {_num(None if ess is None else round(ess))}, "
                      f"{div} divergent transition{'s' if div != 1 else ''}"
                      + (" (see the warning above)" if div else ""))
+    re_ = s.get("run_effects") or (s.get("settings") or {}).get("run_effects_summary")
+    if re_ and re_.get("active"):
+        sb, sk = re_.get("sd_b") or {}, re_.get("sd_k") or {}
+        lines += _wrap(f"runs differ: sd of a run's shift {_num(sb.get('estimate'))} [{_num(sb.get('low'))}, "
+                       f"{_num(sb.get('high'))}] and of its log-sharpness {_num(sk.get('estimate'))} "
+                       f"[{_num(sk.get('low'))}, {_num(sk.get('high'))}] on the logit of the table (likelihood ratio "
+                       f"{_num(re_.get('lr_statistic'))} against identical runs, p {_num(re_.get('p_value'))}); every "
+                       "simulated run plays its own", indent="  ")
+    elif re_ and re_.get("note"):
+        lines += _wrap(f"runs differ: not estimated ({re_['note']}); every simulated run plays the same table", "  ")
     settings = s.get("settings") or {}
     max_rounds = settings.get("max_rounds")
     obs = s.get("observed") or {}
@@ -126,8 +210,23 @@ def format_summary(s: dict) -> str:
         for key, e in cm.items():
             maj, ch = e.get("majority"), e.get("challenger")
             pub, per = e.get("published") or {}, e.get("per_run") or {}
-            txt = f"  {key} ({ch} committed against a consensus on {maj}): published {_interval(pub, none_cm)}; " \
-                  f"per-run {_interval(per, none_cm)}"
+            ex = e.get("experiment")
+            if ex:
+                des = ex.get("design") or {}
+                dist = ex.get("distribution") or {}
+                top = sorted(dist.items(), key=lambda kv: -kv[1])[:4]
+                lines += _wrap(f"  {key} ({ch} committed against a consensus on {maj}), on the design of the data's "
+                               f"committed runs: published {_interval(ex, none_cm)}")
+                lines += _wrap(f"      design: counts {', '.join(map(str, des.get('counts', [])))}, runs per count "
+                               f"{'/'.join(str(len(x)) for x in des.get('lengths', []))}, window {des.get('window')} "
+                               f"rounds; most likely readings " + ", ".join(f"{k} ({_p(v)})" for k, v in top)
+                               + (f"; {_p(ex.get('p_beyond_tested'))} of draws past the last tested count"
+                                  if ex.get("p_beyond_tested") else ""))
+                txt = f"      paper's design (10 runs at every count): published {_interval(pub, none_cm)}; " \
+                      f"per-run {_interval(per, none_cm)}"
+            else:
+                txt = f"  {key} ({ch} committed against a consensus on {maj}): published {_interval(pub, none_cm)}; " \
+                      f"per-run {_interval(per, none_cm)}"
             lines.append(txt)
             o = ocm.get(key)
             if o:
@@ -143,6 +242,16 @@ def format_summary(s: dict) -> str:
                 if p_nr:
                     lines.append(f"      {crit}: {_num(100 * p_nr)}% of draws did not flip with up to {N - 1} "
                                  "committed agents")
+    ds = s.get("decisive_states") or {}
+    if ds:
+        lines.append("")
+        lines += _wrap("the memory states that decide each prediction (share of its spread from each state's posterior "
+                       "uncertainty; [decisions in the data]):", "")
+        for key, d in ds.items():
+            tops = ", ".join(f"{st['state'] or '(empty)'} [{st['decisions']}] {_p(st['share'])}"
+                             for st in (d.get("states") or [])[:3])
+            lines += _wrap(f"  {key}: {tops}; {_p(d.get('thin_share'))} rests on states with fewer than "
+                           f"{d.get('thin_decisions')} decisions")
     rs = s.get("relative_strength") or {}
     if rs:
         lines.append("")

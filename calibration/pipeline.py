@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +30,14 @@ from normlab.schema import GameLog
 from normlab.theory.criteria import published_max_round
 
 from .asymmetry import strategy_asymmetry
+from .experiment import experiment_designs
 from .fit_kinds import DEFAULT, fit_family, fit_strategy
 from .inputs import FIT_ON, _check_names, counts_from_log, select_runs
 from .observed_critical_mass import EmpiricalCriticalMass, empirical_critical_mass
 from .posterior import StrategyFit
 from .prediction import Prediction, predict
+from .run_effects import RunEffects, fit_run_effects
+from .sensitivity import StateSensitivity, state_sensitivity
 from .scoring import score
 
 __all__ = ["Calibration", "calibrate", "observed_summary", "ainorms_file_patterns", "find_ainorms", "streak_rounds"]
@@ -190,6 +193,10 @@ class Calibration:
     scores : Scores or None
         Scores of the prediction on the runs at (names, H, N) that the fit did not use
         (:func:`normlab.calibration.score`); None when there are none.
+    sensitivity : dict
+        ``overturn_<X>`` (at the predicted critical mass) and ``consensus`` (P(a run ends on the
+        predicted winner)) -> :class:`~normlab.calibration.StateSensitivity`: the memory states
+        that decide each prediction and how often the data saw them.
     """
 
     fit: StrategyFit
@@ -198,6 +205,7 @@ class Calibration:
     empirical: object = None
     settings: dict = field(default_factory=dict)
     scores: object = None
+    sensitivity: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
         """The JSON object printed by ``normlab calibrate --json``."""
@@ -224,7 +232,10 @@ class Calibration:
             "fit": {"runs": fs["meta"].get("source", {}).get("n_runs"), "decisions": fs["decisions"],
                     "states_observed": fs["states_observed"], "states_total": fs["states_total"],
                     "decay": fs["decay"], "diagnostics": fs["diagnostics"]},
+            "run_effects": RunEffects.from_dict(self.fit.meta.get("run_effects")).summary(),
+            "designs": {f"overturn_{d['majority']}": d for d in self.prediction.settings.get("designs") or ()},
             "asymmetry": self.settings.get("asymmetry"),
+            "decisive_states": {k: v.summary(k=8) for k, v in self.sensitivity.items()},
             "observed": self.observed,
             "scores": None if self.scores is None else self.scores.summary(),
             "seconds": self.settings.get("seconds"),
@@ -293,11 +304,12 @@ class Calibration:
 
         Parameters
         ----------
-        kind : {"overview", "strategy", "ppc"}, optional
+        kind : {"overview", "states", "strategy", "ppc"}, optional
             ``overview``: a figure with the predicted success curve (observed rounds to 95%
             success marked) and the predicted flip curves with the observed committed-minority
-            runs; ``strategy``: the fitted heat map; ``ppc``: the posterior predictive check of
-            the fit (:meth:`StrategyFit.plot`).
+            runs; ``states``: one panel per prediction, the memory states that decide it
+            (:meth:`StateSensitivity.plot`); ``strategy``: the fitted heat map; ``ppc``: the
+            posterior predictive check of the fit (:meth:`StrategyFit.plot`).
         axes : sequence of two matplotlib Axes, optional
             Where to draw the overview.
 
@@ -312,8 +324,15 @@ class Calibration:
         """
         if kind in ("strategy", "ppc"):
             return self.fit.plot("heatmap" if kind == "strategy" else "ppc")
+        if kind == "states":
+            if not self.sensitivity:
+                raise ValueError("this calibration has no state sensitivities (calibrate(..., sensitivity=True))")
+            fig, axs = new_figure(len(self.sensitivity), 1, figsize=(8.6, 4.2 * len(self.sensitivity)), axes=axes)
+            for ax, (k, v) in zip(np.ravel(axs), self.sensitivity.items()):
+                v.plot(k=12, ax=ax)
+            return fig
         if kind != "overview":
-            raise ValueError(f"kind must be 'overview', 'strategy' or 'ppc'; got {kind!r}")
+            raise ValueError(f"kind must be 'overview', 'states', 'strategy' or 'ppc'; got {kind!r}")
         p = self.prediction
         panels = (["success"] if not p.success.empty else []) + ["flip"]
         fig, axs = new_figure(1, len(panels), figsize=(5.0 * len(panels) + 2.6, 4.4), axes=axes,
@@ -338,6 +357,8 @@ class Calibration:
         children = {"fit": self.fit, "prediction": self.prediction}
         if self.empirical is not None:
             children["empirical"] = self.empirical
+        for k, v in self.sensitivity.items():
+            children[f"states_{k}"] = v
         return save_result(path, type(self), {"observed": self.observed, "settings": self.settings}, children=children)
 
     @classmethod
@@ -346,8 +367,9 @@ class Calibration:
         meta, _ = load_result(path, cls)
         path = Path(path)
         emp = EmpiricalCriticalMass.load(path / "empirical") if "empirical" in meta["children"] else None
+        sens = {c[len("states_"):]: StateSensitivity.load(path / c) for c in meta["children"] if c.startswith("states_")}
         return cls(fit=StrategyFit.load(path / "fit"), prediction=Prediction.load(path / "prediction"),
-                   observed=meta["observed"], empirical=emp, settings=meta["settings"])
+                   observed=meta["observed"], empirical=emp, settings=meta["settings"], sensitivity=sens)
 
 
 class elapsed_bar:
@@ -386,7 +408,8 @@ class elapsed_bar:
 def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,
               fit_on="baseline", model: str = DEFAULT, llm=None, n_draws: int = 200,
               within_rounds: int = 30, max_round: int | None = None, fit_kwargs: dict | None = None, predict_kwargs: dict | None = None,
-              compare_observed: bool = True, source: str | None = None, rng=None,
+              compare_observed: bool = True, source: str | None = None, run_effects: bool = True,
+              design: str = "data", sensitivity: bool = True, fit: StrategyFit | None = None, rng=None,
               progress: bool = False) -> Calibration:
     """Fit a strategy on some runs of a log and predict the population's behaviour.
 
@@ -423,6 +446,23 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         (:func:`normlab.calibration.score`: Brier and log scores, interval coverage).
     source : str, optional
         Label of the data source (stored in the settings).
+    run_effects : bool, optional
+        Estimate how much the strategy varies between the fitted runs
+        (:func:`~normlab.calibration.fit_run_effects`, two names, at least three runs), store it
+        in the fit's ``meta["run_effects"]`` and let every simulated run play its own effect
+        (default True; False: identical runs, the behaviour before run effects).
+    fit : StrategyFit, optional
+        A fit of these runs made before (e.g. a shipped table, or ``calibrate(...).fit``): used
+        instead of fitting again (it must have the pool and memory asked for).
+    sensitivity : bool, optional
+        Find the memory states that decide each critical mass (at its predicted count) and the
+        convergence outcome, with how often the data saw them
+        (:func:`~normlab.calibration.state_sensitivity`; two names; about 10-30 s each).
+    design : {"data", "paper"}, optional
+        ``"data"`` (default): where the log holds committed-minority runs at (names, H, N), each
+        direction's critical mass is also predicted on *their* design (tested counts, runs per
+        count, run lengths, window: :class:`~normlab.calibration.ExperimentDesign`) and that is
+        the headline the observed value is compared with; ``"paper"``: the paper's design only.
     rng : optional
     progress : bool, optional
         Show the sampler's progress bar and an elapsed-time bar while the prediction runs.
@@ -458,14 +498,23 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     if n_agents is None:
         n_agents = int(sel.runs["n_agents"].value_counts().index[0])
     counts = counts_from_log(sel, names=names, memory=memory)
-    seeds = spawn(rng, 4)
+    seeds = spawn(rng, 5)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}
     fk = dict(fit_kwargs or {})
     if progress and family.uses_nuts:
         fk.setdefault("progress", True)
-    fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **fk)
+    if design not in ("data", "paper"):
+        raise ValueError(f"design must be 'data' or 'paper'; got {design!r}")
+    if fit is None:
+        fit = fit_strategy(counts, model, rng=seeds[0], meta=meta, **fk)
+    elif not isinstance(fit, StrategyFit) or set(fit.names) != set(names) or fit.memory != memory:
+        raise ValueError(f"fit must be a StrategyFit of names {names} at memory {memory}")
+    if run_effects and len(names) == 2 and not fit.meta.get("run_effects"):
+        fit = replace(fit, meta={**fit.meta, "run_effects": fit_run_effects(counts, fit).to_dict()})
     mxr = published_max_round(llms[0], int(n_agents)) if max_round is None else max_round
-    pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr)
+    designs = experiment_designs(log, names=names, memory=memory, n_agents=int(n_agents), llm=llms[0], window=mxr) \
+        if design == "data" and len(names) == 2 else []
+    pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr, design=designs or None)
     pk.update(predict_kwargs or {})
     with elapsed_bar(f"predicting ({pk['n_draws']} posterior draws)", enabled=progress):
         pred = predict(fit, n_agents=int(n_agents), rng=seeds[1], **pk)
@@ -479,10 +528,33 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
             scores = score(pred, log, exclude=sel.runs["run"], llm=llms[0], rng=seeds[3])
         except ValueError:
             scores = None
+    sens = _sensitivities(fit, pred, n_agents=int(n_agents), window=mxr, rng=seeds[4]) \
+        if sensitivity and len(names) == 2 else {}
     asym = None
     if len(names) == 2:
         a = strategy_asymmetry(fit, n_draws=200, rng=0).summary
         asym = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in a.items()}
     settings = {"llm": llms[0], "source": source, "fit_on": meta["fit_on"], "asymmetry": asym,
                 "seconds": round(time.perf_counter() - t0, 2)}
-    return Calibration(fit=fit, prediction=pred, observed=observed, empirical=emp, settings=settings, scores=scores)
+    return Calibration(fit=fit, prediction=pred, observed=observed, empirical=emp, settings=settings, scores=scores,
+                       sensitivity=sens)
+
+
+def _sensitivities(fit, pred, *, n_agents: int, window: int, rng) -> dict:
+    """The states deciding each critical mass (at its predicted count, the experiment's reading
+    where there is one) and the convergence outcome (P(a run ends on the predicted winner))."""
+    out = {}
+    cm = pred.critical_mass()
+    seeds = spawn(rng, len(cm) + 1)
+    for (key, v), ss in zip(cm.items(), seeds):
+        c = v.get("estimate")
+        if c is None or not np.isfinite(c):
+            continue
+        out[key] = state_sensitivity(fit, n_agents=n_agents, majority=v["majority"], committed=int(c), window=window,
+                                     rng=ss)
+    pc = pred.p_consensus()
+    if pc:
+        win = max(pc, key=pc.get)
+        out["consensus"] = state_sensitivity(fit, n_agents=n_agents, majority=None, target=win, window=window,
+                                             n_runs=1000, rng=seeds[-1])
+    return out

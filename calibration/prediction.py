@@ -70,11 +70,13 @@ from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.theory.criteria import published_max_round
 
+from .experiment import ExperimentDesign
 from .posterior import StrategyFit
 from .prediction_common import DESIGN_RUNS, FLIP_LEVEL, _directions, _fit_llm, table_draws
 from .prediction_design import _predict_kernel
 from .prediction_reference import _predict_reference
 from .prediction_result import Prediction
+from .run_effects import RunEffects
 
 __all__ = ["Prediction", "predict", "table_draws"]
 
@@ -84,7 +86,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
             n_runs_flip: int = 16, max_rounds: int = 200, committed=None, directions=None, consensus: bool = True,
             strength: bool = True, assume_monotone: bool = True, level: float = 0.95, flip_level: float = FLIP_LEVEL,
             design_runs: int = DESIGN_RUNS, max_round: int | None = None, threads: int | None = 1, executor=None,
-            engine: str = "kernel", rng=None) -> Prediction:
+            engine: str = "kernel", design=None, run_effects="fit", rng=None) -> Prediction:
     """Predict collective bias, convergence speed, critical masses and relative strength.
 
     Parameters
@@ -142,6 +144,19 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         :func:`~normlab.theory.strategy_game` call per draw and setting, reduced in Python (the
         original implementation, kept as the reference). Both simulate the same runs from the
         same seeds and return the same prediction (up to the last bits of float means).
+    design : ExperimentDesign or sequence of them, optional
+        The committed-minority experiment(s) a critical mass is compared with
+        (:class:`~normlab.calibration.ExperimentDesign`, one per direction): its tested counts,
+        runs per count, run lengths and window. Every run of the design is simulated per draw
+        (without stopping at a flip) and read by the published rule as the data are, giving
+        :meth:`Prediction.critical_mass`'s ``experiment`` entry: the critical mass *this*
+        experiment would report, with its interval. Default: none (the paper's design only).
+    run_effects : "fit", RunEffects or None, optional
+        Between-run heterogeneity of the strategy (:mod:`normlab.calibration.run_effects`): every
+        simulated run plays the draw's table under its own run effect. ``"fit"`` (default): the
+        effects stored with the fit (``fit.meta["run_effects"]``, written by
+        :func:`~normlab.calibration.calibrate`), none if it has none; None: identical runs.
+        Kernel engine, two names.
     rng : optional
 
     Returns
@@ -160,6 +175,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     """
     if engine not in ("kernel", "reference"):
         raise ValueError(f"engine must be 'kernel' or 'reference'; got {engine!r}")
+    effects = _run_effects(fit, run_effects)
     N = check_int(n_agents, "n_agents", low=2)
     D = check_int(n_draws, "n_draws", low=1)
     wr = check_int(within_rounds, "within_rounds", low=3)
@@ -189,7 +205,13 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
             raise TypeError(f"fit must be a StrategyFit, a StrategyTable or a list of them; got {type(fit).__name__}")
         names, H = tuple(first.names), first.memory
     dirs = _directions(tuple(names), directions)
-    seeds = spawn(rng, 2)
+    designs = _designs(design, tuple(names), N)
+    if effects.active and len(names) != 2:
+        raise ValueError(f"run effects act on two-name tables; this fit has {len(names)} names (use run_effects=None)")
+    if engine == "reference" and (designs or effects.active):
+        raise ValueError("the reference engine plays the paper's design without run effects; use engine='kernel' "
+                         "with design= or run_effects=")
+    seeds = spawn(rng, 3)
     tables = table_draws(fit, D, rng=seeds[0])
     draw_seeds = spawn(seeds[1], D) if engine == "reference" else None
     cfg = dict(n_agents=N, within_rounds=wr, n_runs_consensus=nrc, n_runs_flip=nrf, max_rounds=mr,
@@ -197,16 +219,51 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
                assume_monotone=bool(assume_monotone), level=float(flip_level), design_runs=nd, max_round=mxr)
     ids = list(range(D))
     if engine == "kernel":
-        cons, success, stats, flips, cmd, strg = _predict_kernel(tables, ids, seeds[1], cfg, names, H, executor)
+        kcfg = dict(cfg, designs=designs, effect_draws=effects.draws(D, rng=seeds[2]) if effects.active else None,
+                    effect_seed=seeds[2])
+        cons, success, stats, flips, cmd, strg, exp = _predict_kernel(tables, ids, seeds[1], kcfg, names, H, executor)
     else:
         cons, success, stats, flips, cmd, strg = _predict_reference(tables, ids, draw_seeds, cfg, threads, executor)
+        exp = {}
     settings = dict(cfg, committed=list(counts), directions=[list(d) for d in dirs], flip_level=float(flip_level),
                     n_draws=D, stop="streak (3N consecutive successes)", winner_rule="majority of the last 3 rounds",
                     criteria={"published": f"ensemble rule of Flint Ashery et al. 2025, Table S3 (plotter.ipynb cells 9-10) on "
                                            f"{nd} runs per count, window {mxr} rounds",
                               "per_run": f"first passage within {wr} rounds, {nrf} runs per count, "
-                                         f"flip frequency >= {float(flip_level)}"})
+                                         f"flip frequency >= {float(flip_level)}"},
+                    designs=[d.to_dict() for d in designs], run_effects=effects.to_dict() if effects.active else None)
     fs = fit.summary() if isinstance(fit, StrategyFit) else {"kind": "fixed table"}
     return Prediction(names=tuple(names), memory=H, n_agents=N, n_draws=D, within_rounds=wr, level=float(level),
                       consensus=cons, success=success, draw_stats=stats, flips=flips, critical_mass_draws=cmd,
-                      strength=strg, settings=settings, fit_summary=fs)
+                      strength=strg, settings=settings, fit_summary=fs, **exp)
+
+
+def _run_effects(fit, run_effects) -> RunEffects:
+    """The run effects a prediction plays (see :func:`predict`)."""
+    if run_effects is None or run_effects is False:
+        return RunEffects.none("run_effects=None")
+    if isinstance(run_effects, RunEffects):
+        return run_effects
+    if isinstance(run_effects, str) and run_effects == "fit":
+        meta = getattr(fit, "meta", None) or {}
+        return RunEffects.from_dict(meta.get("run_effects")) if isinstance(fit, StrategyFit) else RunEffects.none()
+    raise TypeError(f"run_effects must be 'fit', a RunEffects or None; got {run_effects!r}")
+
+
+def _designs(design, names, N) -> tuple:
+    """The experiment designs of a prediction, checked against its pool and N (one per direction)."""
+    if design is None:
+        return ()
+    ds = (design,) if isinstance(design, ExperimentDesign) else tuple(design)
+    seen = set()
+    for d in ds:
+        if not isinstance(d, ExperimentDesign):
+            raise TypeError(f"design must be an ExperimentDesign or a sequence of them; got {type(d).__name__}")
+        if d.n_agents != N:
+            raise ValueError(f"the design of {d.direction} is for N = {d.n_agents}, the prediction for N = {N}")
+        if d.majority not in names or d.challenger not in names:
+            raise ValueError(f"the design of {d.direction} names {d.majority}/{d.challenger}, not in the pool {names}")
+        if (d.majority, d.challenger) in seen:
+            raise ValueError(f"two designs for {d.direction}")
+        seen.add((d.majority, d.challenger))
+    return ds

@@ -27,6 +27,8 @@ from normlab.theory.criteria import FLIP_SUM
 from normlab.theory.design import strategy_design
 
 from .prediction_common import NONE, WIDTH_FRACTIONS, _basin_boundary
+from .prediction_result import EXPERIMENT_CM_COLUMNS, EXPERIMENT_COLUMNS, EXPERIMENT_SHARE_COLUMNS
+from .run_effects import run_effect_values
 
 __all__ = []
 
@@ -34,14 +36,60 @@ __all__ = []
 def _design_layout(cfg):
     """Runs per seed group of one draw, in the order :func:`_simulate_draw` consumes its children
     (consensus; per direction one group per committed count, then 2 + len(WIDTH_FRACTIONS)
-    strength groups)."""
+    strength groups; then, with experiment designs, one group per count of each design's grid)."""
     sizes = [cfg["n_runs_consensus"]] if cfg["consensus"] else []
     nsim = max(cfg["n_runs_flip"], cfg["design_runs"])
     for _ in cfg["directions"]:
         sizes += [nsim] * len(cfg["committed"])
         if cfg["strength"]:
             sizes += [cfg["n_runs_flip"]] * (2 + len(WIDTH_FRACTIONS))
+    for des in cfg.get("designs") or ():
+        sizes += [len(L) for _, L, _ in des.grid()]
     return np.asarray(sizes, np.int64)
+
+
+def _experiment(cfg, names):
+    """The kernel's experiment plan for the designs of ``cfg`` (None without designs): one entry
+    per count of each design's grid, the runs of the tested counts kept."""
+    designs = cfg.get("designs") or ()
+    if not designs:
+        return None
+    windows = {d.window for d in designs}
+    if len(windows) > 1:
+        raise ValueError(f"the designs of one prediction share the published rule's window; got {sorted(windows)}")
+    e_dir, counts, runs, lengths, tested = [], [], [], [], []
+    for i, des in enumerate(designs):
+        for c, L, t in des.grid():
+            e_dir.append(i)
+            counts.append(c)
+            runs.append(len(L))
+            lengths.extend(L)
+            tested.append(t)
+    return {"directions": [(names.index(d.majority), names.index(d.challenger)) for d in designs],
+            "direction": e_dir, "counts": counts, "runs": runs, "lengths": lengths, "simulate_all": tested,
+            "keep": tested, "window": windows.pop(), "max_rounds": max(d.max_rounds() for d in designs)}
+
+
+def _effects(cfg, draw_ids, shape):
+    """Per run of every group of every draw its run effect ``(b, kappa)`` (:mod:`.run_effects`), or
+    None: draw ``d`` uses child ``d`` of the effects' seed, so chunks and executors do not matter;
+    every seed group is one experiment cell (the runs of one count, the convergence runs...)."""
+    draws = cfg.get("effect_draws")
+    if draws is None:
+        return None
+    ss = cfg["effect_seed"]
+    sizes = _design_layout(cfg)
+    b = np.zeros(shape)
+    k = np.ones(shape)
+    for a, d in enumerate(draw_ids):
+        g = np.random.default_rng(np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (int(d),)))
+        bb, kk = run_effect_values(draws[int(d)], sizes, rng=g)
+        at = 0
+        for gi, n in enumerate(sizes):
+            b[a, gi, :n] = bb[at:at + n]
+            k[a, gi, :n] = kk[at:at + n]
+            at += n
+    return b, k
 
 
 def _design_seeds(parent, draw_ids, cfg):
@@ -67,13 +115,15 @@ def _run_design(tables, draw_ids, parent, cfg):
     arr = np.stack([t.table for t in tables])
     N = cfg["n_agents"]
     dirs = [(names.index(x), names.index(y)) for x, y in cfg["directions"]]
+    seeds = _design_seeds(parent, draw_ids, cfg)
     return strategy_design(
-        arr, _design_seeds(parent, draw_ids, cfg), n_agents=N, memory=cfg["memory"], consensus=cfg["consensus"],
+        arr, seeds, n_agents=N, memory=cfg["memory"], consensus=cfg["consensus"],
         n_cons=cfg["n_runs_consensus"], cons_rounds=cfg["max_rounds"], directions=dirs,
         counts=np.asarray(cfg["committed"], np.int64), n_flip=cfg["n_runs_flip"], n_design=cfg["design_runs"],
         within=cfg["within_rounds"], window=cfg["max_round"], monotone=cfg["assume_monotone"], level=cfg["level"],
         flip_sum=FLIP_SUM, strength=cfg["strength"],
-        mix_kx=np.array([int(round(f * N)) for f in WIDTH_FRACTIONS], np.int64))
+        mix_kx=np.array([int(round(f * N)) for f in WIDTH_FRACTIONS], np.int64),
+        experiment=_experiment(cfg, names), effects=_effects(cfg, draw_ids, seeds.shape[:3]))
 
 
 def _frames_from_design(o, draw_ids, names, cfg):
@@ -127,7 +177,47 @@ def _frames_from_design(o, draw_ids, names, cfg):
         strg = pd.DataFrame(rows, columns=scol)
     else:
         strg = pd.DataFrame(columns=scol)
-    return cons, success, stats, flips, cmd, strg
+    return cons, success, stats, flips, cmd, strg, _experiment_frames(o, draws, cfg)
+
+
+def _experiment_frames(o, draws, cfg) -> dict:
+    """The experiment tables of a prediction: per draw and grid count whether the design's runs met
+    the published rule; per draw the critical mass on the design's grid; per draw, kept run and
+    round the simulated challenger share (the tested counts: what the data can be compared with)."""
+    designs = cfg.get("designs") or ()
+    if not designs:
+        return {"experiment": pd.DataFrame(columns=list(EXPERIMENT_COLUMNS)),
+                "experiment_cm": pd.DataFrame(columns=list(EXPERIMENT_CM_COLUMNS)),
+                "experiment_shares": pd.DataFrame(columns=list(EXPERIMENT_SHARE_COLUMNS))}
+    D = len(draws)
+    ent = [(des, c, L, t) for des in designs for c, L, t in des.grid()]
+    E = len(ent)
+    ok = o["ex_ok"]
+    exp = pd.DataFrame({"draw": np.repeat(draws, E),
+                        "majority": np.tile(np.array([e[0].majority for e in ent], dtype=object), D),
+                        "challenger": np.tile(np.array([e[0].challenger for e in ent], dtype=object), D),
+                        "committed": np.tile(np.array([e[1] for e in ent], np.int64), D),
+                        "tested": np.tile(np.array([e[3] for e in ent], bool), D),
+                        "runs": np.tile(np.array([len(e[2]) for e in ent], np.int64), D),
+                        "simulated": ok.reshape(-1) >= 0, "met": ok.reshape(-1) == 1,
+                        "last3": o["ex_last3"].reshape(-1)})
+    cm = pd.DataFrame({"draw": np.repeat(draws, len(designs)),
+                       "majority": np.tile(np.array([d.majority for d in designs], dtype=object), D),
+                       "challenger": np.tile(np.array([d.challenger for d in designs], dtype=object), D),
+                       "critical_mass": o["ex_cm"].reshape(-1)})
+    kept = [(des, c, k) for des, c, L, t in ent if t for k in range(len(L))]
+    sh = o["ex_share"]  # (D, kept runs, rounds)
+    R = sh.shape[2]
+    n = len(kept)
+    shares = pd.DataFrame({"draw": np.repeat(draws, n * R),
+                           "majority": np.tile(np.repeat(np.array([x[0].majority for x in kept], dtype=object), R), D),
+                           "challenger": np.tile(np.repeat(np.array([x[0].challenger for x in kept], dtype=object), R),
+                                                 D),
+                           "committed": np.tile(np.repeat(np.array([x[1] for x in kept], np.int64), R), D),
+                           "run": np.tile(np.repeat(np.array([x[2] for x in kept], np.int64), R), D),
+                           "round": np.tile(np.arange(1, R + 1), D * n), "share": sh.reshape(-1)})
+    return {"experiment": exp, "experiment_cm": cm, "experiment_shares": shares[~np.isnan(shares["share"])]
+            .reset_index(drop=True)}
 
 
 def _design_chunk(tables, draw_ids, parent, cfg):

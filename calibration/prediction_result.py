@@ -23,6 +23,11 @@ from normlab.theory.criteria import check_criterion
 
 from .prediction_common import DESIGN_RUNS, FLIP_LEVEL, NONE, _key
 
+#: Columns of the experiment tables (empty without experiment designs).
+EXPERIMENT_COLUMNS = ("draw", "majority", "challenger", "committed", "tested", "runs", "simulated", "met", "last3")
+EXPERIMENT_CM_COLUMNS = ("draw", "majority", "challenger", "critical_mass")
+EXPERIMENT_SHARE_COLUMNS = ("draw", "majority", "challenger", "committed", "run", "round", "share")
+
 __all__ = ["Prediction"]
 
 
@@ -71,7 +76,22 @@ class Prediction:
         ``exploration`` and ``p_win_<f>`` (P(consensus on the majority name) from a mixture
         with fraction ``f`` of its holders); empty if not computed.
     settings : dict
+        Everything the prediction was made with (``designs``: the experiment designs;
+        ``run_effects``: the between-run heterogeneity played, or None).
     fit_summary : dict
+    experiment : pandas.DataFrame
+        With experiment designs: per draw and count of each design's grid ``majority``,
+        ``challenger``, ``committed``, ``tested`` (a count the experiment tested; else the
+        extension past its last count), ``runs``, ``simulated`` (counts after the first that met
+        the rule are simulated only where tested), ``met`` (the published rule on the simulated
+        runs), ``last3``; empty without designs.
+    experiment_cm : pandas.DataFrame
+        ``draw``, ``majority``, ``challenger``, ``critical_mass``: the smallest count of the
+        design's grid whose runs met the rule (``inf``: none).
+    experiment_shares : pandas.DataFrame
+        ``draw``, ``majority``, ``challenger``, ``committed``, ``run``, ``round``, ``share``: the
+        simulated challenger share per round of every run of the tested counts (the trajectories
+        the model adequacy check compares with the LLM's).
 
     References
     ----------
@@ -93,6 +113,9 @@ class Prediction:
     strength: pd.DataFrame
     settings: dict = field(default_factory=dict)
     fit_summary: dict = field(default_factory=dict)
+    experiment: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(EXPERIMENT_COLUMNS)))
+    experiment_cm: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(EXPERIMENT_CM_COLUMNS)))
+    experiment_shares: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(EXPERIMENT_SHARE_COLUMNS)))
 
     # ------------------------------------------------------------------ summaries
     def p_consensus(self) -> dict:
@@ -182,14 +205,43 @@ class Prediction:
             cv = curve[(curve["majority"] == x) & (curve["challenger"] == y)]
             pooled = cv.loc[cv["p_flip"] >= self.settings.get("flip_level", FLIP_LEVEL), "committed"]
             entry["per_run"]["pooled"] = float(pooled.min()) if len(pooled) else math.inf
+            exp = self._experiment_entry(x, y)
             if criterion is not None:
-                out[_key(x, y, W)] = entry[criterion]
+                out[_key(x, y, W)] = exp if (exp is not None and criterion == "published") else entry[criterion]
                 continue
-            out[_key(x, y, W)] = {**{k: entry["published"][k] for k in ("estimate", "low", "high", "p_not_reached")},
-                                  "criterion": "published", "published": entry["published"],
-                                  "per_run": entry["per_run"], "majority": x, "challenger": y,
-                                  "n_agents": self.n_agents}
+            head = exp if exp is not None else entry["published"]
+            out[_key(x, y, W)] = {**{k: head[k] for k in ("estimate", "low", "high", "p_not_reached")},
+                                  "criterion": "published", "design": "experiment" if exp is not None else "paper",
+                                  "published": entry["published"], "per_run": entry["per_run"], "majority": x,
+                                  "challenger": y, "n_agents": self.n_agents}
+            if exp is not None:
+                out[_key(x, y, W)]["experiment"] = exp
         return out
+
+    def _experiment_entry(self, x, y) -> dict | None:
+        """The published-rule critical mass on a direction's experiment design: median and
+        interval over draws of the smallest count of its grid whose runs met the rule, the
+        probability of each count, and how much lies past the tested counts."""
+        cm = self.experiment_cm
+        if cm is None or cm.empty:
+            return None
+        g = cm[(cm["majority"] == x) & (cm["challenger"] == y)]
+        if g.empty:
+            return None
+        v = g["critical_mass"].to_numpy(float)
+        est, lo, hi = _q(v, self.level)
+        des = next((d for d in self.settings.get("designs") or () if d["majority"] == x and d["challenger"] == y),
+                   {})
+        tested = list(des.get("counts", []))
+        vals, k = np.unique(v, return_counts=True)
+        dist = {("not reached" if np.isinf(a) else int(a)): float(b / len(v)) for a, b in zip(vals, k)}
+        last = max(tested) if tested else math.inf
+        ex = self.experiment
+        e = ex[(ex["majority"] == x) & (ex["challenger"] == y) & ex["tested"]]
+        p_met = e.groupby("committed")["met"].mean()
+        return {"estimate": est, "low": lo, "high": hi, "p_not_reached": float(np.mean(np.isinf(v))),
+                "p_beyond_tested": float(np.mean(v > last)), "distribution": dist,
+                "p_met": {int(c): float(p) for c, p in p_met.items()}, "design": des}
 
     def flip_curve(self) -> pd.DataFrame:
         """Posterior predictive flip curve per committed count: ``majority``, ``challenger``,
@@ -231,9 +283,11 @@ class Prediction:
         cr = self.consensus_rounds()
         rows.append({"quantity": "consensus_rounds", "key": "", **cr})
         for k, v in self.critical_mass().items():
-            for crit, q in (("published", "critical_mass"), ("per_run", "critical_mass_per_run")):
-                rows.append({"quantity": q, "key": k, "estimate": v[crit]["estimate"], "low": v[crit]["low"],
-                             "high": v[crit]["high"]})
+            for crit, q in (("published", "critical_mass"), ("per_run", "critical_mass_per_run"),
+                            ("experiment", "critical_mass_experiment")):
+                if crit in v:
+                    rows.append({"quantity": q, "key": k, "estimate": v[crit]["estimate"], "low": v[crit]["low"],
+                                 "high": v[crit]["high"]})
         for _, r in self.relative_strength().iterrows():
             rows.append({"quantity": r["quantity"], "key": r["majority"], "estimate": r["estimate"], "low": r["low"],
                          "high": r["high"]})
@@ -294,8 +348,13 @@ class Prediction:
             cr = self.consensus_rounds()
             rows.append(("rounds to 3N consecutive successes", cr["estimate"], (cr["low"], cr["high"])))
         for k, v in self.critical_mass().items():
-            rows.append((f"critical mass {k} (published rule)", v["published"]["estimate"],
-                         (v["published"]["low"], v["published"]["high"]),
+            if "experiment" in v:
+                e = v["experiment"]
+                rows.append((f"critical mass {k} (published rule, the experiment's design)", e["estimate"],
+                             (e["low"], e["high"]), f"counts {', '.join(map(str, e['design'].get('counts', [])))}; "
+                                                    f"{e['p_beyond_tested']:.0%} of draws past the last tested count"))
+            rows.append((f"critical mass {k} (published rule" + (", paper's design)" if "experiment" in v else ")"),
+                         v["published"]["estimate"], (v["published"]["low"], v["published"]["high"]),
                          f"{self.settings.get('design_runs', DESIGN_RUNS)}-run experiment per draw"))
             pr = v["per_run"]
             rows.append((f"critical mass {k} (per run)", pr["estimate"], (pr["low"], pr["high"]),
@@ -417,7 +476,8 @@ class Prediction:
         legend_outside(ax, "below", ncol=1)
         return ax
 
-    _TABLES = ("consensus", "success", "draw_stats", "flips", "critical_mass_draws", "strength")
+    _TABLES = ("consensus", "success", "draw_stats", "flips", "critical_mass_draws", "strength", "experiment",
+               "experiment_cm", "experiment_shares")
 
     def save(self, path) -> "Path":
         """Write the prediction to the folder ``path`` (``result.json`` and one Parquet table per
@@ -433,7 +493,7 @@ class Prediction:
         meta, t = load_result(path, cls)
         return cls(names=tuple(meta["names"]), memory=int(meta["memory"]), n_agents=int(meta["n_agents"]),
                    n_draws=int(meta["n_draws"]), within_rounds=int(meta["within_rounds"]), level=float(meta["level"]),
-                   settings=meta["settings"], fit_summary=meta["fit_summary"], **{k: t[k] for k in cls._TABLES})
+                   settings=meta["settings"], fit_summary=meta["fit_summary"], **{k: t[k] for k in cls._TABLES if k in t})
 
 
 # The public home of Prediction is normlab.calibration.prediction: it names the class in the type tag

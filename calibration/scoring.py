@@ -20,8 +20,17 @@ Consensus winners (runs from empty memories)
     (Brier's original multi-category score, in [0, 2]); log score ``-ln p_observed``.
 
 Both scores are negatively oriented (lower is better) and proper. For reference, a forecast that
-gives every outcome the same probability scores Brier 0.25 and log ``ln 2 = 0.693`` on flips,
-and ``1 - 1/K`` and ``ln K`` on consensus winners (``reference`` in :meth:`Scores.summary`).
+gives every outcome the same probability (the coin) scores Brier 0.25 and log ``ln 2 = 0.693`` on
+flips, and ``1 - 1/K`` and ``ln K`` on consensus winners (``reference`` in :meth:`Scores.summary`).
+
+Beside its rivals -- every score is computed, on the same runs, for the forecasts that need no
+strategy table (:mod:`normlab.calibration.rivals`): the **direction rule** (the convention the
+fit's runs converged to holds, the other flips: the challenger's base rate among the fit runs'
+winners), the **committed-fraction logistic** (four parameters, trained on another LLM's
+committed runs, else leave-one-run-out), the **base rate** of the fit runs' winners for
+consensus winners, and the coin. :meth:`Scores.comparison` gives them per direction (the
+strong convention, that the fit runs converged to, and the weak one) with paired differences;
+``rival_wins`` in :meth:`Scores.summary` says in words where a rival scores better than normlab.
 
 Interval coverage -- two intervals, because they answer different questions
     A draw's flip (or consensus) probability is known only through its ``n`` simulated runs, so
@@ -38,6 +47,11 @@ Interval coverage -- two intervals, because they answer different questions
     An observed fraction ``k / n_obs`` counts as inside an underlying interval ``[lo, hi]`` when
     it is the fraction of ``n_obs`` runs nearest to some point of it (``round(lo n_obs) <= k <=
     round(hi n_obs)``): an experiment reads a probability only to that resolution.
+    Beside every coverage stands the share of zero-width rows (``low == high``: for a flip
+    fraction or a winner's share an interval at exactly 0 or 1, which a prediction near
+    certainty earns and an observation meets or misses outright) and the coverage of the other
+    rows; flip fractions and winner shares are also checked against the binomial interval of an
+    ``n_obs``-run experiment at each rival's probability (:attr:`Scores.rival_coverage`).
     Quantities: flip fraction per count; P(consensus) per name; critical mass at the observed
     counts by the ``published`` rule (the draw's simulated replication of the paper's design,
     ``design_runs`` runs per count: an experiment interval) and by the ``per_run`` rule (first
@@ -52,8 +66,8 @@ References
 ----------
 G. W. Brier, Monthly Weather Review 78, 1 (1950); T. Gneiting, A. E. Raftery, JASA 102, 359
 (2007) (proper scoring rules); R. Krichevsky, V. Trofimov, IEEE Trans. Inf. Theory 27, 199
-(1981); A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 2,
-Fig. 3, Table S3, Methods "Committed Minorities".
+(1981); D. Firth, Biometrika 80, 27 (1993); A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv.
+11, eadu9368 (2025): Fig. 2, Fig. 3, Table S3, Methods "Committed Minorities".
 """
 
 from __future__ import annotations
@@ -73,8 +87,18 @@ from normlab.theory import clopper_pearson
 
 from .observed_critical_mass import empirical_critical_mass, run_flips
 from .prediction_result import Prediction
+from .rivals import (
+    RIVAL_LABELS,
+    RIVALS,
+    base_rate,
+    committed_flips,
+    fit_fraction_logistic,
+    from_empty,
+    leave_one_run_out,
+    winner_counts,
+)
 
-__all__ = ["Scores", "score", "brier_binary", "log_score_binary", "brier_categorical", "log_score_categorical",
+__all__ = ["Scores", "score", "rival_wins", "compare_forecasts", "summarize_coverage", "brier_binary", "log_score_binary", "brier_categorical", "log_score_categorical",
            "kt_probability", "beta_summary", "denoised_probabilities", "experiment_interval"]
 
 NONE = "none"
@@ -239,6 +263,314 @@ def _covers_at_resolution(lo: float, hi: float, k_obs: int, n_obs: int) -> bool:
     return bool(math.floor(lo * n_obs + 0.5) <= k_obs <= math.floor(hi * n_obs + 0.5))
 
 
+# ----------------------------------------------------------------------------- beside the rivals
+_RIVAL_COLUMNS = ["run", "target", "majority", "committed", "observed", "forecaster", "p_event", "p_observed", "brier",
+                  "log_score"]
+_RIVAL_COVERAGE_COLUMNS = ["quantity", "key", "committed", "observed", "n_obs", "forecaster", "low", "high",
+                           "zero_width", "covered"]
+
+
+def _groups(fc: pd.DataFrame):
+    """(target, majority, rows) of the comparison: all flips, each direction, the winners."""
+    fl = fc[fc["target"] == "flip"]
+    if len(fl):
+        yield "flip", "all", fl
+        for x in sorted(fl["majority"].unique()):
+            yield "flip", str(x), fl[fl["majority"] == x]
+    cr = fc[fc["target"] == "consensus"]
+    if len(cr):
+        yield "consensus", "all", cr
+
+
+def _row_group(quantity: str, key: str) -> str:
+    if quantity in ("p_consensus", "rounds_to_95"):
+        return "winners"
+    return f"{str(key).split('_', 1)[1]}-majority" if str(key).startswith("overturn_") else "all"
+
+
+def _coverage_groups(cv: pd.DataFrame):
+    if cv.empty:
+        return
+    grp = np.array([_row_group(q, k) for q, k in zip(cv["quantity"], cv["key"])], dtype=object)
+    yield "all", cv
+    for g in sorted(set(grp) - {"winners", "all"}):
+        yield g, cv[grp == g]
+    if (grp == "winners").any():
+        yield "winners", cv[grp == "winners"]
+
+
+def _coverage_block(cs: pd.DataFrame, group: str) -> dict:
+    """``experiment``, ``n_experiment``, ``zero_width_experiment``, ``experiment_other``
+    (coverage of the rows that are not zero-width) and the same for ``underlying``."""
+    out = {}
+    for kind in ("experiment", "underlying"):
+        g = cs[(cs["group"] == group) & (cs["interval"] == kind)]
+        if g.empty:
+            out.update({kind: None, f"n_{kind}": 0, f"zero_width_{kind}": None, f"{kind}_other": None})
+            continue
+        r = g.iloc[0]
+        out.update({kind: float(r["covered"]), f"n_{kind}": int(r["n"]), f"zero_width_{kind}": float(r["zero_width"]),
+                    f"{kind}_other": None if not np.isfinite(r["covered_other"]) else float(r["covered_other"])})
+    return out
+
+
+def _fraction_coverage_summary(rc: pd.DataFrame) -> dict:
+    """(target, majority) -> {forecaster: share inside, ..., "n": rows, "zero_width": {forecaster: share}}."""
+    out = {}
+    if rc is None or rc.empty:
+        return out
+    tgt = np.where(rc["quantity"] == "p_consensus", "consensus", "flip")
+    maj = np.array([str(k).split("_", 1)[1] if str(k).startswith("overturn_") else "all" for k in rc["key"]],
+                   dtype=object)
+    for t in ("flip", "consensus"):
+        for m in (["all"] + (sorted(set(maj[tgt == "flip"])) if t == "flip" else [])):
+            sel = (tgt == t) & ((maj == m) if m != "all" else True)
+            g = rc[sel]
+            if g.empty:
+                continue
+            d = {"n": int((g["forecaster"] == "normlab").sum()), "zero_width": {}}
+            for name, h in g.groupby("forecaster", sort=False):
+                d[str(name)] = float(h["covered"].astype(bool).mean())
+                d["zero_width"][str(name)] = float(h["zero_width"].astype(bool).mean())
+            out[(t, m)] = d
+    return out
+
+
+def compare_forecasts(forecasts: pd.DataFrame, *, strong=None) -> pd.DataFrame:
+    """Mean scores of each forecaster per group of runs, with paired differences to normlab.
+
+    Parameters
+    ----------
+    forecasts : pandas.DataFrame
+        :meth:`Scores.forecasts` (several of them concatenated with a ``source`` column: rows
+        are paired on ``source`` and ``run``).
+    strong : str, optional
+        The strong convention (the name the fit runs converged to): labels the directions.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of :meth:`Scores.comparison`.
+    """
+    keys = [c for c in ("source", "run") if c in forecasts.columns]
+    rows = []
+    for tgt, majority, g in _groups(forecasts):
+        own = g[g["forecaster"] == "normlab"].set_index(keys)
+        for name in ("normlab",) + RIVALS:
+            h = g[g["forecaster"] == name]
+            if h.empty:
+                continue
+            h = h.set_index(keys)
+            row = {"target": tgt, "majority": majority,
+                   "convention": (None if majority == "all" or strong is None else
+                                  ("strong" if majority == strong else "weak")),
+                   "forecaster": name, "n": int(len(h)), "brier": float(h["brier"].mean()),
+                   "log_score": float(h["log_score"].mean())}
+            for m, key in (("brier", "brier_diff"), ("log_score", "log_diff")):
+                if name == "normlab" or own.empty:
+                    row[key], row[key + "_se"] = np.nan, np.nan
+                    continue
+                d = (h[m] - own[m].reindex(h.index)).to_numpy(float)
+                row[key] = float(d.mean())
+                row[key + "_se"] = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else np.nan
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["target", "majority", "convention", "forecaster", "n", "brier", "log_score",
+                                       "brier_diff", "brier_diff_se", "log_diff", "log_diff_se"])
+
+
+def summarize_coverage(coverage: pd.DataFrame) -> pd.DataFrame:
+    """Coverage per group of rows and interval kind with the share of zero-width rows (the
+    columns of :meth:`Scores.coverage_summary`; works on the rows of several scores together)."""
+    rows = []
+    for grp, g in _coverage_groups(coverage):
+        for kind in ("experiment", "underlying"):
+            h = g[g["interval"] == kind]
+            if h.empty:
+                continue
+            zw = (h["low"] == h["high"]).to_numpy(bool)
+            cov = h["covered"].to_numpy(bool)
+            rows.append({"group": grp, "interval": kind, "n": int(len(h)), "covered": float(cov.mean()),
+                         "zero_width": float(zw.mean()),
+                         "covered_other": float(cov[~zw].mean()) if (~zw).any() else np.nan})
+    return pd.DataFrame(rows, columns=["group", "interval", "n", "covered", "zero_width", "covered_other"])
+
+
+def _what(target: str, majority: str, convention) -> str:
+    if target == "consensus":
+        return "consensus winners"
+    if majority == "all":
+        return "flips (all directions)"
+    conv = f", the {convention} convention" if isinstance(convention, str) else ""
+    return f"flips of a consensus on {majority}{conv}"
+
+
+def rival_wins(comparison: pd.DataFrame, *, where: str = "") -> list:
+    """Plain sentences, one per group of runs, score and rival that scores better than normlab.
+
+    Parameters
+    ----------
+    comparison : pandas.DataFrame
+        :meth:`Scores.comparison` (or the same columns pooled over several scores, with
+        ``where`` naming the group, e.g. a transfer relation).
+    where : str, optional
+        Prefix of each sentence.
+
+    Returns
+    -------
+    list of str
+        One per group of runs and rival, naming each score it wins on, e.g.
+        ``"committed-fraction logistic beats normlab on flips of a consensus on M, the strong
+        convention, 67 runs: Brier 0.150 vs 0.182 (paired difference -0.032 +/- 0.020 s.e.)"``.
+    """
+    out = []
+    for (tgt, maj), g in comparison.groupby(["target", "majority"], sort=False):
+        own = g[g["forecaster"] == "normlab"]
+        if own.empty:
+            continue
+        o = own.iloc[0]
+        for _, r in g[g["forecaster"] != "normlab"].iterrows():
+            bits = []
+            for m, lab, diff in (("brier", "Brier", "brier_diff"), ("log_score", "log score", "log_diff")):
+                if np.isfinite(r[m]) and r[m] < o[m]:
+                    a, b = _distinct(r[m], o[m])
+                    se = r.get(f"{diff}_se", np.nan)
+                    tail = (f" (paired difference {r[diff]:+.{_digits(r[diff], se)}f} +/- "
+                            f"{se:.{_digits(r[diff], se)}f} s.e.)" if np.isfinite(r.get(diff, np.nan))
+                            and np.isfinite(se) else "")
+                    bits.append(f"{lab} {a} vs {b}{tail}")
+            if bits:
+                out.append(f"{where}{RIVAL_LABELS.get(r['forecaster'], r['forecaster'])} beats normlab on "
+                           f"{_what(tgt, maj, r['convention'])}, {int(r['n'])} runs: " + "; ".join(bits))
+    return out
+
+
+def _distinct(a: float, b: float) -> tuple[str, str]:
+    """Two scores with enough decimals (3 to 6) to tell them apart."""
+    for d in range(3, 7):
+        x, y = f"{a:.{d}f}", f"{b:.{d}f}"
+        if x != y:
+            return x, y
+    return x, y
+
+
+def _digits(diff: float, se: float) -> int:
+    m = max(abs(diff) if np.isfinite(diff) else 0.0, se if np.isfinite(se) else 0.0)
+    return 3 if m >= 0.01 or m == 0 else min(6, 2 - int(math.floor(math.log10(m))))
+
+
+def _binomial_interval(p: float, n: int, level: float) -> tuple[int, int]:
+    """Equal-tailed interval of a binomial count (the convention of :func:`experiment_interval`)."""
+    from scipy.stats import binom
+
+    x = np.arange(int(n) + 1)
+    cdf = np.cumsum(binom.pmf(x, int(n), float(p)))
+    al = (1.0 - level) / 2.0
+    return int(np.searchsorted(cdf, al - 1e-12)), min(int(np.searchsorted(cdf, 1.0 - al - 1e-12)), int(n))
+
+
+def _rival_forecasts(rows: pd.DataFrame, sub: GameLog, log: GameLog, prediction, exclude):
+    """The rivals' forecasts of the scored runs and how each was made."""
+    names = list(prediction.names)
+    cats = names + [NONE]
+    fit_ids = sorted(int(r) for r in (exclude if exclude is not None else []))
+    counts = winner_counts(log, fit_ids, cats)
+    n_src = sum(counts.values())
+    info = {}
+    base = None
+    if n_src:
+        base = base_rate(counts)
+        ranked = sorted(names, key=lambda nm: -counts[nm])
+        strong = ranked[0] if counts[ranked[0]] > (counts[ranked[1]] if len(ranked) > 1 else -1) else None
+        info["strong"] = strong
+        how = (f"winners of the {n_src} fit runs from empty memories ("
+               + ", ".join(f"{k} {v}" for k, v in counts.items()) + "), Krichevsky-Trofimov over "
+               + f"{len(cats)} outcomes")
+        info["direction_rule"] = {"how": "P(flip) = base rate of the challenger: " + how, "winners": counts}
+        info["base_rate"] = {"how": how, "p": {k: float(v) for k, v in base.items()}}
+    else:
+        info["strong"] = None
+        why = "no fit run from empty memories among the excluded runs (exclude=): no base rate to use"
+        info["direction_rule"] = {"how": None, "unavailable": why}
+        info["base_rate"] = {"how": None, "unavailable": why}
+    out = []
+
+    def add(r, name, p_event, p_obs, brier, logs):
+        out.append({"run": int(r["run"]), "target": r["target"], "majority": r["majority"],
+                    "committed": r["committed"], "observed": r["observed"], "forecaster": name, "p_event": p_event,
+                    "p_observed": p_obs, "brier": brier, "log_score": logs})
+
+    fl = rows[rows["target"] == "flip"] if len(rows) else rows
+    if len(fl):
+        y = fl["observed"].to_numpy(int)
+        maj = fl["majority"].astype(str).to_numpy()
+        frac = fl["committed"].to_numpy(float) / float(prediction.n_agents)
+        scored_models = sorted(map(str, sub.runs["model"].unique()))
+        train = committed_flips(log, names, within_rounds=prediction.within_rounds, exclude_models=scored_models)
+        if len(train):
+            lg = fit_fraction_logistic(train["majority"], train["fraction"], train["flipped"])
+            p_log = lg.p(maj, frac)
+            models = sorted(map(str, train["model"].unique()))
+            missing = sorted(set(maj) - set(lg.coef))
+            info["logistic"] = {"how": f"Firth logistic per direction on committed fraction, trained on "
+                                       f"{len(train)} committed runs of another LLM ({', '.join(models)})"
+                                       + (f"; no training run with a {', '.join(missing)} majority: 1/2"
+                                          if missing else ""),
+                                "trained_on": "other LLM", "models": models, **lg.summary()}
+        else:
+            p_log = leave_one_run_out(maj, frac, y.astype(bool))
+            info["logistic"] = {"how": f"Firth logistic per direction on committed fraction, leave-one-run-out "
+                                       f"over the {len(fl)} scored runs (the log holds no other LLM's "
+                                       f"committed runs)", "trained_on": "leave one run out",
+                                **fit_fraction_logistic(maj, frac, y.astype(bool)).summary()}
+        for i, (_, r) in enumerate(fl.iterrows()):
+            preds = [("logistic", float(p_log[i])), ("coin", 0.5)]
+            if base is not None:
+                preds.insert(0, ("direction_rule", float(base[str(r["challenger"])] if str(r["challenger"]) in base
+                                                         else base[NONE])))
+            for name, p in preds:
+                yy = bool(y[i])
+                add(r, name, p, p if yy else 1.0 - p, float(brier_binary(p, yy)), float(log_score_binary(p, yy)))
+    cr = rows[rows["target"] == "consensus"] if len(rows) else rows
+    if len(cr):
+        uni = np.full(len(cats), 1.0 / len(cats))
+        pb = None if base is None else np.array([base[c] for c in cats])
+        for _, r in cr.iterrows():
+            j = cats.index(r["observed"])
+            if pb is not None:
+                add(r, "base_rate", np.nan, float(pb[j]), brier_categorical(pb, j), log_score_categorical(pb, j))
+            add(r, "coin", np.nan, float(uni[j]), brier_categorical(uni, j), log_score_categorical(uni, j))
+    info["coin"] = {"how": "every outcome equally likely"}
+    return pd.DataFrame(out, columns=_RIVAL_COLUMNS), info
+
+
+def _rival_coverage(coverage: pd.DataFrame, rivals: pd.DataFrame, info: dict, level: float) -> pd.DataFrame:
+    """Flip fractions and winner shares inside each forecaster's experiment interval."""
+    out = []
+    cv = coverage[(coverage["interval"] == "experiment") & coverage["quantity"].isin(["flip_fraction", "p_consensus"])]
+    for _, c in cv.iterrows():
+        n_obs = int(c["n_obs"])
+        k_obs = int(round(float(c["observed"]) * n_obs))
+        base = {"quantity": c["quantity"], "key": c["key"], "committed": c["committed"], "observed": c["observed"],
+                "n_obs": n_obs}
+        out.append({**base, "forecaster": "normlab", "low": c["low"], "high": c["high"],
+                    "zero_width": bool(c["low"] == c["high"]), "covered": bool(c["covered"])})
+        if c["quantity"] == "flip_fraction":
+            x = str(c["key"]).split("_", 1)[1]
+            g = rivals[(rivals["target"] == "flip") & (rivals["majority"] == x)
+                       & (rivals["committed"].astype(float) == float(c["committed"]))]
+            per = g.groupby("forecaster", sort=False)["p_event"].mean()
+        else:
+            pb = (info.get("base_rate") or {}).get("p")
+            per = pd.Series({"base_rate": pb[c["key"]]}) if pb and c["key"] in pb else pd.Series(dtype=float)
+        for name, p in per.items():
+            if name == "coin" or not np.isfinite(p):
+                continue
+            lo, hi = _binomial_interval(p, n_obs, level)
+            out.append({**base, "forecaster": name, "low": lo / n_obs, "high": hi / n_obs, "zero_width": lo == hi,
+                        "covered": bool(lo <= k_obs <= hi)})
+    return pd.DataFrame(out, columns=_RIVAL_COVERAGE_COLUMNS)
+
+
 # ----------------------------------------------------------------------------- result type
 @dataclass(frozen=True)
 class Scores:
@@ -254,7 +586,8 @@ class Scores:
     coverage : pandas.DataFrame
         One row per quantity and interval: ``quantity``, ``key``, ``committed``, ``observed``,
         ``n_obs``, ``interval`` (``"underlying"`` / ``"experiment"``), ``low``, ``high``,
-        ``n_sim`` (simulated runs per draw behind the interval), ``covered``.
+        ``n_sim`` (simulated runs per draw behind the interval), ``covered``, ``zero_width``
+        (``low == high``).
     reliability : pandas.DataFrame
         Reliability-diagram bins: ``target``, ``bin_low``, ``bin_high``, ``n``, ``mean_p``,
         ``freq`` (observed frequency), ``low``, ``high`` (Clopper-Pearson 95 %).
@@ -263,6 +596,19 @@ class Scores:
         (``"used by the fit"``, ``"censored"``, ``"count not predicted"``, ``"direction not
         predicted"``, ``"consensus not predicted"``).
     settings : dict
+        The scoring settings; ``settings["rivals"]`` says how each rival was made (the fit runs'
+        winners, the strong convention, what the logistic was trained on and its coefficients).
+    rivals : pandas.DataFrame
+        The rivals' forecasts of the same runs (:mod:`normlab.calibration.rivals`): ``run``,
+        ``target``, ``majority``, ``committed``, ``observed``, ``forecaster`` (``"direction_rule"``,
+        ``"logistic"``, ``"base_rate"``, ``"coin"``), ``p_event``, ``p_observed``, ``brier``,
+        ``log_score``.
+    rival_coverage : pandas.DataFrame
+        Flip fractions per count and shares of each consensus winner with the interval of an
+        experiment of the observed size from each forecaster (``normlab``: its experiment
+        interval; a rival: the binomial of ``n_obs`` runs at its probability): ``quantity``,
+        ``key``, ``committed``, ``observed``, ``n_obs``, ``forecaster``, ``low``, ``high``,
+        ``zero_width``, ``covered``.
 
     References
     ----------
@@ -275,53 +621,140 @@ class Scores:
     reliability: pd.DataFrame
     excluded: pd.DataFrame
     settings: dict = field(default_factory=dict)
+    rivals: pd.DataFrame = None
+    rival_coverage: pd.DataFrame = None
+
+    def __post_init__(self):
+        if self.rivals is None:
+            object.__setattr__(self, "rivals", pd.DataFrame(columns=_RIVAL_COLUMNS))
+        if self.rival_coverage is None:
+            object.__setattr__(self, "rival_coverage", pd.DataFrame(columns=_RIVAL_COVERAGE_COLUMNS))
 
     # ------------------------------------------------------------------ summaries
+    def forecasts(self) -> pd.DataFrame:
+        """Every forecast of every scored run, normlab's and its rivals': ``run``, ``target``,
+        ``majority``, ``committed``, ``observed``, ``forecaster``, ``p_event``, ``p_observed``,
+        ``brier``, ``log_score``."""
+        own = self.runs.assign(forecaster="normlab")
+        cols = _RIVAL_COLUMNS
+        own = own[[c for c in cols if c in own.columns]] if len(own) else pd.DataFrame(columns=cols)
+        parts = [p for p in (own, self.rivals) if len(p)]
+        return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+    def comparison(self) -> pd.DataFrame:
+        """normlab's scores beside its rivals' on the same runs.
+
+        One row per group of runs and forecaster. Groups: flips of every scored committed run
+        (``majority = "all"``), then of each direction (``majority`` the name of the initial
+        consensus; ``convention``: ``"strong"`` for the name the fit's runs converged to,
+        ``"weak"`` otherwise), and the consensus winners.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``target``, ``majority``, ``convention``, ``forecaster``, ``n``, ``brier``,
+            ``log_score``, and the paired differences rival - normlab over the same runs with
+            their standard errors: ``brier_diff``, ``brier_diff_se``, ``log_diff``,
+            ``log_diff_se`` (negative: the rival scores better).
+        """
+        return compare_forecasts(self.forecasts(), strong=(self.settings.get("rivals") or {}).get("strong"))
+
+    def coverage_summary(self) -> pd.DataFrame:
+        """Coverage of normlab's intervals per group of rows, with the share of zero-width rows.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``group`` (``"all"``, ``"<X>-majority"`` for the rows of a direction, ``"winners"``
+            for the convergence rows), ``interval``, ``n``, ``covered`` (share inside),
+            ``zero_width`` (share of rows whose interval is one value: ``low == high``, for a
+            flip fraction or a winner's share almost always exactly 0 or 1), ``covered_other``
+            (coverage of the rows that are not zero-width; NaN if none).
+        """
+        return summarize_coverage(self.coverage)
+
     def to_frame(self) -> pd.DataFrame:
-        """Tidy scores: ``metric`` (``brier``, ``log_score``, ``coverage``), ``target``
-        (``flip``, ``consensus``, or the interval kind for coverage), ``majority``,
-        ``committed`` (NaN: all counts), ``value``, ``n``."""
+        """Tidy scores: ``metric`` (``brier``, ``log_score``, ``coverage``, ``zero_width``),
+        ``target`` (``flip``, ``consensus``, or the interval kind for coverage), ``majority``,
+        ``committed`` (NaN: all counts), ``forecaster`` (``normlab`` or a rival), ``value``, ``n``."""
         rows = []
-        r = self.runs
-        for tgt, g in r.groupby("target", sort=False):
+        fc = self.forecasts()
+        for (tgt, name), g in fc.groupby(["target", "forecaster"], sort=False):
             for m in ("brier", "log_score"):
-                rows.append({"metric": m, "target": tgt, "majority": "all", "committed": np.nan,
+                rows.append({"metric": m, "target": tgt, "majority": "all", "committed": np.nan, "forecaster": name,
                              "value": float(g[m].mean()), "n": int(len(g))})
             if tgt == "flip":
                 for (x, c), gg in g.groupby(["majority", "committed"], sort=True):
                     for m in ("brier", "log_score"):
                         rows.append({"metric": m, "target": tgt, "majority": x, "committed": float(c),
-                                     "value": float(gg[m].mean()), "n": int(len(gg))})
+                                     "forecaster": name, "value": float(gg[m].mean()), "n": int(len(gg))})
         cv = self.coverage
         for kind, g in cv.groupby("interval", sort=False):
-            rows.append({"metric": "coverage", "target": kind, "majority": "all", "committed": np.nan,
-                         "value": float(g["covered"].mean()), "n": int(len(g))})
-        return pd.DataFrame(rows, columns=["metric", "target", "majority", "committed", "value", "n"])
+            for m, col in (("coverage", "covered"), ("zero_width", "zero_width")):
+                rows.append({"metric": m, "target": kind, "majority": "all", "committed": np.nan,
+                             "forecaster": "normlab", "value": float(g[col].mean()), "n": int(len(g))})
+        return pd.DataFrame(rows, columns=["metric", "target", "majority", "committed", "forecaster", "value", "n"])
 
     def summary(self) -> dict:
-        """JSON-friendly block (the ``scores`` of ``normlab calibrate --json``)."""
+        """JSON-friendly block (the ``scores`` of ``normlab calibrate --json``).
+
+        normlab's scores (``brier_flip`` ... ``coverage``, with the share of zero-width
+        intervals beside each coverage), its rivals' on the same runs (``rivals``; ``reference``
+        is the coin), the same per direction (``by_direction``), the flip fractions and winner
+        shares inside each forecaster's experiment interval (``fraction_coverage``) and, in plain
+        words, every group and score where a rival beats normlab (``rival_wins``).
+        """
         def mean(tgt, col):
             g = self.runs[self.runs["target"] == tgt]
             return float(g[col].mean()) if len(g) else None
 
-        cov = {}
-        for kind in ("experiment", "underlying"):
-            g = self.coverage[self.coverage["interval"] == kind]
-            cov[kind] = float(g["covered"].mean()) if len(g) else None
-            cov[f"n_{kind}"] = int(len(g))
         W = len(self.settings.get("names", ())) or 2
         ex = self.excluded["reason"].value_counts().to_dict() if len(self.excluded) else {}
+        comp = self.comparison()
+        cs = self.coverage_summary()
+        fcov = _fraction_coverage_summary(self.rival_coverage)
+        info = self.settings.get("rivals") or {}
+
+        def cmp(tgt, majority, name, col):
+            g = comp[(comp["target"] == tgt) & (comp["majority"] == majority) & (comp["forecaster"] == name)]
+            return None if g.empty else float(g[col].iloc[0])
+
+        rivals = {}
+        for name in RIVALS:
+            tgt = "consensus" if name == "base_rate" else "flip"
+            d = dict(info.get(name) or {})
+            if name == "coin":
+                d = {"how": "every outcome equally likely"}
+            for t in (("flip", "consensus") if name == "coin" else (tgt,)):
+                d[f"brier_{t}"] = cmp(t, "all", name, "brier")
+                d[f"log_score_{t}"] = cmp(t, "all", name, "log_score")
+            rivals[name] = d
+        by_dir = []
+        for x in comp.loc[(comp["target"] == "flip") & (comp["majority"] != "all"), "majority"].unique():
+            g = comp[(comp["target"] == "flip") & (comp["majority"] == x)]
+            conv = g["convention"].iloc[0]
+            by_dir.append({"majority": str(x), "convention": conv if isinstance(conv, str) else None,
+                           "n_flip_runs": int(g["n"].iloc[0]),
+                           "brier": {r["forecaster"]: float(r["brier"]) for _, r in g.iterrows()},
+                           "log_score": {r["forecaster"]: float(r["log_score"]) for _, r in g.iterrows()},
+                           "coverage": _coverage_block(cs, f"{x}-majority"),
+                           "fraction_coverage": fcov.get(("flip", str(x)))})
         return {
             "brier_flip": mean("flip", "brier"),
             "log_score_flip": mean("flip", "log_score"),
             "brier_consensus": mean("consensus", "brier"),
             "log_score_consensus": mean("consensus", "log_score"),
-            "coverage": cov,
+            "coverage": _coverage_block(cs, "all"),
             "n_flip_runs": int((self.runs["target"] == "flip").sum()),
             "n_consensus_runs": int((self.runs["target"] == "consensus").sum()),
             "excluded": {str(k): int(v) for k, v in ex.items()},
             "reference": {"brier_flip": 0.25, "log_score_flip": math.log(2.0),
                           "brier_consensus": 1.0 - 1.0 / (W + 1), "log_score_consensus": math.log(W + 1)},
+            "rivals": rivals,
+            "by_direction": by_dir,
+            "winners_coverage": _coverage_block(cs, "winners"),
+            "fraction_coverage": {"flip": fcov.get(("flip", "all")), "consensus": fcov.get(("consensus", "all"))},
+            "rival_wins": rival_wins(comp),
             "within_rounds": self.settings.get("within_rounds"),
             "level": self.settings.get("level"),
         }
@@ -332,17 +765,25 @@ class Scores:
         def f(v):
             return "-" if v is None else f"{v:.3f}"
 
-        return (f"Scores(flip runs {s['n_flip_runs']}: Brier {f(s['brier_flip'])}, log {f(s['log_score_flip'])}; "
+        rv = s["rivals"]
+        return (f"Scores(flip runs {s['n_flip_runs']}: Brier {f(s['brier_flip'])}, log {f(s['log_score_flip'])} "
+                f"[direction rule {f(rv['direction_rule'].get('brier_flip'))}, logistic "
+                f"{f(rv['logistic'].get('brier_flip'))}]; "
                 f"consensus runs {s['n_consensus_runs']}: Brier {f(s['brier_consensus'])}, "
-                f"log {f(s['log_score_consensus'])}; coverage experiment {f(s['coverage']['experiment'])} "
-                f"of {s['coverage']['n_experiment']}, underlying {f(s['coverage']['underlying'])} "
-                f"of {s['coverage']['n_underlying']})")
+                f"log {f(s['log_score_consensus'])} [base rate {f(rv['base_rate'].get('brier_consensus'))}]; "
+                f"coverage experiment {f(s['coverage']['experiment'])} "
+                f"of {s['coverage']['n_experiment']} ({f(s['coverage']['zero_width_experiment'])} zero-width), "
+                f"underlying {f(s['coverage']['underlying'])} of {s['coverage']['n_underlying']})")
 
     def _repr_html_(self) -> str:
         import html
 
         head = f"<p><code>{html.escape(repr(self))}</code></p>"
-        return head + self.to_frame().to_html(index=False, float_format=lambda v: f"{v:.3f}")
+        wins = self.summary()["rival_wins"]
+        tail = ("<p>Where a rival scores better than normlab:</p><ul>"
+                + "".join(f"<li>{html.escape(w)}</li>" for w in wins) + "</ul>") if wins else ""
+        return (head + self.comparison().to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
+                + self.coverage_summary().to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="") + tail)
 
     @plotting
     def plot_intervals(self, key=None, ax=None):
@@ -423,8 +864,7 @@ def _matching(log: GameLog, prediction, llm, exclude):
 
 def _consensus_rows(sub: GameLog, prediction):
     runs = sub.runs
-    init = runs["initial"].astype(str)
-    cons = runs[(init.isin(["empty", "None", "nan"])) & (runs["committed_count"] == 0)]
+    cons = runs[from_empty(runs).to_numpy()]
     if cons.empty or prediction.consensus.empty:
         return pd.DataFrame(), cons
     names = list(prediction.names)
@@ -703,6 +1143,9 @@ def score(prediction, observed_log: GameLog, *, exclude=None, llm=None, level: f
                                 prediction, lev)
     coverage = pd.DataFrame(cov, columns=["quantity", "key", "committed", "observed", "n_obs", "interval", "low",
                                           "high", "n_sim", "covered"])
+    coverage["zero_width"] = (coverage["low"] == coverage["high"]).to_numpy(bool)
+    rivals, rival_info = _rival_forecasts(rows, sub, observed_log, prediction, exclude)
+    rival_cov = _rival_coverage(coverage, rivals, rival_info, lev)
     if len(cons_rows):
         c = prediction.consensus
         tot = c.groupby("name")["runs"].sum()
@@ -714,6 +1157,6 @@ def score(prediction, observed_log: GameLog, *, exclude=None, llm=None, level: f
     settings = {"names": list(prediction.names), "memory": prediction.memory, "n_agents": prediction.n_agents,
                 "within_rounds": prediction.within_rounds, "level": lev, "llm": llm,
                 "max_round": prediction.settings.get("max_round"),
-                "design_runs": prediction.settings.get("design_runs"), "n_resample": nres}
+                "design_runs": prediction.settings.get("design_runs"), "n_resample": nres, "rivals": rival_info}
     return Scores(runs=rows, coverage=coverage, reliability=rel, excluded=excluded.reset_index(drop=True),
-                  settings=settings)
+                  settings=settings, rivals=rivals, rival_coverage=rival_cov)

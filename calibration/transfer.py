@@ -52,10 +52,11 @@ from .inputs import _check_names
 from .pipeline import find_ainorms
 from .posterior import StrategyFit, load_fit
 from .prediction import predict
-from .scoring import score
+from .rivals import RIVAL_LABELS, design_rounds
+from .scoring import compare_forecasts, rival_wins, score, summarize_coverage
 
-__all__ = ["TransferScores", "transfer_scores", "tables_at_memory", "fitted_runs", "target_settings",
-           "MEMORY_TRANSFERS"]
+__all__ = ["TransferScores", "transfer_scores", "transfer_report", "tables_at_memory", "fitted_runs",
+           "target_settings", "MEMORY_TRANSFERS"]
 
 MEMORY_TRANSFERS = ("suffix", "features", "prior")
 
@@ -147,6 +148,16 @@ def fitted_runs(fit: StrategyFit, log: GameLog) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- result type
 _RELATIONS = ("same setting", "other N", "other H", "other N and H", "other LLM")
+#: per-cell scores of the rivals on the same runs: ``<metric>_<rival>``
+_RIVAL_COLS = ("brier_flip_direction_rule", "log_score_flip_direction_rule", "brier_flip_logistic",
+               "log_score_flip_logistic", "brier_consensus_base_rate", "log_score_consensus_base_rate")
+
+
+def _split_rival_col(col: str) -> tuple[str, str]:
+    for rival in ("direction_rule", "logistic", "base_rate"):
+        if col.endswith("_" + rival):
+            return col[: -len(rival) - 1], rival
+    raise ValueError(col)
 
 
 @dataclass(frozen=True)
@@ -160,9 +171,14 @@ class TransferScores:
         ``target``, ``target_llm``, ``target_n``, ``target_h``, ``relation`` (``"same setting"``,
         ``"other N"``, ``"other H"``, ``"other N and H"``, ``"other LLM"``), ``n_flip_runs``,
         ``n_consensus_runs``, ``brier_flip``, ``log_score_flip``, ``brier_consensus``,
-        ``log_score_consensus``, ``coverage_experiment``, ``n_experiment``,
-        ``coverage_underlying``, ``n_underlying``, ``within_rounds``, ``seconds``, ``note``
-        (why a cell has no score).
+        ``log_score_consensus``; the rivals on the same runs (:mod:`normlab.calibration.rivals`):
+        ``brier_flip_direction_rule``, ``log_score_flip_direction_rule``,
+        ``brier_flip_logistic``, ``log_score_flip_logistic``, ``brier_consensus_base_rate``,
+        ``log_score_consensus_base_rate``; ``coverage_experiment``, ``n_experiment``,
+        ``zero_width_experiment`` (share of those intervals with ``low == high``),
+        ``coverage_underlying``, ``n_underlying``, ``zero_width_underlying``,
+        ``logistic_trained_on`` (``"other LLM"`` or ``"leave one run out"``), ``within_rounds``,
+        ``seconds``, ``note`` (why a cell has no score).
     coverage : pandas.DataFrame
         The coverage rows of every scored cell (:attr:`Scores.coverage` with ``source`` and
         ``target``).
@@ -194,7 +210,9 @@ class TransferScores:
 
     def by_relation(self) -> pd.DataFrame:
         """Run-weighted mean scores per relation of source and target (the leave-one-model-out
-        row is ``"other LLM"``), and coverage pooled over the intervals of the cells."""
+        row is ``"other LLM"``), normlab's and its rivals' on the same runs (the columns of
+        :attr:`table`), and coverage pooled over the intervals of the cells with the share of
+        zero-width intervals."""
         t = self.table
         rows = []
         for rel in _RELATIONS:
@@ -204,19 +222,91 @@ class TransferScores:
             row = {"relation": rel, "cells": int(((g["n_flip_runs"] + g["n_consensus_runs"]) > 0).sum())}
             for kind, n in (("flip", "n_flip_runs"), ("consensus", "n_consensus_runs")):
                 w = g[n].to_numpy(float)
-                for m in (f"brier_{kind}", f"log_score_{kind}"):
+                cols = [f"brier_{kind}", f"log_score_{kind}"] + [c for c in _RIVAL_COLS if f"_{kind}_" in c]
+                for m in cols:
                     v = g[m].to_numpy(float)
-                    ok = w > 0
+                    ok = (w > 0) & np.isfinite(v)
                     row[m] = float(np.sum(v[ok] * w[ok]) / w[ok].sum()) if ok.any() else np.nan
                 row[n] = int(w.sum())
             for kind in ("experiment", "underlying"):
                 n = g[f"n_{kind}"].to_numpy(float)
-                c = g[f"coverage_{kind}"].to_numpy(float)
                 ok = n > 0
-                row[f"coverage_{kind}"] = float(np.sum(c[ok] * n[ok]) / n[ok].sum()) if ok.any() else np.nan
+                for m in (f"coverage_{kind}", f"zero_width_{kind}"):
+                    c = g[m].to_numpy(float)
+                    row[m] = float(np.sum(c[ok] * n[ok]) / n[ok].sum()) if ok.any() else np.nan
                 row[f"n_{kind}"] = int(n.sum())
             rows.append(row)
         return pd.DataFrame(rows)
+
+    def forecasts(self) -> pd.DataFrame:
+        """Every forecast of every scored cell (:meth:`Scores.forecasts` with ``source``,
+        ``target_setting`` and ``relation``)."""
+        rel = self.table.set_index(["source", "target"])["relation"]
+        parts = []
+        for (src, tgt), sc in self.scores.items():
+            f = sc.forecasts()
+            if len(f):
+                parts.append(f.assign(source=src, target_setting=tgt, relation=rel[(src, tgt)]))
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+    def comparison(self) -> pd.DataFrame:
+        """normlab beside its rivals per relation, on the pooled runs of the relation's cells:
+        :meth:`Scores.comparison` with a ``relation`` column (all flips, each direction -- the
+        ``convention`` is ``"strong"`` for the name every source's fit runs converged to most --
+        and the consensus winners)."""
+        fc = self.forecasts()
+        if fc.empty:
+            return pd.DataFrame()
+        strong = {(self.scores[k].settings.get("rivals") or {}).get("strong") for k in self.scores}
+        strong = next(iter(strong)) if len(strong) == 1 else None
+        out = []
+        for rel in _RELATIONS:
+            g = fc[fc["relation"] == rel]
+            if len(g):
+                out.append(compare_forecasts(g, strong=strong).assign(relation=rel))
+        c = pd.concat(out, ignore_index=True)
+        return c[["relation"] + [k for k in c.columns if k != "relation"]]
+
+    def coverage_summary(self) -> pd.DataFrame:
+        """normlab's coverage per relation and group of rows (all, each direction, winners), with
+        the share of zero-width intervals and the coverage of the other rows
+        (:meth:`Scores.coverage_summary`, pooled over the relation's cells), and the flip
+        fractions and winner shares inside each forecaster's experiment interval
+        (``fraction_<forecaster>``)."""
+        rel = self.table.set_index(["source", "target"])["relation"]
+        out = []
+        for r in _RELATIONS:
+            keys = [k for k in self.scores if rel[k] == r]
+            if not keys:
+                continue
+            cs = summarize_coverage(pd.concat([self.scores[k].coverage for k in keys], ignore_index=True))
+            rc = pd.concat([self.scores[k].rival_coverage for k in keys], ignore_index=True)
+            grp = np.array(["winners" if q == "p_consensus" else f"{str(k).split('_', 1)[1]}-majority"
+                            for q, k in zip(rc["quantity"], rc["key"])], dtype=object)
+            for fc in ("normlab", "direction_rule", "logistic", "base_rate"):
+                col = f"fraction_{fc}"
+                vals = {}
+                for g in cs["group"].unique():
+                    sel = (rc["forecaster"] == fc).to_numpy() & ((grp != "winners") if g == "all" else (grp == g))
+                    vals[g] = float(rc.loc[sel, "covered"].astype(bool).mean()) if sel.any() else np.nan
+                cs[col] = [vals[g] if i == "experiment" else np.nan for g, i in zip(cs["group"], cs["interval"])]
+            cs["n_fraction"] = [int(((rc["forecaster"] == "normlab").to_numpy()
+                                     & ((grp != "winners") if g == "all" else (grp == g))).sum())
+                                if i == "experiment" else 0 for g, i in zip(cs["group"], cs["interval"])]
+            out.append(cs.assign(relation=r))
+        c = pd.concat(out, ignore_index=True)
+        return c[["relation"] + [k for k in c.columns if k != "relation"]]
+
+    def rival_wins(self) -> list:
+        """Plain sentences: every relation, group of runs, score and rival where a rival scores
+        better than normlab (:func:`normlab.calibration.scoring.rival_wins`)."""
+        c = self.comparison()
+        out = []
+        for rel in _RELATIONS:
+            g = c[c["relation"] == rel] if len(c) else c
+            if len(g):
+                out += rival_wins(g.drop(columns="relation"), where=f"{rel}: ")
+        return out
 
     def summary(self) -> dict:
         """JSON-friendly: the per-relation means and the per-cell table."""
@@ -224,6 +314,9 @@ class TransferScores:
             return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in d.items()}
 
         return {"by_relation": [clean(r) for r in self.by_relation().to_dict("records")],
+                "comparison": [clean(r) for r in self.comparison().to_dict("records")],
+                "coverage": [clean(r) for r in self.coverage_summary().to_dict("records")],
+                "rival_wins": self.rival_wins(),
                 "cells": [clean(r) for r in self.table.drop(columns=["seconds"]).to_dict("records")],
                 "settings": self.settings}
 
@@ -264,14 +357,56 @@ class TransferScores:
             ax.figure.colorbar(im, ax=ax, shrink=0.8, label=f"Brier (uninformed: {ref:.2f})")
         return axes
 
+    @plotting
+    def plot_rivals(self, axes=None, metric: str = "brier"):
+        """normlab beside its rivals: mean Brier (or log) score per relation, one panel per group
+        of runs (all flips, the flips of each direction, the consensus winners); the coin as a
+        dashed line. Lower is better."""
+        import matplotlib.pyplot as plt
+
+        if metric not in ("brier", "log_score"):
+            raise ValueError(f"metric must be 'brier' or 'log_score'; got {metric!r}")
+        c = self.comparison()
+        if c.empty:
+            raise ValueError("nothing was scored: no comparison to plot")
+        groups = list(dict.fromkeys(zip(c["target"], c["majority"])))
+        if axes is None:
+            _, axes = plt.subplots(1, len(groups), figsize=(3.3 * len(groups) + 0.6, 3.5), layout="constrained",
+                                   squeeze=False)
+            axes = axes[0]
+        order = ("normlab", "direction_rule", "logistic", "base_rate")
+        for ax, (tgt, maj) in zip(axes, groups):
+            g = c[(c["target"] == tgt) & (c["majority"] == maj)]
+            rels = [r for r in _RELATIONS if r in set(g["relation"])]
+            shown = [f for f in order if f in set(g["forecaster"])]
+            w = 0.8 / max(1, len(shown))
+            for k, fc in enumerate(shown):
+                v = [g.loc[(g["relation"] == r) & (g["forecaster"] == fc), metric] for r in rels]
+                v = [float(x.iloc[0]) if len(x) else np.nan for x in v]
+                ax.bar(np.arange(len(rels)) + (k - (len(shown) - 1) / 2) * w, v, width=w, color=f"C{order.index(fc)}",
+                       label=RIVAL_LABELS[fc])
+            coin = g.loc[g["forecaster"] == "coin", metric]
+            if len(coin):
+                ax.axhline(float(coin.iloc[0]), color="0.4", ls="--", lw=1, label="coin")
+            conv = g["convention"].dropna()
+            title = ("consensus winners" if tgt == "consensus" else "flips, all directions" if maj == "all"
+                     else f"flips of a consensus on {maj}" + (f" ({conv.iloc[0]})" if len(conv) else ""))
+            ax.set_title(title, fontsize=9)
+            ax.set_xticks(range(len(rels)), rels, rotation=30, ha="right", fontsize=8)
+            ax.set_ylabel(f"mean {'Brier' if metric == 'brier' else 'log'} score (lower is better)", fontsize=8)
+            ax.legend(frameon=False, fontsize=7)
+        return axes
+
     def __repr__(self) -> str:
         b = self.by_relation()
 
         def f(v):
             return "-" if not np.isfinite(v) else f"{v:.3f}"
 
-        parts = [f"{r['relation']}: flip {f(r['brier_flip'])} ({r['n_flip_runs']}), consensus "
-                 f"{f(r['brier_consensus'])} ({r['n_consensus_runs']})" for _, r in b.iterrows()]
+        parts = [f"{r['relation']}: flip {f(r['brier_flip'])} ({r['n_flip_runs']}; direction rule "
+                 f"{f(r['brier_flip_direction_rule'])}, logistic {f(r['brier_flip_logistic'])}), consensus "
+                 f"{f(r['brier_consensus'])} ({r['n_consensus_runs']}; base rate "
+                 f"{f(r['brier_consensus_base_rate'])})" for _, r in b.iterrows()]
         return f"TransferScores(Brier by relation -- {'; '.join(parts)})"
 
     def _repr_html_(self) -> str:
@@ -309,13 +444,12 @@ def target_settings(log: GameLog, names) -> list[dict]:
         init = g["initial"].astype(str)
         base = g[init == "empty"]
         cm = g[init.str.startswith("consensus:")]
-        # the design length of committed runs: runs that did not stop early in a consensus
-        open_runs = cm[cm["consensus"].isna()] if "consensus" in cm else cm
         streak = base["stop_streak"].dropna() if "stop_streak" in base else pd.Series(dtype=float)
         out.append({"llm": str(llm), "n_agents": int(N), "memory": int(H), "n_baseline": int(len(base)),
                     "counts": sorted(int(c) for c in cm["committed_count"].unique()),
                     "runs_per_count": int(cm.groupby(["initial", "committed_count"]).size().median()) if len(cm) else 0,
-                    "rounds": int((open_runs["n_interactions"] // int(N)).median()) if len(open_runs) else 0,
+                    # the design length of committed runs: runs that did not stop early in a consensus
+                    "rounds": design_rounds(cm),
                     "stop_streak": int(streak.median()) if len(streak) else None})
     return out
 
@@ -440,7 +574,9 @@ def _transfer_cell(lab, fit, t, log, names, fitted, s, *, n_draws, n_runs_flip, 
            "target": tl, "target_llm": _short(t["llm"]), "target_n": t["n_agents"], "target_h": t["memory"],
            "relation": rel, "n_flip_runs": 0, "n_consensus_runs": 0, "brier_flip": np.nan,
            "log_score_flip": np.nan, "brier_consensus": np.nan, "log_score_consensus": np.nan,
-           "coverage_experiment": np.nan, "n_experiment": 0, "coverage_underlying": np.nan, "n_underlying": 0,
+           **{c: np.nan for c in _RIVAL_COLS},
+           "coverage_experiment": np.nan, "n_experiment": 0, "zero_width_experiment": np.nan,
+           "coverage_underlying": np.nan, "n_underlying": 0, "zero_width_underlying": np.nan, "logistic_trained_on": "",
            "within_rounds": np.nan, "seconds": 0.0, "note": ""}
     # what is left to score once the fit's own runs are set aside
     r = log.runs
@@ -477,11 +613,19 @@ def _transfer_cell(lab, fit, t, log, names, fitted, s, *, n_draws, n_runs_flip, 
     sm = sc.summary()
     row.update({k: (np.nan if sm[k] is None else sm[k]) for k in
                 ("brier_flip", "log_score_flip", "brier_consensus", "log_score_consensus")})
+    for c in _RIVAL_COLS:  # e.g. brier_flip_logistic: the rival "logistic"'s brier_flip
+        metric, rival = _split_rival_col(c)
+        v = (sm["rivals"].get(rival) or {}).get(metric)
+        row[c] = np.nan if v is None else v
+    cov = sm["coverage"]
     row.update(n_flip_runs=sm["n_flip_runs"], n_consensus_runs=sm["n_consensus_runs"],
-               coverage_experiment=np.nan if sm["coverage"]["experiment"] is None else sm["coverage"]["experiment"],
-               n_experiment=sm["coverage"]["n_experiment"],
-               coverage_underlying=np.nan if sm["coverage"]["underlying"] is None else sm["coverage"]["underlying"],
-               n_underlying=sm["coverage"]["n_underlying"], within_rounds=wr,
+               coverage_experiment=np.nan if cov["experiment"] is None else cov["experiment"],
+               n_experiment=cov["n_experiment"],
+               zero_width_experiment=np.nan if cov["zero_width_experiment"] is None else cov["zero_width_experiment"],
+               coverage_underlying=np.nan if cov["underlying"] is None else cov["underlying"],
+               n_underlying=cov["n_underlying"],
+               zero_width_underlying=np.nan if cov["zero_width_underlying"] is None else cov["zero_width_underlying"],
+               logistic_trained_on=(sm["rivals"].get("logistic") or {}).get("trained_on") or "", within_rounds=wr,
                seconds=round(time.perf_counter() - t0, 2),
                note="; ".join([f"{v} {k}" for k, v in sm["excluded"].items() if k != "used by the fit"]
                               + ([f"published runs stopped after {t['stop_streak']} consecutive successes, the "
@@ -492,6 +636,62 @@ def _transfer_cell(lab, fit, t, log, names, fitted, s, *, n_draws, n_runs_flip, 
 
 
 # ----------------------------------------------------------------------------- command line
+_BY_RELATION = {"relation": "relation", "cells": "cells", "n_flip_runs": "flip_runs", "brier_flip": "normlab",
+                "brier_flip_direction_rule": "direction_rule", "brier_flip_logistic": "logistic",
+                "n_consensus_runs": "winner_runs", "brier_consensus": "winners_normlab",
+                "brier_consensus_base_rate": "winners_base_rate", "coverage_experiment": "coverage",
+                "n_experiment": "intervals", "zero_width_experiment": "zero_width"}
+
+
+def transfer_report(ts: TransferScores) -> str:
+    """The tables ``python -m normlab.calibration.transfer`` prints (README's): Brier scores by
+    relation beside the rivals, log scores, the same per direction with coverage and zero-width
+    intervals, and every place a rival scores better than normlab."""
+    def fmt(df):
+        return df.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-")
+
+    b = ts.by_relation()
+    out = ["Brier scores by relation (flips: normlab, direction rule, logistic; winners: normlab, base rate) and "
+           "normlab's coverage of the 95% experiment-size intervals with the share of them that are zero-width:"]
+    out.append(fmt(b[list(_BY_RELATION)].rename(columns=_BY_RELATION)))
+    lg = {"relation": "relation", "log_score_flip": "normlab", "log_score_flip_direction_rule": "direction_rule",
+          "log_score_flip_logistic": "logistic", "log_score_consensus": "winners_normlab",
+          "log_score_consensus_base_rate": "winners_base_rate"}
+    out += ["", "log scores by relation:", fmt(b[list(lg)].rename(columns=lg))]
+    c = ts.comparison()
+    cs = ts.coverage_summary()
+    rows = []
+    if len(c):
+        fl = c[(c["target"] == "flip") & (c["majority"] != "all")]
+        for (rel, maj), g in fl.groupby(["relation", "majority"], sort=False):
+            by = g.set_index("forecaster")
+            cv = cs[(cs["relation"] == rel) & (cs["group"] == f"{maj}-majority") & (cs["interval"] == "experiment")]
+            cv = cv.iloc[0] if len(cv) else None
+            rows.append({"relation": rel, "majority": maj, "convention": by["convention"].iloc[0] or "-",
+                         "runs": int(by["n"].iloc[0]),
+                         **{f"brier_{k}": by["brier"].get(f, np.nan) for k, f in
+                            (("normlab", "normlab"), ("direction", "direction_rule"), ("logistic", "logistic"))},
+                         **{f"log_{k}": by["log_score"].get(f, np.nan) for k, f in
+                            (("normlab", "normlab"), ("direction", "direction_rule"), ("logistic", "logistic"))},
+                         "coverage": np.nan if cv is None else cv["covered"],
+                         "intervals": 0 if cv is None else int(cv["n"]),
+                         "zero_width": np.nan if cv is None else cv["zero_width"],
+                         "inside_normlab": np.nan if cv is None else cv["fraction_normlab"],
+                         "inside_direction": np.nan if cv is None else cv["fraction_direction_rule"],
+                         "inside_logistic": np.nan if cv is None else cv["fraction_logistic"],
+                         "fractions": 0 if cv is None else int(cv["n_fraction"])})
+    if rows:
+        out += ["", "flips by direction (the strong convention: the one every fit's runs converged to), Brier and log "
+                "scores; normlab's coverage with its zero-width share; flip fractions inside each forecaster's "
+                "experiment interval (a rival's: the binomial of the observed runs at its probability):",
+                fmt(pd.DataFrame(rows))]
+    wins = ts.rival_wins()
+    out += ["", "where a rival scores better than normlab (paired difference rival - normlab +/- s.e. over the same "
+            "runs):"]
+    out += [f"  {w}" for w in wins] or ["  nowhere"]
+    return "\n".join(out)
+
+
 _SHIPPED = {"Llama-3 N=24 H=3": "llama3_70b_QM_H3", "Llama-3 N=24 H=5": "llama3_70b_QM_H5",
             "Llama-3.1 N=24 H=5": "llama31_70b_QM_H5"}
 
@@ -519,16 +719,17 @@ def main(argv=None) -> int:
                        on_inconsistency="warn")
     src = {k: load_fit(v) for k, v in _SHIPPED.items()}
     ts = transfer_scores(src, log, n_draws=args.draws, memory_transfer=args.memory_transfer, rng=args.seed)
-    pd.set_option("display.width", 200)
-    b = ts.by_relation()
-    cols = ["relation", "cells", "n_flip_runs", "brier_flip", "log_score_flip", "n_consensus_runs", "brier_consensus",
-            "log_score_consensus", "coverage_experiment", "n_experiment", "coverage_underlying", "n_underlying"]
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_columns", 30)
     print(f"transfer scores of the shipped fits ({args.draws} draws, memory transfer {args.memory_transfer!r}, "
-          f"seed {args.seed}); Brier/log: lower is better (uninformed: flip 0.25 / 0.693)")
-    print(b[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+          f"seed {args.seed}); Brier and log scores per run, lower is better, each beside two rivals on the same "
+          "runs: the direction rule and the committed-fraction logistic (flips), the fit runs' base rate (winners); "
+          "the coin (every outcome equally likely) scores 0.250 / 0.693 on flips, 0.667 / 1.099 on winners")
+    print(transfer_report(ts))
     if args.cells:
-        c = ts.table[["source", "target", "relation", "n_flip_runs", "brier_flip", "n_consensus_runs",
-                      "brier_consensus", "coverage_experiment", "coverage_underlying", "note"]]
+        c = ts.table[["source", "target", "relation", "n_flip_runs", "brier_flip", "brier_flip_direction_rule",
+                      "brier_flip_logistic", "n_consensus_runs", "brier_consensus", "brier_consensus_base_rate",
+                      "coverage_experiment", "zero_width_experiment", "coverage_underlying", "note"]]
         print(c.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         cv = ts.coverage
         miss = cv[(cv["interval"] == "experiment") & ~cv["covered"].astype(bool)]

@@ -123,8 +123,8 @@ def prediction_rows(quick: bool = False, rng: int = 2025) -> list[dict]:
             pc = p.consensus_summary().set_index("name")
             rows.append(_row(f"{head}: P(consensus on M)", "40/40", f"{VAL} (counted in the published runs)",
                              f"{pc.loc['M', 'probability']:.2f} [{pc.loc['M', 'low']:.2f}, {pc.loc['M', 'high']:.2f}]"))
-        rows.append(_row(f"{head}: critical mass overturning M / Q (10-run replication per draw, window "
-                         f"{p.settings['max_round']})", f"{m['s3']['M']} / {m['s3']['Q']}", S3, fmt["published"],
+        rows.append(_row(f"{head}: critical mass overturning M / Q (the paper's design: 10 runs at "
+                         f"every count per draw, each run its own effect; window {p.settings['max_round']})", f"{m['s3']['M']} / {m['s3']['Q']}", S3, fmt["published"],
                          "published"))
         rows.append(_row(f"{head}: critical mass overturning M / Q, 50% of runs flip", "—", "not reported in the paper",
                          fmt["per_run"], "per_run"))

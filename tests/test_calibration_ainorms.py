@@ -189,3 +189,18 @@ def test_cli_calibrate_llama31_reports_the_published_critical_mass(ainorms_dir):
     assert set(sc) >= {"brier_flip", "log_score_flip", "brier_consensus", "coverage"}
     assert sc["n_flip_runs"] >= 130 and sc["excluded"].get("censored", 0) <= 5
     assert sc["brier_flip"] < 0.25 and sc["brier_consensus"] is None
+    # beside its rivals on the same runs: the 40 fitted baselines all ended on M (the strong convention)
+    rv = sc["rivals"]
+    assert rv["direction_rule"]["winners"] == {"Q": 0, "M": 40, "none": 0}
+    assert rv["logistic"]["trained_on"] == "leave one run out"  # one LLM in the archive
+    assert rv["coin"]["brier_flip"] == sc["reference"]["brier_flip"] == 0.25
+    d = {x["majority"]: x for x in sc["by_direction"]}
+    assert d["M"]["convention"] == "strong" and d["Q"]["convention"] == "weak"
+    assert d["M"]["n_flip_runs"] + d["Q"]["n_flip_runs"] == sc["n_flip_runs"]
+    # an M consensus never flips by the rule, a Q consensus always: its Brier on Q is tiny, on M large
+    assert d["Q"]["brier"]["direction_rule"] < 0.01 < d["M"]["brier"]["direction_rule"]
+    assert 0 <= sc["coverage"]["zero_width_experiment"] <= 1 and isinstance(sc["rival_wins"], list)
+    from normlab.calibration._cli_format import format_summary  # the lines calibrate prints without --json
+
+    text = format_summary(out)
+    assert "committed-fraction logistic:" in text and "zero-width" in text and "from a consensus on M" in text

@@ -245,3 +245,29 @@ def test_journal_bar_counts_complete_lines_and_replaces_expectations(tmp_path):
         f.write("".join(json.dumps({"ev": "int", "run": 0, "t": t}) + "\n" for t in range(2, 14)))
     bar._read()
     assert bar.count[0] == 14 and bar._total() == 15 + 1  # past the expectation: at least one more to come
+
+
+def test_report_discusses_each_check_outside_its_interval():
+    """Each check outside its predicted interval gets its own item: observed against the interval,
+    how far in counts and standard deviations of the experiment, and what the comparison can show
+    (no "1 in 20 by chance" line); none at all when every check is inside."""
+    import pandas as pd
+
+    from normlab.demo.report import _outside_html
+
+    cfg = {"runs": 20, "committed_runs": 4, "n_agents": 10}
+    rows = [
+        {"quantity": "P(consensus)", "key": "Y", "source": "probe", "predicted": 0.9, "low": 0.75, "high": 1.0,
+         "observed": 0.6, "consistent": False},
+        {"quantity": "rounds to consensus", "key": "", "source": "log", "predicted": 12.0, "low": 10.0, "high": 14.0,
+         "observed": 17.5, "consistent": False},
+        {"quantity": "P(flip)", "key": "2 committed to X vs Y", "source": "probe", "predicted": 0.5, "low": 0.0,
+         "high": 1.0, "observed": 0.5, "consistent": True},
+    ]
+    html_ = _outside_html(pd.DataFrame(rows), cfg, None)
+    assert html_.count("<li>") == 2 and "The 2 checks outside their intervals" in html_
+    assert "observed 0.60, 0.15 below the predicted [0.75, 1.00]: 12 of 20 against 18 +/- 1.3 expected" in html_
+    assert "(4.5 standard deviations)" in html_
+    assert "observed 17.5, 3.5 above the predicted [10, 14]" in html_ and "30 consecutive successes" in html_
+    assert "in-sample" in html_ and "by chance" not in html_
+    assert _outside_html(pd.DataFrame(rows[2:]), cfg, None) == ""

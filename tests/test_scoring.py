@@ -206,10 +206,16 @@ def test_scores_api(observed, hand_prediction):
     matplotlib.use("Agg")
     sc = score(hand_prediction, observed, rng=0)
     f = sc.to_frame()
-    assert list(f.columns) == ["metric", "target", "majority", "committed", "value", "n"]
-    assert {"brier", "log_score", "coverage"} <= set(f["metric"])
-    per_count = f[(f["metric"] == "brier") & (f["target"] == "flip") & f["committed"].notna()]
+    assert list(f.columns) == ["metric", "target", "majority", "committed", "forecaster", "value", "n"]
+    assert {"brier", "log_score", "coverage", "zero_width"} <= set(f["metric"])
+    per_count = f[(f["metric"] == "brier") & (f["target"] == "flip") & f["committed"].notna()
+                  & (f["forecaster"] == "normlab")]
     assert sorted(per_count["committed"]) == [1.0, 2.0]
+    # the rivals score the same runs: same counts per group as normlab
+    n = f[(f["metric"] == "brier") & f["committed"].isna()].pivot_table(index="target", columns="forecaster",
+                                                                          values="n")
+    assert (n["logistic"].dropna() == n.loc[n["logistic"].notna(), "normlab"]).all()
+    assert n.loc["consensus", "coin"] == n.loc["consensus", "normlab"]
     rel = sc.reliability
     assert rel.loc[rel["target"] == "flip", "n"].sum() == sc.summary()["n_flip_runs"]
     assert set(rel.loc[rel["target"] == "flip", "bin_low"].round(1)) <= {0.1, 0.8}
@@ -228,5 +234,7 @@ def test_calibrate_summary_prints_the_scores_block(observed, hand_prediction):
     s = score(hand_prediction, observed, rng=0).summary()
     text = format_summary({"names": ["A", "B"], "n_agents": 6, "memory": 2, "scores": s})
     assert "scores on the runs the fit did not use" in text
-    assert f"Brier {s['brier_flip']:.3f} (0.250)" in text and f"{s['n_consensus_runs']} runs" in text
+    assert f"normlab:{' ' * 31}Brier {s['brier_flip']:.3f}, log {s['log_score_flip']:.3f}" in text
+    assert "coin (every outcome equally likely):   Brier 0.250, log 0.693" in text
+    assert f"{s['n_consensus_runs']} runs" in text
     assert "experiment" in text and "not scored:" in text and "censored" in text

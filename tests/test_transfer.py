@@ -88,35 +88,99 @@ def test_transfer_scores_on_the_published_runs(qm_log):
     assert n48["n_flip_runs"] == 68 and n48["within_rounds"] == 20  # the runs' own 20 rounds: none censored
     assert n48["brier_flip"] < 0.15 and n48["log_score_flip"] < np.log(2)
     assert "72 consecutive successes" in t.loc[("L3 H3", "Llama-3 N=200 H=5"), "note"]
+    # the rivals on the same runs: the direction rule from the 40 fitted baselines (all on M)
+    r = qm_log.runs.set_index("run").loc[fitted_runs(src["L31 H5"], qm_log)]
+    assert (r["consensus"] == "M").all() and len(r) == 40
+    sc = ts.scores[("L31 H5", "Llama-3.1 N=24 H=5")]
+    fl = sc.runs[sc.runs["target"] == "flip"]
+    p = np.where(fl["majority"] == "M", 0.5 / 41.5, 40.5 / 41.5)  # KT over Q, M, none
+    assert same["brier_flip_direction_rule"] == pytest.approx(np.mean((p - fl["observed"]) ** 2), abs=1e-12)
+    assert same["logistic_trained_on"] == "other LLM"  # Llama-3's committed runs
+    assert sc.settings["rivals"]["logistic"]["models"] == ["Llama-3-70B-Instruct"]
+    assert 0 <= same["zero_width_experiment"] <= 1
+    c = ts.comparison()
+    assert set(c["forecaster"]) == {"normlab", "direction_rule", "logistic", "base_rate", "coin"}
+    m = c[(c["relation"] == "same setting") & (c["majority"] == "M") & (c["forecaster"] == "normlab")]
+    assert m["convention"].iloc[0] == "strong" and m["n"].iloc[0] == (fl["majority"] == "M").sum()
     b = ts.by_relation().set_index("relation")
     assert {"same setting", "other N", "other N and H", "other LLM"} <= set(b.index)
+    assert {"brier_flip_logistic", "brier_consensus_base_rate", "zero_width_experiment"} <= set(b.columns)
+    cs = ts.coverage_summary()
+    assert {"fraction_normlab", "fraction_direction_rule", "fraction_logistic", "zero_width"} <= set(cs.columns)
+    assert isinstance(ts.rival_wins(), list) and "rival_wins" in ts.summary()
     f = ts.to_frame()
     assert set(f["metric"]) >= {"brier_flip", "brier_consensus", "coverage_experiment"}
-    assert "TransferScores(" in repr(ts) and "<table" in ts._repr_html_()
+    assert "TransferScores(" in repr(ts) and "<table" in ts._repr_html_() and "logistic" in repr(ts)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    axes = ts.plot_rivals()
+    assert len(axes) == len(set(zip(c["target"], c["majority"])))
+
+
+def _printed_table(out: str, header_start: str) -> list:
+    import re
+
+    lines = out.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[i + 2:]:
+        if not line.strip():
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return rows
+
+
+def _readme_table(readme: str, header_start: str) -> list:
+    block = readme.split(header_start, 1)[1].split("\n\n")[0]
+    return [[c.strip() for c in r.strip().strip("|").split(" | ")] for r in block.splitlines()[2:] if r.startswith("| ")]
 
 
 @pytest.mark.slow
 def test_the_command_behind_readme(ainorms_dir, capsys, monkeypatch):
+    """README's two transfer tables are the command's output at --draws 200 --seed 1, number for number."""
+    from pathlib import Path
+
     from normlab.calibration.transfer import main
 
     monkeypatch.setenv("NORMLAB_AINORMS", str(ainorms_dir))
-    assert main(["--draws", "6", "--seed", "1"]) == 0
+    assert main(["--draws", "200", "--seed", "1"]) == 0
     out = capsys.readouterr().out
     for rel in ("same setting", "other N", "other H", "other N and H", "other LLM"):
         assert rel in out
-    # README's table: the runs scored and the intervals counted come from the data, not the draws
-    # (its Brier scores and coverage percentages are those of --draws 200)
-    import re
-    from pathlib import Path
-
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    rows = [r for r in readme.split("| fit → target |", 1)[1].split("\n\n")[0].splitlines() if r.startswith("| ")
-            and "---" not in r]
+
+    def dash(v):
+        return "—" if v in ("-", "0") else v
+
+    def pct(v):
+        return f"{round(100 * float(v))} %"
+
+    printed = {r[0]: r for r in _printed_table(out, "Brier scores by relation")}
+    rows = _readme_table(readme, "| fit → target | flip runs |")
     assert len(rows) == 5
-    printed = {re.split(r"\s{2,}", x.strip())[0]: x.split() for x in out.splitlines()}
     for row in rows:
-        label, flips, _, winners, _, coverage = (c.strip() for c in row.strip("|").split(" | "))
-        rel = label.split(" (")[0]
-        cols = printed[rel][len(rel.split()):]  # cells, n_flip_runs, brier, log, n_consensus_runs, ..., n_experiment
-        assert cols[1] == ("0" if flips == "—" else flips) and cols[4] == ("0" if winners == "—" else winners), row
-        assert coverage.endswith(f"of {cols[8]}"), (row, cols)
+        rel = row[0].split(" (")[0]
+        _, _, flips, b_n, b_d, b_l, winners, w_n, w_b, cov, n_iv, zw = printed[rel]
+        assert row[1:8] == [dash(flips), dash(b_n), dash(b_d), dash(b_l), dash(winners), dash(w_n), dash(w_b)], row
+        assert row[8] == f"{pct(cov)} of {n_iv} ({pct(zw)})", row
+    printed = {(r[0], r[1]): r for r in _printed_table(out, "flips by direction")}
+    rows = _readme_table(readme, "| fit → target | consensus attacked |")
+    assert len(rows) == len(printed) == 8
+    for row in rows:
+        maj = row[1].split(" ")[0]
+        _, _, conv, runs, *scores, cov, n_iv, zw, in_n, in_d, in_l, nf = printed[(row[0], maj)]
+        assert row[1] == f"{maj} ({conv})" and row[2] == runs and row[3:9] == scores, row
+        assert row[9] == f"{pct(cov)} of {n_iv} ({pct(zw)})", row
+        k = [round(float(v) * int(nf)) for v in (in_n, in_d, in_l)]
+        assert row[10] == f"{k[0]} / {k[1]} / {k[2]} of {nf}", row
+    # the sentences beside the tables: every rival win they name is one the command prints
+    wins = out.split("where a rival scores better than normlab", 1)[1]
+    assert "same setting: direction rule beats normlab on flips of a consensus on Q" in wins
+    assert "other LLM: committed-fraction logistic beats normlab on flips (all directions)" in wins
+    assert "other LLM: base rate of the fit runs beats normlab on consensus winners" in wins
+    assert "other LLM: coin beats normlab on flips (all directions), 469 runs: log score 0.693 vs 1.060" in wins
+    lines = [ln.strip() for ln in wins.splitlines()[1:] if ln.startswith("  ")]
+    assert not [ln for ln in lines if ln.startswith(("other N:", "other N and H:", "other H:"))]
+    same = [ln for ln in lines if ln.startswith("same setting:")]
+    assert len(same) == 1 and "consensus on Q, the weak convention" in same[0]

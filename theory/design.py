@@ -20,6 +20,8 @@ Table S3.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from normlab._jit import njit
@@ -61,6 +63,39 @@ def _choice_thresholds_py(params, S, W, thr):
         else:
             for q in range(last, W):
                 thr[b + q] = 2.0
+
+
+def _table_logits_py(params, S, W, lg):
+    """Per state ``s`` of a two-name table the logit ``log p(1 | s) - log p(0 | s)`` (``+-inf`` where
+    a probability is 0; NaN for an invalid row, as :func:`_choice_thresholds` judges it) -- what
+    run effects act on."""
+    for s in range(S):
+        p0 = params[s * W]
+        p1 = params[s * W + 1]
+        if not (p0 >= 0.0) or not (p1 >= 0.0) or p0 > 1.0 + 1e-9 or p1 > 1.0 + 1e-9 or abs(p0 + p1 - 1.0) > 1e-6:
+            lg[s] = np.nan
+        elif p1 == 0.0:
+            lg[s] = -np.inf
+        elif p0 == 0.0:
+            lg[s] = np.inf
+        else:
+            lg[s] = math.log(p1) - math.log(p0)
+
+
+def _effect_thresholds_py(lg, b, k, thr):
+    """The choice thresholds (as :func:`_choice_thresholds` lays them out, ``W = 2``) of the table
+    whose logits are ``k * lg + b``: one run's table under its run effect (shift ``b``, sharpness
+    ``k``; :mod:`normlab.calibration.run_effects`)."""
+    for s in range(lg.shape[0]):
+        x = lg[s]
+        if np.isnan(x):
+            thr[2 * s] = -1.0
+            thr[2 * s + 1] = -1.0
+            continue
+        eta = k * x + b
+        p0 = 0.0 if eta > 709.0 else 1.0 / (1.0 + math.exp(eta))  # 709: exp overflows past it
+        thr[2 * s] = 2.0 if p0 >= 1.0 else p0
+        thr[2 * s + 1] = 2.0
 
 
 @njit(inline="always")
@@ -238,10 +273,23 @@ def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, ma
 
 
 _choice_thresholds = njit(cache=True)(_choice_thresholds_py)
+_table_logits = njit(cache=True)(_table_logits_py)
+_effect_thresholds = njit(cache=True)(_effect_thresholds_py)
 _sg_lean_run = njit(cache=True)(_sg_lean_run_py)
 
 
 # ----------------------------------------------------------------------------- the design's stages
+@njit(inline="always")
+def _run_thr(re, d, g, k, thr):
+    """The thresholds run ``k`` of group ``g`` of draw ``d`` plays: the draw's table, or -- with run
+    effects (``re = (on, b, kappa, logits, work)``) -- that table under the run's effect."""
+    on, re_b, re_k, lg, thr_run = re
+    if on:
+        _effect_thresholds(lg, re_b[d, g, k], re_k[d, g, k], thr_run)
+        return thr_run
+    return thr
+
+
 def _last3_winner_py(r_prod, nr, W, prod):
     """Name produced most in recorded rounds ``nr - 3 .. nr - 1`` (first on ties)."""
     for w in range(W):
@@ -260,7 +308,7 @@ _last3_winner = njit(cache=True)(_last3_winner_py)
 
 
 @njit(cache=True)
-def _design_consensus(seeds, d, g, game, plan, out, work):
+def _design_consensus(seeds, d, g, game, plan, out, work, re):
     """Stage 1 of draw ``d``: ``n_cons`` runs from empty memories, ``stop="streak"`` (group ``g``).
     Returns ``(runs with an invalid vector, interactions)``."""
     N, W, H, flip_thr = game
@@ -273,7 +321,7 @@ def _design_consensus(seeds, d, g, game, plan, out, work):
     mask[:] = False
     init_name[:] = -1
     for k in range(n_cons):
-        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
+        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, _run_thr(re, d, g, k, thr), init_name, cons_rounds * N, STREAK,
                      flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
         if scal[S_ERR] >= 0:
             n_err += 1
@@ -298,7 +346,7 @@ def _design_consensus(seeds, d, g, game, plan, out, work):
 
 
 @njit(cache=True)
-def _design_flips(seeds, d, g, i, game, plan, out, work):
+def _design_flips(seeds, d, g, i, game, plan, out, work, re):
     """Stage 2 of draw ``d``, direction ``i``: one group of flip runs per committed count from
     group ``g`` on, their flips and the published rule. Returns ``(next group, runs with an
     invalid vector, interactions)``."""
@@ -332,7 +380,7 @@ def _design_flips(seeds, d, g, i, game, plan, out, work):
             kf = 0
             all_f = True
             for k in range(nsim):
-                _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, T_flip, FLIP,
+                _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, T_flip, FLIP,
                              flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
                 if scal[S_ERR] >= 0:
                     n_err += 1
@@ -369,7 +417,7 @@ def _design_flips(seeds, d, g, i, game, plan, out, work):
 
 
 @njit(cache=True)
-def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work):
+def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, re):
     """Stage 3 of draw ``d``, direction ``i`` (``x`` to ``y``): the share of ``y`` with 0 and 1 agent
     committed to it, then the streak runs of every mixture (groups from ``g`` on). Returns ``(next
     group, runs with an invalid vector, interactions)``."""
@@ -390,7 +438,7 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work):
         s = 0.0
         n = 0
         for k in range(n_flip):
-            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, thr, init_name, within * N, NOSTOP,
+            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, within * N, NOSTOP,
                          flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
             if scal[S_ERR] >= 0:
                 n_err += 1
@@ -410,7 +458,7 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work):
         for a in range(N):
             init_name[a] = x if a < mix_kx[f] else y
         for k in range(n_flip):
-            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, thr, init_name, cons_rounds * N, STREAK,
+            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, _run_thr(re, d, g, k, thr), init_name, cons_rounds * N, STREAK,
                          flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
             if scal[S_ERR] >= 0:
                 n_err += 1
@@ -423,14 +471,82 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work):
     return g, n_err, n_int
 
 
-def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out_flips, out_strength):
+@njit(cache=True)
+def _design_experiment(seeds, d, g, i, game, plan, out, work, wx, re):
+    """Stage 4 of draw ``d``, direction ``i``: the experiment as designed (one group per entry
+    ``j`` of its grid -- the entries with ``e_dir[j] == i`` -- from group ``g`` on). Each run plays its own number of interactions without stopping at a
+    flip (as the published runs did) and the published rule reads them as it reads the data: a run
+    whose own last three rounds meet ``flip_sum`` at its end is padded with 1s, the others drop out
+    after their last round, the mean is cut at ``window`` rounds. Counts after the first that meets
+    the rule are simulated only where ``e_all[j]`` (the tested counts). Returns ``(next group, runs
+    with an invalid vector, interactions)``."""
+    N, W, H, flip_thr = game
+    dir_x, dir_y, e_dir, e_counts, e_off, e_len, e_all, e_keep, window, flip_sum = plan
+    ex_ok, ex_last3, ex_cm, ex_share = out
+    r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
+    sh2, lens2, pad2, mean2 = wx
+    NOSTOP = np.int64(0)  # a typed value: a literal would compile a second _sg_lean_run
+    n_err = 0
+    n_int = 0
+    x = dir_x[i]
+    y = dir_y[i]
+    ex_cm[d, i] = np.inf
+    met = False
+    for j in range(e_counts.shape[0]):
+        if e_dir[j] != i:
+            continue
+        c = e_counts[j]
+        if met and not e_all[j]:
+            ex_ok[d, j] = -1
+            ex_last3[d, j] = np.nan
+            g += 1
+            continue
+        mask[:] = False
+        for a in range(N - c, N):
+            mask[a] = True
+        init_name[:] = x
+        n_runs = e_off[j + 1] - e_off[j]
+        for k in range(n_runs):
+            T = e_len[e_off[j] + k]
+            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, T,
+                         NOSTOP, flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+            if scal[S_ERR] >= 0:
+                n_err += 1
+            n_int += scal[S_NINT]
+            nr = (scal[S_NINT] + N - 1) // N
+            for q in range(nr):
+                tot = 0
+                for w in range(W):
+                    tot += r_produ[q, w]
+                sh2[k, q] = r_produ[q, y] / tot if tot > 0 else np.nan
+            full = last3_sum(sh2, k, nr)
+            lens2[k] = min(nr, window)
+            pad2[k] = nr >= 1 and full >= flip_sum
+            if e_keep[j] >= 0:
+                row = e_keep[j] + k
+                for q in range(ex_share.shape[2]):
+                    ex_share[d, row, q] = sh2[k, q] if q < nr else np.nan
+        last3, ok = published_from_shares(sh2, lens2, pad2, n_runs, window, flip_sum, mean2)
+        ex_ok[d, j] = 1 if ok else 0
+        ex_last3[d, j] = last3
+        if ok and not met:
+            met = True
+            ex_cm[d, i] = c
+        g += 1
+    return g, n_err, n_int
+
+
+def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out_flips, out_strength, experiment,
+                  out_exp, effects):
     """A whole prediction design of strategy-table games, every posterior draw in one call.
 
     ``game = (n_agents, W, H, flip_thr)``; ``consensus = (do_cons, n_cons, cons_rounds)``;
     ``flips = (dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level,
     flip_sum)``; ``strength = (do_strength, mix_kx)``; outputs ``out_cons = (cons_wins,
     cons_sum, cons_n, cons_streak)``, ``out_flips = (fl_k, fl_sim, fl_last3, fl_ok, fl_all,
-    cm_pub, cm_run)``, ``out_strength = (st_share, st_wins)``.
+    cm_pub, cm_run)``, ``out_strength = (st_share, st_wins)``; ``experiment = (do_exp, dir_x, dir_y,
+    e_dir, e_counts, e_off, e_len, e_all, e_keep, window, flip_sum, max_rounds)`` (one entry ``j``
+    per direction and count of the grid) and ``out_exp = (ex_ok, ex_last3, ex_cm, ex_share)``.
 
     Per draw ``d`` (table ``tables[d]``), in this order, run ``k`` of group ``g`` seeded by
     ``seeds[d, g, k]`` (groups numbered as they come):
@@ -455,6 +571,15 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
        per mixture (``mix_kx[f]`` agents start on ``x``, the others on ``y``; ``st_wins``: runs
        won by ``x``).
 
+    4. (``experiment``, after the directions' groups) per direction the experiment as designed:
+       one group per count of its grid (:func:`_design_experiment`): ``ex_ok`` (1 met, 0 not, -1 not
+       simulated), ``ex_last3``, ``ex_cm`` (the smallest count of the grid meeting the rule, inf if
+       none) and the per-round shares of the runs of the kept counts (``ex_share``).
+
+    ``effects = (on, b, kappa)`` (arrays shaped like ``seeds[..., 0]``): with ``on`` run ``k`` of
+    group ``g`` of draw ``d`` plays the draw's table under its run effect, logits
+    ``kappa * logit p + b`` (two names); off, the draw's table itself (bit-identical to before).
+
     Every run is :func:`_sg_lean_run`. Returns ``(runs with an invalid probability vector,
     interactions simulated)``.
     """
@@ -463,7 +588,12 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
     dir_x = flips[0]
     n_design, within, window = flips[4], flips[5], flips[6]
     do_strength = strength[0]
-    n_rows = max(cons_rounds, within, window) + 1
+    do_exp = experiment[0]
+    plan_exp = (experiment[1], experiment[2], experiment[3], experiment[4], experiment[5], experiment[6],
+                experiment[7], experiment[8], experiment[9], experiment[10])
+    ex_rounds = experiment[11]
+    e_off = experiment[5]
+    n_rows = max(cons_rounds, within, window, ex_rounds) + 1
     S = tables.shape[1] // W
     thr = np.empty(S * W)
     offsets = np.empty(H + 1, np.int64)
@@ -475,22 +605,37 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
             np.full(N, -1, np.int64), np.empty(N * (4 + H), np.int64), thr, offsets,
             np.empty((max(n_design, 1), window)), np.zeros(max(n_design, 1), np.int64),
             np.zeros(max(n_design, 1), np.bool_), np.empty(window), np.zeros(W, np.int64))
+    max_runs = 1
+    for j in range(e_off.shape[0] - 1):
+        max_runs = max(max_runs, e_off[j + 1] - e_off[j])
+    wx = (np.empty((max_runs, n_rows)), np.zeros(max_runs, np.int64), np.zeros(max_runs, np.bool_),
+          np.empty(max(window, 1)))
+    on, re_b, re_k = effects
+    lg = np.empty(S)
+    re = (on, re_b, re_k, lg, np.empty(S * W))
     n_err = 0
     n_int = 0
     for d in range(tables.shape[0]):
         _choice_thresholds(tables[d], S, W, thr)
+        if on:
+            _table_logits(tables[d], S, W, lg)
         g = 0
         if do_cons:
-            e, m = _design_consensus(seeds, d, g, game, consensus, out_cons, work)
+            e, m = _design_consensus(seeds, d, g, game, consensus, out_cons, work, re)
             n_err += e
             n_int += m
             g += 1
         for i in range(dir_x.shape[0]):
-            g, e, m = _design_flips(seeds, d, g, i, game, flips, out_flips, work)
+            g, e, m = _design_flips(seeds, d, g, i, game, flips, out_flips, work, re)
             n_err += e
             n_int += m
             if do_strength:
-                g, e, m = _design_strength(seeds, d, g, i, game, cons_rounds, flips, strength, out_strength, work)
+                g, e, m = _design_strength(seeds, d, g, i, game, cons_rounds, flips, strength, out_strength, work, re)
+                n_err += e
+                n_int += m
+        if do_exp:
+            for i in range(plan_exp[0].shape[0]):
+                g, e, m = _design_experiment(seeds, d, g, i, game, plan_exp, out_exp, work, wx, re)
                 n_err += e
                 n_int += m
     return n_err, n_int
@@ -501,7 +646,7 @@ _sg_design = njit(cache=True)(_sg_design_py)
 
 def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_rounds, directions, counts, n_flip,
                     n_design, within, window, monotone, level, flip_sum, strength, mix_kx,
-                    flip_threshold=PUBLISHED_FLIP_THRESHOLD) -> dict:
+                    flip_threshold=PUBLISHED_FLIP_THRESHOLD, experiment=None, effects=None) -> dict:
     """Run :func:`_sg_design` (one compiled call for every draw) and return its reductions.
 
     ``tables``: ``(D, n_states, W)`` probabilities; ``seeds``: ``(D, n_groups, n_runs_max, 4)``
@@ -509,13 +654,24 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
     index pairs. Used by :func:`normlab.calibration.predict`; no input checks beyond shapes (the
     caller validates).
 
+    ``experiment`` (optional): a dict with ``directions`` (``(x, y)`` pairs) and, one entry per
+    count of each direction's grid (sorted by direction; one seed group each, after the other
+    groups), ``direction`` (its index), ``counts``, ``runs`` (runs of the entry), ``simulate_all``
+    (simulate even after a smaller count met the rule), ``keep`` (keep the runs' per-round
+    shares); ``lengths`` (interactions of each run, entry by entry), ``window`` and
+    ``max_rounds`` (rounds of the longest run). ``effects`` (optional): ``(b,
+    kappa)``, arrays shaped like ``seeds[..., 0]``: per run the shift and sharpness of its table
+    (two names).
+
     Returns
     -------
     dict of numpy.ndarray
         ``cons_wins (D, W + 1)``, ``cons_curve (D, cons_rounds)``, ``cons_streak (D, n_cons)``,
         ``fl_k``, ``fl_sim``, ``fl_last3``, ``fl_ok``, ``fl_all`` ``(D, n_dirs, n_counts)``,
         ``cm_pub``, ``cm_run`` ``(D, n_dirs)``, ``st_share (D, n_dirs, 2)``, ``st_wins (D, n_dirs, n_mix)``,
-        ``interactions`` (one entry: interactions simulated in all).
+        ``interactions`` (one entry: interactions simulated in all); with ``experiment`` also
+        ``ex_ok``, ``ex_last3`` ``(D, n_entries)``, ``ex_cm (D, n_exp_dirs)`` and ``ex_share
+        (D, kept runs, max_rounds)``.
     """
     tables = np.ascontiguousarray(tables, dtype=np.float64)
     D, S, W = tables.shape
@@ -538,8 +694,18 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
                   np.ascontiguousarray(counts, np.int64), int(n_flip), int(n_design), int(within), int(window),
                   bool(monotone), float(level), float(flip_sum))
     plan_strength = (bool(strength), np.ascontiguousarray(mix_kx, np.int64))
+    plan_exp, out_exp = _experiment_plan(experiment, D, flip_sum)
+    if effects is None:
+        eff = (False, np.zeros((1, 1, 1)), np.ones((1, 1, 1)))
+    else:
+        if W != 2:
+            raise ValueError(f"run effects act on two-name tables; got W={W}")
+        b, k = (np.ascontiguousarray(a, np.float64) for a in effects)
+        if b.shape != seeds.shape[:3] or k.shape != seeds.shape[:3]:
+            raise ValueError(f"effects must be shaped like seeds[..., 0] {seeds.shape[:3]}; got {b.shape}, {k.shape}")
+        eff = (True, b, k)
     n_err, n_int = _sg_design(seeds, flat, game, plan_cons, plan_flips, plan_strength, out_cons, out_flips,
-                              out_strength)
+                              out_strength, plan_exp, out_exp, eff)
     if n_err:
         raise ValueError(f"a table returned an invalid probability vector (negative, NaN or not summing to 1) in "
                          f"{n_err} run(s)")
@@ -548,6 +714,43 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
     st_share, st_wins = out_strength
     with np.errstate(invalid="ignore", divide="ignore"):
         curve = np.where(cons_n > 0, cons_sum / np.maximum(cons_n, 1), np.nan)
-    return dict(cons_wins=cons_wins, cons_curve=curve, cons_streak=cons_streak, fl_k=fl_k, fl_sim=fl_sim,
-                fl_last3=fl_last3, fl_ok=fl_ok, fl_all=fl_all, cm_pub=cm_pub, cm_run=cm_run, st_share=st_share,
-                st_wins=st_wins, interactions=np.array([n_int], np.int64))
+    out = dict(cons_wins=cons_wins, cons_curve=curve, cons_streak=cons_streak, fl_k=fl_k, fl_sim=fl_sim,
+               fl_last3=fl_last3, fl_ok=fl_ok, fl_all=fl_all, cm_pub=cm_pub, cm_run=cm_run, st_share=st_share,
+               st_wins=st_wins, interactions=np.array([n_int], np.int64))
+    if experiment is not None:
+        out.update(ex_ok=out_exp[0], ex_last3=out_exp[1], ex_cm=out_exp[2], ex_share=out_exp[3])
+    return out
+
+
+def _experiment_plan(experiment, D, flip_sum):
+    """The kernel's ``experiment`` tuple and outputs (inert placeholders without an experiment, so
+    ``_sg_design`` keeps one signature)."""
+    if experiment is None:
+        z = np.zeros(0, np.int64)
+        plan = (False, z, z, z, z, np.zeros(1, np.int64), z, np.zeros(0, np.bool_), z, 3, float(flip_sum), 0)
+        out = (np.zeros((D, 0), np.int8), np.zeros((D, 0)), np.zeros((D, 0)), np.zeros((D, 0, 0)))
+        return plan, out
+    dirs = np.asarray(experiment["directions"], np.int64).reshape(-1, 2)
+    e_dir = np.ascontiguousarray(experiment["direction"], np.int64)
+    counts = np.ascontiguousarray(experiment["counts"], np.int64)
+    runs = np.asarray(experiment["runs"], np.int64)
+    off = np.concatenate([[0], np.cumsum(runs)]).astype(np.int64)
+    lengths = np.ascontiguousarray(experiment["lengths"], np.int64)
+    if not (len(runs) == len(counts) == len(e_dir)) or len(lengths) != off[-1] or np.any(runs < 1) \
+            or np.any(lengths < 1) or np.any(np.diff(e_dir) < 0) or (len(e_dir) and e_dir.max() >= len(dirs)):
+        raise ValueError("experiment: entries sorted by direction, one run count >= 1 per entry and one length "
+                         ">= 1 per run")
+    sim_all = np.ascontiguousarray(experiment["simulate_all"], np.bool_)
+    keep = np.asarray(experiment["keep"], np.bool_)
+    keep_at = np.full(len(counts), -1, np.int64)
+    n_keep = 0
+    for j in range(len(counts)):
+        if keep[j]:
+            keep_at[j] = n_keep
+            n_keep += runs[j]
+    R = int(experiment["max_rounds"])
+    plan = (True, np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]), e_dir, counts, off, lengths,
+            sim_all, keep_at, int(experiment["window"]), float(flip_sum), R)
+    out = (np.zeros((D, len(counts)), np.int8), np.zeros((D, len(counts))), np.full((D, len(dirs)), np.inf),
+           np.full((D, n_keep, R), np.nan))
+    return plan, out

@@ -1,0 +1,174 @@
+"""Predicted against published critical masses, model by model: the check behind README's table.
+
+For every LLM of a log that holds committed-minority runs, the setting (pool, memory H, N) with
+the most such runs is calibrated on the LLM's *baseline* runs only (:func:`calibrate`: the
+strategy fit, its run effects, and the critical masses on the design of the committed runs),
+and each direction's predicted critical mass is set beside the value the published rule reads
+from the committed runs (Table S3 of Flint Ashery et al. 2025). Reported per direction: the
+estimate, its 95% interval, whether the published value lies inside, the width, the error;
+per model the coverage of the experiment intervals of the flip frequencies
+(:func:`~normlab.calibration.score`); and over all directions the summary the issue's goal is
+stated in (every value inside, widths, mean error).
+
+References
+----------
+A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Table S3, Fig. 3,
+Methods ("Committed minorities").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from normlab._display import fmt, html_card, plain, short_repr
+from normlab._rng import spawn
+from normlab.schema import GameLog
+
+from .pipeline import calibrate
+
+__all__ = ["CriticalMassCheck", "check_critical_masses", "committed_settings"]
+
+
+def committed_settings(log: GameLog) -> pd.DataFrame:
+    """Per LLM the setting with the most committed-minority runs: ``model``, ``names`` (the pool,
+    sorted), ``memory``, ``n_agents``, ``runs``."""
+    r = log.runs
+    committed = r[(r["committed_count"] > 0) & r["initial"].astype(str).str.startswith("consensus:")].copy()
+    if committed.empty:
+        return pd.DataFrame(columns=["model", "names", "memory", "n_agents", "runs"])
+    committed["pool"] = committed["names"].map(lambda s: ",".join(sorted(str(s).split(","))))
+    g = committed.groupby(["model", "pool", "memory", "n_agents"]).size().reset_index(name="runs")
+    g = g[g["pool"].str.count(",") == 1]
+    best = g.sort_values("runs", ascending=False).drop_duplicates("model").sort_values("model")
+    return best.rename(columns={"pool": "names"}).reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class CriticalMassCheck:
+    """Predicted (from baseline runs only) against published critical masses.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per model and direction: ``model``, ``n_agents``, ``memory``, ``direction``,
+        ``published`` (the rule on the committed runs), ``estimate``, ``low``, ``high``,
+        ``inside``, ``width``, ``error``, ``design`` (the tested counts), ``paper_estimate``,
+        ``paper_low``, ``paper_high`` (the paper's design), ``thin_share``.
+    models : pandas.DataFrame
+        One row per model: ``model``, ``coverage`` (of the flip frequencies' experiment
+        intervals), ``n_coverage``, ``brier``, ``run_effects_sd_b``, ``seconds``.
+    settings : dict
+    """
+
+    table: pd.DataFrame
+    models: pd.DataFrame
+    settings: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        t = self.table
+        ok = t["published"].notna()
+        return plain({"directions": int(len(t)), "inside": int(t.loc[ok, "inside"].sum()),
+                      "mean_width": float(t["width"].mean()), "max_width": float(t["width"].max()),
+                      "mean_error": float(t.loc[ok, "error"].mean()),
+                      "coverage": {r["model"]: r["coverage"] for _, r in self.models.iterrows()},
+                      "rows": t.to_dict(orient="records"), "settings": self.settings})
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.table.copy()
+
+    def text(self) -> str:
+        """README's table: one line per direction, then the summary."""
+        lines = ["| model (N, H) | direction | published | predicted [95%] (the data's design) | inside | width | "
+                 "paper's design | on barely seen states |", "|---|---|---|---|---|---|---|---|"]
+        for _, r in self.table.iterrows():
+            lines.append(f"| {r['model']} ({r['n_agents']}, {r['memory']}) | {r['direction']} | {fmt(r['published'])} | "
+                         f"{fmt(r['estimate'])} [{fmt(r['low'])}, {fmt(r['high'])}] | {'yes' if r['inside'] else 'NO'} | "
+                         f"{fmt(r['width'])} | {fmt(r['paper_estimate'])} [{fmt(r['paper_low'])}, "
+                         f"{fmt(r['paper_high'])}] | {'-' if pd.isna(r['thin_share']) else f'{r.thin_share:.0%}'} |")
+        s = self.summary()
+        cov = ", ".join(f"{r['model']} {fmt(r['coverage'])}" + (f" ({round(r['coverage'] * r['n_coverage'])} of "
+                                                                 f"{r['n_coverage']} rows)" if r["n_coverage"] else "")
+                        for _, r in self.models.iterrows())
+        lines.append("")
+        lines.append(f"{s['inside']} of {s['directions']} published critical masses inside their 95% intervals; "
+                     f"width mean {fmt(s['mean_width'])}, max {fmt(s['max_width'])}; mean |estimate - published| "
+                     f"{fmt(s['mean_error'])}; coverage of the flip frequencies' experiment intervals: {cov}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        return short_repr("CriticalMassCheck", f"{s['inside']}/{s['directions']} inside",
+                          f"mean width {fmt(s['mean_width'])}", f"mean error {fmt(s['mean_error'])}")
+
+    def _repr_html_(self) -> str:
+        rows = [(f"{r['model']} {r['direction']}", r["estimate"], (r["low"], r["high"]),
+                 f"published {fmt(r['published'])}") for _, r in self.table.iterrows()]
+        return html_card("CriticalMassCheck", rows, subtitle="predicted from baseline runs vs published")
+
+
+def check_critical_masses(log: GameLog, *, n_draws: int = 200, model: str = "hierarchical", fits=None,
+                          sensitivity: bool = True, fit_kwargs: dict | None = None, source: str | None = None,
+                          rng=None) -> CriticalMassCheck:
+    """Calibrate every LLM of ``log`` on its baseline runs and compare its critical masses with the published ones.
+
+    Parameters
+    ----------
+    log : normlab.schema.GameLog
+        E.g. one or several AI-norms archives (:func:`normlab.llm_runs.load_ainorms`).
+    n_draws : int, optional
+    model : str, optional
+        Fit kind.
+    fits : dict, optional
+        ``model name -> StrategyFit`` to use instead of fitting (e.g. the shipped fits, which are
+        these baseline fits: fast); run effects are estimated from the log when the fit has none.
+    sensitivity : bool, optional
+        Also report the share of each prediction resting on barely seen states.
+    fit_kwargs : dict, optional
+    source : str, optional
+    rng : optional
+
+    Returns
+    -------
+    CriticalMassCheck
+
+    References
+    ----------
+    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Table S3.
+    """
+    settings = committed_settings(log)
+    if settings.empty:
+        raise ValueError("the log holds no committed-minority runs of a two-name pool to check against")
+    rows, mrows = [], []
+    for (_, s), ss in zip(settings.iterrows(), spawn(rng, len(settings))):
+        names = tuple(s["names"].split(","))
+        fk = dict(fit_kwargs or {})
+        cal = calibrate(log, names=names, memory=int(s["memory"]), n_agents=int(s["n_agents"]), llm=s["model"],
+                        fit_on="baseline", model=model, n_draws=n_draws, fit_kwargs=fk, source=source,
+                        sensitivity=sensitivity, rng=ss, fit=(fits or {}).get(s["model"]))
+        summ = cal.summary()
+        obs = (summ.get("observed") or {}).get("critical_mass") or {}
+        for key, v in summ["critical_mass"].items():
+            pub = ((obs.get(key) or {}).get("published") or {}).get("estimate")
+            e = v.get("experiment") or v
+            est, lo, hi = e.get("estimate"), e.get("low"), e.get("high")
+            inside = pub is not None and lo is not None and hi is not None and lo <= pub <= hi
+            ds = (summ.get("decisive_states") or {}).get(key) or {}
+            rows.append({"model": s["model"], "n_agents": int(s["n_agents"]), "memory": int(s["memory"]),
+                         "direction": key, "published": pub, "estimate": est, "low": lo, "high": hi,
+                         "inside": bool(inside), "width": None if lo is None or hi is None else hi - lo,
+                         "error": None if pub is None or est is None else abs(est - pub),
+                         "design": ",".join(map(str, ((e.get("design") or {}).get("counts") or []))),
+                         "paper_estimate": v["published"]["estimate"], "paper_low": v["published"]["low"],
+                         "paper_high": v["published"]["high"], "thin_share": ds.get("thin_share")})
+        sc = summ.get("scores") or {}
+        cov = sc.get("coverage") or {}
+        mrows.append({"model": s["model"], "coverage": cov.get("experiment"), "n_coverage": cov.get("n_experiment"),
+                      "brier": sc.get("brier_flip"),
+                      "run_effects_sd_b": ((summ.get("run_effects") or {}).get("sd_b") or {}).get("estimate"),
+                      "seconds": summ.get("seconds")})
+    return CriticalMassCheck(table=pd.DataFrame(rows), models=pd.DataFrame(mrows),
+                             settings={"n_draws": n_draws, "model": model, "source": source,
+                                       "fits": "given" if fits else "fitted on the baseline runs"})

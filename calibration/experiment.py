@@ -1,0 +1,314 @@
+"""The design of a committed-minority experiment: what a published-rule critical mass is read from.
+
+The critical mass of Flint Ashery et al. (2025, Table S3) is not a property of the LLM alone: it
+is the smallest *tested* count whose runs meet the authors' ensemble rule, so it depends on the
+counts tested, the runs per count, how long each run lasted and the window of the rule. An
+interval for it must be the interval of the experiment it is compared with. The published
+archives test coarse grids (Llama-3.1: 1, 2, 4, 6, 8, 10 committed agents, 10 runs each, runs of
+14 to 33 rounds); the paper's design for prediction is 10 runs of the full window at every count.
+
+:class:`ExperimentDesign` holds one direction's design -- the tested counts and the length of
+each run -- either read from the committed runs of a log (:meth:`ExperimentDesign.from_log`) or
+the paper's (:meth:`ExperimentDesign.paper`). Past the last tested count the grid is
+*extended*: the count the experimenters would have tested next, with the design's typical
+number of runs, each as long as the window, so that a predicted critical mass beyond the tested
+counts is a number, not just "not reached" (``extend=False`` keeps the grid as tested).
+:func:`normlab.calibration.predict` simulates every run of the design per posterior draw and
+applies the published rule exactly as to the data (runs padded only if they meet the threshold
+at their own end, ragged runs dropping out, the window), so the interval carries the noise of
+this experiment.
+
+References
+----------
+A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods
+("Committed minorities"), Fig. 3, Table S3; the authors' ``plotter.ipynb`` cells 9-10.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from normlab._display import html_card, plain, short_repr
+from normlab._validate import check_int
+from normlab.schema import GameLog
+from normlab.theory.criteria import PUBLISHED_WINDOW, published_max_round
+
+from .inputs import select_runs
+
+__all__ = ["ExperimentDesign", "experiment_designs", "PAPER_RUNS"]
+
+#: Runs per committed count in the experiments of Flint Ashery et al. (2025, Methods).
+PAPER_RUNS = 10
+
+
+def _check_lengths(lengths, n_agents) -> tuple:
+    out = []
+    for runs in lengths:
+        r = tuple(check_int(int(t), "run length (interactions)", low=1) for t in runs)
+        if not r:
+            raise ValueError("every tested count needs at least one run")
+        out.append(r)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ExperimentDesign:
+    """One direction's committed-minority experiment: counts tested, runs per count, run lengths, window.
+
+    Attributes
+    ----------
+    majority, challenger : str
+        The consensus attacked and the committed agents' name (``overturn_<majority>``).
+    n_agents : int
+    counts : tuple of int
+        Tested committed counts, increasing (0: the consensus left alone, the authors' "evolved" runs).
+    lengths : tuple of tuple of int
+        Interactions of each run at each tested count.
+    window : int
+        Rounds of the published rule (``max_round``).
+    extend : bool
+        Continue the grid past the last tested count, one count at a time up to ``N - 1``, with
+        :attr:`runs_beyond` runs of ``window`` rounds each.
+    runs_beyond : int
+        Runs per count of the extension (default: the median runs per tested count).
+    source : str
+        Where it comes from (``"paper"``, or the log's description).
+
+    References
+    ----------
+    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods, Table S3.
+    """
+
+    majority: str
+    challenger: str
+    n_agents: int
+    counts: tuple
+    lengths: tuple
+    window: int = PUBLISHED_WINDOW
+    extend: bool = True
+    runs_beyond: int = 0
+    source: str = "paper"
+
+    def __post_init__(self):
+        N = check_int(self.n_agents, "n_agents", low=2)
+        counts = tuple(check_int(int(c), "committed count", low=0, high=N - 1) for c in self.counts)
+        if not counts:
+            raise ValueError("an experiment design needs at least one tested count")
+        if any(b <= a for a, b in zip(counts, counts[1:])):
+            raise ValueError(f"tested counts must be distinct and increasing; got {list(counts)}")
+        lengths = _check_lengths(self.lengths, N)
+        if len(lengths) != len(counts):
+            raise ValueError(f"one list of run lengths per tested count: {len(counts)} counts, {len(lengths)} lists")
+        if str(self.majority) == str(self.challenger):
+            raise ValueError("majority and challenger must differ")
+        window = check_int(self.window, "window", low=3)
+        rb = int(self.runs_beyond) or int(np.median([len(r) for r in lengths]))
+        object.__setattr__(self, "n_agents", N)
+        object.__setattr__(self, "counts", counts)
+        object.__setattr__(self, "lengths", lengths)
+        object.__setattr__(self, "window", window)
+        object.__setattr__(self, "runs_beyond", check_int(rb, "runs_beyond", low=1))
+        object.__setattr__(self, "majority", str(self.majority))
+        object.__setattr__(self, "challenger", str(self.challenger))
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def paper(cls, majority: str, challenger: str, n_agents: int, *, runs: int = PAPER_RUNS,
+              window: int = PUBLISHED_WINDOW, counts=None) -> "ExperimentDesign":
+        """The paper's design: ``runs`` runs of ``window`` full rounds at every count ``0 .. N - 1``
+        (or at ``counts``).
+
+        Parameters
+        ----------
+        majority, challenger : str
+        n_agents : int
+        runs : int, optional
+            Runs per count (10, Flint Ashery et al. 2025, Methods).
+        window : int, optional
+            Rounds per run and of the rule (30).
+        counts : sequence of int, optional
+
+        Returns
+        -------
+        ExperimentDesign
+        """
+        N = check_int(n_agents, "n_agents", low=2)
+        R = check_int(runs, "runs", low=1)
+        W = check_int(window, "window", low=3)
+        cs = tuple(range(N)) if counts is None else tuple(sorted({int(c) for c in counts}))
+        return cls(majority, challenger, N, cs, tuple((W * N,) * R for _ in cs), W, extend=counts is not None,
+                   runs_beyond=R, source="paper")
+
+    @classmethod
+    def from_log(cls, log: GameLog, *, names, majority: str, memory: int | None = None,
+                 n_agents: int | None = None, llm: str | None = None, window: int | None = None,
+                 extend: bool = True) -> "ExperimentDesign":
+        """The design of the committed-minority runs of a log in one direction.
+
+        The runs that start from a consensus on ``majority`` (``initial == "consensus:<majority>"``)
+        with agents committed to the other name -- and those with nobody committed (count 0, the
+        authors' "evolved" runs) -- of the pool ``names`` (any order), at ``memory`` and
+        ``n_agents`` (default: the most common among them), of ``llm`` (the ``model`` column).
+
+        Parameters
+        ----------
+        log : normlab.schema.GameLog
+        names : sequence of str
+            Two-name pool.
+        majority : str
+        memory, n_agents : int, optional
+        llm : str, optional
+        window : int, optional
+            Default: the authors' window for the LLM at this N
+            (:func:`normlab.theory.criteria.published_max_round`).
+        extend : bool, optional
+
+        Returns
+        -------
+        ExperimentDesign
+
+        Raises
+        ------
+        ValueError
+            No committed-minority run in that direction.
+        """
+        names = tuple(str(n) for n in names)
+        if len(names) != 2 or majority not in names:
+            raise ValueError(f"names must be a two-name pool holding majority={majority!r}; got {names}")
+        challenger = names[1] if names[0] == majority else names[0]
+        sel = select_runs(log, names=names, memory=memory, n_agents=n_agents, model=llm, fit_on=("swap", "evolved",
+                                                                                                    "simulation",
+                                                                                                    "committed"))
+        r = sel.runs
+        keep = (r["initial"].astype(str) == f"consensus:{majority}") & (
+            (r["committed_count"] == 0) | (r["committed_name"].astype(str) == challenger))
+        r = r[keep.to_numpy()]
+        if not len(r):
+            raise ValueError(f"the log holds no committed-minority run overturning {majority} (pool {names})")
+        if n_agents is None:
+            n_agents = int(r["n_agents"].value_counts().index[0])
+        r = r[r["n_agents"] == int(n_agents)]
+        if memory is None and r["memory"].nunique() > 1:
+            raise ValueError(f"runs of several memory lengths {sorted(r['memory'].unique())}; choose memory=")
+        models = sorted(map(str, r["model"].unique()))
+        if len(models) > 1:
+            raise ValueError(f"runs of several LLMs {models}; choose llm=")
+        counts, lengths = [], []
+        for c, g in r.groupby("committed_count", sort=True):
+            counts.append(int(c))
+            lengths.append(tuple(int(t) for t in sorted(g["n_interactions"].astype(int)) if t > 0) or (1,))
+        W = published_max_round(models[0], int(n_agents)) if window is None else window
+        return cls(majority, challenger, int(n_agents), tuple(counts), tuple(lengths), W, extend=extend,
+                   source=f"{models[0]}: {len(r)} committed-minority runs in the data")
+
+    # ------------------------------------------------------------------ views
+    @property
+    def direction(self) -> str:
+        return f"overturn_{self.majority}"
+
+    @property
+    def runs(self) -> tuple:
+        """Runs per tested count."""
+        return tuple(len(x) for x in self.lengths)
+
+    @property
+    def n_runs(self) -> int:
+        return int(sum(self.runs))
+
+    def grid(self) -> list[tuple[int, tuple, bool]]:
+        """``(count, run lengths, tested)`` for every count of the grid: the tested ones, then the
+        extension (untested counts past the last, up to ``N - 1``)."""
+        out = [(c, L, True) for c, L in zip(self.counts, self.lengths)]
+        if self.extend:
+            full = (self.window * self.n_agents,) * self.runs_beyond
+            out += [(c, full, False) for c in range(self.counts[-1] + 1, self.n_agents)]
+        return out
+
+    def max_rounds(self) -> int:
+        """Rounds of the longest run of the grid (partial last round counted)."""
+        return max(-(-max(L) // self.n_agents) for _, L, _ in self.grid())
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per run: ``majority``, ``challenger``, ``committed``, ``run``, ``interactions``,
+        ``rounds``, ``tested``."""
+        rows = []
+        for c, L, tested in self.grid():
+            for k, t in enumerate(L):
+                rows.append({"majority": self.majority, "challenger": self.challenger, "committed": c, "run": k,
+                             "interactions": t, "rounds": t / self.n_agents, "tested": tested})
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict:
+        """Plain Python: counts, runs per count, run lengths in rounds (min/median/max), window, extension."""
+        rounds = [t / self.n_agents for L in self.lengths for t in L]
+        return plain({"direction": self.direction, "majority": self.majority, "challenger": self.challenger,
+                      "n_agents": self.n_agents, "counts": list(self.counts), "runs": list(self.runs),
+                      "rounds": {"min": min(rounds), "median": float(np.median(rounds)), "max": max(rounds)},
+                      "window": self.window, "extend": self.extend, "runs_beyond": self.runs_beyond,
+                      "source": self.source})
+
+    def describe(self) -> str:
+        """One line: ``counts 1, 2, 4 (10 runs each), runs of 14-33 rounds, window 30``."""
+        runs = set(self.runs)
+        per = f"{self.runs[0]} runs each" if len(runs) == 1 else "runs " + "/".join(map(str, self.runs))
+        rounds = [t / self.n_agents for L in self.lengths for t in L]
+        lo, hi = min(rounds), max(rounds)
+        span = f"{lo:.0f} rounds" if abs(hi - lo) < 0.5 else f"{lo:.0f}-{hi:.0f} rounds"
+        ext = f"; beyond {self.counts[-1]}: {self.runs_beyond} runs of {self.window} rounds per count" \
+            if self.extend and self.counts[-1] < self.n_agents - 1 else ""
+        return (f"counts {', '.join(map(str, self.counts))} ({per}), runs of {span}, window {self.window} rounds"
+                f"{ext}")
+
+    def to_dict(self) -> dict:
+        """JSON-able form (a prediction's settings keep it); :meth:`from_dict` reads it."""
+        return {"majority": self.majority, "challenger": self.challenger, "n_agents": self.n_agents,
+                "counts": list(self.counts), "lengths": [list(x) for x in self.lengths], "window": self.window,
+                "extend": self.extend, "runs_beyond": self.runs_beyond, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ExperimentDesign":
+        return cls(d["majority"], d["challenger"], int(d["n_agents"]), tuple(d["counts"]),
+                   tuple(tuple(x) for x in d["lengths"]), int(d["window"]), bool(d.get("extend", True)),
+                   int(d.get("runs_beyond", 0)), str(d.get("source", "")))
+
+    def __repr__(self) -> str:
+        return short_repr("ExperimentDesign", f"{self.challenger} overturning {self.majority}, N={self.n_agents}",
+                          self.describe(), self.source)
+
+    def _repr_html_(self) -> str:
+        rows = [(f"count {c}", len(L), None, f"runs of {min(L) / self.n_agents:.0f}-{max(L) / self.n_agents:.0f} rounds")
+                for c, L in zip(self.counts, self.lengths)]
+        return html_card("ExperimentDesign", rows, subtitle=f"{self.challenger} overturning {self.majority}, "
+                                                            f"N = {self.n_agents}",
+                         settings={"window (rounds)": self.window, "extended past the last count": self.extend,
+                                   "source": self.source})
+
+
+def experiment_designs(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,
+                       llm: str | None = None, window: int | None = None) -> list[ExperimentDesign]:
+    """The designs of every direction a log's committed-minority runs test (none: an empty list).
+
+    Parameters
+    ----------
+    log : normlab.schema.GameLog
+    names : sequence of str
+        Two-name pool.
+    memory, n_agents, llm, window : optional
+        As :meth:`ExperimentDesign.from_log`.
+
+    Returns
+    -------
+    list of ExperimentDesign
+    """
+    out = []
+    for x in names:
+        try:
+            out.append(ExperimentDesign.from_log(log, names=names, majority=x, memory=memory, n_agents=n_agents,
+                                                 llm=llm, window=window))
+        except ValueError as exc:
+            if "no committed-minority run" not in str(exc) and "no run matches" not in str(exc):
+                raise
+    return out

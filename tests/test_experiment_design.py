@@ -1,0 +1,221 @@
+"""Critical masses on the experiment a critical mass is compared with (issue 21): the design of a
+log's committed runs, the design kernel's experiment stage against a pure-Python reading of the
+same runs, run effects in the kernel against their twin, and the prediction's experiment entry."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from normlab.calibration import ExperimentDesign, RunEffects, fit_run_effects, predict
+from normlab.calibration.inputs import StateCounts
+from normlab.theory import StrategyTable
+from normlab.theory._batch import S_NINT, SG_SCALARS
+from normlab.theory.criteria import FLIP_SUM
+from normlab.theory.design import (_choice_thresholds_py, _effect_thresholds, _effect_thresholds_py,
+                                   _sg_lean_run, _table_logits, _table_logits_py, strategy_design)
+from normlab.theory.strategies import n_states
+
+
+def _authors_rule(trajectories, window, flip_sum=FLIP_SUM) -> tuple[float, bool]:
+    """plotter.ipynb cells 9-10 as written: pad a run whose own last three rounds sum to >= 2.849,
+    average the runs round by round (ended runs drop out), cut at ``window``, read the last three."""
+    longest = max(len(t) for t in trajectories)
+    padded = [len(t) >= 1 and sum(t[-3:]) >= flip_sum for t in trajectories]
+    L = min(window, longest + 30 if any(padded) else longest)
+    mean = []
+    for q in range(L):
+        vals = []
+        for t, p in zip(trajectories, padded):
+            if q < len(t):
+                if not math.isnan(t[q]):
+                    vals.append(t[q])
+            elif p:
+                vals.append(1.0)
+        mean.append(sum(vals) / len(vals) if vals else math.nan)
+    last3 = sum(mean[-3:])
+    return last3, last3 >= flip_sum
+
+
+def _random_table(rng, H):
+    S = n_states(2, H)
+    p = rng.uniform(0.02, 0.98, S)
+    return np.column_stack([1 - p, p])
+
+
+def _lean_shares(table, seed_words, N, H, c, x, y, T):
+    """One run of the design as the lean kernel plays it (tested run for run against the full kernel
+    and its twin in test_prediction_engine.py): its per-round challenger shares."""
+    S = table.shape[0]
+    thr = np.empty(S * 2)
+    _choice_thresholds_py(table.reshape(-1), S, 2, thr)
+    offsets = np.array([sum(4 ** j for j in range(k)) for k in range(H + 1)], np.int64)
+    mask = np.zeros(N, bool)
+    mask[N - c:] = True
+    R = T // N + 2
+    r_count, r_succ = np.zeros(R, np.int32), np.zeros(R, np.int32)
+    r_prod, r_produ = np.zeros((R, 2), np.int32), np.zeros((R, 2), np.int32)
+    scal = np.zeros(SG_SCALARS, np.int64)
+    _sg_lean_run(seed_words, N, 2, H, offsets, mask, np.int64(y), thr, np.full(N, x, np.int64), T, np.int64(0),
+                    FLIP_SUM / 3, r_count, r_succ, r_prod, r_produ, scal, np.zeros(N * (4 + H), np.int64))
+    nr = -(-int(scal[S_NINT]) // N)
+    tot = r_produ[:nr].sum(axis=1)
+    return [r_produ[q, y] / tot[q] if tot[q] else math.nan for q in range(nr)]
+
+
+def test_experiment_stage_reads_the_runs_as_the_published_rule_does():
+    """Every count of a ragged design: the kernel's rule outcome and 3-round sum equal the authors'
+    arithmetic on the same runs replayed run by run; the critical mass is the first
+    count met; counts after it are simulated only where tested."""
+    rng = np.random.default_rng(5)
+    N, H, window = 8, 2, 6
+    table = _random_table(rng, H)
+    des = ExperimentDesign("0", "1", N, counts=(0, 2, 4), lengths=((40, 64), (30, 56, 72), (64,)), window=window)
+    grid = des.grid()
+    G, M = len(grid), max(len(L) for _, L, _ in grid)
+    seeds = rng.integers(1, 2**63, size=(1, G, M, 4), dtype=np.uint64)
+    exp = {"directions": [(0, 1)], "direction": [0] * G, "counts": [c for c, _, _ in grid],
+           "runs": [len(L) for _, L, _ in grid], "lengths": [t for _, L, _ in grid for t in L],
+           "simulate_all": [t for *_, t in grid], "keep": [t for *_, t in grid], "window": window,
+           "max_rounds": des.max_rounds()}
+    out = strategy_design(table[None], seeds, n_agents=N, memory=H, consensus=False, n_cons=1, cons_rounds=5,
+                          directions=np.zeros((0, 2), np.int64), counts=[], n_flip=1, n_design=1, within=3,
+                          window=window, monotone=False, level=0.5, flip_sum=FLIP_SUM, strength=False,
+                          mix_kx=[], experiment=exp)
+    met = False
+    first = math.inf
+    kept = 0
+    for j, (c, L, tested) in enumerate(grid):
+        if met and not tested:
+            assert out["ex_ok"][0, j] == -1
+            continue
+        trs = [_lean_shares(table, seeds[0, j, k], N, H, c, 0, 1, T) for k, T in enumerate(L)]
+        last3, ok = _authors_rule(trs, window)
+        assert out["ex_ok"][0, j] == int(ok), (c, last3)
+        assert out["ex_last3"][0, j] == pytest.approx(last3, abs=1e-12)
+        if tested:
+            for k, t in enumerate(trs):
+                got = out["ex_share"][0, kept + k, :len(t)]
+                np.testing.assert_allclose(got, t, atol=1e-15)
+            kept += len(L)
+        if ok and not met:
+            met, first = True, c
+    assert out["ex_cm"][0, 0] == first
+
+
+def test_run_effect_thresholds_match_their_twin_and_the_table_at_zero_effect():
+    rng = np.random.default_rng(2)
+    t = _random_table(rng, 3)
+    t[3] = (1.0, 0.0)
+    t[7] = (0.0, 1.0)
+    S = t.shape[0]
+    lg_py, lg = np.empty(S), np.empty(S)
+    _table_logits_py(t.reshape(-1), S, 2, lg_py)
+    _table_logits(t.reshape(-1), S, 2, lg)
+    np.testing.assert_array_equal(lg, lg_py)
+    for b, k in ((0.0, 1.0), (0.7, 0.6), (-1.3, 1.8)):
+        a, c = np.empty(2 * S), np.empty(2 * S)
+        _effect_thresholds_py(lg, b, k, a)
+        _effect_thresholds(lg, b, k, c)
+        np.testing.assert_array_equal(a, c)
+    base = np.empty(2 * S)
+    _choice_thresholds_py(t.reshape(-1), S, 2, base)
+    np.testing.assert_allclose(a[0::2][[3, 7]], [2.0, 0.0])  # certain choices stay certain
+    z = np.empty(2 * S)
+    _effect_thresholds_py(lg, 0.0, 1.0, z)
+    np.testing.assert_allclose(z, base, atol=1e-12)  # no effect: the table's own thresholds
+
+
+def test_experiment_design_and_its_validation():
+    des = ExperimentDesign("A", "B", 10, counts=(0, 1, 2, 3), lengths=((400,), (100, 120), (90, 200, 300), (150,)),
+                           window=30, source="t")
+    assert des.runs == (1, 2, 3, 1) and des.n_runs == 7
+    assert [c for c, _, t in des.grid() if not t] == list(range(4, 10))
+    assert ExperimentDesign.from_dict(des.to_dict()) == des
+    assert "counts 0, 1, 2, 3" in des.describe()
+    with pytest.raises(ValueError, match="increasing"):
+        ExperimentDesign("A", "B", 10, counts=(2, 1), lengths=((1,), (1,)))
+    with pytest.raises(ValueError, match="one list of run lengths"):
+        ExperimentDesign("A", "B", 10, counts=(1, 2), lengths=((1,),))
+    paper = ExperimentDesign.paper("A", "B", 6)
+    assert paper.counts == tuple(range(6)) and paper.runs == (10,) * 6 and paper.grid()[-1][0] == 5
+
+
+def test_run_effects_recover_a_planted_heterogeneity():
+    """Counts simulated from a table with a known run effect: the marginal ML finds its size, and
+    says there is none when every run follows the table."""
+    rng = np.random.default_rng(11)
+    S, R = 60, 40
+    p = rng.uniform(0.1, 0.9, S)
+    L = np.log(p / (1 - p))
+
+    def counts(sd_b):
+        gi, gs, gc = [], [], []
+        for r in range(R):
+            b = rng.normal(0, sd_b)
+            q = 1 / (1 + np.exp(-(L + b)))
+            n = rng.integers(5, 30, S)
+            k = rng.binomial(n, q)
+            gi += [r] * S
+            gs += list(range(S))
+            gc += list(zip(n - k, k))
+        memory = 2  # 21 states >= S? use H=3 (85 states)
+        return StateCounts(("A", "B"), 3, tuple(f"run:{r}" for r in range(R)), np.array(gi), np.array(gs),
+                           np.array(gc, float))
+
+    table = np.concatenate([p, np.full(n_states(2, 3) - S, 0.5)])
+    het = fit_run_effects(counts(0.6), np.column_stack([1 - table, table]))
+    lo_b = het.interval("sd_b")
+    assert lo_b[1] < 0.6 < lo_b[2] and het.p_value < 1e-6
+    flat = fit_run_effects(counts(0.0), np.column_stack([1 - table, table]))
+    assert flat.lr_statistic < 15 and flat.sd_b < 0.25
+    assert RunEffects.from_dict(het.to_dict()).summary() == het.summary()
+    assert not RunEffects.none().active and RunEffects.none().draws(3).shape == (3, 6)
+
+
+def test_prediction_on_a_design_reports_its_grid_and_is_reproducible():
+    from normlab.calibration import load_fit
+
+    fit = load_fit("llama3_70b_QM_H3")
+    des = ExperimentDesign("M", "Q", 12, counts=(1, 3, 5), lengths=((240,) * 3, (200, 240, 300), (240,) * 2),
+                           window=20)
+    eff = RunEffects(params=np.array([0.0, 0.0, np.log(0.3), np.log(0.1), 0.0]), cov=np.eye(5) * 1e-4, n_runs=10)
+    kw = dict(n_agents=12, n_draws=12, n_runs_consensus=4, n_runs_flip=4, strength=False, design=des,
+              run_effects=eff, rng=3)
+    a, b = predict(fit, **kw), predict(fit, **kw)
+    ea, eb = a.critical_mass()["overturn_M"]["experiment"], b.critical_mass()["overturn_M"]["experiment"]
+    assert ea == eb
+    assert set(ea["distribution"]) <= {1, 3, 5, *range(6, 12), "not reached"}
+    assert a.critical_mass()["overturn_M"]["design"] == "experiment"
+    assert a.critical_mass()["overturn_Q"]["design"] == "paper"
+    pd.testing.assert_frame_equal(a.experiment_shares, b.experiment_shares)
+    assert set(a.experiment_shares["committed"]) <= {1, 3, 5}
+    off = predict(fit, **dict(kw, run_effects=None))
+    assert off.settings["run_effects"] is None and a.settings["run_effects"] is not None
+    with pytest.raises(ValueError, match="reference engine"):
+        predict(fit, **dict(kw, engine="reference"))
+    with pytest.raises(ValueError, match="for N = 12"):
+        predict(fit, **dict(kw, n_agents=10))
+
+
+AINORMS = Path(os.environ.get("NORMLAB_AINORMS", Path(__file__).resolve().parents[2] / "shared/data/ai-norms"))
+
+
+@pytest.mark.skipif(not (AINORMS / "llama31_data.zip").is_file(), reason="published AI-norms data not present")
+def test_design_of_the_published_llama31_runs():
+    """Llama-3.1's committed runs (N = 24, H = 5): counts 0 (the evolved runs), 1, 2, 4, 6, 8, 10,
+    ten runs each, ragged lengths, the authors' 30-round window."""
+    from normlab.calibration import experiment_designs
+    from normlab.llm_runs import load_ainorms
+
+    log = load_ainorms(AINORMS / "llama31_data.zip")
+    d = {x.majority: x for x in experiment_designs(log, names=("Q", "M"), memory=5, n_agents=24)}
+    m = d["M"]
+    assert (m.challenger, m.counts, m.runs, m.window) == ("Q", (0, 1, 2, 4, 6, 8, 10), (10,) * 7, 30)
+    assert min(min(L) for L in m.lengths[1:]) == 326 and max(max(L) for L in m.lengths[1:]) == 800
+    assert d["Q"].counts == (0, 1, 2, 4, 6, 8, 10, 22) and d["Q"].runs[-1] == 1
