@@ -68,10 +68,25 @@ RESERVED = ("command", "description")
 #: Parsed arguments that belong to the dispatcher, not to the command.
 _INTERNAL = ("func", "_parser", "_prog", "print_config", "command")
 
-_SECRET_NAME = re.compile(r"(api[-_]?key|token|secret|password|passwd|credential)", re.I)
-_SECRET_VALUE = re.compile(
+#: Flag names that hold a secret (a ``...-env`` flag names a variable instead and is allowed).
+_SECRET_NAME = re.compile(r"(api[-_]?key|access[-_]?token|auth[-_]?token|hf[-_]?token|bearer|secret|passw(or)?d"
+                          r"|credential)", re.I)
+#: Values that are credentials: API keys and tokens of the common providers, a bearer token, and an
+#: address with a password (``https://user:pw@host``, hidden by :func:`redact_url`).
+_SECRET_TOKEN = re.compile(
     r"(\bsk-[A-Za-z0-9_\-]{12,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{16,}|\bAIza[0-9A-Za-z_\-]{20,}"
-    r"|\bBearer\s+\S{8,}|://[^/@\s]+@)")
+    r"|\bBearer\s+[A-Za-z0-9._~+/=\-]{8,})")
+_URL_CREDENTIAL = re.compile(r"://[^/@\s]+@")
+
+
+def _secret_name(name: str) -> bool:
+    """A flag or key that holds a secret itself (``api-key``, ``token``, ``password``; not ``api-key-env``)."""
+    n = _norm(name).lstrip("-")
+    return not n.endswith("-env") and (n in ("token", "key") or bool(_SECRET_NAME.search(n)))
+
+
+def _looks_secret(v: str) -> bool:
+    return bool(_SECRET_TOKEN.search(v) or _URL_CREDENTIAL.search(v))
 
 
 class ExperimentError(ValueError):
@@ -233,11 +248,11 @@ def _tokens(action, value, where: str) -> list:
 
 def _check_secret(key: str, value, where: str) -> None:
     values = value if isinstance(value, list) else [value]
-    if _SECRET_NAME.search(key) and not _norm(key).endswith("-env"):
+    if _secret_name(key):
         raise ExperimentError(f"{where}: a secret in the file; give the name of the environment variable that "
                               f"holds it instead (e.g. api-key-env = \"MY_KEY\")")
     for v in values:
-        if isinstance(v, str) and _SECRET_VALUE.search(v):
+        if isinstance(v, str) and _looks_secret(v):
             raise ExperimentError(f"{where}: the value looks like a credential (a key or a password in a URL); "
                                   f"keep it in an environment variable (api-key-env names the key's variable, "
                                   f"NORMLAB_LLM_BASE_URL an address with a password), not in the file")
@@ -410,11 +425,10 @@ def _redact_value(key: str, v):
         return [_redact_value(key, x) for x in v]
     if isinstance(v, dict):
         return {k: _redact_value(k, x) for k, x in v.items()}
-    if _SECRET_NAME.search(key) and not _norm(key).endswith("-env") and v not in (None, False):
+    if _secret_name(key) and v not in (None, False):
         return "***"
     if isinstance(v, str):
-        v = redact_url(v)
-        return _SECRET_VALUE.sub("***", v) if _SECRET_VALUE.search(v) else v
+        return _SECRET_TOKEN.sub("***", redact_url(v))
     return v
 
 
@@ -441,7 +455,7 @@ def redact_argv(argv) -> list:
             out.append("***")
             hide_next = False
             continue
-        if a.startswith("--") and _SECRET_NAME.search(a.split("=", 1)[0]) and not a.split("=", 1)[0].endswith("-env"):
+        if a.startswith("--") and _secret_name(a.split("=", 1)[0]):
             if "=" in a:
                 out.append(a.split("=", 1)[0] + "=***")
             else:
@@ -519,7 +533,7 @@ def run_experiment(path, *, parser: argparse.ArgumentParser, main: Callable[[lis
         if rc != 0:
             code = rc
             print(f"normlab run: step {i}/{n} exited {rc}; later steps not started (completed work is kept: "
-                  f"'normlab run {exp.path}' resumes)", file=sys.stderr)
+                  f"'normlab run {exp.path}{' --out ' + str(out) if out is not None else ''}' resumes)", file=sys.stderr)
             break
     session["finished"], session["exit_code"] = _now(), code
     _write_manifest(manifest_path, manifest)
@@ -558,6 +572,10 @@ def print_config(parser: argparse.ArgumentParser, argv) -> int:
             if a.option_strings and a.required:
                 required_ids.add(id(a))
                 a.required = False  # a template may leave required flags to fill in
+        for g in p._mutually_exclusive_groups:
+            if g.required:
+                required_ids.add(id(g))
+                g.required = False
         orig = p._get_values
 
         def record(action, strings, orig=orig):
@@ -623,8 +641,8 @@ def config_text(command, leaf: argparse.ArgumentParser, given: dict, ns=None, re
             else:
                 value = _toml_value(a, strings)
             flat = value if isinstance(value, list) else [value]
-            if _SECRET_NAME.search(key) and not key.endswith("-env") or any(
-                    isinstance(v, str) and _SECRET_VALUE.search(v) for v in flat):
+            if _secret_name(key) or any(
+                    isinstance(v, str) and _looks_secret(v) for v in flat):
                 skipped.append(f"# {key}: left out, it holds a credential: keep it in an environment variable "
                                f"(api-key-env names the key's; NORMLAB_LLM_BASE_URL an address with a password)")
                 continue
@@ -638,6 +656,9 @@ def config_text(command, leaf: argparse.ArgumentParser, given: dict, ns=None, re
             elif isinstance(d, (str, int, float)) and not isinstance(d, bool) and d != "" and \
                     not (isinstance(d, float) and not math.isfinite(d)):
                 defaults.append(f"# {_toml_key(key)} = {_toml(d)}")
+    for g in leaf._mutually_exclusive_groups:
+        if (g.required or id(g) in required_ids) and not any(a in given for a in g._group_actions):
+            required.append(f"# one of these is required: {', '.join(_key(a) for a in g._group_actions)}")
     out = lines + skipped
     if required:
         out += ["", "# required, still to fill in:"] + required
