@@ -347,8 +347,8 @@ def test_end_to_end_on_the_stub_server_manifest_and_rerun(tmp_path, capsys):
         assert len(manifest["sessions"]) == 1 and manifest["sessions"][0]["exit_code"] == 0
         first = {s["name"]: _tables(out / s["name"]) for s in manifest["steps"]}
         runs = {k: v["runs.parquet"] for k, v in first.items()}
-        assert runs["committed=3-Q_seed=1"]["n_committed"].iloc[0] == 3
-        assert runs["committed=1-Q_seed=2"]["n_committed"].iloc[0] == 1
+        assert runs["committed=3-Q_seed=1"]["committed_count"].iloc[0] == 3
+        assert runs["committed=1-Q_seed=2"]["committed_count"].iloc[0] == 1
         n = stub.n_chat
         assert n > 0
 

@@ -109,7 +109,8 @@ def _register_run(sub) -> None:
                        epilog=_RUN_EPILOG + "\n" + exit_codes(llm=True),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE", help="the experiment file (TOML)")
-    p.add_argument("--out", default=None, help="output folder (default: the file's out, else its name without .toml)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output directory (default: the file's out, else its name without .toml)")
     p.add_argument("--plan", action="store_true", help="print each step's command line and run nothing")
     p.add_argument("--json", action="store_true", help="print the summary (or with --plan the steps) as JSON")
     p.set_defaults(func=_run_file)
