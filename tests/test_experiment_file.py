@@ -188,21 +188,27 @@ def test_a_new_command_works_in_a_file_with_no_code(monkeypatch, tmp_path, capsy
         r.add_argument("--judge", action=argparse.BooleanOptionalAction, default=True)
         r.add_argument("--rate", type=float, default=0.5)
         r.add_argument("--seed", type=int, default=None)
+        r.add_argument("--no-cache", dest="cache", action="store_false")
+        r.add_argument("-v", "--verbose", action="count", default=0)
+        r.add_argument("--fast", dest="speed", action="store_const", const="fast", default="slow")
         r.add_argument("--out", default=None)
         r.set_defaults(func=lambda args: seen.append(arguments(args)) or 0)
 
     mod.register = register
     monkeypatch.setitem(sys.modules, "normlab_fake_cli", mod)
     monkeypatch.setattr(cli, "_CLI_MODULES", (*cli._CLI_MODULES, "normlab_fake_cli"))
-    argv = ["crsec-fake", "run", "p1", "--agents", "6", "--topics", "x", "y", "--no-judge", "--rate", "0.125"]
+    argv = ["crsec-fake", "run", "p1", "--agents", "6", "--topics", "x", "y", "--no-judge", "--rate", "0.125",
+            "--no-cache", "-vv", "--fast"]
     text = _printed(capsys, argv)
     assert tomllib.loads(text)["experiment"] == {"command": "crsec-fake run", "population": "p1", "agents": 6,
-                                                 "topics": ["x", "y"], "judge": False, "rate": 0.125}
+                                                 "topics": ["x", "y"], "judge": False, "rate": 0.125,
+                                                 "no-cache": True, "verbose": 2, "fast": True}
     f = tmp_path / "c.toml"
     f.write_text(text + "\n[sweep]\nseed = [1, 2]\n", encoding="utf-8")
     assert main(["run", str(f)]) == 0
     assert [a["seed"] for a in seen] == [1, 2]
-    assert all(a["judge"] is False and a["topics"] == ["x", "y"] and a["population"] == "p1" for a in seen)
+    assert all(a["judge"] is False and a["topics"] == ["x", "y"] and a["population"] == "p1" and a["cache"] is False
+               and a["verbose"] == 2 and a["speed"] == "fast" for a in seen)
     assert [Path(a["out"]).name for a in seen] == ["seed=1", "seed=2"]
 
 

@@ -224,12 +224,7 @@ def _tokens(action, value, where: str) -> list:
             return [opt] * value
         if not isinstance(value, bool):
             raise ExperimentError(f"{where}: expected true or false, got {value!r}")
-        const, default = action.const, action.default
-        if value == bool(const):
-            return [opt]
-        if value == bool(default):
-            return []
-        raise ExperimentError(f"{where}: expected true or false")
+        return [opt] if value else []  # store_true, store_false, store_const: true gives the flag
     if isinstance(value, list):
         if not _many(action):
             raise ExperimentError(f"{where}: a list, but {opt or action.dest} takes one value "
@@ -636,8 +631,9 @@ def config_text(command, leaf: argparse.ArgumentParser, given: dict, ns=None, re
         key = _key(a)
         if a in given:
             strings = given[a]
-            if _is_flag(a):
-                value = getattr(ns, a.dest) if ns is not None else True
+            if _is_flag(a):  # --x/--no-x: its value; a count; the others: true = the flag given
+                value = getattr(ns, a.dest) if ns is not None and isinstance(
+                    a, (argparse._CountAction, argparse.BooleanOptionalAction)) else True
             else:
                 value = _toml_value(a, strings)
             flat = value if isinstance(value, list) else [value]
@@ -651,8 +647,12 @@ def config_text(command, leaf: argparse.ArgumentParser, given: dict, ns=None, re
             required.append(f"# {_toml_key(key)} =   # required: {_help_line(a)}")
         else:
             d = a.default
-            if _is_flag(a) and isinstance(d, bool):
-                defaults.append(f"# {_toml_key(key)} = {_toml(d)}")
+            if _is_flag(a):
+                if isinstance(a, argparse._CountAction):
+                    defaults.append(f"# {_toml_key(key)} = {d or 0}")
+                else:
+                    defaults.append(f"# {_toml_key(key)} = "
+                                    f"{_toml(d) if isinstance(a, argparse.BooleanOptionalAction) else 'false'}")
             elif isinstance(d, (str, int, float)) and not isinstance(d, bool) and d != "" and \
                     not (isinstance(d, float) and not math.isfinite(d)):
                 defaults.append(f"# {_toml_key(key)} = {_toml(d)}")
