@@ -63,10 +63,11 @@ __all__ = ["ExperimentError", "Experiment", "Step", "read_experiment", "run_expe
 MANIFEST_NAME = "experiment.json"
 #: The tables an experiment file may hold.
 TABLES = ("experiment", "sweep")
-#: Keys of ``[experiment]`` that are not flags of the command.
+#: Keys of ``[experiment]`` that are not flags of the command (``description`` is the flag where
+#: the command has a ``--description``; ``command`` always names the command).
 RESERVED = ("command", "description")
 #: Parsed arguments that belong to the dispatcher, not to the command.
-_INTERNAL = ("func", "_parser", "_prog", "print_config", "command")
+_INTERNAL = ("func", "_parser", "_prog", "print_config")
 
 #: Flag names that hold a secret (a ``...-env`` flag names a variable instead and is allowed).
 _SECRET_NAME = re.compile(r"(api[-_]?key|access[-_]?token|auth[-_]?token|hf[-_]?token|bearer|secret|passw(or)?d"
@@ -284,7 +285,7 @@ def parse_step(parser: argparse.ArgumentParser, argv, where: str) -> argparse.Na
 
 def arguments(ns: argparse.Namespace) -> dict:
     """The command's parsed arguments (the dispatcher's own entries left out)."""
-    return {k: v for k, v in vars(ns).items() if k not in _INTERNAL and not k.startswith("_")}
+    return {k: v for k, v in vars(ns).items() if k not in _INTERNAL and k != "command" and not k.startswith("_")}
 
 
 # ------------------------------------------------------------------------------- reading a file
@@ -328,10 +329,11 @@ def read_experiment(path, parser: argparse.ArgumentParser, *, out=None) -> Exper
         leaf = leaf_parser(parser, words)
     except ExperimentError as exc:
         raise ExperimentError(f"{path}: [experiment] {exc}") from None
-    description = exp.get("description")
+    opts = _options(leaf)
+    reserved = [k for k in RESERVED if k == "command" or k not in opts]
+    description = exp.get("description") if "description" in reserved else None
     if description is not None and not isinstance(description, str):
         raise ExperimentError(f"{path}: [experiment] description: expected text")
-    opts = _options(leaf)
     prog = " ".join(["normlab", *words])
 
     def action_of(table, key):
@@ -342,7 +344,7 @@ def read_experiment(path, parser: argparse.ArgumentParser, *, out=None) -> Exper
 
     fixed = {}
     for key, value in exp.items():
-        if key in RESERVED:
+        if key in reserved:
             continue
         where = f"{path}: [experiment] {key}"
         a = action_of("experiment", key)
@@ -629,6 +631,10 @@ def config_text(command, leaf: argparse.ArgumentParser, given: dict, ns=None, re
                 or a.dest.startswith("_") or a.dest == argparse.SUPPRESS:
             continue
         key = _key(a)
+        if _norm(key) == "command":  # the file's own key: a flag of that name cannot be written
+            if a in given:
+                skipped.append("# --command: left out, 'command' names the command in an experiment file")
+            continue
         if a in given:
             strings = given[a]
             if _is_flag(a):  # --x/--no-x: its value; a count; the others: true = the flag given
