@@ -419,3 +419,16 @@ def test_the_example_file_on_the_embedded_model(tmp_path, capsys):
         assert len(now["calls.parquet"]) == len(tables["calls.parquet"]) == calls  # the journal answered: no new call
         for t in tables:
             pd.testing.assert_frame_equal(now[t], tables[t])
+
+
+def test_dry_run_prints_each_steps_estimate_and_sends_nothing(tmp_path, capsys):
+    from normlab.llm_runs import StubServer
+
+    with StubServer(["Q", "M"]) as stub:
+        f = _write(tmp_path, BASE.replace('command = "llm-run"', f'command = "llm-run"\nbase-url = "{stub.base_url}"')
+                   + "\n[sweep]\nseed = [1, 2]\n")
+        assert main(["run", str(f), "--dry-run"]) == 0
+        assert stub.n_chat == 0
+    out, err = capsys.readouterr()
+    assert out.count("requests") == 2 and "step 2/2 seed=2" in err
+    assert not (tmp_path / "study").exists()

@@ -92,6 +92,7 @@ examples:
   normlab llm-run --n-agents 8 --memory 3 --names Q,M --max-interactions 400 --print-config > study.toml
   normlab run study.toml               # runs every step; writes study/experiment.json (the manifest)
   normlab run study.toml --plan        # the command line of each step; runs nothing
+  normlab run study.toml --dry-run     # each step's estimate: requests, tokens, cost (nothing sent)
   normlab run study.toml               # again: completed LLM work answered from the journals
 
 The manifest (OUT/experiment.json) holds the file's text and SHA-256, normlab's version, each
@@ -112,6 +113,9 @@ def _register_run(sub) -> None:
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output directory (default: the file's out, else its name without .toml)")
     p.add_argument("--plan", action="store_true", help="print each step's command line and run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="each step's own --dry-run estimate (requests, tokens, cost; nothing sent), where the "
+                        "command has one; no manifest")
     p.add_argument("--json", action="store_true", help="print the summary (or with --plan the steps) as JSON")
     p.set_defaults(func=_run_file)
 
@@ -120,7 +124,7 @@ def _run_file(args) -> int:
     from normlab.experiment import run_experiment
 
     return run_experiment(args.file, parser=build_parser(), main=main, out=args.out, plan=args.plan,
-                          as_json=args.json)
+                          dry_run=args.dry_run, as_json=args.json)
 
 
 def _add_print_config(parser: argparse.ArgumentParser) -> None:

@@ -465,13 +465,15 @@ def redact_argv(argv) -> list:
 
 # ----------------------------------------------------------------------------------- running
 def run_experiment(path, *, parser: argparse.ArgumentParser, main: Callable[[list], int], out=None,
-                   plan: bool = False, as_json: bool = False) -> int:
+                   plan: bool = False, dry_run: bool = False, as_json: bool = False) -> int:
     """Run every step of the experiment file at ``path`` with ``main`` (``normlab.cli.main``), in
     order, writing the manifest (:data:`MANIFEST_NAME`) into the output folder after each step.
 
     Returns 0 when every step exited 0, else the first failing step's exit code (the later steps
     are not started; completed work is kept and the same command resumes). ``plan``: print the
-    steps' command lines and run nothing. Every step is parsed before the first one runs.
+    steps' command lines and run nothing. ``dry_run``: each step whose command has ``--dry-run``
+    prints its own estimate (requests, tokens, cost; nothing is sent), the others their command
+    line; no manifest is written. Every step is parsed before the first one runs.
     """
     from normlab import __version__
     from normlab.cli_output import emit
@@ -486,6 +488,16 @@ def run_experiment(path, *, parser: argparse.ArgumentParser, main: Callable[[lis
             for r in rows:
                 print(r["command"])
         return 0
+    if dry_run:
+        code = 0
+        for i, step in enumerate(exp.steps, 1):
+            has = "--dry-run" in leaf_parser(parser, exp.command)._option_string_actions
+            print(f"normlab run: step {i}/{n}{' ' + step.name if step.name else ''}: {step.command_line()}"
+                  + ("" if has else " (no --dry-run: not estimated)"), file=sys.stderr)
+            if has and "--dry-run" not in step.argv:
+                rc = int(main([*step.argv, "--dry-run"]) or 0)
+                code = code or rc
+        return code
     manifest_dir = Path(exp.out) if exp.out else Path(exp.path).with_suffix("")
     manifest_path = manifest_dir / MANIFEST_NAME
     if manifest_dir.exists() and not manifest_dir.is_dir():
