@@ -57,7 +57,8 @@ from typing import Callable
 from normlab.llm_runs.backend import redact_url
 
 __all__ = ["ExperimentError", "Experiment", "Step", "read_experiment", "run_experiment", "print_config",
-           "config_text", "dumps_toml", "redact_arguments", "MANIFEST_NAME", "TABLES"]
+           "config_text", "dumps_toml", "redact_arguments", "redact_argv", "parse_step", "arguments", "leaf_parser",
+           "MANIFEST_NAME", "TABLES"]
 
 #: The manifest written beside the results.
 MANIFEST_NAME = "experiment.json"
