@@ -10,6 +10,8 @@ Each sub-package contributes its sub-commands through a light ``_cli.py`` module
 - ``normlab calibrate ...``     -- :mod:`normlab.calibration._cli`
 - ``normlab figures ...``       -- :mod:`normlab.figures._cli`
 - ``normlab demo ...``          -- :mod:`normlab.demo._cli` (the top layer: probe, predict, check, report)
+- ``normlab run FILE``          -- here: an experiment file (TOML) naming any of the commands above
+  (:mod:`normlab.experiment`); every command takes ``--print-config`` (the file equal to its flags)
 
 Every parser prints a bad flag as one line (what is wrong, where the help is), and ``main``
 prints a bad value, a missing file or an interrupt as one line too, with the exit codes of
@@ -35,6 +37,8 @@ examples:
   normlab llm-probe strategy --names Q,M --memory 3
   normlab calibrate --table llama31_70b_QM_H5 --n-agents 24
   normlab figures --small --out figs
+  normlab llm-run --n-agents 24 --memory 5 --names Q,M --max-interactions 2000 --print-config > qm.toml
+  normlab run qm.toml                           # the same run from the file; [sweep] lists values to try
 
 'normlab COMMAND --help' teaches each command by example and lists its exit codes: 0 done,
 2 bad input, 3 endpoint down, 4 disk or run directory failed, 5 stopped at --budget, 130 interrupted.
@@ -60,8 +64,79 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         mod.register(sub)
+    _add_print_config(parser)
+    _register_run(sub)
     _one_line_errors(parser)
     return parser
+
+
+_RUN_EPILOG = """\
+An experiment file names one normlab command and its flags (keys: the flags without '--',
+dashes or underscores); lists under [sweep] are tried in every combination, each in its own
+folder under out (default: the file's name without .toml). Every key is checked against the
+command's own flags before anything runs. An API key is never written in the file: name the
+environment variable that holds it (api-key-env = "MY_KEY").
+
+  [experiment]
+  command = "llm-run"
+  n-agents = 8
+  memory = 3
+  names = "Q,M"
+  max-interactions = 400
+  mode = "exact"
+  [sweep]
+  committed = [0, 2]
+  seed = [1, 2]
+
+examples:
+  normlab llm-run --n-agents 8 --memory 3 --names Q,M --max-interactions 400 --print-config > study.toml
+  normlab run study.toml               # runs every step; writes study/experiment.json (the manifest)
+  normlab run study.toml --plan        # the command line of each step; runs nothing
+  normlab run study.toml --dry-run     # each step's estimate: requests, tokens, cost (nothing sent)
+  normlab run study.toml               # again: completed LLM work answered from the journals
+
+The manifest (OUT/experiment.json) holds the file's text and SHA-256, normlab's version, each
+step's command line, parsed arguments and exit code (secrets redacted), one entry per session.
+A failing step stops the file with its exit code; completed work is kept and the same command
+resumes.
+"""
+
+
+def _register_run(sub) -> None:
+    """``normlab run FILE``: an experiment file (:mod:`normlab.experiment`, imported by the handler)."""
+    p = sub.add_parser("run", help="run an experiment file (TOML): any command, its flags, sweeps; writes a manifest",
+                       description="Run an experiment file: one normlab command, its flags and the values to "
+                                   "sweep, with a manifest beside the results.",
+                       epilog=_RUN_EPILOG + "\n" + exit_codes(llm=True),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE", help="the experiment file (TOML)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output directory (default: the file's out, else its name without .toml)")
+    p.add_argument("--plan", action="store_true", help="print each step's command line and run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="each step's own --dry-run estimate (requests, tokens, cost; nothing sent), where the "
+                        "command has one; no manifest")
+    p.add_argument("--json", action="store_true", help="print the summary (or with --plan the steps) as JSON")
+    p.set_defaults(func=_run_file)
+
+
+def _run_file(args) -> int:
+    from normlab.experiment import run_experiment
+
+    return run_experiment(args.file, parser=build_parser(), main=main, out=args.out, plan=args.plan,
+                          dry_run=args.dry_run, as_json=args.json)
+
+
+def _add_print_config(parser: argparse.ArgumentParser) -> None:
+    """``--print-config`` on every command (a leaf of the tree), read by :func:`main`."""
+    for action in [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]:
+        for child in action.choices.values():
+            if any(isinstance(a, argparse._SubParsersAction) for a in child._actions):
+                _add_print_config(child)
+            elif "--print-config" not in child._option_string_actions:
+                child.add_argument("--print-config", action="store_true",
+                                   help="print the experiment file (TOML) equal to the other flags and exit; "
+                                        "'normlab run FILE' runs it")
 
 
 def _one_line_errors(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +156,11 @@ def _one_line_errors(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--print-config" in argv and "-h" not in argv and "--help" not in argv:
+        from normlab.experiment import print_config
+
+        return print_config(parser, argv)
     args, extra = parser.parse_known_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
