@@ -35,7 +35,8 @@ from .journal import (JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_se
                       record_session, write_settings)
 from .runner import BYTES_PER_TOKEN, RunEstimate, compare_settings
 
-__all__ = ["CALL_CONTEXT", "call_context", "current_context", "request_key", "call_seed", "RequestCap",
+__all__ = ["CALL_CONTEXT", "call_context", "current_context", "request_key", "call_seed", "RequestCap", "Halted",
+           "gather_all",
            "JournaledClient", "ScriptedClient", "RunDirectory", "replay_index", "result_of", "settings_digest",
            "spent", "make_estimate"]
 
@@ -101,9 +102,15 @@ def spent(records) -> dict:
             "completion_tokens": int(sum(c.completion_tokens for c in cs))}
 
 
+class Halted(RuntimeError):
+    """A request not sent because another task of the run failed (the run is stopping)."""
+
+
 class RequestCap:
     """At most ``max_requests`` requests in a run directory, earlier sessions included (``None``:
-    no cap); a request that would pass it is not sent (:class:`BudgetExhausted`)."""
+    no cap); a request that would pass it is not sent (:class:`BudgetExhausted`). :meth:`halt`
+    refuses every later request (:class:`Halted`): a run stopping because one of its concurrent
+    tasks failed lets the requests in flight finish (and be journaled) and sends no new one."""
 
     def __init__(self, max_requests: int | None = None, used: int = 0):
         if max_requests is not None and (isinstance(max_requests, bool) or not isinstance(max_requests, int)
@@ -111,12 +118,44 @@ class RequestCap:
             raise ValueError(f"max_requests must be an int >= 1 or None; got {max_requests!r}")
         self.max_requests = max_requests
         self.used = int(used)
+        self.halted: BaseException | None = None
 
     def take(self) -> None:
+        if self.halted is not None:
+            raise Halted(f"not sent: the run is stopping ({type(self.halted).__name__})")
         if self.max_requests is not None and self.used >= self.max_requests:
             raise BudgetExhausted(f"budget reached: {self.used:,} of the budget of {self.max_requests:,} requests "
                                   "are spent")
         self.used += 1
+
+    def halt(self, exc: BaseException) -> None:
+        if self.halted is None:
+            self.halted = exc
+
+
+async def gather_all(coros, requests: RequestCap | None = None) -> list:
+    """Run ``coros`` concurrently and return their results in order; when one fails, ``requests``
+    is halted (no new request is sent), the others finish what they have in flight, and the first
+    error is raised -- so a run never stops with a request answered and not journaled."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+
+    def failed(t):
+        if not t.cancelled() and t.exception() is not None and requests is not None:
+            requests.halt(t.exception())
+
+    for t in tasks:
+        t.add_done_callback(failed)
+    try:
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise next((e for e in errors if not isinstance(e, Halted)), errors[0])
+    return results
 
 
 class JournaledClient:

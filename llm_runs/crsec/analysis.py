@@ -257,12 +257,13 @@ def beliefs_from_snapshots(snapshots, *, topics=None) -> pd.DataFrame:
 
 
 def event_counts(events: pd.DataFrame, *, bin_minutes: float = 60.0, t_max: float | None = None) -> pd.DataFrame:
-    """Number of conflicts, chats and thoughts per time bin (Fig. 2a).
+    """Number of conflicts and norm-related chats and thoughts per time bin (Fig. 2a).
 
     Parameters
     ----------
     events : pandas.DataFrame
-        Columns ``t`` (minutes) and ``kind``.
+        Columns ``t`` (minutes) and ``kind``; with a ``topic`` column, chats and thoughts count
+        only when they are about a topic of the table (norm-related), as in the paper's figure.
     bin_minutes : float
     t_max : float, optional
         Last time covered (default: the last event).
@@ -276,6 +277,8 @@ def event_counts(events: pd.DataFrame, *, bin_minutes: float = 60.0, t_max: floa
         raise ValueError(f"bin_minutes must be positive; got {bin_minutes!r}")
     if not {"t", "kind"} <= set(events.columns):
         raise ValueError("events needs columns t and kind")
+    if "topic" in events.columns:
+        events = events[(events["kind"] == "conflict") | events["topic"].notna()]
     t = events["t"].to_numpy(float)
     end = (t.max() if len(t) else 0.0) if t_max is None else float(t_max)
     n_bins = int(np.floor(end / bin_minutes)) + 1

@@ -64,7 +64,7 @@ from normlab._rng import as_seed_sequence
 from .. import journal as jr
 from ..backend import BudgetExhausted, EndpointConfig, open_endpoint
 from ..journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context, charge_earlier,
-                         make_estimate, replay_index, spent)
+                         gather_all, make_estimate, replay_index, spent)
 from ..runner import seed_list
 from ..sync import run_sync
 from .analysis import adoption_curves, event_counts, norm_funnel, plot_emergence, reach_times, write_crsec_run
@@ -336,6 +336,7 @@ async def arun_population(agents=None, *, ops="rule", minutes: float = 240.0, dt
                                      requests=RequestCap(max_requests, jr.count(rd.journal.records, jr.CALL)))
                 sim.ops = LLMOperations(jc, names=sim.names, temperature=temperature, max_tokens=max_tokens,
                                         rng=sim.seeds[1])
+                sim.requests = jc.requests
                 settings["model"] = client.model
                 return await _finish(rd, sim, jc)
         rd.begin(seed=seed_list(ss), model=None, endpoints=[])
@@ -467,6 +468,7 @@ class _Sim:
         self.states: list = []
         self.actions_rows: list = []
         self.ops = None
+        self.requests = RequestCap()  # the run's request cap (LLM runs: the journaled client's)
 
     # --- records
     def ev(self, t, kind, agent, other="", text="", n_id=0, n_q=0):
@@ -540,10 +542,11 @@ class _Sim:
 
         ents = [(i, a) for i, a in enumerate(self.agents) if a.get("entrepreneur")]
         with call_context(t=0.0):
-            await asyncio.gather(*(create(i, a) for i, a in ents))
-            for evs in await asyncio.gather(*(self._synth(i, a["name"], 0.0, 0) for i, a in ents)):
+            await gather_all([create(i, a) for i, a in ents], self.requests)
+            for evs in await gather_all([self._synth(i, a["name"], 0.0, 0) for i, a in ents], self.requests):
                 self.events.extend(evs)
-            plans = dict(zip(self.names, await asyncio.gather(*(first_plan(i, a) for i, a in enumerate(self.agents)))))
+            plans = dict(zip(self.names, await gather_all([first_plan(i, a) for i, a in enumerate(self.agents)],
+                                                                        self.requests)))
         last_plan = {n: -float(gen.uniform(0.0, s["plan_every"])) for n in self.names}
         actions = {n: list(p) for n, p in plans.items()}
         self._step_done(journal, done, 0.0, self.record(0.0, plans, actions, None), warned)
@@ -562,7 +565,7 @@ class _Sim:
                             last_plan[name] = t
                         actions[name] = list(await maybe_await(ops.act(a, plans[name], self.dbs[name].qualified())))
 
-                await asyncio.gather(*(act(i, a) for i, a in enumerate(self.agents)))
+                await gather_all([act(i, a) for i, a in enumerate(self.agents)], self.requests)
                 # 2. observations: every draw first, then the observers at once
                 present = [n for n in self.names if gen.random() < s["p_present"]]
                 order = list(gen.permutation(len(present))) if present else []
@@ -575,8 +578,8 @@ class _Sim:
                     actor = others[int(gen.integers(len(others)))]
                     action = actions[actor][int(gen.integers(len(actions[actor])))]
                     seen.append((observer, actor, f"{actor} is {action}", bool(gen.random() < s["p_thought"])))
-                outs = await asyncio.gather(*(self._observe(j, o, a, obs, think, step)
-                                              for j, (o, a, obs, think) in enumerate(seen)))
+                outs = await gather_all([self._observe(j, o, a, obs, think, step)
+                                         for j, (o, a, obs, think) in enumerate(seen)], self.requests)
                 # 3. the chats and thoughts received: each receiver's in the order of the observations
                 todo: dict = {}
                 for j, ((observer, actor, obs, _), (conflict, chat, thought)) in enumerate(zip(seen, outs)):
@@ -591,7 +594,7 @@ class _Sim:
                                 for j, kind, text, other in items]
 
                 got = dict(itertools.chain.from_iterable(
-                    await asyncio.gather(*(receive_all(n, items) for n, items in todo.items()))))
+                    await gather_all([receive_all(n, items) for n, items in todo.items()], self.requests)))
                 for j, ((observer, actor, obs, _), (conflict, chat, thought)) in enumerate(zip(seen, outs)):
                     if conflict:
                         self.events.append(self.ev(t, "conflict", observer, actor, obs))
@@ -599,7 +602,8 @@ class _Sim:
                         if (j, kind) in got:
                             self.events.append(got[(j, kind)])
                 # 4. synthesis
-                for evs in await asyncio.gather(*(self._synth(i, n, t, step) for i, n in enumerate(self.names))):
+                for evs in await gather_all([self._synth(i, n, t, step) for i, n in enumerate(self.names)],
+                                            self.requests):
                     self.events.extend(evs)
             self._step_done(journal, done, t, self.record(t, plans, actions, previous), warned)
             if self.progress and (t % 60.0 == 0):

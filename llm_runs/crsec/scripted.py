@@ -111,7 +111,8 @@ class _Scripted:
                 f"{sender}: Hello, {receiver}.\n{receiver}: Hello."
         if kind == "generate_thought":
             thought = ops.generate_thought(self.agent(system), _line(user, "OBSERVATION:"))
-            return thought or ""  # nothing to think about (as RuleOperations)
+            name = self.agent(system)["name"] or "I"
+            return thought or f"{name} notices nothing unusual."
         if kind == "identify":
             kind_text = re.search(r"INPUT \((conversation|thought)\): (.*?)\nNORM DEFINITION:", user, re.S)
             if not kind_text:
@@ -154,6 +155,7 @@ class _Scripted:
             return f"ABSTRACT: {content}\nTYPE: {ntype}\nWEIGHTS: " + ", ".join("1" for _ in members)
         if kind == "plan":
             items = ops.plan(self.agent(system), _norms(_line(user, "QUALIFIED PERSONAL NORMS:")))
+            items = items or ["spend the afternoon reading at Hobbs Cafe"]  # nothing the norms bear on
             return "\n".join(f"{k}) {x}" for k, x in enumerate(items, 1))
         if kind == "act":
             plan = [x.strip() for x in _line(user, "CURRENT PLAN:").split(";") if x.strip()]

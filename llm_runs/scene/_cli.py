@@ -22,8 +22,9 @@ examples:
       --out runs/scene --budget 200k                                   # stops cleanly at 200k tokens (exit 5)
   python -m normlab.llm_runs.testing --scripted scene --port 8732 &   # a scripted local endpoint (not a model)
   normlab scene run --base-url http://127.0.0.1:8732/v1 --tuples 12 --seed 1 --out runs/scene-scripted
-  normlab scene run --example --max-turns 2 --out runs/scene-smol      # the embedded SmolLM2-135M: it cannot
-      # judge; generated tuples end with 0 turns and the summary says why
+  normlab scene run --tuple bug_report,concise_answer_norm,address_explicit,silent_ignore,absent \
+      --max-turns 2 --out runs/scene-smol     # the embedded SmolLM2-135M cannot write the scenario: the episode
+      # ends with 0 turns and the summary and a warning say why (--example plays a written scenario instead)
 
 A killed sweep rerun with the same command resumes from OUT/journal.jsonl: finished episodes are read
 back, the unfinished one is replayed (no answered call is sent again); results do not depend on

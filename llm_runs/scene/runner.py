@@ -51,7 +51,7 @@ from normlab._validate import check_int
 from .. import journal as jr
 from ..backend import BudgetExhausted, EndpointConfig, open_endpoint
 from ..journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context, charge_earlier,
-                         make_estimate, replay_index, spent)
+                         gather_all, make_estimate, replay_index, spent)
 from ..runner import seed_list
 from ..sync import run_sync
 from .episode import LABELS, Episode, Turn, as_episode, count_events, event, render_transcript, save_episodes
@@ -288,6 +288,7 @@ class _Session:
         self.events: list[dict] = []
         self._given = clients  # (client, subject client): prepared clients (dry runs), no endpoint opened
         self.journal = None
+        self.requests = RequestCap()
         self._ev_next: dict = {}
         self._ev_skip: dict = {}
 
@@ -320,7 +321,7 @@ class _Session:
         earlier sessions' calls answered from it and counted against the caps."""
         self.journal = journal
         replay, ids = replay_index(journal.records), itertools.count(jr.count(journal.records, jr.CALL) + 1)
-        requests = RequestCap(max_requests, jr.count(journal.records, jr.CALL))
+        requests = self.requests = RequestCap(max_requests, jr.count(journal.records, jr.CALL))
         charge_earlier(self.client, journal.records)
         same = self.subject_client is self.client
         self.client = JournaledClient(self.client, journal, replay=replay, ids=ids, requests=requests)
@@ -810,14 +811,7 @@ async def _sweep(sess, items, children, model_label, judge, audit, concurrency, 
             print(f"episode {k}: {len(ep.transcript)} turns, {_end_reason(ep)} ({n_done[0]}/{len(items)} done)",
                   flush=True)
 
-    tasks = [asyncio.ensure_future(one(k)) for k in todo]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    await gather_all([one(k) for k in todo], sess.requests)
     return out
 
 

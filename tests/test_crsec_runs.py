@@ -1,0 +1,182 @@
+"""CRSEC populations on the journal machinery: resumable run directories, budgets, dry runs,
+concurrency that changes nothing, the run object's display, the published-format round trip,
+and `normlab crsec run|analyse` -- against the stub server's scripted mode (a scripted stand-in of
+a capable model, not a language model)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import matplotlib
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+from normlab.cli import main  # noqa: E402
+from normlab.llm_runs import BudgetExhausted, EndpointConfig, StubServer, load_crsec_run  # noqa: E402
+from normlab.llm_runs import journal as jr  # noqa: E402
+from normlab.llm_runs.crsec import (estimate_population, events_from_nodes, load_population,  # noqa: E402
+                                    run_population)
+from normlab.llm_runs.crsec.analysis import behaviour_from_nodes, event_counts  # noqa: E402
+
+AGENTS = ["Bob Johnson", "Carlos Gomez", "Tamara Taylor", "Isabella Rodriguez"]
+KW = dict(ops="llm", minutes=90, p_present=1.0, rng=5)
+
+
+def _same(a, b):
+    for name in ("states", "events", "norms", "actions"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name))
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with StubServer(scripted="crsec") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def reference(stub):
+    cfg = EndpointConfig(base_url=stub.base_url, max_retries=0, concurrency=4)
+    n0 = stub.n_chat
+    run = run_population(AGENTS, endpoint=cfg, **KW)
+    return run, stub.n_chat - n0
+
+
+def test_scripted_endpoint_runs_the_llm_path(reference):
+    run, n = reference
+    s = run.summary()
+    assert n == s["llm_requests"] == s["sent_this_session"] > 50 and s["replayed_from_journal"] == 0
+    assert s["norms"]["qualified"] > 0 and s["events"]["chat"] > 0 and s["events"]["conflict"] > 0
+    # every answer of the scripted stand-in comes in the format its prompt asked for
+    assert all(a == b for a, b in (v.split("/") for v in s["answers_in_format"].values()))
+    json.dumps(s)  # plain Python
+
+
+def test_concurrency_changes_nothing(stub, reference):
+    one = run_population(AGENTS, endpoint=EndpointConfig(base_url=stub.base_url, max_retries=0, concurrency=1), **KW)
+    many = run_population(AGENTS, endpoint=EndpointConfig(base_url=stub.base_url, max_retries=0, concurrency=16), **KW)
+    _same(one, reference[0])
+    _same(many, reference[0])
+
+
+def test_budget_stop_and_resume_pays_no_call_twice(stub, reference, tmp_path):
+    ref, n_ref = reference
+    out = tmp_path / "run"
+    cfg = EndpointConfig(base_url=stub.base_url, max_retries=0, concurrency=4)
+    n0 = stub.n_chat
+    with pytest.raises(BudgetExhausted, match="40 requests"):
+        run_population(AGENTS, endpoint=cfg, out=out, max_requests=40, **KW)
+    recs = jr.read_journal(out / "journal.jsonl")
+    assert len(jr.calls(recs)) == 40 and jr.steps(recs)  # completed calls and steps are journaled
+    assert json.loads((out / "manifest.json").read_text())["sessions"][-1]["outcome"] == "stopped: budget"
+    # a token budget counts what the first session spent
+    tokens = sum(c.prompt_tokens + c.completion_tokens for c in jr.calls(recs))
+    with pytest.raises(BudgetExhausted, match="tokens"):
+        run_population(AGENTS, endpoint=EndpointConfig(base_url=stub.base_url, max_retries=0,
+                                                       budget_tokens=tokens + 10), out=out, **KW)
+    run = run_population(AGENTS, endpoint=cfg, out=out, **KW)
+    _same(run, ref)
+    assert stub.n_chat - n0 == n_ref  # every request sent once over the three sessions
+    assert run.summary()["replayed_from_journal"] > 0
+    # a finished directory replays without a request, and reads back from its tables
+    n1 = stub.n_chat
+    again = run_population(AGENTS, endpoint=cfg, out=out, **KW)
+    assert stub.n_chat == n1
+    _same(again, ref)
+    back = load_population(out)
+    pd.testing.assert_frame_equal(back.states, ref.states)
+    assert back.summary()["final"] == ref.summary()["final"]
+    with pytest.raises(ValueError, match="different settings"):
+        run_population(AGENTS, endpoint=cfg, out=out, **{**KW, "minutes": 60})
+
+
+def test_dry_run_counts_the_scripted_requests(reference):
+    run, n = reference
+    est = estimate_population(AGENTS, endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1", price_input=1.0,
+                                                              price_output=2.0), **KW)
+    assert est.rows["requests"] == (n, n)
+    lo, hi = est.rows["completion_tokens"]
+    assert 0 < lo < hi and est.rows["cost_usd"][0] > 0
+    assert "nothing was sent" in str(est)
+    assert estimate_population(AGENTS, **{**KW, "ops": "rule"}).rows["requests"] == (0, 0)
+
+
+def test_rule_run_directory_and_display(tmp_path):
+    run = run_population(AGENTS, minutes=120, rng=3, out=tmp_path / "r")
+    assert (tmp_path / "r" / "states.parquet").is_file() and (tmp_path / "r" / "manifest.json").is_file()
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["kind"] == "crsec run"
+    s = run.summary()
+    assert set(s["final"]) == set(run.topics) and s["llm_requests"] == 0
+    ax = run.plot()
+    assert isinstance(ax, matplotlib.axes.Axes) and ax.lines and all(len(line.get_xdata()) for line in ax.lines)
+    assert isinstance(run.plot(panels="events"), matplotlib.axes.Axes)
+    fig = run.plot(panels="both", path=tmp_path / "fig2.png")
+    assert isinstance(fig, matplotlib.figure.Figure) and (tmp_path / "fig2.png").is_file()
+    t = run.reach_times(0.5)
+    assert all(math.isnan(v) or 0 <= v <= 120 for v in t.values())
+    assert "<" in run._repr_html_()
+
+
+def test_published_round_trip_keeps_conflicts_and_behaviour(tmp_path):
+    run = run_population(minutes=240, rng=1)
+    back = load_crsec_run(run.save_crsec(tmp_path / "pub"))
+    ev = events_from_nodes(back.nodes)
+    live = event_counts(run.events, bin_minutes=60, t_max=240).groupby("kind")["count"].sum()
+    round_trip = event_counts(ev, bin_minutes=60, t_max=240).groupby("kind")["count"].sum()
+    assert live["conflict"] > 0 and round_trip.to_dict() == live.to_dict()
+    # behaviour comes back from the agents' own action nodes
+    beh = behaviour_from_nodes(back.nodes, [240.0], agents=list(run.agents))
+    last = run.states[run.states.t == 240].groupby("topic")["action"].mean()
+    assert beh.set_index("topic")["proportion"].to_dict() == pytest.approx(last.to_dict())
+    # a published run records no conflicts: none are invented
+    nodes = back.nodes.copy()
+    nodes["keywords"] = [tuple(k for k in kw if k != "conflict") for kw in nodes["keywords"]]
+    assert "conflict" not in set(events_from_nodes(nodes)["kind"])
+
+
+def test_cli_run_analyse_budget_and_dry_run(stub, tmp_path, capsys):
+    base = ["crsec", "run", "--ops", "llm", "--base-url", stub.base_url, "--agents", ",".join(AGENTS), "--minutes",
+            "90", "--p-present", "1", "--seed", "5", "--no-progress"]
+    out = tmp_path / "cli"
+    assert main([*base, "--out", str(out), "--budget", "30req"]) == 5
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "30 requests" in err[0] and "larger --budget" in err[0]
+    assert main([*base, "--out", str(out), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["llm requests (all sessions)"] > 30
+    assert main(["crsec", "analyse", str(out), "--json", "--plot", str(tmp_path / "f.png")]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert a["llm requests (all sessions)"] == s["llm requests (all sessions)"] and (tmp_path / "f.png").is_file()
+    assert main([*base, "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"]["typical"] == s["llm requests (all sessions)"]
+    assert main(["crsec", "analyse", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0]
+    assert main(["crsec", "run", "--p-present", "2", "--out", str(tmp_path / "x")]) == 2
+    assert "--p-present must be a probability" in capsys.readouterr().err
+
+
+def test_cli_analyse_reads_a_published_folder(tmp_path, capsys):
+    run = run_population(AGENTS, minutes=120, rng=3)
+    run.save_crsec(tmp_path / "pub")
+    assert main(["crsec", "analyse", str(tmp_path / "pub"), "--json"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert a["agents"] == 4 and a["conflicts"] == int((run.events.kind == "conflict").sum())
+
+
+@pytest.mark.llm
+def test_embedded_model_says_what_it_cannot_do(tmp_path, capsys):
+    from normlab.llm_runs import embedded_available
+
+    if not embedded_available():
+        pytest.skip("embedded model not installed")
+    rc = main(["crsec", "run", "--ops", "llm", "--agents", "Carlos Gomez,Tamara Taylor", "--minutes", "10",
+               "--p-thought", "0", "--seed", "0", "--out", str(tmp_path / "smol"), "--json", "--no-progress"])
+    assert rc == 0
+    cap = capsys.readouterr()
+    s = json.loads(cap.out)
+    assert s["model"] == "SmolLM2-135M-Instruct" and s["answers in the asked format"]
+    note = [x for x in cap.err.splitlines() if "note:" in x]
+    assert len(note) == 1 and "cannot do CRSEC's tasks" in note[0] and "answers in the asked format" in note[0]
