@@ -177,6 +177,35 @@ def test_embedded_model_says_what_it_cannot_do(tmp_path, capsys):
     assert rc == 0
     cap = capsys.readouterr()
     s = json.loads(cap.out)
-    assert s["model"] == "SmolLM2-135M-Instruct" and s["answers in the asked format"]
+    assert s["model"] == "SmolLM2-135M-Instruct" and s["answers in the asked shape"]
     note = [x for x in cap.err.splitlines() if "note:" in x]
-    assert len(note) == 1 and "cannot do CRSEC's tasks" in note[0] and "answers in the asked format" in note[0]
+    assert len(note) == 1 and "cannot do CRSEC's tasks" in note[0] and "answers in the asked shape" in note[0]
+
+
+def test_fit_adoption_leaks_no_warning_and_reads_its_numbers():
+    """Curves without compliance used to divide by a rate that underflowed to 0 (a RuntimeWarning),
+    and compliance equal to belief sized a simulation of petabytes; rates now stop at RATE_BOUNDS."""
+    import warnings
+
+    import numpy as np
+
+    from normlab.calibration import fit_adoption
+    from normlab.theory import norm_contagion_agents
+
+    t = np.arange(12) * 10.0
+    b = np.round(np.clip(0.1 + t / 130, 0, 1) * 20) / 20
+    frame = lambda c: pd.concat([pd.DataFrame({"t": t, "measure": "belief", "proportion": b}),  # noqa: E731
+                                 pd.DataFrame({"t": t, "measure": "action", "proportion": c})])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        none = fit_adoption(frame(np.zeros_like(t)), n_agents=20, n_boot=6, rng=0)
+        same = fit_adoption(frame(b), n_agents=20, n_boot=6, rng=0)
+    assert none.at_bound["gamma"] and math.isfinite(none.ratio) and "did not follow" in none.reading()
+    assert same.at_bound["gamma"] and same.ratio < 1
+    r = norm_contagion_agents(400, 20, 2.0, 0.5, t_max=8, dt=0.02, n_runs=1, rng=1).to_frame()
+    r = r[np.isclose((r.t * 2) % 1, 0) | np.isclose((r.t * 2) % 1, 1)]
+    fit = fit_adoption(r, n_agents=400, behaviour="compliance", ceiling=1.0, n_boot=10, rng=2)
+    assert fit.ci["ratio"][0] > 1 and fit.reading().startswith("belief spread faster than compliance")
+    assert fit.summary()["reading"] == fit.reading()
+    wide = fit_adoption(r, n_agents=400, behaviour="compliance", ceiling=1.0, n_boot=0)
+    assert "no interval" in wide.reading()

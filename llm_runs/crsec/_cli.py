@@ -79,7 +79,7 @@ def _run(args) -> int:
         from normlab.llm_runs.crsec import run_population
 
         run = run_population(agents, out=args.out, progress=not args.no_progress, **kw)
-        emit(_run_summary(run), args.json)
+        emit(_run_summary(run, session=True), args.json)
         if args.plot:
             run.plot(panels="both", path=args.plot)
         note = embedded_note(run)
@@ -90,20 +90,24 @@ def _run(args) -> int:
     return guard("crsec run", go, args.out)
 
 
-def _run_summary(run) -> dict:
+def _run_summary(run, session: bool = False) -> dict:
     s = run.summary()
     out = {"agents": s["agents"], "ops": s["ops"], "model": s["model"], "minutes": s["minutes"]}
     for tp, v in s["final"].items():
         out[f"final {tp}: belief / plan / action"] = f"{v['belief']:.2f} / {v['plan']:.2f} / {v['action']:.2f}"
-    out.update({f"{k} events": v for k, v in s["events"].items()})
+    out.update({f"{k} events{' (norm-related)' if k in ('chat', 'thought') else ''}": v
+                for k, v in s["events"].items()})
     out.update({f"norms {k}": v for k, v in s["norms"].items()})
-    for (tp, m), t in sorted(run.reach_times(0.5).items()):
-        out[f"{tp} {m} reaches 50% at (min)"] = t
+    reach = run.reach_times(0.5)
+    for tp in run.topics:
+        t = [reach.get((tp, m), float("nan")) for m in ("belief", "plan", "action")]
+        out[f"{tp}: 50% believe / plan / act at (min)"] = " / ".join("never" if x != x else f"{x:g}" for x in t)
     out["llm requests (all sessions)"] = s["llm_requests"]
-    out["sent this session / from the journal"] = f"{s['sent_this_session']} / {s['replayed_from_journal']}"
+    if session:
+        out["sent this session / from the journal"] = f"{s['sent_this_session']} / {s['replayed_from_journal']}"
     out["prompt / completion tokens"] = f"{s['prompt_tokens']} / {s['completion_tokens']}"
     if s.get("answers_in_format"):
-        out["answers in the asked format"] = s["answers_in_format"]
+        out["answers in the asked shape"] = s["answers_in_format"]
     out["directory"] = s["directory"]
     return out
 
@@ -115,7 +119,7 @@ def embedded_note(run) -> str | None:
         return None
     fmt = s.get("answers_in_format") or {}
     shown = ", ".join(f"{k} {v}" for k, v in fmt.items() if k in ("create_norms", "identify", "plan", "act"))
-    return (f"the embedded SmolLM2-135M cannot do CRSEC's tasks (answers in the asked format: {shown or 'none'}; "
+    return (f"the embedded SmolLM2-135M cannot do CRSEC's tasks (answers in the asked shape: {shown or 'none'}; "
             f"{s['norms']['qualified']} norms qualified, {s['events']['chat']} chats): run --ops llm against a "
             "capable model (--base-url), or against the scripted local endpoint (python -m normlab.llm_runs.testing "
             "--scripted crsec) to see the machinery work")

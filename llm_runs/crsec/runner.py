@@ -148,11 +148,13 @@ class PopulationRun:
 
     def summary(self) -> dict:
         """Plain Python: the run's size, the final share of agents believing, planning and acting
-        on each topic's standard, events per kind, norms per state and the LLM requests."""
+        on each topic's standard, events per kind (chats and thoughts: the norm-related ones, about
+        a topic of the table, as Fig. 2a counts them), norms per state and the LLM requests."""
         last = self.states[self.states["t"] == self.states["t"].max()]
         final = {tp: {m: float(g[m].mean()) for m in ("belief", "plan", "action")}
                  for tp, g in last.groupby("topic", sort=False)}
-        kinds = self.events["kind"].value_counts()
+        ev = self.events
+        kinds = ev[(ev["kind"].isin(["conflict", "synthesis"])) | ev["topic"].notna()]["kind"].value_counts()
         states = self.norms["state"].value_counts() if len(self.norms) else pd.Series(dtype=int)
         return plain({
             "agents": len(self.agents), "entrepreneurs": len(self.entrepreneurs), "ops": self.settings["ops"],
@@ -689,7 +691,7 @@ def load_population(directory) -> PopulationRun:
         if fmt:
             calls["answers_in_format"] = fmt
     return PopulationRun(agents=names, entrepreneurs=tuple(a["name"] for a in st["agents"] if a.get("entrepreneur")),
-                         topics=tuple(st["topics"]["topics"]), norms=norms, events=events, states=states,
+                         topics=tuple(dict.fromkeys(states["topic"])), norms=norms, events=events, states=states,
                          settings={k: v for k, v in st.items() if k != "kind"}, databases=dbs,
                          actions=pd.read_parquet(directory / "actions.parquet"), calls=calls,
                          directory=directory)

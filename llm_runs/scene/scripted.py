@@ -12,8 +12,8 @@ model only to exercise the plumbing.
 
 The scripted subject decides from the request's seed: after an unrepaired sanctioned breach it
 repairs with probability ``p_repair``; otherwise it breaches with probability ``p_breach / (1 +
-d)``, ``d`` the demonstrations it has seen (so prior demonstrations lower later breaches, a
-negative Spearman ρ), else it answers compliantly. Served by
+d)``, ``d`` the demonstrations it has seen (it breaches less after seeing the norm enacted), else
+it answers compliantly. Served by
 :class:`~normlab.llm_runs.testing.StubServer` (``scripted="scene"``, or ``python -m
 normlab.llm_runs.testing --scripted scene``) it is a local endpoint on which a whole sweep -- two-
 stage generation, episodes, judge, audit, scoring -- runs offline; ``--dry-run`` counts the
