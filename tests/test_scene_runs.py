@@ -152,3 +152,15 @@ def test_embedded_tuple_ends_with_zero_turns_and_says_why(tmp_path, capsys):
     assert s["played"] == 0 and "ended with 0 turns" in s
     warn = [x for x in cap.err.splitlines() if "warning:" in x]
     assert len(warn) == 1 and "ended with 0 turns: scenario generation failed" in warn[0]
+
+
+def test_score_and_population_show_themselves(reference, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    res = scene.score(reference[0], n_boot=100, rng=0)
+    h = res._repr_html_()
+    assert h.startswith("<div") and "SceneScore" in h and "repair rate" in h
+    s = res.summary()
+    json.dumps(s)
+    assert isinstance(res.plot(path=tmp_path / "s.png"), matplotlib.figure.Figure)  # four panels: the Figure

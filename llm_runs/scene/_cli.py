@@ -22,7 +22,7 @@ examples:
       --out runs/scene --budget 200k                                   # stops cleanly at 200k tokens (exit 5)
   python -m normlab.llm_runs.testing --scripted scene --port 8732 &   # a scripted local endpoint (not a model)
   normlab scene run --base-url http://127.0.0.1:8732/v1 --tuples 12 --seed 1 --out runs/scene-scripted
-  normlab scene run --tuple bug_report,concise_answer_norm,address_explicit,silent_ignore,absent \
+  normlab scene run --tuple bug_report,concise_answer_norm,address_explicit,silent_ignore,absent \\
       --max-turns 2 --out runs/scene-smol     # the embedded SmolLM2-135M cannot write the scenario: the episode
       # ends with 0 turns and the summary and a warning say why (--example plays a written scenario instead)
 
@@ -147,7 +147,8 @@ def register(subparsers) -> None:
                     "hidden norm and sanction breaches. 'scene run' generates scenarios from taxonomy tuples, plays, "
                     "judges and audits them (resumable, with --budget and --dry-run); 'scene score' computes repair "
                     "after sanctioning, Spearman rho, opposing-pair compliance and fidelity.",
-        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_RUN_EXAMPLES.split("\n\n")[0] + "\n" + _SCORE_EXAMPLES.split("\n", 1)[1] + "\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="scene_command", metavar="{run,score}", required=True)
     r = sub.add_parser(
         "run", help="generate, play, judge and audit SCENE episodes",

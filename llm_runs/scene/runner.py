@@ -49,7 +49,7 @@ from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
 
 from .. import journal as jr
-from ..backend import BudgetExhausted, EndpointConfig, open_endpoint
+from ..backend import BudgetExhausted, EndpointConfig, open_endpoint, redact_url
 from ..journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context, charge_earlier,
                          gather_all, make_estimate, replay_index, spent)
 from ..runner import seed_list
@@ -918,7 +918,7 @@ def run_scene(items, *, endpoint=None, subject=None, model_label: str | None = N
         raise TypeError(f"endpoint must be an EndpointConfig; got {type(endpoint).__name__}")
     stored = {"items": [_item_doc(it) for it in items], "settings": asdict(settings), "judge": bool(judge),
               "audit": bool(audit), "model_label": model_label,
-              "subject_model": None if subject is None else (subject.model or subject.base_url)}
+              "subject_model": None if subject is None else (subject.model or redact_url(subject.base_url or "embedded"))}
 
     async def go():
         with RunDirectory(out, "scene run", stored) as rd:
@@ -1017,7 +1017,7 @@ def estimate_scene(items, *, endpoint=None, subject=None, settings: SceneSetting
         done = {**spent(recs), "episodes_finished": len(jr.episodes_done(recs))}
     model = "the embedded SmolLM2-135M-Instruct" if endpoint.embedded else (endpoint.model or "the endpoint's first model")
     what = (f"SCENE sweep of {len(items)} item(s), up to {s.max_turns} ticks each, personas and judge on {model}"
-            + ("" if subject is None else f", subject {subject.model or subject.base_url}"))
+            + ("" if subject is None else f", subject {subject.model or redact_url(subject.base_url or 'embedded')}"))
     notes = [f"typical: this sweep played offline against the scripted stand-in of capable models "
              f"(normlab.llm_runs.scene.scripted, same seed; {client.n_requests:,} requests)",
              "at most: every tick, every persona acting and the subject answering each, every re-ask, each request "

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import plotting
+from normlab._display import html_card, plotting
 from normlab._rng import as_generator
 from normlab._validate import check_int
 
@@ -218,8 +218,17 @@ class SceneScore:
         return {"models": out, "repair_window": self.repair_window, "n_boot": self.n_boot}
 
     def _repr_html_(self) -> str:
-        head = self.frame[self.frame["metric"].isin(["repair_rate", "spearman_rho"]) & (self.frame["group"] == "all")]
-        return f"<p><code>{self!r}</code></p>" + head.to_html(index=False)
+        rows = []
+        for m, v in self.summary()["models"].items():
+            pre = f"{m}: " if len(self.models) > 1 else ""
+            for key, label, n in (("repair_rate", "repair rate", v["sanctioned"]),
+                                  ("spearman_rho", "Spearman rho", v["rho_n"])):
+                x, lo, hi = (math.nan if y is None else y for y in v[key])
+                rows.append((f"{pre}{label} (n = {n})", x, (lo, hi)))
+            rows.append((f"{pre}episodes scored / total", f"{v['scored']} / {v['total']}"))
+        return html_card("SceneScore", rows, subtitle="SCENE metrics (Jacniacki & Bilski 2026)",
+                         settings={"repair window": self.repair_window, "bootstrap": self.n_boot},
+                         note=".to_frame(): every metric per group; .plot(): beside the paper's six models.")
 
     @plotting
     def plot(self, *, published: bool = True, axes=None):
