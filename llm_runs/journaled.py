@@ -9,7 +9,10 @@ resumption, budget and dry-run machinery, for runners whose every step depends o
   seed) and journaled (a ``call`` record) *before* its answer is returned; a request already in
   the journal is answered from it and not sent again. A runner whose randomness comes from its
   seed only thus resumes by replaying itself: a killed run rerun with the same settings pays no
-  completed call twice and ends identical to an uninterrupted run;
+  completed call twice and ends identical to an uninterrupted run (what the endpoint measured, a
+  call's latency, aside). A request in flight when the process is killed is billed by the server
+  and not journaled: it is asked again (the write-ahead reservation of the naming-game runner is
+  not used here);
 - :class:`RequestCap` -- a cap on requests (``--budget 300req``) beside the token and USD caps of
   :class:`~normlab.llm_runs.backend.SpendingCap`; both count what earlier sessions journaled;
 - :class:`ScriptedClient` -- the same interface answered offline by a scripted responder (no
@@ -26,7 +29,6 @@ import contextvars
 import hashlib
 import itertools
 import json
-import time
 from pathlib import Path
 
 from . import journal as jr
@@ -36,7 +38,7 @@ from .journal import (JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_se
 from .runner import BYTES_PER_TOKEN, RunEstimate, compare_settings
 
 __all__ = ["CALL_CONTEXT", "call_context", "current_context", "request_key", "call_seed", "RequestCap", "Halted",
-           "gather_all",
+           "gather_all", "charge_earlier",
            "JournaledClient", "ScriptedClient", "RunDirectory", "replay_index", "result_of", "settings_digest",
            "spent", "make_estimate"]
 
@@ -360,7 +362,3 @@ def make_estimate(what: str, *, requests: tuple, prompt_tokens: tuple, completio
     rows = {"requests": tuple(requests), "prompt_tokens": tuple(prompt_tokens),
             "completion_tokens": tuple(completion_tokens), "cost_usd": cost}
     return RunEstimate(what=what, rows=rows, prices={"all": (pi, po)}, notes=tuple(notes), done=done)
-
-
-def wall_clock() -> float:
-    return time.perf_counter()

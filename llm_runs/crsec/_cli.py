@@ -220,4 +220,7 @@ def register(subparsers) -> None:
     a.add_argument("--bin-minutes", type=float, default=60.0, help="bin of the event counts (default %(default)s)")
     a.add_argument("--plot", default=None, metavar="PNG", help="draw Fig. 2 there")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
+    a.add_argument("--seed", type=int, default=None,
+                   help="accepted as by every command; the analysis draws nothing at random")
+    a.add_argument("--no-progress", action="store_true", help="accepted as by every command; it shows no progress")
     a.set_defaults(func=_analyse)

@@ -27,8 +27,8 @@ examples:
       # ends with 0 turns and the summary and a warning say why (--example plays a written scenario instead)
 
 A killed sweep rerun with the same command resumes from OUT/journal.jsonl: finished episodes are read
-back, the unfinished one is replayed (no answered call is sent again); results do not depend on
---concurrency (episodes played at once).
+back, the unfinished one is replayed (no answered call is sent again); results (measured latencies
+aside) do not depend on --episodes-at-once.
 """
 
 _SCORE_EXAMPLES = """\
@@ -205,4 +205,5 @@ def register(subparsers) -> None:
     q.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default %(default)s)")
     q.add_argument("--plot", default=None, metavar="PNG", help="draw the scores beside the paper's six models")
     q.add_argument("--json", action="store_true", help="print the summary as JSON")
+    q.add_argument("--no-progress", action="store_true", help="accepted as by every command; it shows no progress")
     q.set_defaults(func=_score)

@@ -880,11 +880,11 @@ def run_scene(items, *, endpoint=None, subject=None, model_label: str | None = N
         and, at the end, ``episodes.jsonl`` (:func:`~normlab.llm_runs.scene.load_episodes`,
         :func:`~normlab.llm_runs.scene.score` read it, or the directory). A directory holding the
         same sweep resumes it: finished episodes are read back, an unfinished one is replayed from
-        the journal (no answered call is sent again), so the result equals an uninterrupted sweep;
-        different settings are refused.
+        the journal (no answered call is sent again), so the result equals an uninterrupted sweep
+        (each call's measured ``latency`` in the event log aside); different settings are refused.
     concurrency : int, optional
         Episodes played at once (default: the endpoint's ``concurrency``; 1 on the embedded
-        server). Results do not depend on it.
+        server). Results do not depend on it (measured latencies aside).
     max_requests : int, optional
         Cap on the LLM requests of the run directory (earlier sessions included).
     rng : None, int, SeedSequence or Generator
