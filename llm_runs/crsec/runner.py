@@ -220,7 +220,7 @@ class PopulationRun:
         last = self.states[self.states["t"] == self.states["t"].max()]
         b = last.groupby("topic")["belief"].mean().round(2).to_dict()
         a = last.groupby("topic")["action"].mean().round(2).to_dict()
-        kinds = self.events["kind"].value_counts().to_dict()
+        kinds = {k: v for k, v in self.summary()["events"].items() if v}
         return (f"PopulationRun(agents={len(self.agents)}, minutes={self.settings['minutes']:g}, "
                 f"final belief={b}, final action={a}, events={kinds})")
 
