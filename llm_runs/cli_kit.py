@@ -17,7 +17,7 @@ import sys
 from normlab.cli_output import exit_codes
 
 __all__ = ["EXIT_CODES", "add_endpoint_args", "endpoint_config", "parse_budget", "sampling", "guard",
-           "unit_or_none", "template_arg", "request_budget"]
+           "unit_or_none", "template_arg", "request_budget", "save_summary"]
 
 #: Exit codes of the commands that call an LLM (llm-run, llm-probe, demo).
 EXIT_CODES = exit_codes(llm=True)
@@ -265,3 +265,22 @@ def request_budget(args) -> int | None:
         raise ValueError(f"--budget must be at least 1 request; got {b!r}")
     args.budget = None
     return n
+
+
+def save_summary(out, summary: dict) -> str:
+    """``--out DIR`` of the commands that read a run (``crsec analyse``, ``scene score``): what
+    ``--json`` prints, as ``DIR/summary.json`` (the directory created); returns the file's path."""
+    import contextlib
+    import io
+    from pathlib import Path
+
+    from normlab.cli_output import emit
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        emit(summary, True)
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "summary.json"
+    path.write_text(text.getvalue(), encoding="utf-8")
+    return str(path)

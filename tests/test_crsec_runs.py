@@ -209,3 +209,28 @@ def test_fit_adoption_leaks_no_warning_and_reads_its_numbers():
     assert fit.summary()["reading"] == fit.reading()
     wide = fit_adoption(r, n_agents=400, behaviour="compliance", ceiling=1.0, n_boot=0)
     assert "no interval" in wide.reading()
+
+
+def test_analyse_out_saves_summary_and_figure_and_help_reads_plainly(tmp_path, capsys):
+    """`crsec analyse --out DIR` keeps what --json prints and Fig. 2; the help says "50%", not "50%%"."""
+    with pytest.raises(SystemExit):
+        main(["crsec", "analyse", "--help"])
+    assert "reach 50% per topic" in " ".join(capsys.readouterr().out.split())
+    run = run_population(AGENTS, minutes=60, rng=3, out=tmp_path / "r")
+    assert main(["crsec", "analyse", str(tmp_path / "r"), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    res = tmp_path / "analysis"
+    assert main(["crsec", "analyse", str(tmp_path / "r"), "--json", "--out", str(res)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown.pop("summary file") == str(res / "summary.json")
+    assert shown == printed == json.loads((res / "summary.json").read_text())
+    assert (res / "fig2.png").stat().st_size > 0
+    # a published folder without norm-related events: the summary, and one line saying why no figure
+    pub = run.save_crsec(tmp_path / "pub")
+    for nodes in (tmp_path / "pub").rglob("nodes.json"):
+        nodes.write_text("{}")
+    assert main(["crsec", "analyse", str(pub), "--out", str(tmp_path / "a2")]) == 0
+    cap = capsys.readouterr()
+    assert (tmp_path / "a2" / "summary.json").is_file() and not (tmp_path / "a2" / "fig2.png").exists()
+    assert [x for x in cap.err.splitlines() if x.strip()] == [
+        f"normlab crsec analyse: note: no figure ({pub} holds no norm-related events to draw)"]

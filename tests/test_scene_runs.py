@@ -164,3 +164,26 @@ def test_score_and_population_show_themselves(reference, tmp_path):
     s = res.summary()
     json.dumps(s)
     assert isinstance(res.plot(path=tmp_path / "s.png"), matplotlib.figure.Figure)  # four panels: the Figure
+
+
+def test_score_out_saves_summary_and_figure_and_help_reads_plainly(stub, tmp_path, capsys):
+    """`scene score --out DIR` keeps what --json prints and the figure; the help says "95%", not "95%%"."""
+    with pytest.raises(SystemExit):
+        main(["scene", "score", "--help"])
+    assert "Wilson 95% intervals" in capsys.readouterr().out
+    sweep = tmp_path / "sweep"
+    assert main(["scene", "run", "--base-url", stub.base_url, "--tuples", "3", "--seed", "4", "--max-turns", "2",
+                 "--no-progress", "--n-boot", "50", "--out", str(sweep)]) == 0
+    capsys.readouterr()
+    assert main(["scene", "score", str(sweep), "--n-boot", "50", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    res = tmp_path / "scores"
+    assert main(["scene", "score", str(sweep), "--n-boot", "50", "--json", "--out", str(res)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown.pop("summary file") == str(res / "summary.json")
+    assert shown == printed == json.loads((res / "summary.json").read_text())
+    assert (res / "scene.png").stat().st_size > 0
+    (tmp_path / "file").write_text("x")
+    assert main(["scene", "score", str(sweep), "--out", str(tmp_path / "file")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and "not a directory" in err[0]

@@ -11,7 +11,7 @@ import sys
 
 from normlab.cli_output import emit, exit_codes
 
-from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, request_budget
+from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, request_budget, save_summary
 
 _RUN_EXAMPLES = """\
 examples:
@@ -35,6 +35,7 @@ _ANALYSE_EXAMPLES = """\
 examples:
   normlab crsec analyse runs/crsec-rule                        # adoption, events, norms, belief before behaviour
   normlab crsec analyse runs/crsec-rule --plot fig2.png --json
+  normlab crsec analyse runs/crsec-rule --out analysis/crsec-rule   # summary.json and fig2.png saved there
   normlab crsec analyse ../shared/data/crsec/seed000/storage   # a published CRSEC run folder (the same reading)
 """
 
@@ -133,36 +134,54 @@ def _analyse(args) -> int:
     p = Path(args.path)
     if not p.exists():
         raise FileNotFoundError(f"{p} does not exist")
+    plot = args.plot
+    if args.out is not None:
+        from normlab._validate import check_out_dir
+
+        check_out_dir(args.out)
+        plot = plot or str(Path(args.out) / "fig2.png")
     st = read_settings(p) if p.is_dir() else None
     if st is not None and st["settings"].get("kind") == "crsec run":
         from normlab.llm_runs.crsec import load_population
 
         run = load_population(p)
-        emit(_run_summary(run), args.json)
-        if args.plot:
-            run.plot(panels="both", bin_minutes=args.bin_minutes, path=args.plot)
-        return 0
-    from normlab.llm_runs.crsec import analysis
-    from normlab.llm_runs.published.crsec import load_crsec_run
+        out = _run_summary(run)
 
-    pub = load_crsec_run(p, missing="skip")
-    snap = analysis.snapshot_beliefs(pub.norms, agents=pub.agents)
-    ev = analysis.events_from_nodes(pub.nodes) if len(pub.nodes) else None
-    kinds = ev["kind"].value_counts() if ev is not None else {}
-    states = pub.norms["state"].value_counts()
-    out = {"folder": str(p), "agents": len(pub.agents), "norms": int(len(pub.norms))}
-    out.update({f"norms {s}": int(states.get(s, 0)) for s in ("qualified", "candidate", "synthesised")})
-    for _, r in snap.iterrows():
-        out[f"{r['topic']}: share believing (snapshot)"] = round(float(r["proportion"]), 3)
-    out["norm-related chats"] = int(kinds.get("chat", 0))
-    out["norm-related thoughts"] = int(kinds.get("thought", 0))
-    n_conf = int(kinds.get("conflict", 0))
-    out["conflicts"] = n_conf if n_conf else "not recorded (the published layout holds no conflict records)"
-    emit(out, args.json)
-    if args.plot and ev is not None and len(ev):
-        counts = analysis.event_counts(ev, bin_minutes=args.bin_minutes)
-        analysis.plot_emergence(None, counts, path=args.plot)
-    return 0
+        def draw():
+            run.plot(panels="both", bin_minutes=args.bin_minutes, path=plot)
+    else:
+        from normlab.llm_runs.crsec import analysis
+        from normlab.llm_runs.published.crsec import load_crsec_run
+
+        pub = load_crsec_run(p, missing="skip")
+        snap = analysis.snapshot_beliefs(pub.norms, agents=pub.agents)
+        ev = analysis.events_from_nodes(pub.nodes) if len(pub.nodes) else None
+        kinds = ev["kind"].value_counts() if ev is not None else {}
+        states = pub.norms["state"].value_counts()
+        out = {"folder": str(p), "agents": len(pub.agents), "norms": int(len(pub.norms))}
+        out.update({f"norms {s}": int(states.get(s, 0)) for s in ("qualified", "candidate", "synthesised")})
+        for _, r in snap.iterrows():
+            out[f"{r['topic']}: share believing (snapshot)"] = round(float(r["proportion"]), 3)
+        out["norm-related chats"] = int(kinds.get("chat", 0))
+        out["norm-related thoughts"] = int(kinds.get("thought", 0))
+        n_conf = int(kinds.get("conflict", 0))
+        out["conflicts"] = n_conf if n_conf else "not recorded (the published layout holds no conflict records)"
+
+        def draw():
+            if ev is None or not len(ev):
+                print(f"normlab crsec analyse: note: no figure ({p} holds no norm-related events to draw)",
+                      file=sys.stderr)
+                return
+            analysis.plot_emergence(None, analysis.event_counts(ev, bin_minutes=args.bin_minutes), path=plot)
+
+    def go():
+        shown = out if args.out is None else {**out, "summary file": save_summary(args.out, out)}
+        emit(shown, args.json)
+        if plot:
+            draw()
+        return 0
+
+    return guard("crsec analyse", go)
 
 
 def register(subparsers) -> None:
@@ -212,13 +231,15 @@ def register(subparsers) -> None:
     a = sub.add_parser(
         "analyse", aliases=["analyze"], help="read a CRSEC run directory or a published CRSEC run folder",
         description="Summarise a CRSEC run: a directory of 'normlab crsec run' (adoption at the end, events, norms, "
-                    "when belief and action reach 50%% per topic, requests and tokens) or a published CRSEC storage "
+                    "when belief and action reach 50% per topic, requests and tokens) or a published CRSEC storage "
                     "folder (norm databases and Smallville memory: states, the snapshot share believing each "
                     "standard, norm-related chats and thoughts; conflicts are not recorded in that layout).",
         epilog=_ANALYSE_EXAMPLES + "\n" + exit_codes(), formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("path", help="a 'crsec run' directory or a CRSEC run folder (persona folders, or personas/)")
     a.add_argument("--bin-minutes", type=float, default=60.0, help="bin of the event counts (default %(default)s)")
     a.add_argument("--plot", default=None, metavar="PNG", help="draw Fig. 2 there")
+    a.add_argument("--out", default=None, metavar="DIR",
+                   help="also save the summary as DIR/summary.json and Fig. 2 as DIR/fig2.png (unless --plot)")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
     a.add_argument("--seed", type=int, default=None,
                    help="accepted as by every command; the analysis draws nothing at random")

@@ -10,7 +10,7 @@ import json
 
 from normlab.cli_output import emit, exit_codes
 
-from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, request_budget
+from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, request_budget, save_summary
 
 _RUN_EXAMPLES = """\
 examples:
@@ -35,6 +35,7 @@ _SCORE_EXAMPLES = """\
 examples:
   normlab scene score runs/scene                     # repair rate, Spearman rho, compliance, fidelity
   normlab scene score runs/scene/episodes.jsonl --n-boot 2000 --seed 0 --plot scene.png --json
+  normlab scene score runs/scene --out scores/scene            # summary.json and scene.png saved there
 """
 
 
@@ -128,16 +129,29 @@ def _score_lines(res) -> dict:
 
 
 def _score(args) -> int:
+    from pathlib import Path
+
     from normlab.llm_runs import scene
 
+    plot = args.plot
+    if args.out is not None:
+        from normlab._validate import check_out_dir
+
+        check_out_dir(args.out)
+        plot = plot or str(Path(args.out) / "scene.png")
     res = scene.score(args.path, repair_window=args.repair_window, n_boot=args.n_boot,
                       exclude_invalid=args.exclude_invalid, rng=args.seed)
     eps = scene.load_episodes(args.path)
     out = {**_sweep_lines(scene.sweep_summary(eps)), **_score_lines(res)}
-    emit(out, args.json)
-    if args.plot:
-        res.plot(path=args.plot)
-    return 0
+
+    def go():
+        shown = out if args.out is None else {**out, "summary file": save_summary(args.out, out)}
+        emit(shown, args.json)
+        if plot:
+            res.plot(path=plot)
+        return 0
+
+    return guard("scene score", go)
 
 
 def register(subparsers) -> None:
@@ -193,7 +207,7 @@ def register(subparsers) -> None:
     q = sub.add_parser(
         "score", help="score judged SCENE episodes (repair rate, Spearman rho, compliance, fidelity)",
         description="Score judged episodes: a 'scene run' directory, its episodes.jsonl, or a directory of episode "
-                    "JSON files. Repair after sanctioning with Wilson 95%% intervals, Spearman rho between prior "
+                    "JSON files. Repair after sanctioning with Wilson 95% intervals, Spearman rho between prior "
                     "demonstrations and later breaches with a bootstrap interval, compliance under each pole of the "
                     "opposing norm pairs, fidelity rates (Sect. 5.2-5.4). Episodes without a judge output are counted, "
                     "not scored.",
@@ -204,6 +218,8 @@ def register(subparsers) -> None:
     q.add_argument("--exclude-invalid", action="store_true", help="drop episodes whose audit says INVALID")
     q.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default %(default)s)")
     q.add_argument("--plot", default=None, metavar="PNG", help="draw the scores beside the paper's six models")
+    q.add_argument("--out", default=None, metavar="DIR",
+                   help="also save the summary as DIR/summary.json and the figure as DIR/scene.png (unless --plot)")
     q.add_argument("--json", action="store_true", help="print the summary as JSON")
     q.add_argument("--no-progress", action="store_true", help="accepted as by every command; it shows no progress")
     q.set_defaults(func=_score)
