@@ -234,3 +234,41 @@ def test_analyse_out_saves_summary_and_figure_and_help_reads_plainly(tmp_path, c
     assert (tmp_path / "a2" / "summary.json").is_file() and not (tmp_path / "a2" / "fig2.png").exists()
     assert [x for x in cap.err.splitlines() if x.strip()] == [
         f"normlab crsec analyse: note: no figure ({pub} holds no norm-related events to draw)"]
+
+
+def test_events_panel_says_when_nothing_happened():
+    """A run without conflicts, chats or thoughts (the embedded model's) used to draw an empty panel;
+    the panel now says there was nothing to draw."""
+    from normlab.llm_runs.crsec.analysis import plot_emergence
+
+    run = run_population(AGENTS[:2], minutes=20, p_present=0.0, rng=0)
+    assert not len(run.events[run.events.kind.isin(["conflict", "chat", "thought"])])
+    ax = run.plot(panels="events")
+    assert [t.get_text() for t in ax.texts] == ["no conflicts, norm-related chats or thoughts in this run"]
+    busy = run_population(AGENTS, minutes=120, rng=3).plot(panels="events")
+    assert not busy.texts and busy.get_legend() is not None
+    with pytest.raises(ValueError, match="give adoption curves"):
+        plot_emergence(None, None)
+
+
+def test_notebook_figure_titles_do_not_cover_the_panels():
+    """The notebook's Fig. 2 titles (the suptitle used to be pinned at y=1.02 and printed over the panel
+    titles) and its contagion title (a truncated repr) read cleanly."""
+    import re
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "crsec_norm_emergence.ipynb")
+                       .read_text(encoding="utf-8"))["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    sups = [m.group(0) for src in code for m in re.finditer(r"fig\.suptitle\(.*\)", src)]
+    assert len(sups) == 2 and not any("repr(" in src for src in code)
+    run = run_population(AGENTS, minutes=60, rng=3)
+    for line in sups:
+        fig = run.plot(panels="both")
+        exec(line, {"fig": fig})
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        top = fig._suptitle.get_window_extent(r)
+        for ax in fig.axes:
+            if ax.get_title():
+                assert not top.overlaps(ax.title.get_window_extent(r)), line

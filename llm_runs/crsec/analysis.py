@@ -326,7 +326,11 @@ def plot_emergence(adoption: pd.DataFrame | None, counts: pd.DataFrame | None = 
         for kind, sub in counts.groupby("kind", sort=False):
             ax.plot(sub["t"] / 60.0, sub["count"], marker="o", ms=3, label=kind)
         ax.set(xlabel="time (h)", ylabel="count per bin", title="(a) conflicts, chats, thoughts")
-        ax.legend(frameon=False)
+        if counts.empty or not counts["count"].sum():  # say so rather than draw an empty panel
+            ax.text(0.5, 0.5, "no conflicts, norm-related chats or thoughts in this run", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=9, color="0.3")
+        else:
+            ax.legend(frameon=False)
     if adoption is not None:
         ax = axes[-1]
         styles = {"belief": "-", "plan": "--", "action": ":"}
