@@ -272,3 +272,18 @@ def test_notebook_figure_titles_do_not_cover_the_panels():
         for ax in fig.axes:
             if ax.get_title():
                 assert not top.overlaps(ax.title.get_window_extent(r)), line
+
+
+def test_event_counts_end_with_the_run_not_an_empty_bin():
+    """Fig. 2a of an 8-hour run used to end with a bin starting at hour 8 -- after the last step --
+    drawn as a drop to zero; the bins now cover the run and nothing after it."""
+    run = run_population(AGENTS, minutes=120, rng=3)
+    kinds = run.events.kind.isin(["conflict", "chat", "thought"]) & ((run.events.kind == "conflict")
+                                                                      | run.events.topic.notna())
+    c = run.event_counts(60)
+    assert sorted(c.t.unique()) == [0.0, 60.0] and c["count"].sum() == kinds.sum()
+    assert sorted(run.event_counts(50).t.unique()) == [0.0, 50.0, 100.0]  # 120 min: the last bin is partial
+    ev = pd.DataFrame({"t": [0.0, 20.0], "kind": ["chat", "chat"]})
+    chats = lambda c: c[c.kind == "chat"]["count"].tolist()  # noqa: E731
+    assert chats(event_counts(ev, bin_minutes=10)) == [1, 0, 1]  # no t_max: the last event opens the last bin
+    assert chats(event_counts(ev, bin_minutes=10, t_max=20)) == [1, 1]  # an event at t_max: in the last bin

@@ -266,7 +266,9 @@ def event_counts(events: pd.DataFrame, *, bin_minutes: float = 60.0, t_max: floa
         only when they are about a topic of the table (norm-related), as in the paper's figure.
     bin_minutes : float
     t_max : float, optional
-        Last time covered (default: the last event).
+        The end of the time covered: a run of ``t_max`` minutes gives ``ceil(t_max / bin_minutes)``
+        bins (its last step starts before ``t_max``, so no empty bin follows it; an event at
+        ``t_max`` counts in the last bin). Default: the last event, which opens the last bin.
 
     Returns
     -------
@@ -280,8 +282,10 @@ def event_counts(events: pd.DataFrame, *, bin_minutes: float = 60.0, t_max: floa
     if "topic" in events.columns:
         events = events[(events["kind"] == "conflict") | events["topic"].notna()]
     t = events["t"].to_numpy(float)
-    end = (t.max() if len(t) else 0.0) if t_max is None else float(t_max)
-    n_bins = int(np.floor(end / bin_minutes)) + 1
+    if t_max is None:
+        n_bins = int(np.floor((t.max() if len(t) else 0.0) / bin_minutes)) + 1
+    else:
+        n_bins = max(1, int(np.ceil(float(t_max) / bin_minutes - 1e-9)))
     bins = np.minimum(np.floor(np.maximum(t, 0) / bin_minutes).astype(int), n_bins - 1) if len(t) else t.astype(int)
     rows = []
     for kind in EVENT_KINDS:
