@@ -287,3 +287,25 @@ def test_event_counts_end_with_the_run_not_an_empty_bin():
     chats = lambda c: c[c.kind == "chat"]["count"].tolist()  # noqa: E731
     assert chats(event_counts(ev, bin_minutes=10)) == [1, 0, 1]  # no t_max: the last event opens the last bin
     assert chats(event_counts(ev, bin_minutes=10, t_max=20)) == [1, 1]  # an event at t_max: in the last bin
+
+
+def test_fit_adoption_bootstrap_refits_stay_finite():
+    """Reproduced before the fix: with no compliance, bootstrap refits drove gamma to exactly 0
+    ("divide by zero encountered in divide" in the ratio's interval), and a flat belief curve sized
+    the bootstrap simulation at hundreds of pebibytes (a MemoryError)."""
+    import warnings
+
+    import numpy as np
+
+    from normlab.calibration import fit_adoption
+
+    t = np.arange(12) * 10.0
+    rise = np.round(np.clip(0.1 + np.arange(12) / 12, 0, 0.95) * 10) / 10
+    frame = lambda b: pd.concat([pd.DataFrame({"t": t, "measure": "belief", "proportion": b}),  # noqa: E731
+                                 pd.DataFrame({"t": t, "measure": "action", "proportion": np.zeros(12)})])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for b in (rise, np.full(12, 0.2)):
+            fit = fit_adoption(frame(b), n_agents=10, n_boot=20, rng=0)
+            assert np.isfinite(fit.boot).all() and (fit.boot[:, 1] > 0).all()
+            assert all(np.isfinite(v).all() for v in fit.ci.values()) and "did not follow" in fit.reading()
