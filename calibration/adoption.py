@@ -53,6 +53,9 @@ class AdoptionFit:
         The data fitted.
     boot : numpy.ndarray
         Bootstrap estimates, shape ``(n_boot, 3)`` (beta, gamma, ceiling).
+    at_bound : dict
+        ``{"beta": bool, "gamma": bool}``: the estimate sits at a bound of :data:`RATE_BOUNDS`
+        (the data do not bound it; e.g. no compliance at all puts gamma at its lower bound).
     """
 
     beta: float
@@ -68,6 +71,32 @@ class AdoptionFit:
     belief: np.ndarray = field(repr=False)
     compliance: np.ndarray = field(repr=False)
     boot: np.ndarray = field(repr=False)
+    at_bound: dict = field(default_factory=dict, repr=False)
+
+    def reading(self) -> str:
+        """What the fitted ratio supports, as a sentence generated from the numbers (for titles
+        and captions): belief faster than compliance only when the whole interval lies above 1,
+        compliance keeping pace or faster when it lies below 1, no order otherwise.
+
+        References
+        ----------
+        Ren et al., IJCAI 2024, Appendix D ("belief before compliance").
+        """
+        lo, hi = self.ci["ratio"]
+        txt = f"beta/gamma = {self.ratio:.2g}"
+        if self.at_bound.get("gamma") and self.gamma * max(float(self.t[-1]), 1e-9) < 1e-3:
+            return (f"compliance did not follow belief within the data (gamma at its lower bound; {txt} is not "
+                    "bounded above)")
+        if self.at_bound.get("beta") or self.at_bound.get("gamma"):
+            txt += " (a rate at its bound: the data do not pin it down)"
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return f"{txt}, no interval (n_boot = 0): no conclusion about the order"
+        iv = f"[{lo:.2g}, {hi:.2g}] at {self.level:.0%}"
+        if lo > 1:
+            return f"belief spread faster than compliance: {txt} {iv}, the whole interval above 1"
+        if hi < 1:
+            return f"compliance kept pace with belief rather than lagging: {txt} {iv}, the whole interval below 1"
+        return f"no clear order of belief and compliance: {txt} {iv} includes 1"
 
     def to_frame(self) -> pd.DataFrame:
         """Long: ``parameter, estimate, lo, hi``."""
@@ -84,7 +113,7 @@ class AdoptionFit:
         """Rates, ratio and ceiling with their bootstrap intervals (plain Python)."""
         return plain({"beta": self.beta, "gamma": self.gamma, "ratio": self.ratio, "ceiling": self.ceiling,
                       "level": self.level, "ci": {k: list(v) for k, v in self.ci.items()}, "n_agents": self.n_agents,
-                      "n_boot": int(len(self.boot))})
+                      "n_boot": int(len(self.boot)), "at_bound": dict(self.at_bound), "reading": self.reading()})
 
     @plotting
     def plot(self, ax=None):
@@ -148,6 +177,19 @@ def _nll(x, t, kb, kc, n, y0, c0, fit_ceiling, ceiling):
     return -float(np.sum(kb * np.log(pb) + (n - kb) * np.log1p(-pb) + kc * np.log(pc) + (n - kc) * np.log1p(-pc)))
 
 
+#: Rates are estimated within ``[RATE_BOUNDS[0], RATE_BOUNDS[1]]`` per time span of the data: a
+#: rate the data do not bound (no compliance at all: gamma -> 0; compliance at once: gamma -> inf)
+#: stops at a bound instead of 0 or infinity, so the ratio stays a finite number and the bootstrap
+#: simulation a bounded size; :attr:`AdoptionFit.at_bound` says which estimate sits there.
+RATE_BOUNDS = (1e-6, 1e3)
+
+
+def _bounds(t, fit_ceiling):
+    span = max(float(t[-1] - t[0]), 1e-9)
+    lo, hi = math.log(RATE_BOUNDS[0] / span), math.log(RATE_BOUNDS[1] / span)
+    return [(lo, hi), (lo, hi)] + ([(None, None)] if fit_ceiling else [])
+
+
 def _mle(t, belief, compliance, n, y0, c0, fit_ceiling=False, ceiling=1.0):
     from scipy.optimize import minimize
 
@@ -161,7 +203,8 @@ def _mle(t, belief, compliance, n, y0, c0, fit_ceiling=False, ceiling=1.0):
             q = (top - y0) / (1.0 - y0)
             x0.append(math.log(q / (1 - q)) if 0 < q < 1 else 0.0)
         res = minimize(_nll, np.array(x0), args=(t, kb, kc, n, y0, c0, fit_ceiling, ceiling),
-                       method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 600})
+                       method="Nelder-Mead", bounds=_bounds(t, fit_ceiling),
+                       options={"xatol": 1e-4, "fatol": 1e-6, "maxiter": 600})
         if best is None or res.fun < best.fun:
             best = res
     return _unpack(best.x, y0, fit_ceiling, ceiling)
@@ -241,6 +284,10 @@ def fit_adoption(adoption: pd.DataFrame, *, n_agents: int, topic: str | None = N
     if not fit_k and not y0 <= K0 <= 1.0:
         raise ValueError(f"ceiling must lie in [{y0:g}, 1]; got {ceiling!r}")
     beta, gamma, K = _mle(t, belief, comp, N, y0, c0, fit_k, K0)
+    span = max(float(t[-1]), 1e-9)
+    at_bound = {k: bool(np.isclose(v, RATE_BOUNDS[0] / span, rtol=1e-3) or np.isclose(v, RATE_BOUNDS[1] / span,
+                                                                                        rtol=1e-3))
+                for k, v in (("beta", beta), ("gamma", gamma))}
     boot = np.full((B, 3), np.nan)
     if B:
         n_seeds = max(1, int(round(y0 * N)))
@@ -260,5 +307,6 @@ def fit_adoption(adoption: pd.DataFrame, *, n_agents: int, topic: str | None = N
               "ceiling": q(boot[:, 2])}
     else:
         ci = {k: (math.nan, math.nan) for k in ("beta", "gamma", "ratio", "ceiling")}
-    return AdoptionFit(beta=float(beta), gamma=float(gamma), ratio=float(beta / gamma), ceiling=float(K), ci=ci,
-                       level=level, y0=y0, c0=c0, n_agents=N, t=t, belief=belief, compliance=comp, boot=boot)
+    return AdoptionFit(beta=float(beta), gamma=float(gamma), ratio=float(beta) / float(gamma), ceiling=float(K), ci=ci,
+                       level=level, y0=y0, c0=c0, n_agents=N, t=t, belief=belief, compliance=comp, boot=boot,
+                       at_bound=at_bound)

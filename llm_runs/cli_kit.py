@@ -17,16 +17,17 @@ import sys
 from normlab.cli_output import exit_codes
 
 __all__ = ["EXIT_CODES", "add_endpoint_args", "endpoint_config", "parse_budget", "sampling", "guard",
-           "unit_or_none", "template_arg"]
+           "unit_or_none", "template_arg", "request_budget", "save_summary"]
 
 #: Exit codes of the commands that call an LLM (llm-run, llm-probe, demo).
 EXIT_CODES = exit_codes(llm=True)
 
 
-def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False) -> None:
+def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False, sampling: bool = True) -> None:
     """Endpoint, embedded-server, price and sampling flags; ``run_controls`` adds ``--budget``
     and ``--dry-run`` (llm-run and llm-probe handle them; other commands reusing these flags
-    would not)."""
+    would not); ``sampling=False`` leaves out the naming game's sampling flags (commands with
+    prompts of their own: ``crsec``, ``scene``) and keeps ``--seed``, ``--no-progress``, ``--json``."""
     g = p.add_argument_group("endpoint (default: NORMLAB_LLM_BASE_URL, else the embedded SmolLM2 server)")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", default=None, help="model name (default: the first model the endpoint lists)")
@@ -52,6 +53,12 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False)
     c.add_argument("--price-output", type=float, default=0.0, help="USD per million completion tokens")
     if run_controls:
         _add_run_controls(c)
+    if not sampling:
+        o = p.add_argument_group("output")
+        o.add_argument("--seed", type=int, default=None, help="seed (default: fresh, stored in OUT/settings.json)")
+        o.add_argument("--no-progress", action="store_true", help="no progress lines")
+        o.add_argument("--json", action="store_true", help="print the summary as JSON")
+        return
     s = p.add_argument_group("sampling (defaults of Flint Ashery, Aiello & Baronchelli 2025, Table S4)")
     s.add_argument("--mode", default=None, choices=("exact", "sample"),
                    help="sample: generate and parse (the paper's protocol; default of llm-run); exact: next-token "
@@ -242,3 +249,38 @@ def guard(command: str, fn, out=None):
                 if out is not None and (Path(out) / "journal.jsonl").exists() else "")
         print(f"normlab {command}: error: {what}{where}{keep}", file=sys.stderr)
         return 4
+
+
+def request_budget(args) -> int | None:
+    """``--budget 300req``: a cap on requests (``crsec run``, ``scene run``), taken off ``args``
+    so that :func:`endpoint_config` sees no token or USD budget; ``None`` for any other budget."""
+    import re
+
+    b = getattr(args, "budget", None)
+    m = re.fullmatch(r"\s*(\d+)\s*(?:req|reqs|requests?)\s*", str(b).lower()) if b is not None else None
+    if m is None:
+        return None
+    n = int(m.group(1))
+    if n < 1:
+        raise ValueError(f"--budget must be at least 1 request; got {b!r}")
+    args.budget = None
+    return n
+
+
+def save_summary(out, summary: dict) -> str:
+    """``--out DIR`` of the commands that read a run (``crsec analyse``, ``scene score``): what
+    ``--json`` prints, as ``DIR/summary.json`` (the directory created); returns the file's path."""
+    import contextlib
+    import io
+    from pathlib import Path
+
+    from normlab.cli_output import emit
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        emit(summary, True)
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "summary.json"
+    path.write_text(text.getvalue(), encoding="utf-8")
+    return str(path)

@@ -566,6 +566,104 @@ def probe_answers(records) -> list:
     return [ProbeAnswer(r) for r in records if r.get("ev") == PROBE]
 
 
+# --- CRSEC populations and SCENE sweeps (llm_runs/journaled.py): their LLM calls are CALL
+# records (``key``: the request's hash, under which a resumed run finds the answer); these three
+# kinds record their progress: a population step done, one event of a SCENE episode as it
+# happens, a SCENE episode finished.
+STEP, EPISODE_EVENT, EPISODE = "step", "episode_event", "episode"
+
+
+class Step(_View):
+    """A CRSEC population step done: time ``t`` (simulated minutes), the ``digest`` of the
+    population's state after it, and ``counts`` (qualified norms, events so far)."""
+
+    __slots__ = ()
+
+    @property
+    def t(self) -> float:
+        return self.record["t"]
+
+    @property
+    def digest(self) -> str | None:
+        return self.record.get("digest")
+
+    @property
+    def counts(self) -> dict:
+        return self.record.get("counts") or {}
+
+
+class EpisodeEvent(_View):
+    """Event number ``index`` of SCENE episode ``episode`` (the event dict of its log)."""
+
+    __slots__ = ()
+
+    @property
+    def episode(self) -> str:
+        return self.record["episode"]
+
+    @property
+    def index(self) -> int:
+        return self.record["i"]
+
+    @property
+    def event(self) -> dict:
+        return self.record["e"]
+
+
+class EpisodeDone(_View):
+    """A finished SCENE episode: ``data`` is its ``Episode.to_dict()`` without the event log
+    (its events are the :class:`EpisodeEvent` records of the same ``episode``)."""
+
+    __slots__ = ()
+
+    @property
+    def episode(self) -> str:
+        return self.record["episode"]
+
+    @property
+    def data(self) -> dict:
+        return self.record["data"]
+
+
+def step_record(t: float, digest: str, counts: dict) -> dict:
+    return {"ev": STEP, "t": t, "digest": digest, "counts": counts}
+
+
+def episode_event_record(episode: str, index: int, event: dict) -> dict:
+    return {"ev": EPISODE_EVENT, "episode": episode, "i": index, "e": event}
+
+
+def episode_record(episode: str, data: dict) -> dict:
+    return {"ev": EPISODE, "episode": episode, "data": data}
+
+
+def steps(records) -> list:
+    """The population steps done (:class:`Step`), in journal order."""
+    return [Step(r) for r in records if r.get("ev") == STEP]
+
+
+def episode_events(records) -> dict:
+    """``{episode: [event dict, ...]}``: each episode's events by index (the first record of an
+    index wins: a resumed episode writes only the events after those already journaled)."""
+    out: dict = {}
+    for r in records:
+        if r.get("ev") == EPISODE_EVENT:
+            v = EpisodeEvent(r)
+            evs = out.setdefault(v.episode, [])
+            if v.index == len(evs):
+                evs.append(v.event)
+    return out
+
+
+def episodes_done(records) -> dict:
+    """``{episode: EpisodeDone}`` of the finished SCENE episodes (the first record wins)."""
+    out: dict = {}
+    for r in records:
+        if r.get("ev") == EPISODE and r.get("episode") not in out:
+            out[r["episode"]] = EpisodeDone(r)
+    return out
+
+
 def parse_line(line: bytes, kinds=None) -> dict | None:
     """The record on one complete line of a journal (``None``: not a record, or not of one of
     ``kinds``), for readers that follow a journal while a run writes it (a progress bar); with
@@ -830,7 +928,7 @@ def record_session(directory, *, endpoints: list, budget: dict | None = None, sp
     m = read_manifest(directory) or {"format": MANIFEST_FORMAT, "created": _now(), "sessions": []}
     if stored is not None:
         st = stored["settings"]
-        m["kind"] = f"llm-probe {st['probe']}" if st.get("probe") else "llm-run"
+        m["kind"] = st.get("kind") or (f"llm-probe {st['probe']}" if st.get("probe") else "llm-run")
         m["settings"] = st
         m["settings_hash"] = stored.get("hash")
         m["seed"] = st.get("seed")

@@ -103,6 +103,13 @@ class StubServer:
         ``responder(body) -> str or None``: when it returns a string, that is the answer text
         (no logprobs) -- e.g. an oracle answering meta-prompting questions. It gets the request
         body as sent (``messages`` for chat, ``prompt`` for ``/v1/completions``).
+    scripted : {"crsec", "scene"}, optional
+        Scripted mode: answer the prompts of a task that needs a capable model with a scripted
+        stand-in of one (:mod:`normlab.llm_runs.crsec.scripted`, :mod:`normlab.llm_runs.scene.scripted`:
+        rules and seeded choices, not a language model), reporting the tokens of prompts and
+        answers (4 characters per token) in ``usage``. Replaces ``responder``.
+    port : int
+        Port on ``127.0.0.1`` (default 0: a free one).
 
     Examples
     --------
@@ -113,8 +120,13 @@ class StubServer:
     def __init__(self, names: Sequence[str] | None = None, *, policy: Callable | None = None,
                  junk_mass: float = 0.1, latency: float = 0.0, faults=(), retry_after: float = 0.05,
                  slow_seconds: float = 2.0, echo_prefill: bool = True, piece_size: int = 3,
-                 model: str = "stub-model", responder: Callable | None = None):
+                 model: str = "stub-model", responder: Callable | None = None, scripted: str | None = None,
+                 port: int = 0):
         self.names = list(names) if names is not None else None
+        self.port_requested = int(port)
+        self.scripted = scripted
+        if scripted is not None:
+            responder = scripted_responder(scripted)
         self.policy = policy or memory_policy
         if not 0 <= junk_mass < 1:
             raise ValueError(f"junk_mass must be in [0, 1); got {junk_mass}")
@@ -271,7 +283,7 @@ class StubServer:
                 self.wfile.write(b"".join(self._headers_buffer))
                 self._headers_buffer = []
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port_requested), Handler)
         self._httpd.daemon_threads = True
         self._httpd.handle_error = lambda request, client_address: None  # a killed client is no error
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="normlab-stub", daemon=True)
@@ -312,6 +324,14 @@ class StubServer:
             raise ValueError(f"unknown fault {fault!r}; allowed: {FAULTS}")
         with self._lock:
             self._scheduled[int(request)] = fault
+
+    def _usage(self, body: dict, text: str) -> dict:
+        """``usage`` of a responder's answer: 1 + 1 tokens, or (scripted mode) 4 characters per token."""
+        if self.scripted is None:
+            return {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        chars = sum(len(str(m.get("content") or "")) for m in body.get("messages") or []) + len(str(body.get("prompt") or ""))
+        pt, ct = chars // 4 + 1, len(text) // 4 + 1
+        return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
 
     # ------------------------------------------------------------------ the simulated model
     def _pool(self, system: str) -> list[str]:
@@ -368,7 +388,7 @@ class StubServer:
             text = self.responder(body)
             if text is not None:
                 return {"id": "cmpl-stub", "object": "text_completion", "created": int(time.time()),
-                        "model": self.model, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        "model": self.model, "usage": self._usage(body, text),
                         "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
         tail = prompt
         for marker in ("<|start_header_id|>assistant<|end_header_id|>", "[/INST]"):
@@ -398,7 +418,7 @@ class StubServer:
             text = None if _text else self.responder(body)  # raw prompts: asked in complete_text
             if text is not None:
                 return {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
-                        "model": self.model, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        "model": self.model, "usage": self._usage(body, text),
                         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                      "finish_reason": "stop", "logprobs": None}]}
         system = "\n".join(m.get("content", "") for m in msgs if m.get("role") == "system")
@@ -484,6 +504,21 @@ class StubServer:
             "model": self.model, "choices": [choice],
             "usage": {"prompt_tokens": ptok, "completion_tokens": len(gen), "total_tokens": ptok + len(gen)},
         }
+
+
+#: The tasks of the scripted mode (``StubServer(scripted=...)``, ``--scripted``).
+SCRIPTED = ("crsec", "scene")
+
+
+def scripted_responder(task: str) -> Callable:
+    """The scripted stand-in of a capable model for ``task`` (one of :data:`SCRIPTED`)."""
+    if task == "crsec":
+        from .crsec.scripted import responder
+    elif task == "scene":
+        from .scene.scripted import responder
+    else:
+        raise ValueError(f"scripted must be one of {SCRIPTED}; got {task!r}")
+    return responder()
 
 
 class StubProcess:
@@ -606,10 +641,15 @@ def main(argv=None) -> int:
     p.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
     p.add_argument("--junk-mass", type=float, default=0.1)
     p.add_argument("--beta", type=float, default=1.5, help="memory-following strength of the default policy")
+    p.add_argument("--scripted", default=None, choices=SCRIPTED,
+                   help="answer CRSEC's or SCENE's prompts with a scripted stand-in of a capable model (rules and "
+                        "seeded choices, not a language model)")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     args = p.parse_args(argv)
     beta = args.beta
     stub = StubServer(args.names.split(",") if args.names else None, latency=args.latency, junk_mass=args.junk_mass,
-                      policy=lambda system, names: memory_policy(system, names, beta=beta))
+                      policy=lambda system, names: memory_policy(system, names, beta=beta), scripted=args.scripted,
+                      port=args.port)
     with stub:
         print(stub.base_url, flush=True)
         try:

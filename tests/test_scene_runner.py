@@ -192,12 +192,13 @@ def test_silent_termination_and_run_scene(tmp_path):
         assert ep.judge is None and ep.audit is None
     with StubServer(responder=scripted(junk_generator=True)) as stub:
         cfg = EndpointConfig(base_url=stub.base_url, max_retries=0)
-        eps = scene.run_scene([("bug_report", "concise_answer_norm", "address_explicit", "silent_ignore", "absent")],
-                              endpoint=cfg, settings=SceneSettings(max_turns=1, max_reasks=1), rng=0,
-                              out=tmp_path / "eps.jsonl")
+        with pytest.warns(UserWarning, match="ended with 0 turns: scenario generation failed"):
+            eps = scene.run_scene([("bug_report", "concise_answer_norm", "address_explicit", "silent_ignore", "absent")],
+                                  endpoint=cfg, settings=SceneSettings(max_turns=1, max_reasks=1), rng=0,
+                                  out=tmp_path / "sweep")
     assert eps[0].transcript == () and eps[0].meta["generation"] == "scaffold unparseable"
     assert sum(1 for e in eps[0].meta["events"] if e["ev"] == "call") == 2  # first try + one re-ask
-    res = scene.score(tmp_path / "eps.jsonl", rng=0)
+    res = scene.score(tmp_path / "sweep", rng=0)
     assert res.get("episodes", "unjudged") == 1 and math.isnan(res.get("repair_rate"))
     # an audit answer that echoes the template's alternatives names no label
     with StubServer(responder=scripted(echo_audit=True)) as stub:

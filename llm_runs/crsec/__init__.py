@@ -35,6 +35,8 @@ _EXPORTS = {
     "run_population": "runner",
     "arun_population": "runner",
     "PopulationRun": "runner",
+    "load_population": "runner",
+    "estimate_population": "runner",
     "adoption_curves": "analysis",
     "beliefs_from_norms": "analysis",
     "snapshot_beliefs": "analysis",

@@ -25,12 +25,14 @@ Architecture", IJCAI 2024: Fig. 2, §3.2, Appendix D (belief before compliance),
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from normlab._display import plotting
+from normlab._display import legend_outside, new_figure, plotting
+from normlab.llm_runs.published.ainorms import first_position_reaching
 from normlab.llm_runs.published.crsec import (NODES_FILE, NORMS_FILE, CRSECRun, load_crsec_run,  # noqa: F401
                                               norm_funnel, save_crsec_norms)
 
@@ -67,6 +69,24 @@ def adoption_curves(states: pd.DataFrame) -> pd.DataFrame:
     long = wide.reset_index().melt(id_vars=["t", "topic", "n_agents"], value_vars=list(MEASURES),
                                    var_name="measure", value_name="proportion")
     return long[["t", "topic", "measure", "proportion", "n_agents"]]
+
+
+def reach_times(adoption: pd.DataFrame, level: float = 0.5) -> dict:
+    """``{(topic, measure): t}``: the first time each adoption curve reaches ``level`` (NaN:
+    never), by the one rule of "the first point a curve reaches a level"
+    (:func:`normlab.llm_runs.published.ainorms.first_position_reaching`).
+
+    References
+    ----------
+    Ren et al., IJCAI 2024, Fig. 2b and Appendix D (belief before compliance).
+    """
+    if not (isinstance(level, (int, float)) and 0 < level <= 1):
+        raise ValueError(f"level must be in (0, 1]; got {level!r}")
+    out = {}
+    for (topic, measure), g in adoption.sort_values("t").groupby(["topic", "measure"], sort=True):
+        k = first_position_reaching(g["proportion"].to_numpy(float), level)
+        out[(topic, measure)] = math.nan if k is None else float(g["t"].iloc[k])
+    return out
 
 
 def beliefs_from_norms(norms: pd.DataFrame, times, *, agents=None, topics=None) -> pd.DataFrame:
@@ -125,24 +145,40 @@ def snapshot_beliefs(norms: pd.DataFrame, *, agents=None, topics=None) -> pd.Dat
 
 
 def events_from_nodes(nodes: pd.DataFrame, *, start=None, topics=None) -> pd.DataFrame:
-    """Chats and thoughts of Smallville memory nodes as timed events (minutes since ``start``).
+    """Chats, thoughts and detected conflicts of Smallville memory nodes as timed events (minutes
+    since ``start``).
 
-    ``start`` defaults to the earliest ``created``; a node is norm-related when its text is
-    about a topic of the table. Returns the event columns ``t, kind, agent, topic, stance, text``
-    (only norm-related chats and thoughts).
+    ``start`` defaults to the earliest timed node (for a run written by
+    :meth:`~normlab.llm_runs.crsec.PopulationRun.save_crsec`: the start of the run). Chats and
+    thoughts are norm-related when their text is about a topic of the table. Conflicts: the
+    published CRSEC layout records none; normlab writes each conflict an agent detected as an
+    ``event`` node in the observer's memory with the keyword ``"conflict"`` (its extension), read
+    back here as kind ``conflict`` -- a published run has no such nodes, so its conflict counts
+    are unknown rather than zero.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``t, kind, agent, topic, stance, text`` (norm-related chats and thoughts, and conflicts).
     """
     need = {"agent", "kind", "created", "text"}
     if not need <= set(nodes.columns):
         raise ValueError(f"nodes needs columns {sorted(need)} (see load_crsec_nodes)")
-    sub = nodes[nodes["kind"].isin(["chat", "thought"]) & nodes["created"].notna()]
+    timed = nodes[nodes["created"].notna()]
+    is_conflict = (timed["kind"] == "event") & timed["keywords"].map(
+        lambda k: isinstance(k, (tuple, list, np.ndarray)) and "conflict" in list(k)) if "keywords" in timed else False
+    sub = timed[timed["kind"].isin(["chat", "thought"]) | is_conflict]
+    cols = ["t", "kind", "agent", "topic", "stance", "text"]
     if not len(sub):
-        return pd.DataFrame(columns=["t", "kind", "agent", "topic", "stance", "text"])
-    start = sub["created"].min() if start is None else pd.Timestamp(start)
+        return pd.DataFrame(columns=cols)
+    start = timed["created"].min() if start is None else pd.Timestamp(start)
     lab = [classify_text(str(x), topics) for x in sub["text"]]
-    out = pd.DataFrame({"t": (sub["created"] - start).dt.total_seconds().to_numpy() / 60.0, "kind": sub["kind"].to_numpy(),
+    kind = np.where(sub["kind"].isin(["chat", "thought"]), sub["kind"], "conflict")
+    out = pd.DataFrame({"t": (sub["created"] - start).dt.total_seconds().to_numpy() / 60.0, "kind": kind,
                         "agent": sub["agent"].to_numpy(), "topic": [x[0] for x in lab],
                         "stance": [x[1] for x in lab], "text": sub["text"].to_numpy()})
-    return out[out["topic"].notna()].reset_index(drop=True)
+    keep = out["topic"].notna() | (out["kind"] == "conflict")
+    return out[keep].sort_values("t", kind="stable").reset_index(drop=True)
 
 
 def behaviour_from_nodes(nodes: pd.DataFrame, times, *, start=None, agents=None, topics=None) -> pd.DataFrame:
@@ -221,15 +257,18 @@ def beliefs_from_snapshots(snapshots, *, topics=None) -> pd.DataFrame:
 
 
 def event_counts(events: pd.DataFrame, *, bin_minutes: float = 60.0, t_max: float | None = None) -> pd.DataFrame:
-    """Number of conflicts, chats and thoughts per time bin (Fig. 2a).
+    """Number of conflicts and norm-related chats and thoughts per time bin (Fig. 2a).
 
     Parameters
     ----------
     events : pandas.DataFrame
-        Columns ``t`` (minutes) and ``kind``.
+        Columns ``t`` (minutes) and ``kind``; with a ``topic`` column, chats and thoughts count
+        only when they are about a topic of the table (norm-related), as in the paper's figure.
     bin_minutes : float
     t_max : float, optional
-        Last time covered (default: the last event).
+        The end of the time covered: a run of ``t_max`` minutes gives ``ceil(t_max / bin_minutes)``
+        bins (its last step starts before ``t_max``, so no empty bin follows it; an event at
+        ``t_max`` counts in the last bin). Default: the last event, which opens the last bin.
 
     Returns
     -------
@@ -240,9 +279,13 @@ def event_counts(events: pd.DataFrame, *, bin_minutes: float = 60.0, t_max: floa
         raise ValueError(f"bin_minutes must be positive; got {bin_minutes!r}")
     if not {"t", "kind"} <= set(events.columns):
         raise ValueError("events needs columns t and kind")
+    if "topic" in events.columns:
+        events = events[(events["kind"] == "conflict") | events["topic"].notna()]
     t = events["t"].to_numpy(float)
-    end = (t.max() if len(t) else 0.0) if t_max is None else float(t_max)
-    n_bins = int(np.floor(end / bin_minutes)) + 1
+    if t_max is None:
+        n_bins = int(np.floor((t.max() if len(t) else 0.0) / bin_minutes)) + 1
+    else:
+        n_bins = max(1, int(np.ceil(float(t_max) / bin_minutes - 1e-9)))
     bins = np.minimum(np.floor(np.maximum(t, 0) / bin_minutes).astype(int), n_bins - 1) if len(t) else t.astype(int)
     rows = []
     for kind in EVENT_KINDS:
@@ -252,57 +295,74 @@ def event_counts(events: pd.DataFrame, *, bin_minutes: float = 60.0, t_max: floa
 
 
 @plotting
-def plot_emergence(adoption: pd.DataFrame, counts: pd.DataFrame | None = None, *, axes=None,
+def plot_emergence(adoption: pd.DataFrame | None, counts: pd.DataFrame | None = None, *, axes=None,
                    measures=("belief", "action")):
     """Fig. 2 of Ren et al.: (a) conflicts, chats, thoughts per bin; (b) belief vs behaviour.
 
     Parameters
     ----------
-    adoption : pandas.DataFrame
-        :func:`adoption_curves` output (``t`` in minutes; plotted in hours).
+    adoption : pandas.DataFrame or None
+        :func:`adoption_curves` output (``t`` in minutes; plotted in hours); ``None``: panel (a) only.
     counts : pandas.DataFrame, optional
         :func:`event_counts` output; without it only panel (b) is drawn.
-    axes : sequence of matplotlib Axes, optional
+    axes : Axes, or two Axes when both panels are drawn, optional
     measures : sequence of str
         Adoption measures to draw (solid: belief, dashed: plan, dotted: action).
 
     Returns
     -------
-    matplotlib.figure.Figure
+    matplotlib.axes.Axes
+        The one panel drawn; when both are drawn, the ``Figure`` holding them.
     """
-    import matplotlib.pyplot as plt
-
-    n = 2 if counts is not None else 1
+    if adoption is None and counts is None:
+        raise ValueError("give adoption curves, event counts or both")
+    n = (adoption is not None) + (counts is not None)
     if axes is None:
-        fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 3.8), squeeze=False)
+        fig, axes = new_figure(1, n, figsize=(5.4 * n, 3.8))
         axes = axes[0]
     else:
         axes = np.atleast_1d(axes)
+        if len(axes) != n:
+            raise ValueError(f"axes must hold {n} Axes for the panels asked; got {len(axes)}")
         fig = axes[0].figure
     if counts is not None:
         ax = axes[0]
         for kind, sub in counts.groupby("kind", sort=False):
             ax.plot(sub["t"] / 60.0, sub["count"], marker="o", ms=3, label=kind)
         ax.set(xlabel="time (h)", ylabel="count per bin", title="(a) conflicts, chats, thoughts")
-        ax.legend(frameon=False)
-    ax = axes[-1]
-    styles = {"belief": "-", "plan": "--", "action": ":"}
-    colors = {}
-    for (topic, measure), sub in adoption[adoption["measure"].isin(measures)].groupby(["topic", "measure"]):
-        c = colors.setdefault(topic, f"C{len(colors)}")
-        ax.plot(sub["t"] / 60.0, sub["proportion"], styles.get(measure, "-"), color=c, label=f"{topic}: {measure}")
-    ax.set(xlabel="time (h)", ylabel="proportion of agents", ylim=(-0.03, 1.03),
-           title="(b) belief (solid) vs behaviour")
-    ax.legend(frameon=False, fontsize=7, ncol=1)
-    fig.tight_layout()
-    return fig
+        if counts.empty or not counts["count"].sum():  # say so rather than draw an empty panel
+            ax.text(0.5, 0.5, "no conflicts, norm-related chats or thoughts in this run", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=9, color="0.3")
+        else:
+            ax.legend(frameon=False)
+    if adoption is not None:
+        ax = axes[-1]
+        styles = {"belief": "-", "plan": "--", "action": ":"}
+        colors = {}
+        for (topic, measure), sub in adoption[adoption["measure"].isin(measures)].groupby(["topic", "measure"]):
+            c = colors.setdefault(topic, f"C{len(colors)}")
+            ax.plot(sub["t"] / 60.0, sub["proportion"], styles.get(measure, "-"), color=c, label=f"{topic}: {measure}")
+        names = " vs ".join(f"{m} ({'solid' if styles.get(m) == '-' else 'dashed' if styles.get(m) == '--' else 'dotted'})"
+                            for m in measures)
+        ax.set(xlabel="time (h)", ylabel="proportion of agents", ylim=(-0.03, 1.03), title=f"(b) {names}")
+        legend_outside(ax)
+    return fig if n == 2 else axes[0]
 
 
 def write_crsec_run(run, folder, *, start: str = "2023-02-13 08:00:00") -> Path:
-    """Write a :class:`PopulationRun` in the CRSEC storage layout (norm databases + chat/thought
-    memory nodes timed from ``start``), so :func:`load_crsec_run` reads it back."""
+    """Write a :class:`PopulationRun` in the CRSEC storage layout, readable by :func:`load_crsec_run`.
+
+    Each persona folder gets its final norm database and a Smallville ``nodes.json`` timed from
+    ``start``: the agent's own actions (event nodes ``"<name> is <action>"`` whenever they
+    changed, as Smallville stores them), the chats it received and its thoughts, and the conflicts
+    it detected (event nodes naming the observed actor, keyword ``"conflict"``: normlab's
+    extension; the published layout has no record of them). Not kept: when each norm was
+    qualified (the layout holds the final databases only), so belief curves come back as one
+    snapshot (:func:`snapshot_beliefs`).
+    """
     folder = Path(folder)
     t0 = pd.Timestamp(start)
+    acts = getattr(run, "actions", None)
     for name, db in run.databases.items():
         pdir = folder / "personas" / name
         frame = db.to_crsec_frame()
@@ -311,20 +371,30 @@ def write_crsec_run(run, folder, *, start: str = "2023-02-13 08:00:00") -> Path:
         else:
             (pdir / NORMS_FILE).parent.mkdir(parents=True, exist_ok=True)
             (pdir / NORMS_FILE).write_text("{}", encoding="utf-8")
-        ev = run.events[(run.events["agent"] == name) & run.events["kind"].isin(["chat", "thought"])]
-        nodes = {}
-        for k, (_, e) in enumerate(ev.iterrows(), start=1):
-            created = (t0 + pd.Timedelta(minutes=float(e["t"]))).strftime("%Y-%m-%d %H:%M:%S")
-            filling = None
-            if e["kind"] == "chat":
+        rows = []
+        if acts is not None and len(acts):
+            for _, a in acts[acts["agent"] == name].iterrows():
+                rows.append((float(a["t"]), 0, "event", name, "is", str(a["text"]), f"{name} is {a['text']}", [], None))
+        ev = run.events[(run.events["agent"] == name) & run.events["kind"].isin(["conflict", "chat", "thought"])]
+        for _, e in ev.iterrows():
+            if e["kind"] == "conflict":
+                actor, _, what = str(e["text"]).partition(" is ")
+                rows.append((float(e["t"]), 1, "event", actor, "is", what, str(e["text"]),
+                             ["conflict"] + ([e["topic"]] if e["topic"] else []), None))
+            elif e["kind"] == "chat":
                 filling = [line.split(": ", 1) for line in str(e["text"]).splitlines() if ": " in line]
-            nodes[f"node_{k}"] = {"node_count": k, "type": e["kind"], "created": created, "subject": name,
-                                  "predicate": "chat with" if e["kind"] == "chat" else "thinks",
-                                  "object": e["other"] or None,
-                                  "description": (f"conversing with {e['other']}" if e["kind"] == "chat"
-                                                  else str(e["text"])),
-                                  "poignancy": 5, "keywords": [e["topic"]] if e["topic"] else [],
-                                  "filling": filling}
+                rows.append((float(e["t"]), 2, "chat", name, "chat with", e["other"] or None,
+                             f"conversing with {e['other']}", [e["topic"]] if e["topic"] else [], filling))
+            else:
+                rows.append((float(e["t"]), 2, "thought", name, "thinks", e["other"] or None, str(e["text"]),
+                             [e["topic"]] if e["topic"] else [], None))
+        rows.sort(key=lambda r: (r[0], r[1]))
+        nodes = {}
+        for k, (t, _, kind, subj, pred, obj, desc, kw, filling) in enumerate(rows, start=1):
+            created = (t0 + pd.Timedelta(minutes=t)).strftime("%Y-%m-%d %H:%M:%S")
+            nodes[f"node_{k}"] = {"node_count": k, "type": kind, "created": created, "subject": subj,
+                                  "predicate": pred, "object": obj, "description": desc, "poignancy": 5,
+                                  "keywords": kw, "filling": filling}
         path = pdir / NODES_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(nodes, indent=1), encoding="utf-8")

@@ -27,6 +27,7 @@ from string import Template
 
 from normlab._rng import as_generator
 
+from ..journaled import call_context, call_seed, current_context
 from .operations import NormOperations
 from .records import NormRecord
 from .topics import classify_type
@@ -164,6 +165,12 @@ def parse_lines(text: str | None, max_items: int = 8) -> list[str]:
     return out[:max_items]
 
 
+def _echo(line: str) -> bool:
+    """A line that repeats a prompt field (``TASK: ...``, ``QUALIFIED PERSONAL NORMS: ...``)
+    rather than answering it."""
+    return re.match(r"\s*[A-Z][A-Z_ ]{2,}:", line) is not None
+
+
 def _norm_list(norms) -> str:
     return " ".join(f"{k}. {n.content}" for k, n in enumerate(norms, 1)) or "NONE"
 
@@ -186,7 +193,13 @@ class LLMOperations(NormOperations):
     Attributes
     ----------
     n_calls : int
-        LLM requests made.
+        Calls made through ``client`` (inside :func:`run_population` some are answered from the
+        run's journal: see :attr:`PopulationRun.calls`).
+    transcript : list of (prompt name, user message, answer)
+    formats : dict
+        Per prompt, ``(answers in the format it asked for, answers)``: a norm that parses, a
+        yes/no, lines that are not the prompt's own fields echoed, ... -- what a model that cannot
+        do the task fails at.
 
     References
     ----------
@@ -206,29 +219,56 @@ class LLMOperations(NormOperations):
         if unknown:
             raise ValueError(f"max_tokens names unknown prompts {sorted(unknown)}; allowed: {PROMPTS}")
         self.rng = as_generator(rng)
+        self._base = None
+        self._scope_calls: dict = {}
+        self.formats: dict = {}
         self.n_calls = 0
         self.transcript: list = []
+
+    def _seed(self) -> int:
+        """The call's sampling seed: drawn from ``rng`` in call order, or -- inside a population
+        step, where the runner names a scope per agent and phase (:func:`~normlab.llm_runs.journaled.call_context`)
+        -- from the scope and the call's number within it, whatever order concurrent scopes run in."""
+        scope = current_context().get("scope")
+        if scope is None:
+            return int(self.rng.integers(0, 2**31 - 1))
+        if self._base is None:
+            self._base = int(self.rng.integers(0, 2**63 - 1))
+        k = self._scope_calls.get(scope, 0)
+        self._scope_calls[scope] = k + 1
+        return call_seed(self._base, scope, k)
 
     async def _ask(self, _prompt: str, **fields) -> str:
         name = _prompt
         p = load_prompt(name)
         msgs = render(name, **fields)
-        seed = int(self.rng.integers(0, 2**31 - 1))
-        res = await self.client.chat(msgs, max_tokens=int(self.max_tokens.get(name, p["max_tokens"])), temperature=self.temperature, seed=seed)
+        seed = self._seed()
+        with call_context(purpose=f"crsec:{name}"):
+            res = await self.client.chat(msgs, max_tokens=int(self.max_tokens.get(name, p["max_tokens"])),
+                                         temperature=self.temperature, seed=seed)
         self.n_calls += 1
         text = res.text or ""
         self.transcript.append((name, msgs[-1]["content"], text))
         return text
 
+    def _format(self, name: str, ok: bool) -> None:
+        """Count whether an answer came in the format its prompt asked for (:attr:`formats`)."""
+        k, n = self.formats.get(name, (0, 0))
+        self.formats[name] = (k + bool(ok), n + 1)
+
     async def _yesno(self, _prompt, **fields) -> bool:
         p = load_prompt(_prompt)
-        ans = parse_yesno(await self._ask(_prompt, **fields), bool(p.get("default", False)))
+        text = await self._ask(_prompt, **fields)
+        self._format(_prompt, re.search(r"\b(yes|no)\b", text or "", re.I) is not None)
+        ans = parse_yesno(text, bool(p.get("default", False)))
         return (not ans) if p.get("invert") else ans
 
     # ------------------------------------------------------------ creation & spreading
     async def create_norms(self, agent, n):
         text = await self._ask("create_norms", name=agent["name"], description=agent.get("description", ""), n=n)
-        return parse_norms(text)[:n]
+        out = parse_norms(text)[:n]
+        self._format("create_norms", bool(out))
+        return out
 
     async def detect_conflict(self, agent, observation, qualified):
         if not qualified:
@@ -245,18 +285,22 @@ class LLMOperations(NormOperations):
     async def converse(self, sender, receiver, observation, qualified):
         text = await self._ask("converse", name=sender["name"], receiver=receiver, observation=observation,
                                norms=_norm_list(qualified))
+        self._format("converse", any(": " in x and not _echo(x) for x in text.splitlines()))
         return text.strip()
 
     async def generate_thought(self, agent, observation):
         text = (await self._ask("generate_thought", name=agent["name"], description=agent.get("description", ""),
                                 observation=observation)).strip()
+        self._format("generate_thought", bool(text) and not _echo(text))
         return text or None
 
     async def identify(self, agent, text, kind):
         if not text:
             return []
         ans = await self._ask("identify", kind="conversation" if kind == "chat" else "thought", text=text)
-        return parse_norms(ans)[:1]
+        out = parse_norms(ans)[:1]
+        self._format("identify", bool(out) or re.match(r"\s*no\b", ans or "", re.I) is not None)
+        return out
 
     # ------------------------------------------------------------ evaluation
     async def check_consistency(self, norm, text):
@@ -268,7 +312,9 @@ class LLMOperations(NormOperations):
         return await self._yesno("check_duplication", norm=norm.content, norms=_norm_list(qualified))
 
     async def check_type(self, norm):
-        return parse_type_check(await self._ask("check_type", type=norm.type, norm=norm.content), norm.type)
+        text = await self._ask("check_type", type=norm.type, norm=norm.content)
+        self._format("check_type", re.search(r"correct|descriptive|injunctive", text or "", re.I) is not None)
+        return parse_type_check(text, norm.type)
 
     async def check_conflict(self, norm, qualified):
         if not qualified:
@@ -277,11 +323,14 @@ class LLMOperations(NormOperations):
 
     async def classify(self, qualified):
         text = await self._ask("classify", norms=_norm_list(qualified))
-        return [(theme, [qualified[i] for i in idx]) for theme, idx in parse_categories(text, len(qualified))]
+        cats = parse_categories(text, len(qualified))
+        self._format("classify", bool(cats))
+        return [(theme, [qualified[i] for i in idx]) for theme, idx in cats]
 
     async def abstract(self, theme, norms: list[NormRecord]):
         text = await self._ask("abstract", theme=theme, norms=_norm_list(norms))
         out = parse_abstract(text, len(norms), norms[0].type)
+        self._format("abstract", out is not None)
         if out is None:  # no usable abstraction: a norm that the consistency check will judge
             return norms[0].content, norms[0].type, None
         return out
@@ -290,11 +339,15 @@ class LLMOperations(NormOperations):
     async def plan(self, agent, qualified):
         text = await self._ask("plan", name=agent["name"], description=agent.get("description", ""),
                                norms=_norm_list(qualified))
-        return parse_lines(text)
+        lines = parse_lines(text)
+        self._format("plan", bool(lines) and not any(_echo(x) for x in lines))
+        return lines
 
     async def act(self, agent, plan, qualified):
         if not plan:
             return []
         text = await self._ask("act", name=agent["name"], description=agent.get("description", ""),
                                norms=_norm_list(qualified), plan="; ".join(plan))
-        return parse_lines(text) or list(plan)
+        lines = parse_lines(text)
+        self._format("act", bool(lines) and not any(_echo(x) for x in lines))
+        return lines or list(plan)

@@ -218,6 +218,28 @@ class NormDatabase:
         rows = [{**{c: getattr(n, c) for c in cols}, "state": n.state} for n in self._norms.values()]
         return pd.DataFrame(rows, columns=cols + ["state"])
 
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, agent: str) -> "NormDatabase":
+        """Rebuild a database from :meth:`to_frame` rows (one agent's; times and provenance kept),
+        e.g. the ``norms.parquet`` of a population run directory."""
+        db = cls(agent)
+        names = [f.name for f in dataclasses.fields(NormRecord)]
+        for row in frame.to_dict("records"):
+            kw = {k: row[k] for k in names if k in row}
+            if not isinstance(kw.get("rejection"), str):
+                kw["rejection"] = None
+            kw["parents"] = tuple(int(p) for p in (kw.get("parents") if kw.get("parents") is not None else ()))
+            for k in ("id",):
+                kw[k] = int(kw[k])
+            for k in ("utility", "t", "t_qualified", "t_deactivated"):
+                kw[k] = float(kw[k]) if kw.get(k) is not None else math.nan
+            for k in ("activated", "valid"):
+                kw[k] = bool(kw[k])
+            kw["source_text"] = kw.get("source_text") or ""
+            rec = NormRecord(**kw)
+            db._norms[rec.id] = rec
+        return db
+
     def to_crsec_frame(self) -> pd.DataFrame:
         """The norms in the columns of :func:`normlab.llm_runs.load_crsec_norms`."""
         rows = []

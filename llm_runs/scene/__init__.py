@@ -12,8 +12,8 @@ Examples
 >>> tuples = scene.sample_tuples(20, rng=0)                                 # coverage-greedy
 >>> eps = scene.run_scene(tuples, endpoint=EndpointConfig(base_url=JUDGE_URL, model="..."),
 ...                       subject=EndpointConfig(base_url=MY_URL, model="my-model"), rng=0,
-...                       out="scene_episodes.jsonl")
->>> res = scene.score(eps, rng=0)       # res.to_frame(): tidy metrics; res.plot(): beside the paper
+...                       out="runs/scene")                     # resumable sweep directory
+>>> res = scene.score("runs/scene", rng=0)       # res.to_frame(): tidy metrics; res.plot(): beside the paper
 
 References
 ----------
@@ -69,6 +69,9 @@ _EXPORTS = {
     "load_example_scenario": "runner",
     "parse_action": "runner",
     "extract_json": "runner",
+    "sweep_summary": "runner",
+    "zero_turn_warning": "runner",
+    "estimate_scene": "runner",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

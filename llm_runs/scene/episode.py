@@ -177,8 +177,12 @@ class Episode:
 
 
 def load_episodes(path: str | Path) -> list[Episode]:
-    """Episodes from a JSON-lines file (one episode per line) or a directory of ``*.json`` files."""
+    """Episodes from a JSON-lines file (one episode per line), a sweep directory of
+    :func:`~normlab.llm_runs.scene.run_scene` (its ``episodes.jsonl``) or a directory of ``*.json``
+    files."""
     path = Path(path)
+    if path.is_dir() and (path / "episodes.jsonl").is_file():
+        path = path / "episodes.jsonl"
     if path.is_dir():
         files = sorted(path.glob("*.json"))
         return [Episode.from_dict(json.loads(f.read_text("utf-8"))) for f in files]

@@ -32,11 +32,15 @@ arXiv:2605.07823 (2026), Sect. 4 (generation and runtime), Sect. 5.1, Appendix B
 from __future__ import annotations
 
 import ast
+import asyncio
 import copy
+import itertools
 import json
 import re
+import warnings
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
+from pathlib import Path
 from string import Template
 
 import numpy as np
@@ -44,9 +48,14 @@ import numpy as np
 from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
 
-from ..backend import EndpointConfig, open_endpoint
+from .. import journal as jr
+from ..backend import BudgetExhausted, EndpointConfig, open_endpoint, redact_url
+from ..journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context, charge_earlier,
+                         gather_all, make_estimate, replay_index, spent)
+from ..runner import seed_list
 from ..sync import run_sync
-from .episode import LABELS, Episode, Turn, count_events, event, render_transcript, save_episodes
+from .episode import LABELS, Episode, Turn, as_episode, count_events, event, render_transcript, save_episodes
+from .scripted import responder as scripted_responder
 from .schemas import SchemaValidationError, validate
 from .taxonomy import TAXONOMY, SceneTuple, check_tuple
 
@@ -267,7 +276,7 @@ def parse_action(text: str | None, turn_ids=()) -> dict | None:
 class _Session:
     """Endpoints (personas/judge and subject), seeds and the event log of one run."""
 
-    def __init__(self, endpoint, subject, settings: SceneSettings, rng):
+    def __init__(self, endpoint, subject, settings: SceneSettings, rng, *, clients=None):
         self.endpoint = endpoint if endpoint is not None else EndpointConfig.from_env()
         if not isinstance(self.endpoint, EndpointConfig):
             raise TypeError(f"endpoint must be an EndpointConfig; got {type(self.endpoint).__name__}")
@@ -277,16 +286,25 @@ class _Session:
         self.s = settings
         self.ss = as_seed_sequence(rng)
         self.events: list[dict] = []
+        self._given = clients  # (client, subject client): prepared clients (dry runs), no endpoint opened
+        self.journal = None
+        self.requests = RequestCap()
+        self._ev_next: dict = {}
+        self._ev_skip: dict = {}
 
     async def __aenter__(self):
+        self._ep = self._sep = None
+        if self._given is not None:
+            self.client, self.subject_client = self._given
+            return self
         self._ep = open_endpoint(self.endpoint)
         self.client = await self._ep.__aenter__()
         self.subject_client = self.client
-        self._sep = None
         if self.subject_cfg is not None:
             try:
                 self._sep = open_endpoint(self.subject_cfg)
                 self.subject_client = await self._sep.__aenter__()
+                self.subject_client.cap = self.client.cap  # one budget for the whole sweep
             except BaseException:
                 await self._ep.__aexit__(None, None, None)
                 raise
@@ -295,7 +313,32 @@ class _Session:
     async def __aexit__(self, *exc):
         if self._sep is not None:
             await self._sep.__aexit__(*exc)
-        await self._ep.__aexit__(*exc)
+        if self._ep is not None:
+            await self._ep.__aexit__(*exc)
+
+    def journaled(self, journal, *, max_requests=None) -> None:
+        """Route every call through the run's journal (:class:`~normlab.llm_runs.journaled.JournaledClient`),
+        earlier sessions' calls answered from it and counted against the caps."""
+        self.journal = journal
+        replay, ids = replay_index(journal.records), itertools.count(jr.count(journal.records, jr.CALL) + 1)
+        requests = self.requests = RequestCap(max_requests, jr.count(journal.records, jr.CALL))
+        charge_earlier(self.client, journal.records)
+        same = self.subject_client is self.client
+        self.client = JournaledClient(self.client, journal, replay=replay, ids=ids, requests=requests)
+        self.subject_client = self.client if same else JournaledClient(self.subject_client, journal, replay=replay,
+                                                                       ids=ids, requests=requests)
+        self._ev_skip = {k: len(v) for k, v in jr.episode_events(journal.records).items()}
+
+    def new_log(self, episode_id: str) -> list:
+        """The event log of an episode: a list whose entries are also journaled as they are
+        appended (those a resumed episode replays are journaled already and not written again)."""
+        return _EventLog(self, episode_id) if self.journal is not None else []
+
+    def _journal_event(self, episode_id: str, ev: dict) -> None:
+        i = self._ev_next.get(episode_id, 0)
+        self._ev_next[episode_id] = i + 1
+        if i >= self._ev_skip.get(episode_id, 0):
+            self.journal.write(jr.episode_event_record(episode_id, i, ev), sync=True)
 
     def prefill_on(self, cfg) -> bool:
         return cfg.embedded if self.s.prefill is None else bool(self.s.prefill)
@@ -308,7 +351,8 @@ class _Session:
         pre = prefill if self.prefill_on(cfg) else None
         if pre:
             msgs.append({"role": "assistant", "content": pre})
-        res = await client.chat(msgs, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        with call_context(purpose=f"scene:{role}"):
+            res = await client.chat(msgs, max_tokens=max_tokens, temperature=temperature, seed=seed)
         text = res.text
         if pre and text is not None and not text.lstrip().startswith("{"):
             text = pre + text  # servers that return only the continuation (llama.cpp echoes nothing)
@@ -317,6 +361,21 @@ class _Session:
                          prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
                          latency=round(res.latency, 3)))
         return text
+
+
+class _EventLog(list):
+    """An episode's event log whose appends are journaled (see :meth:`_Session.new_log`)."""
+
+    def __init__(self, sess: _Session, episode_id: str):
+        super().__init__()
+        self._sess, self._id = sess, episode_id
+
+    def append(self, ev) -> None:
+        super().append(ev)
+        self._sess._journal_event(self._id, ev)
+
+    def __deepcopy__(self, memo):
+        return copy.deepcopy(list(self), memo)
 
 
 def _seeds(ss: np.random.SeedSequence):
@@ -525,7 +584,8 @@ def _precedent(scenario: dict, chat: _Chat, log: list) -> None:
             log.append(event("turn", role="precedent", **turn.to_dict()))
 
 
-async def _episode(sess: _Session, scenario: dict, model_label: str | None, episode_id: str, seeds) -> Episode:
+async def _episode(sess: _Session, scenario: dict, model_label: str | None, episode_id: str, seeds,
+                   log: list | None = None) -> Episode:
     s = sess.s
     validate(scenario, "scenario_v1")
     tup = check_tuple(scenario["tuple"])
@@ -538,7 +598,8 @@ async def _episode(sess: _Session, scenario: dict, model_label: str | None, epis
     hidden = {p["name"]: p for p in scenario["hidden"]["personas"]}
     roster = [c["name"] for c in cast if c["name"] in hidden]
     norm, sanc = TAXONOMY.entry("norm", tup.norm), TAXONOMY.entry("sanction", tup.sanction)
-    log: list = [event("start", episode_id=episode_id, tuple=tup._asdict(), subject=subj)]
+    log = sess.new_log(episode_id) if log is None else log
+    log.append(event("start", episode_id=episode_id, tuple=tup._asdict(), subject=subj))
     chat = _Chat()
     for t0 in sc["transcript"]["opening_turns"]:
         if t0["action"] != "no-op":
@@ -670,8 +731,8 @@ def run_episode(scenario: dict, *, endpoint=None, subject=None, model_label: str
     return run_sync(go)
 
 
-async def _play(sess, scenario, model_label, episode_id, judge, audit, seeds) -> Episode:
-    ep = await _episode(sess, scenario, model_label, episode_id, seeds)
+async def _play(sess, scenario, model_label, episode_id, judge, audit, seeds, log=None) -> Episode:
+    ep = await _episode(sess, scenario, model_label, episode_id, seeds, log)
     if judge:
         ep = await _judge(sess, ep, seeds)
     if audit:
@@ -679,29 +740,16 @@ async def _play(sess, scenario, model_label, episode_id, judge, audit, seeds) ->
     return ep
 
 
-def run_scene(items, *, endpoint=None, subject=None, model_label: str | None = None,
-              settings: SceneSettings | None = None, judge: bool = True, audit: bool = True, out=None,
-              rng=None) -> list[Episode]:
-    """Run several episodes: tuples are first generated into scenarios, scenarios are played.
+def _item_doc(it) -> dict:
+    """An item as stored in a run's settings: a scenario dict, or a tuple's five IDs."""
+    if isinstance(it, dict) and "scaffold" in it:
+        return {"scenario": it}
+    return {"tuple": list(check_tuple(it))}
 
-    Parameters
-    ----------
-    items : iterable of SceneTuple / tuple / scenario dict
-        A tuple whose generation fails is recorded as an unjudged episode with no transcript
-        and ``meta["generation"]`` giving the reason (it is counted by
-        :func:`~normlab.llm_runs.scene.score` as unjudged).
-    endpoint, subject, model_label, settings, judge, audit
-        As in :func:`run_episode`.
-    out : str or pathlib.Path, optional
-        Write the episodes as JSON lines there.
-    rng : None, int, SeedSequence or Generator
-        Item ``k`` uses child ``k`` of this seed, so results do not depend on the list's length.
 
-    Returns
-    -------
-    list of Episode
-    """
-    settings = _settings(settings)
+def _check_items(items) -> list:
+    if isinstance(items, (str, dict, SceneTuple)):
+        raise TypeError("items must be a list of tuples or scenario dicts (wrap a single one in a list)")
     items = list(items)
     if not items:
         raise ValueError("items is empty; give tuples or scenario dicts")
@@ -710,31 +758,276 @@ def run_scene(items, *, endpoint=None, subject=None, model_label: str | None = N
             validate(it, "scenario_v1")
         else:
             check_tuple(it)
-    children = as_seed_sequence(rng).spawn(len(items))
+    return items
+
+
+async def _run_item(sess, k, it, child, model_label, judge, audit) -> Episode:
+    """Item ``k``: generate its scenario (a tuple) and play, judge and audit it; every event
+    journaled as it happens (a session with a journal)."""
+    eid = f"ep{k}"
+    seeds = _seeds(child)
+    log = sess.new_log(eid)
+    with call_context(run=k, agent=eid):
+        if isinstance(it, dict) and "scaffold" in it:
+            scenario = it
+        else:
+            tup = check_tuple(it)
+            scenario, status = await _generate(sess, tup, seeds, log)
+            if scenario is None:
+                return Episode(model=model_label or sess.subject_client.model or "unknown", tuple=tup,
+                               subject=sess.s.subject_name, transcript=(), episode_id=eid,
+                               meta={"generation": status, "end_reason": "generation failed", "events": list(log)})
+        ep = await _play(sess, scenario, model_label, eid, judge, audit, seeds, log)
+    return replace(ep, meta={**ep.meta, "events": list(log)})
+
+
+async def _sweep(sess, items, children, model_label, judge, audit, concurrency, journal, progress) -> list:
+    """Every item's episode, ``concurrency`` at a time, in item order; finished episodes of earlier
+    sessions are read from the journal, unfinished ones replayed from it."""
+    done = jr.episodes_done(journal.records) if journal is not None else {}
+    events = jr.episode_events(journal.records) if journal is not None else {}
+    out: list = [None] * len(items)
+    todo = []
+    for k in range(len(items)):
+        d = done.get(f"ep{k}")
+        if d is not None:
+            data = dict(d.data)
+            out[k] = Episode.from_dict({**data, "meta": {**(data.get("meta") or {}), "events": events.get(f"ep{k}", [])}})
+        else:
+            todo.append(k)
+    sem = asyncio.Semaphore(concurrency)
+    n_done = [len(items) - len(todo)]
+
+    async def one(k):
+        async with sem:
+            ep = await _run_item(sess, k, items[k], children[k], model_label, judge, audit)
+        if journal is not None:
+            data = ep.to_dict()
+            data["meta"] = {key: v for key, v in data["meta"].items() if key != "events"}
+            journal.write(jr.episode_record(ep.episode_id, data), sync=True)
+        out[k] = ep
+        n_done[0] += 1
+        if progress:
+            print(f"episode {k}: {len(ep.transcript)} turns, {_end_reason(ep)} ({n_done[0]}/{len(items)} done)",
+                  flush=True)
+
+    await gather_all([one(k) for k in todo], sess.requests)
+    return out
+
+
+def _end_reason(ep: Episode) -> str:
+    if not ep.transcript and ep.meta.get("generation"):
+        return f"no turns: scenario generation failed ({ep.meta['generation']})"
+    return str(ep.meta.get("end_reason", "unknown"))
+
+
+def sweep_summary(episodes) -> dict:
+    """What a sweep produced, in plain Python: episodes, those with no turn and why (scenario
+    generation that failed: the reason, e.g. ``scaffold unparseable``), how episodes ended, how
+    many were judged, the audit labels."""
+    eps = [as_episode(e) for e in episodes]
+    zero: dict = {}
+    for e in eps:
+        if not e.transcript:
+            why = e.meta.get("generation") or e.meta.get("end_reason") or "unknown"
+            zero[why] = zero.get(why, 0) + 1
+    ends: dict = {}
+    for e in eps:
+        if e.transcript:
+            r = str(e.meta.get("end_reason", "unknown"))
+            ends[r] = ends.get(r, 0) + 1
+    audits: dict = {}
+    for e in eps:
+        if e.audit is not None:
+            audits[e.audit] = audits.get(e.audit, 0) + 1
+    return {"episodes": len(eps), "played": sum(1 for e in eps if e.transcript),
+            "zero_turns": sum(zero.values()), "zero_turn_reasons": zero, "end_reasons": ends,
+            "judged": sum(1 for e in eps if e.judge is not None),
+            "subject_unparseable": int(sum(e.meta.get("subject_unparseable", 0) for e in eps)),
+            "audits": audits, "models": sorted({e.model for e in eps})}
+
+
+def zero_turn_warning(episodes) -> str | None:
+    """One line naming why episodes ended with no turn (``None`` when every episode was played)."""
+    s = sweep_summary(episodes)
+    if not s["zero_turns"]:
+        return None
+    why = "; ".join(f"{n} x {r}" for r, n in sorted(s["zero_turn_reasons"].items(), key=lambda kv: -kv[1]))
+    return (f"{s['zero_turns']} of {s['episodes']} episodes ended with 0 turns: scenario generation failed ({why}); "
+            "the generator model could not write a valid scenario (the embedded SmolLM2 cannot) -- give a capable "
+            "endpoint for the personas and judge, or scenario dicts")
+
+
+def run_scene(items, *, endpoint=None, subject=None, model_label: str | None = None,
+              settings: SceneSettings | None = None, judge: bool = True, audit: bool = True, out=None,
+              concurrency: int | None = None, max_requests: int | None = None, rng=None,
+              progress: bool = False) -> list[Episode]:
+    """Run a sweep of episodes: tuples are first generated into scenarios, scenarios are played,
+    judged and audited.
+
+    Parameters
+    ----------
+    items : iterable of SceneTuple / tuple / scenario dict
+        A tuple whose generation fails is recorded as an unjudged episode with no transcript
+        and ``meta["generation"]`` giving the reason (it is counted by
+        :func:`~normlab.llm_runs.scene.score` as unjudged, and named in a warning).
+    endpoint, subject, model_label, settings, judge, audit
+        As in :func:`run_episode`; ``endpoint`` and ``subject`` carry the spending caps
+        (``budget_tokens``, ``budget_usd``) and ``concurrency`` (requests in flight).
+    out : str or pathlib.Path, optional
+        Run directory: ``settings.json``, ``journal.jsonl`` (every LLM call before its answer is
+        used, every event of every episode as it happens, each finished episode), ``manifest.json``
+        and, at the end, ``episodes.jsonl`` (:func:`~normlab.llm_runs.scene.load_episodes`,
+        :func:`~normlab.llm_runs.scene.score` read it, or the directory). A directory holding the
+        same sweep resumes it: finished episodes are read back, an unfinished one is replayed from
+        the journal (no answered call is sent again), so the result equals an uninterrupted sweep
+        (each call's measured ``latency`` in the event log aside); different settings are refused.
+    concurrency : int, optional
+        Episodes played at once (default: the endpoint's ``concurrency``; 1 on the embedded
+        server). Results do not depend on it (measured latencies aside).
+    max_requests : int, optional
+        Cap on the LLM requests of the run directory (earlier sessions included).
+    rng : None, int, SeedSequence or Generator
+        Item ``k`` uses child ``k`` of this seed, so results depend neither on the list's length
+        nor on the concurrency.
+    progress : bool
+        One line per finished episode.
+
+    Returns
+    -------
+    list of Episode
+
+    Raises
+    ------
+    BudgetExhausted
+        A cap was reached: finished episodes and every answered call are in the journal; the
+        same call with a larger cap continues.
+
+    Warns
+    -----
+    UserWarning
+        When episodes ended with no turn, naming the reasons (:func:`zero_turn_warning`).
+    """
+    settings = _settings(settings)
+    items = _check_items(items)
+    if concurrency is not None:
+        concurrency = check_int(concurrency, "concurrency", 1)
+    RequestCap(max_requests)
+    endpoint = endpoint if endpoint is not None else EndpointConfig.from_env()
+    if not isinstance(endpoint, EndpointConfig):
+        raise TypeError(f"endpoint must be an EndpointConfig; got {type(endpoint).__name__}")
+    stored = {"items": [_item_doc(it) for it in items], "settings": asdict(settings), "judge": bool(judge),
+              "audit": bool(audit), "model_label": model_label,
+              "subject_model": None if subject is None else (subject.model or redact_url(subject.base_url or "embedded"))}
 
     async def go():
-        eps = []
-        async with _Session(endpoint, subject, settings, rng) as sess:
-            for k, (it, child) in enumerate(zip(items, children)):
-                seeds = _seeds(child)
-                if isinstance(it, dict) and "scaffold" in it:
-                    scenario = it
-                else:
-                    tup = check_tuple(it)
-                    log: list = []
-                    scenario, status = await _generate(sess, tup, seeds, log)
-                    if scenario is None:
-                        eps.append(Episode(model=model_label or sess.subject_client.model or "unknown", tuple=tup,
-                                           subject=settings.subject_name, transcript=(), episode_id=f"ep{k}",
-                                           meta={"generation": status, "events": log}))
-                        continue
-                eps.append(await _play(sess, scenario, model_label, f"ep{k}", judge, audit, seeds))
-        return eps
+        with RunDirectory(out, "scene run", stored) as rd:
+            ss = as_seed_sequence(rng) if rd.seed is None else _seed_sequence(rd.seed)
+            if rd.seed is not None and rng is not None and list(seed_list(as_seed_sequence(rng))) != list(rd.seed):
+                raise ValueError(f"{out} holds a sweep with seed {rd.seed}; resume it without a seed or with the same one")
+            children = ss.spawn(len(items))
+            async with _Session(endpoint, subject, settings, ss) as sess:
+                info = [sess.client.info] + ([sess.subject_client.info] if sess.subject_client is not sess.client else [])
+                rd.begin(seed=seed_list(ss), model=sess.client.model, endpoints=[x for x in info if x],
+                         budget={"tokens": endpoint.budget_tokens, "usd": endpoint.budget_usd, "requests": max_requests})
+                sess.journaled(rd.journal, max_requests=max_requests)
+                conc = concurrency or (1 if endpoint.embedded else endpoint.concurrency)
+                outcome = "error"
+                try:
+                    eps = await _sweep(sess, items, children, model_label, judge, audit, conc, rd.journal, progress)
+                    outcome = "finished"
+                except BudgetExhausted:
+                    outcome = "stopped: budget"
+                    raise
+                except (KeyboardInterrupt, asyncio.CancelledError):
+                    outcome = "error: interrupted"
+                    raise
+                except BaseException as exc:
+                    outcome = f"error: {type(exc).__name__}: {str(exc)[:200]}"
+                    raise
+                finally:
+                    if outcome != "finished":
+                        rd.finish(outcome)
+            if rd.directory is not None:
+                save_episodes(eps, rd.directory / EPISODES_FILE)
+                rd.finish("finished", tables={EPISODES_FILE: "one judged episode per line (scene.score reads it)",
+                                              "journal.jsonl": "every LLM call and every episode event, append-only "
+                                                               "(a rerun resumes from it)"},
+                          totals={**spent(rd.journal.records), **sweep_summary(eps)})
+            return eps
 
     eps = run_sync(go)
-    if out is not None:
-        save_episodes(eps, out)
+    msg = zero_turn_warning(eps)
+    if msg:
+        warnings.warn(msg, UserWarning, stacklevel=2)
     return eps
+
+
+#: The episodes of a finished sweep directory (``run_scene(out=...)``).
+EPISODES_FILE = "episodes.jsonl"
+
+
+def _seed_sequence(seed) -> np.random.SeedSequence:
+    entropy, *key = seed
+    return np.random.SeedSequence(int(entropy), spawn_key=tuple(int(x) for x in key))
+
+
+def estimate_scene(items, *, endpoint=None, subject=None, settings: SceneSettings | None = None,
+                   judge: bool = True, audit: bool = True, out=None, rng=None):
+    """Requests, tokens and cost of :func:`run_scene` with the same arguments, before anything is
+    sent (``--dry-run``); nothing is written.
+
+    ``typical``: the sweep played offline against the scripted stand-in of capable models
+    (:mod:`~normlab.llm_runs.scene.scripted`, same seed): its requests and their prompts' tokens
+    (UTF-8 bytes / 3), its answers' tokens; ``at_most``: every episode to ``max_turns`` with every
+    persona acting each tick and every re-ask used, each request generating its ``max_tokens``
+    (generated scenarios assumed to have the scripted cast of 3 personas; the prompt tokens per
+    request as typical).
+
+    Returns
+    -------
+    RunEstimate
+    """
+    settings = _settings(settings)
+    items = _check_items(items)
+    endpoint = endpoint if endpoint is not None else EndpointConfig.from_env()
+    client = ScriptedClient(scripted_responder(), model="scripted")
+
+    async def go():
+        async with _Session(endpoint, subject, settings, rng, clients=(client, client)) as sess:
+            return await _sweep(sess, items, as_seed_sequence(rng).spawn(len(items)), None, judge, audit, 4, None,
+                                False)
+
+    run_sync(go)
+    s = settings
+    most_req, most_ct = 0, 0.0
+    for it in items:
+        n_p = len(it["hidden"]["personas"]) if isinstance(it, dict) and "scaffold" in it else 3
+        gen = 0 if isinstance(it, dict) and "scaffold" in it else 2 * (s.max_reasks + 1)
+        ticks = s.max_turns * (1 + 2 * n_p + 1) + 1
+        lab = (s.max_reasks + 1 if s.judge_temperature > 0 else 1) * bool(judge) + bool(audit)
+        most_req += gen + ticks + lab
+        most_ct += (gen * s.generator_max_tokens + s.max_turns * s.orchestrator_max_tokens
+                    + (ticks - s.max_turns) * s.max_tokens
+                    + (lab - bool(audit)) * s.judge_max_tokens + bool(audit) * s.max_tokens)
+    per_prompt = client.prompt_tokens / max(1, client.n_requests)
+    done = None
+    if out is not None and (Path(out) / jr.JOURNAL_FILE).exists():
+        recs = jr.read_journal(Path(out) / jr.JOURNAL_FILE)
+        done = {**spent(recs), "episodes_finished": len(jr.episodes_done(recs))}
+    model = "the embedded SmolLM2-135M-Instruct" if endpoint.embedded else (endpoint.model or "the endpoint's first model")
+    what = (f"SCENE sweep of {len(items)} item(s), up to {s.max_turns} ticks each, personas and judge on {model}"
+            + ("" if subject is None else f", subject {subject.model or redact_url(subject.base_url or 'embedded')}"))
+    notes = [f"typical: this sweep played offline against the scripted stand-in of capable models "
+             f"(normlab.llm_runs.scene.scripted, same seed; {client.n_requests:,} requests)",
+             "at most: every tick, every persona acting and the subject answering each, every re-ask, each request "
+             "generating its max_tokens (3 personas assumed for generated scenarios)",
+             "tokens: prompts and answers in UTF-8 bytes / 3",
+             "the embedded SmolLM2 cannot write scenarios or judge: its tuples end after the generation requests"]
+    return make_estimate(what, requests=(client.n_requests, most_req),
+                         prompt_tokens=(client.prompt_tokens, most_req * per_prompt),
+                         completion_tokens=(client.completion_tokens, most_ct),
+                         prices=(endpoint.price_input, endpoint.price_output), notes=notes, done=done)
 
 
 # ----------------------------------------------------------------------------- judge and audit

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import plotting
+from normlab._display import html_card, plotting
 from normlab._rng import as_generator
 from normlab._validate import check_int
 
@@ -190,9 +190,45 @@ class SceneScore:
                          f"(n={int(v('episodes', 'scored'))})")
         return "SceneScore(" + "; ".join(parts) + ")"
 
+    def summary(self) -> dict:
+        """Plain Python, per model: episode counts, ``repair_rate`` and ``spearman_rho`` as
+        ``[value, low, high]`` (None where undefined), ``rho_n`` (episodes behind rho), the
+        fidelity rates, and compliance per norm pole."""
+        def num(x):
+            return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+        out = {}
+        for m in self.models:
+            f = self.frame[self.frame["model"] == m]
+
+            def row(metric, group="all"):
+                r = f[(f["metric"] == metric) & (f["group"] == group)]
+                return r.iloc[0] if len(r) else None
+
+            ep = {g: int(row("episodes", g)["value"]) for g in ("total", "scored", "unjudged", "breached", "sanctioned")}
+            rr, rho = row("repair_rate"), row("spearman_rho")
+            comp = f[f["metric"] == "compliance"]
+            out[m] = {**ep,
+                      "repair_rate": [num(rr["value"]), num(rr["ci_low"]), num(rr["ci_high"])],
+                      "spearman_rho": [num(rho["value"]), num(rho["ci_low"]), num(rho["ci_high"])],
+                      "rho_n": int(rho["n"]) if num(rho["n"]) is not None else 0,
+                      **{k: num(row(k)["value"]) for k in ("sp_breach_rate", "sanction_delivered",
+                                                           "sanction_shape_match")},
+                      "compliance": {g: num(v) for g, v in zip(comp["group"], comp["value"])}}
+        return {"models": out, "repair_window": self.repair_window, "n_boot": self.n_boot}
+
     def _repr_html_(self) -> str:
-        head = self.frame[self.frame["metric"].isin(["repair_rate", "spearman_rho"]) & (self.frame["group"] == "all")]
-        return f"<p><code>{self!r}</code></p>" + head.to_html(index=False)
+        rows = []
+        for m, v in self.summary()["models"].items():
+            pre = f"{m}: " if len(self.models) > 1 else ""
+            for key, label, n in (("repair_rate", "repair rate", v["sanctioned"]),
+                                  ("spearman_rho", "Spearman rho", v["rho_n"])):
+                x, lo, hi = (math.nan if y is None else y for y in v[key])
+                rows.append((f"{pre}{label} (n = {n})", x, (lo, hi)))
+            rows.append((f"{pre}episodes scored / total", f"{v['scored']} / {v['total']}"))
+        return html_card("SceneScore", rows, subtitle="SCENE metrics (Jacniacki & Bilski 2026)",
+                         settings={"repair window": self.repair_window, "bootstrap": self.n_boot},
+                         note=".to_frame(): every metric per group; .plot(): beside the paper's six models.")
 
     @plotting
     def plot(self, *, published: bool = True, axes=None):
@@ -210,6 +246,7 @@ class SceneScore:
         Returns
         -------
         matplotlib.figure.Figure
+            The four panels (a Figure, as every multi-panel ``.plot()``).
         """
         return _plot(self, load_published() if published else None, axes)
 

@@ -7,6 +7,8 @@ Each sub-package contributes its sub-commands through a light ``_cli.py`` module
 - ``normlab critical-mass ...`` -- :mod:`normlab.theory._cli`
 - ``normlab llm-run ...``       -- :mod:`normlab.llm_runs._cli`
 - ``normlab llm-probe ...``     -- :mod:`normlab.llm_runs._cli`
+- ``normlab crsec run|analyse`` -- :mod:`normlab.llm_runs.crsec._cli`
+- ``normlab scene run|score``   -- :mod:`normlab.llm_runs.scene._cli`
 - ``normlab calibrate ...``     -- :mod:`normlab.calibration._cli`
 - ``normlab figures ...``       -- :mod:`normlab.figures._cli`
 - ``normlab demo ...``          -- :mod:`normlab.demo._cli` (the top layer: probe, predict, check, report)
@@ -35,6 +37,8 @@ examples:
   normlab critical-mass --n-agents 24 --committed 1,2,3,4,5,6 --runs 40 --seed 1
   normlab llm-run --n-agents 24 --memory 5 --names Q,M --max-interactions 2000 --out runs/qm
   normlab llm-probe strategy --names Q,M --memory 3
+  normlab crsec run --out runs/crsec --seed 1              # CRSEC norm emergence (rule-based; --ops llm)
+  normlab scene score runs/scene                           # SCENE: repair rate, Spearman rho, compliance
   normlab calibrate --table llama31_70b_QM_H5 --n-agents 24
   normlab figures --small --out figs
   normlab llm-run --n-agents 24 --memory 5 --names Q,M --max-interactions 2000 --print-config > qm.toml
@@ -44,8 +48,8 @@ examples:
 2 bad input, 3 endpoint down, 4 disk or run directory failed, 5 stopped at --budget, 130 interrupted.
 """
 
-_CLI_MODULES = ("normlab.theory._cli", "normlab.llm_runs._cli", "normlab.calibration._cli",
-                "normlab.figures._cli", "normlab.demo._cli")
+_CLI_MODULES = ("normlab.theory._cli", "normlab.llm_runs._cli", "normlab.llm_runs.crsec._cli",
+                "normlab.llm_runs.scene._cli", "normlab.calibration._cli", "normlab.figures._cli", "normlab.demo._cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
