@@ -121,9 +121,29 @@ def _per_order(q, e):
     return P
 
 
+def _solve2(p, e):
+    """Two names in closed form: with odds ``x = q_0 / q_1`` the mean condition is the quadratic
+    ``2e(1 - p) x^2 + (e^2 + 1)(1 - 2p) x - 2pe = 0`` (``p = p(name 0)``); its positive root,
+    written without cancellation."""
+    p0 = p[:, 0]
+    out = np.empty((len(p), 2, 2))
+    a = 2.0 * e * (1.0 - p0)
+    b = (e * e + 1.0) * (1.0 - 2.0 * p0)
+    root = np.sqrt(b * b + 16.0 * e * e * p0 * (1.0 - p0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.where(b >= 0, 4.0 * p0 * e / (b + root), (root - b) / (2.0 * a))
+        q0 = np.where(p0 >= 1.0, 1.0, np.where(p0 <= 0.0, 0.0, x / (1.0 + x)))
+    q = np.column_stack([q0, 1.0 - q0])
+    out[:] = _per_order(q, e)
+    return out
+
+
 def _solve(p, g):
-    """``P[n, f, w]`` with ``mean_f P = p`` (iterative proportional scaling of ``q``)."""
+    """``P[n, f, w]`` with ``mean_f P = p`` (closed form for two names, else iterative proportional
+    scaling of ``q``)."""
     e = math.exp(g)
+    if p.shape[1] == 2:
+        return _solve2(p, e)
     q = p.copy()
     pos = p > 0.0
     for _ in range(_MAX_ITER):
