@@ -174,17 +174,37 @@ def test_pair_agreement_sees_a_shared_first_listed_bias():
 
 
 # ----------------------------------------------------------------------------- the archives
-@pytest.mark.slow
-def test_adequacy_on_llama31_finds_the_strong_convention_miss(ainorms_dir):
-    from normlab.calibration import load_fit
+@pytest.fixture(scope="module")
+def llama31(ainorms_dir):
     from normlab.llm_runs import load_ainorms
 
     path = ainorms_dir / "llama31_data.zip"
     if not path.exists():
         pytest.skip("llama31_data.zip not available")
-    log = load_ainorms(path)
-    a = check_adequacy(load_fit("llama31_70b_QM_H5"), log, majorities=["M"], n_draws=60, rng=0)
-    c = a.checks.set_index(["committed", "statistic"])
-    # the LLM's flipped runs sit less cleanly at Q than the baseline fit's runs
-    assert c.loc[(8, "tipped_level"), "observed"] < c.loc[(8, "tipped_level"), "sim_mean"]
-    assert a.overall.set_index(["direction", "statistic"]).loc[("overturn_M", "last3"), "p_value"] < 0.2
+    return load_ainorms(path)
+
+
+@pytest.mark.slow
+def test_adequacy_on_llama31_finds_the_strong_convention_miss(llama31):
+    """The baseline fit without run effects is rejected on Llama-3.1's overturn_M runs (runs too
+    alike, flipped runs too clean); with its baselines' run effects it is not."""
+    from normlab.calibration import load_fit
+
+    fit = load_fit("llama31_70b_QM_H5")
+    plain_ = check_adequacy(fit, llama31, majorities=["M"], n_draws=60, run_effects=None, rng=1)
+    c = plain_.checks.set_index(["committed", "statistic"])
+    o = plain_.overall.set_index(["direction", "statistic"])["p_value"]
+    assert o[("overturn_M", "last3")] < 0.05
+    for k in (6, 8):
+        assert c.loc[(k, "final_sd"), "observed"] > c.loc[(k, "final_sd"), "sim_high"]
+        assert c.loc[(k, "tipped_level"), "observed"] < c.loc[(k, "tipped_level"), "sim_low"]
+    re = check_adequacy(fit, llama31, majorities=["M"], n_draws=60, rng=1)
+    assert re.overall.set_index(["direction", "statistic"]).loc[("overturn_M", "last3"), "p_value"] > 0.05
+
+
+@pytest.mark.slow
+def test_pair_agreement_on_llama31(llama31):
+    """Partners agree beyond the table in the committed runs (shared order), not in the baselines."""
+    t = pair_agreement(llama31, names=("Q", "M"), memory=5).table.set_index("kind")
+    assert t.loc["swap", "z_run"] > 5 and abs(t.loc["baseline", "z_run"]) < 2.5
+    assert 0.5 < t.loc["swap", "order_bias"] < 1.5
