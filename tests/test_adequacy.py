@@ -2,6 +2,7 @@
 committed runs against them; partners' agreement and the first-listed bias it implies."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -208,3 +209,22 @@ def test_pair_agreement_on_llama31(llama31):
     t = pair_agreement(llama31, names=("Q", "M"), memory=5).table.set_index("kind")
     assert t.loc["swap", "z_run"] > 5 and abs(t.loc["baseline", "z_run"]) < 2.5
     assert 0.5 < t.loc["swap", "order_bias"] < 1.5
+
+
+# ----------------------------------------------------------------------------- command line
+def test_cli_calibrate_adequacy(sim_log, tmp_path, capsys):
+    from normlab.cli import main
+
+    d = tmp_path / "log"
+    sim_log.to_parquet(d)
+    base = ["calibrate", "--log", str(d), "--names", "Q,M", "--fit-on", "all", "--fit-model", "empirical",
+            "--draws", "4", "--runs-flip", "2", "--runs-consensus", "2", "--max-round", "20", "--no-strength",
+            "--no-sensitivity", "--seed", "1", "--no-progress"]
+    assert main(base + ["--adequacy"]) == 0
+    out = capsys.readouterr().out
+    assert "adequacy (fit played under the committed runs' design" in out and "overturn_M" in out
+    assert main(base + ["--adequacy", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert "overturn_M" in s["adequacy"]["checks"]
+    assert main(["calibrate", "--table", "llama31_70b_QM_H5", "--adequacy"]) != 0
+    assert "use it with --ainorms/--log" in capsys.readouterr().err
