@@ -47,12 +47,14 @@ Sinica 6, 733 (1996) (posterior predictive p-values).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, html_card, load_result, new_figure, plain, plotting, save_result, short_repr
+from normlab._display import (fmt, html_card, load_result, new_axes, new_figure, plain, plotting, save_result,
+                              short_repr)
 from normlab._validate import check_int
 from normlab.schema import GameLog
 from normlab.theory.criteria import FLIP_SUM, published_rule
@@ -375,7 +377,6 @@ def check_adequacy(fit, log: GameLog, *, n_agents: int | None = None, llm: str |
                              "z": z, "p_value": _p_two_sided(v, ob)})
             if R:
                 with np.errstate(invalid="ignore"):
-                    import warnings
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", RuntimeWarning)
                         means = np.vstack([np.nanmean(mat[dr_ids == d], axis=0) for d in np.unique(dr_ids)])
@@ -433,8 +434,14 @@ class PairAgreement:
         (sum over pairs of ``sum_w p_i(w) p_j(w)`` from the table), ``z``, ``predicted_run`` /
         ``z_run`` (the same with each run's own shift of the logit, ML per run: between-run
         heterogeneity removed), ``order_bias`` (|gamma| that makes the run-shifted prediction
-        match under a shared order) with ``order_bias_low`` / ``order_bias_high`` (95 %).
+        match under a shared order) with ``order_bias_low`` / ``order_bias_high`` (95 %; 6 is the
+        search bound: no upper limit).
     settings : dict
+
+    References
+    ----------
+    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), the authors'
+    ``simulation_module.py`` (``population``, ``committed``).
     """
 
     table: pd.DataFrame
@@ -466,8 +473,6 @@ class PairAgreement:
         -------
         matplotlib.axes.Axes
         """
-        from normlab._display import new_axes
-
         t = self.table
         ax = new_axes(ax, (5.5, 3.2))
         x = np.arange(len(t))
