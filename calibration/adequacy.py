@@ -525,8 +525,8 @@ def _solve_gamma(pi, pj, target) -> float:
     return 0.5 * (lo + hi)
 
 
-def pair_agreement(log: GameLog, *, names, memory: int | None = None, llm: str | None = None, fit=None,
-                   kinds=("baseline", "swap", "evolved")) -> PairAgreement:
+def pair_agreement(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,
+                   llm: str | None = None, fit=None, kinds=("baseline", "swap", "evolved")) -> PairAgreement:
     """Do the two agents of an interaction agree more often than their memory states say?
 
     The theory draws the two choices of an interaction independently from the table. In the
@@ -546,6 +546,8 @@ def pair_agreement(log: GameLog, *, names, memory: int | None = None, llm: str |
         Two-name pool.
     memory : int, optional
         Memory length (default the most common of the pool's runs).
+    n_agents : int, optional
+        Keep the runs of this population size only (default: every N).
     llm : str, optional
     fit : StrategyFit, optional
         The table to test against (default: a Dirichlet table per state fitted on every run of
@@ -568,7 +570,7 @@ def pair_agreement(log: GameLog, *, names, memory: int | None = None, llm: str |
     unknown = set(kinds) - set(KIND_ORDER)
     if unknown:
         raise ValueError(f"kinds must be among {sorted(KIND_ORDER)}; got {sorted(unknown)}")
-    sel = select_runs(log, names=names, memory=memory, model=llm, fit_on=kinds)
+    sel = select_runs(log, names=names, memory=memory, n_agents=n_agents, model=llm, fit_on=kinds)
     if memory is None:
         memory = int(sel.runs["memory"].value_counts().index[0])
         sel = select_runs(sel, memory=memory, fit_on=kinds)
@@ -620,6 +622,7 @@ def pair_agreement(log: GameLog, *, names, memory: int | None = None, llm: str |
                      "predicted_run": float(qr.sum()), "z_run": (agree - qr.sum()) / ser if ser else np.nan,
                      "order_bias": g_hat, "order_bias_low": g_lo, "order_bias_high": g_hi})
     settings = {"llm": ", ".join(sorted(map(str, sel.runs["model"].unique()))), "names": list(names), "memory": H,
+                "n_agents": sorted(int(n) for n in sel.runs["n_agents"].unique()),
                 "fit": f"{fit.kind} on {fit.meta.get('fit_on')}",
                 "run_shift_sd": float(np.std(b)) if b.size else float("nan")}
     return PairAgreement(table=pd.DataFrame(rows), settings=settings)
