@@ -208,7 +208,7 @@ def strategy_vs_c(n_runs: int, reps: int) -> None:
                                        ("best response", KIND_BEST_RESPONSE, np.zeros(1), "-")):
         args = ((N, W, H, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1,
                  np.full(N, kind, np.int64), np.zeros(N, np.int64), params,
-                 np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, PUBLISHED_FLIP_THRESHOLD))  # (game, rule)
+                 np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, PUBLISHED_FLIP_THRESHOLD, 0))  # (game, rule: no order bias)
         bufs = (np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R), np.int64),
                 np.zeros((n_runs, R), np.int32), np.zeros((n_runs, R, W), np.int32), np.zeros((n_runs, R, W), np.int32),
                 np.zeros((n_runs, 0, 2), np.int32), np.zeros((n_runs, 0, 2), np.int32),
@@ -241,7 +241,7 @@ def mixed_vs_single(n_runs: int, reps: int, seeds, table) -> None:
     R = T // N
     common = (N, W, H, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(N, np.bool_), -1,
               np.full(N, KIND_TABLE, np.int64))
-    start, rule = (np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, PUBLISHED_FLIP_THRESHOLD)
+    start, rule = (np.zeros((N, H), np.int64), np.zeros(N, np.int64)), (T, 0, PUBLISHED_FLIP_THRESHOLD, 0)
     single = (common + (np.zeros(N, np.int64), table) + start, rule)
     mixed = (common + (np.repeat([0, table.size], N // 2).astype(np.int64), np.concatenate([table, table])) + start,
              rule)

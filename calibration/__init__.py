@@ -36,6 +36,10 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
   :func:`probe_check` (exact probes vs sampled probes vs populations) -> :class:`ProbeCheck`
 - LLM vs theory: :func:`llm_trajectories`, :func:`theory_trajectories`,
   :func:`compare_trajectories` and the ``plot_*`` figures.
+- model adequacy: :func:`check_adequacy` (the fit played under the exact design of the committed
+  runs, tested against them count by count) -> :class:`Adequacy`; :func:`pair_agreement`
+  (partners' agreement beyond the table, the first-listed bias of a shared name order) ->
+  :class:`PairAgreement`
 
 References
 ----------
@@ -86,6 +90,10 @@ _EXPORTS = {
     "state_sensitivity": "sensitivity",
     "CriticalMassCheck": "critical_mass_check",
     "check_critical_masses": "critical_mass_check",
+    "Adequacy": "adequacy",
+    "check_adequacy": "adequacy",
+    "PairAgreement": "adequacy",
+    "pair_agreement": "adequacy",
     "table_draws": "prediction",
     "run_flips": "observed_critical_mass",
     "challenger_shares": "observed_critical_mass",

@@ -83,6 +83,9 @@ def register(sub) -> None:
     p.add_argument("--design", choices=["data", "paper"], default="data",
                    help="critical masses on the design of the data's committed-minority runs (their counts, runs per "
                         "count, run lengths and window), where the data hold them (default), or on the paper's only")
+    p.add_argument("--adequacy", action="store_true",
+                   help="also play the fit under the exact design of the data's committed-minority runs and test it "
+                        "against them, count by count (calibration.check_adequacy: predictive p-values)")
     p.add_argument("--chains", type=int, default=2, help="NUTS chains (default 2)")
     p.add_argument("--nuts-draws", "--samples", dest="samples", type=int, default=1000,
                    help="NUTS draws per chain (default 1000)")
@@ -138,6 +141,8 @@ def _calibrate(args) -> int:
         _check_result_dir(args.out)
     pk = dict(n_runs_flip=args.runs_flip, n_runs_consensus=args.runs_consensus, strength=not args.no_strength)
     progress = not args.no_progress and sys.stderr.isatty()
+    if args.table and args.adequacy:
+        raise ValueError("--adequacy tests a fit against the data's committed runs; use it with --ainorms/--log")
     if args.table:
         from normlab.calibration import load_fit, predict
 
@@ -202,9 +207,26 @@ def _calibrate(args) -> int:
     if args.save_fit:
         cal.fit.to_json(args.save_fit)
     summary = cal.summary()
+    adequacy = None
+    if args.adequacy:
+        from normlab.calibration.adequacy import check_adequacy
+
+        try:
+            with _warnings_as_lines():
+                adequacy = check_adequacy(cal, log, n_agents=cal.prediction.n_agents, llm=llm, n_draws=args.draws,
+                                          rng=args.seed)
+            summary["adequacy"] = adequacy.summary()
+        except ValueError as err:  # e.g. no committed-minority run: the calibration is kept, the check skipped
+            summary["adequacy"] = {"skipped": str(err)}
+            print(f"normlab calibrate: warning: adequacy check skipped: {err}", file=sys.stderr)
     if args.out:
         summary["out"] = _save_result(args.out, cal, summary)
     _print_result(summary, args.json)
+    if adequacy is not None and not args.json:
+        print("adequacy (fit played under the committed runs' design; predictive p, sum of z^2 over counts):")
+        for _, r in adequacy.overall.iterrows():
+            print(f"  {r['direction']:<12} {r['statistic']:<13} T = {r['T']:7.2f} over {int(r['counts'])} counts, "
+                  f"p = {r['p_value']:.3f}")
     return 0
 
 

@@ -38,7 +38,7 @@ from normlab.theory.criteria import PUBLISHED_WINDOW, published_max_round
 
 from .inputs import select_runs
 
-__all__ = ["ExperimentDesign", "experiment_designs", "PAPER_RUNS"]
+__all__ = ["ExperimentDesign", "experiment_designs", "committed_runs", "PAPER_RUNS"]
 
 #: Runs per committed count in the experiments of Flint Ashery et al. (2025, Methods).
 PAPER_RUNS = 10
@@ -175,27 +175,11 @@ class ExperimentDesign:
         ValueError
             No committed-minority run in that direction.
         """
+        r = committed_runs(log, names=names, majority=majority, memory=memory, n_agents=n_agents, llm=llm)
         names = tuple(str(n) for n in names)
-        if len(names) != 2 or majority not in names:
-            raise ValueError(f"names must be a two-name pool holding majority={majority!r}; got {names}")
         challenger = names[1] if names[0] == majority else names[0]
-        sel = select_runs(log, names=names, memory=memory, n_agents=n_agents, model=llm, fit_on=("swap", "evolved",
-                                                                                                    "simulation",
-                                                                                                    "committed"))
-        r = sel.runs
-        keep = (r["initial"].astype(str) == f"consensus:{majority}") & (
-            (r["committed_count"] == 0) | (r["committed_name"].astype(str) == challenger))
-        r = r[keep.to_numpy()]
-        if not len(r):
-            raise ValueError(f"the log holds no committed-minority run overturning {majority} (pool {names})")
-        if n_agents is None:
-            n_agents = int(r["n_agents"].value_counts().index[0])
-        r = r[r["n_agents"] == int(n_agents)]
-        if memory is None and r["memory"].nunique() > 1:
-            raise ValueError(f"runs of several memory lengths {sorted(r['memory'].unique())}; choose memory=")
+        n_agents = int(r["n_agents"].iloc[0])
         models = sorted(map(str, r["model"].unique()))
-        if len(models) > 1:
-            raise ValueError(f"runs of several LLMs {models}; choose llm=")
         counts, lengths = [], []
         for c, g in r.groupby("committed_count", sort=True):
             counts.append(int(c))
@@ -285,6 +269,47 @@ class ExperimentDesign:
                                                             f"N = {self.n_agents}",
                          settings={"window (rounds)": self.window, "extended past the last count": self.extend,
                                    "source": self.source})
+
+
+
+def committed_runs(log: GameLog, *, names, majority: str, memory: int | None = None, n_agents: int | None = None,
+                   llm: str | None = None) -> pd.DataFrame:
+    """The runs of a log that make one direction's committed-minority experiment (the rows of
+    ``log.runs`` :meth:`ExperimentDesign.from_log` reads; arguments as there).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Runs from a consensus on ``majority`` with agents committed to the other name of the
+        two-name pool ``names`` or nobody committed, at one ``n_agents``, ``memory`` and LLM.
+
+    Raises
+    ------
+    ValueError
+        No such run; several memory lengths or LLMs without ``memory`` / ``llm``.
+    """
+    names = tuple(str(n) for n in names)
+    if len(names) != 2 or majority not in names:
+        raise ValueError(f"names must be a two-name pool holding majority={majority!r}; got {names}")
+    challenger = names[1] if names[0] == majority else names[0]
+    sel = select_runs(log, names=names, memory=memory, n_agents=n_agents, model=llm, fit_on=("swap", "evolved",
+                                                                                                "simulation",
+                                                                                                "committed"))
+    r = sel.runs
+    keep = (r["initial"].astype(str) == f"consensus:{majority}") & (
+        (r["committed_count"] == 0) | (r["committed_name"].astype(str) == challenger))
+    r = r[keep.to_numpy()]
+    if not len(r):
+        raise ValueError(f"the log holds no committed-minority run overturning {majority} (pool {names})")
+    if n_agents is None:
+        n_agents = int(r["n_agents"].value_counts().index[0])
+    r = r[r["n_agents"] == int(n_agents)]
+    if memory is None and r["memory"].nunique() > 1:
+        raise ValueError(f"runs of several memory lengths {sorted(r['memory'].unique())}; choose memory=")
+    models = sorted(map(str, r["model"].unique()))
+    if len(models) > 1:
+        raise ValueError(f"runs of several LLMs {models}; choose llm=")
+    return r
 
 
 def experiment_designs(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,

@@ -69,6 +69,7 @@ import numpy as np
 from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.theory.criteria import published_max_round
+from normlab.theory.name_order import check_order
 
 from .experiment import ExperimentDesign
 from .posterior import StrategyFit
@@ -86,7 +87,8 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
             n_runs_flip: int = 16, max_rounds: int = 200, committed=None, directions=None, consensus: bool = True,
             strength: bool = True, assume_monotone: bool = True, level: float = 0.95, flip_level: float = FLIP_LEVEL,
             design_runs: int = DESIGN_RUNS, max_round: int | None = None, threads: int | None = 1, executor=None,
-            engine: str = "kernel", design=None, run_effects="fit", rng=None) -> Prediction:
+            engine: str = "kernel", design=None, run_effects="fit", order_bias: float = 0.0,
+            name_order=("independent", "shared"), rng=None) -> Prediction:
     """Predict collective bias, convergence speed, critical masses and relative strength.
 
     Parameters
@@ -157,6 +159,14 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         effects stored with the fit (``fit.meta["run_effects"]``, written by
         :func:`~normlab.calibration.calibrate`), none if it has none; None: identical runs.
         Kernel engine, two names.
+    order_bias : float, optional
+        First-listed bias ``gamma`` of the prompts (:mod:`normlab.theory.name_order`): each table
+        is played as per-order tables averaging to it. 0 (default): the tables as they are
+        (bit-identical). Kernel engine.
+    name_order : (str, str), optional
+        How the order is drawn in the convergence runs and in every committed-minority run:
+        default the authors' protocols, ``("independent", "shared")`` (``population()`` shuffles
+        per player, ``committed()`` once per interaction).
     rng : optional
 
     Returns
@@ -208,9 +218,13 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     designs = _designs(design, tuple(names), N)
     if effects.active and len(names) != 2:
         raise ValueError(f"run effects act on two-name tables; this fit has {len(names)} names (use run_effects=None)")
-    if engine == "reference" and (designs or effects.active):
+    if not isinstance(name_order, (tuple, list)) or len(name_order) != 2:
+        raise ValueError(f"name_order must be a pair (convergence runs, committed runs); got {name_order!r}")
+    gamma = float(check_order(order_bias, name_order[0])[0])
+    check_order(order_bias, name_order[1])
+    if engine == "reference" and (designs or effects.active or gamma):
         raise ValueError("the reference engine plays the paper's design without run effects; use engine='kernel' "
-                         "with design= or run_effects=")
+                         "with design=, run_effects= or order_bias=")
     seeds = spawn(rng, 3)
     tables = table_draws(fit, D, rng=seeds[0])
     draw_seeds = spawn(seeds[1], D) if engine == "reference" else None
@@ -220,7 +234,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     ids = list(range(D))
     if engine == "kernel":
         kcfg = dict(cfg, designs=designs, effect_draws=effects.draws(D, rng=seeds[2]) if effects.active else None,
-                    effect_seed=seeds[2])
+                    effect_seed=seeds[2], order_bias=gamma, name_order=tuple(str(o) for o in name_order))
         cons, success, stats, flips, cmd, strg, exp = _predict_kernel(tables, ids, seeds[1], kcfg, names, H, executor)
     else:
         cons, success, stats, flips, cmd, strg = _predict_reference(tables, ids, draw_seeds, cfg, threads, executor)
@@ -231,7 +245,8 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
                                            f"{nd} runs per count, window {mxr} rounds",
                               "per_run": f"first passage within {wr} rounds, {nrf} runs per count, "
                                          f"flip frequency >= {float(flip_level)}"},
-                    designs=[d.to_dict() for d in designs], run_effects=effects.to_dict() if effects.active else None)
+                    designs=[d.to_dict() for d in designs], run_effects=effects.to_dict() if effects.active else None,
+                    **({"order_bias": gamma, "name_order": [str(o) for o in name_order]} if gamma else {}))
     fs = fit.summary() if isinstance(fit, StrategyFit) else {"kind": "fixed table"}
     return Prediction(names=tuple(names), memory=H, n_agents=N, n_draws=D, within_rounds=wr, level=float(level),
                       consensus=cons, success=success, draw_stats=stats, flips=flips, critical_mass_draws=cmd,

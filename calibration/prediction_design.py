@@ -123,7 +123,8 @@ def _run_design(tables, draw_ids, parent, cfg):
         within=cfg["within_rounds"], window=cfg["max_round"], monotone=cfg["assume_monotone"], level=cfg["level"],
         flip_sum=FLIP_SUM, strength=cfg["strength"],
         mix_kx=np.array([int(round(f * N)) for f in WIDTH_FRACTIONS], np.int64),
-        experiment=_experiment(cfg, names), effects=_effects(cfg, draw_ids, seeds.shape[:3]))
+        experiment=_experiment(cfg, names), effects=_effects(cfg, draw_ids, seeds.shape[:3]),
+        order_bias=cfg.get("order_bias", 0.0), name_order=cfg.get("name_order", ("independent", "shared")))
 
 
 def _frames_from_design(o, draw_ids, names, cfg):

@@ -181,13 +181,16 @@ def _choose_reference(u, probs):
 
 
 def sg_run_reference(seed_words, strategy, n_agents, memory, neighbours, committed, cword, initial_name,
-                     max_int, stop_code, flip_thr, groups=None):
+                     max_int, stop_code, flip_thr, groups=None, order_bias=0.0, name_order="independent"):
     """Reference twin of :func:`normlab.theory.memory_game._sg_run_py` (one run).
 
     ``strategy`` is a :class:`~normlab.theory.strategies.Strategy` whose pure-Python ``probs``
     is used, or a list of them with ``groups`` (the strategy index of each agent: a mixed
     population); memories are Python lists of ``(own, partner)`` pairs; every observable is
-    recomputed from scratch after each interaction.
+    recomputed from scratch after each interaction. With ``order_bias`` (strategy tables) an
+    agent whose prompt lists name ``f`` first picks from the row of ``f``'s per-order table
+    (:func:`normlab.theory.name_order.order_tables`); ``f`` is drawn once per interaction
+    (``name_order="shared"``) or per uncommitted agent (``"independent"``).
 
     Returns
     -------
@@ -206,6 +209,16 @@ def sg_run_reference(seed_words, strategy, n_agents, memory, neighbours, committ
             if not committed[a] and per_agent[a] >= 0:
                 memories[a] = [(per_agent[a], per_agent[a])] * H
     unc = [a for a in range(N) if not committed[a]]
+    per_order = None
+    if order_bias:
+        from .name_order import order_tables
+        from .strategies import encode_state
+
+        tabs = {id(s): order_tables(s.table, order_bias) for s in strategy_of}
+        per_order = [tabs[id(s)] for s in strategy_of]
+
+        def ordered_probs(a, f):
+            return [float(v) for v in per_order[a][f, encode_state(memories[a][-H:], W)]]
 
     def census():
         nw, present = 0, set()
@@ -242,11 +255,15 @@ def sg_run_reference(seed_words, strategy, n_agents, memory, neighbours, committ
         else:
             j = neighbours[i][rng.randbelow(len(neighbours[i]))]
         choice = {}
+        first = rng.randbelow(W) if per_order is not None and name_order == "shared" else None
         for a in (i, j):
             if committed[a]:
                 choice[a] = cword
-            else:
+            elif per_order is None:
                 choice[a] = _choose_reference(rng.uniform(), list(strategy_of[a].probs(memories[a], H)))
+            else:
+                f = first if first is not None else rng.randbelow(W)
+                choice[a] = _choose_reference(rng.uniform(), ordered_probs(a, f))
         ci, cj = choice[i], choice[j]
         if ci < 0 or cj < 0:
             raise ValueError("invalid probability vector")

@@ -3,13 +3,14 @@
 :func:`strategy_design` plays, for each draw of a strategy table, the convergence runs, the
 committed-minority sweeps of every direction (with the published ensemble rule and the per-run
 flips reduced in the kernel) and the relative-strength runs, and returns only the reductions
-:func:`normlab.calibration.predict` reads. Each run is a *lean* kernel (:func:`_sg_lean_run`) that
+:func:`normlab.calibration.predict` reads. Each run is a *lean* kernel (:func:`_sg_lean_play`) that
 draws the same numbers and makes the same choices as the full strategy-game kernel
 (:func:`normlab.theory.memory_game._sg_run`), keeping only what the design reads, so each run is
 bit-identical to the :func:`~normlab.theory.strategy_game` call with the same seed words (tested
 run for run).
 
-The kernels group their arguments in typed tuples: ``game = (n_agents, W, H, flip_thr)``, one
+The kernels group their arguments in typed tuples: ``game = (n_agents, W, H, flip_thr,
+order_cons, order_committed)`` (the name-order modes, :mod:`normlab.theory.name_order`), one
 tuple per stage's plan (``consensus``, ``flips``, ``strength``) and one per stage's outputs.
 
 References
@@ -21,6 +22,7 @@ Table S3.
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 
@@ -30,6 +32,7 @@ from ._batch import S_ERR, S_FLIP, S_NINT, S_STOP, S_STREAK, SG_SCALARS
 from ._criteria_kernels import end_round, last3_sum, published_from_shares, window_flip_reached
 from ._prng import _INV53, _next4
 from .criteria import PUBLISHED_FLIP_THRESHOLD
+from .name_order import order_mode, order_tables
 from .strategies import n_states
 
 __all__ = ["strategy_design"]
@@ -153,8 +156,8 @@ def _lean_remember(a, e, H, B, offsets, top_pow, top_mask, pow2, code, mlen, hea
         head[a] = head[a] + 1 if head[a] + 1 < H else 0
 
 
-def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
-                    r_count, r_succ, r_prod, r_produ, scal, wk):
+def _sg_lean_play_py(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr, omode,
+                     r_count, r_succ, r_prod, r_produ, scal, wk):
     """One strategy-table run as :func:`normlab.theory.memory_game._sg_run` plays it, keeping only
     what a prediction design reads: complete graph, a table given by :func:`_choice_thresholds`,
     initial memories of ``H`` successful plays of ``init_name[a]`` (-1: empty); writes
@@ -166,6 +169,10 @@ def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, ma
     Per agent only the state code is kept (a base ``W**2`` number of the last ``H`` entries);
     once the memory is full the oldest entry leaves by a mask when ``W**2`` is a power of two,
     else from a ring of entries. No name counts, distinct names or consensus bookkeeping.
+
+    ``omode``: the name order (:mod:`normlab.theory.name_order`), as the full kernel draws it: 0
+    none (``thr`` holds one table), 1 shared per interaction, 2 per agent (``thr`` holds ``W``
+    per-order tables, block ``f`` for name ``f`` listed first).
     """
     s0 = seed[0]
     s1 = seed[1]
@@ -174,6 +181,7 @@ def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, ma
     B = W * W
     top_pow = offsets[H] - offsets[H - 1]  # B ** (H - 1)
     top_mask = top_pow - 1
+    S_ord = offsets[H] + top_pow * B  # states per name-order block
     pow2 = (B & (B - 1)) == 0
     code = wk[:N]
     mlen = wk[N:2 * N]
@@ -194,6 +202,7 @@ def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, ma
     stop_reason = 0
     uN = np.uint64(N)
     uN1 = np.uint64(N - 1)
+    uW = np.uint64(W)
     sh32 = np.uint64(32)
     sh11 = np.uint64(11)
     t = 0
@@ -215,12 +224,30 @@ def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, ma
         j_unc = not committed[j]
         ci = cword
         cj = cword
-        if i_unc:
-            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            ci = _lean_pick(np.float64(x >> sh11) * _INV53, thr, row[i] * W, W)
-        if j_unc:
-            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
-            cj = _lean_pick(np.float64(x >> sh11) * _INV53, thr, row[j] * W, W)
+        if not _ORDER_DRAWS or omode == 0:  # one table (the plain kernel compiles only this branch)
+            if i_unc:
+                x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                ci = _lean_pick(np.float64(x >> sh11) * _INV53, thr, row[i] * W, W)
+            if j_unc:
+                x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                cj = _lean_pick(np.float64(x >> sh11) * _INV53, thr, row[j] * W, W)
+        else:  # per-order tables: the name listed first, once per interaction (1) or per agent (2)
+            fo = 0
+            if omode == 1:
+                x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                fo = np.int64(((x >> sh32) * uW) >> sh32)
+            if i_unc:
+                if omode == 2:
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    fo = np.int64(((x >> sh32) * uW) >> sh32)
+                x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                ci = _lean_pick(np.float64(x >> sh11) * _INV53, thr, (row[i] + fo * S_ord) * W, W)
+            if j_unc:
+                if omode == 2:
+                    x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                    fo = np.int64(((x >> sh32) * uW) >> sh32)
+                x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                cj = _lean_pick(np.float64(x >> sh11) * _INV53, thr, (row[j] + fo * S_ord) * W, W)
         if ci >= W or cj >= W:
             t_err = t
             break
@@ -275,6 +302,45 @@ def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, ma
 _choice_thresholds = njit(cache=True)(_choice_thresholds_py)
 _table_logits = njit(cache=True)(_table_logits_py)
 _effect_thresholds = njit(cache=True)(_effect_thresholds_py)
+def _specialised(fn, name: str, **constants):
+    """``fn`` with some of its globals replaced by constants, under its own name (Numba compiles the
+    globals of a kernel as constants, so a branch on one is compiled away; the name gives the
+    variant its own cache files)."""
+    g = dict(fn.__globals__)
+    g.update(constants)
+    out = types.FunctionType(fn.__code__, g, name, fn.__defaults__, fn.__closure__)
+    out.__qualname__ = name
+    out.__doc__ = fn.__doc__
+    return out
+
+
+# Two compiled variants of one source: without a name-order bias the order draws are compiled away,
+# so the plain kernel is the one from before the bias existed, instruction for instruction (a branch
+# on ``omode`` at run time cost 8% of the design's throughput).
+_ORDER_DRAWS = False
+_sg_lean_play = njit(cache=True)(_sg_lean_play_py)
+_sg_lean_order_play = njit(cache=True)(_specialised(_sg_lean_play_py, "_sg_lean_order_play_py", _ORDER_DRAWS=True))
+
+
+@njit(inline="always")
+def _lean(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr, omode, r_count,
+          r_succ, r_prod, r_produ, scal, wk):
+    """One lean run: the plain kernel (``omode`` 0) or the one that draws name orders."""
+    if omode == 0:
+        _sg_lean_play(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr, omode,
+                      r_count, r_succ, r_prod, r_produ, scal, wk)
+    else:
+        _sg_lean_order_play(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
+                            omode, r_count, r_succ, r_prod, r_produ, scal, wk)
+
+
+def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
+                    r_count, r_succ, r_prod, r_produ, scal, wk):
+    """:func:`_sg_lean_play` without a name-order bias (one table in ``thr``; the twin tests' entry)."""
+    _sg_lean_play(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
+                  np.int64(0), r_count, r_succ, r_prod, r_produ, scal, wk)
+
+
 _sg_lean_run = njit(cache=True)(_sg_lean_run_py)
 
 
@@ -311,7 +377,7 @@ _last3_winner = njit(cache=True)(_last3_winner_py)
 def _design_consensus(seeds, d, g, game, plan, out, work, re):
     """Stage 1 of draw ``d``: ``n_cons`` runs from empty memories, ``stop="streak"`` (group ``g``).
     Returns ``(runs with an invalid vector, interactions)``."""
-    N, W, H, flip_thr = game
+    N, W, H, flip_thr, om_cons, om_comm = game
     _, n_cons, cons_rounds = plan
     cons_wins, cons_sum, cons_n, cons_streak = out
     r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
@@ -321,8 +387,8 @@ def _design_consensus(seeds, d, g, game, plan, out, work, re):
     mask[:] = False
     init_name[:] = -1
     for k in range(n_cons):
-        _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, _run_thr(re, d, g, k, thr), init_name, cons_rounds * N, STREAK,
-                     flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+        _lean(seeds[d, g, k], N, W, H, offsets, mask, NONE, _run_thr(re, d, g, k, thr), init_name, cons_rounds * N, STREAK,
+                     flip_thr, om_cons, r_count, r_succ, r_prod, r_produ, scal, wk)
         if scal[S_ERR] >= 0:
             n_err += 1
         n_int += scal[S_NINT]
@@ -350,7 +416,7 @@ def _design_flips(seeds, d, g, i, game, plan, out, work, re):
     """Stage 2 of draw ``d``, direction ``i``: one group of flip runs per committed count from
     group ``g`` on, their flips and the published rule. Returns ``(next group, runs with an
     invalid vector, interactions)``."""
-    N, W, H, flip_thr = game
+    N, W, H, flip_thr, om_cons, om_comm = game
     dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level, flip_sum = plan
     fl_k, fl_sim, fl_last3, fl_ok, fl_all, cm_pub, cm_run = out
     r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
@@ -380,8 +446,8 @@ def _design_flips(seeds, d, g, i, game, plan, out, work, re):
             kf = 0
             all_f = True
             for k in range(nsim):
-                _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, T_flip, FLIP,
-                             flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+                _lean(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, T_flip, FLIP,
+                             flip_thr, om_comm, r_count, r_succ, r_prod, r_produ, scal, wk)
                 if scal[S_ERR] >= 0:
                     n_err += 1
                 n_int += scal[S_NINT]
@@ -421,7 +487,7 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, 
     """Stage 3 of draw ``d``, direction ``i`` (``x`` to ``y``): the share of ``y`` with 0 and 1 agent
     committed to it, then the streak runs of every mixture (groups from ``g`` on). Returns ``(next
     group, runs with an invalid vector, interactions)``."""
-    N, W, H, flip_thr = game
+    N, W, H, flip_thr, om_cons, om_comm = game
     dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level, flip_sum = flips
     _, mix_kx = plan
     st_share, st_wins = out
@@ -438,8 +504,8 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, 
         s = 0.0
         n = 0
         for k in range(n_flip):
-            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, within * N, NOSTOP,
-                         flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+            _lean(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, within * N, NOSTOP,
+                         flip_thr, om_comm, r_count, r_succ, r_prod, r_produ, scal, wk)
             if scal[S_ERR] >= 0:
                 n_err += 1
             n_int += scal[S_NINT]
@@ -458,8 +524,8 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, 
         for a in range(N):
             init_name[a] = x if a < mix_kx[f] else y
         for k in range(n_flip):
-            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, NONE, _run_thr(re, d, g, k, thr), init_name, cons_rounds * N, STREAK,
-                         flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+            _lean(seeds[d, g, k], N, W, H, offsets, mask, NONE, _run_thr(re, d, g, k, thr), init_name, cons_rounds * N, STREAK,
+                         flip_thr, om_comm, r_count, r_succ, r_prod, r_produ, scal, wk)
             if scal[S_ERR] >= 0:
                 n_err += 1
             n_int += scal[S_NINT]
@@ -480,7 +546,7 @@ def _design_experiment(seeds, d, g, i, game, plan, out, work, wx, re):
     after their last round, the mean is cut at ``window`` rounds. Counts after the first that meets
     the rule are simulated only where ``e_all[j]`` (the tested counts). Returns ``(next group, runs
     with an invalid vector, interactions)``."""
-    N, W, H, flip_thr = game
+    N, W, H, flip_thr, om_cons, om_comm = game
     dir_x, dir_y, e_dir, e_counts, e_off, e_len, e_all, e_keep, window, flip_sum = plan
     ex_ok, ex_last3, ex_cm, ex_share = out
     r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
@@ -508,8 +574,8 @@ def _design_experiment(seeds, d, g, i, game, plan, out, work, wx, re):
         n_runs = e_off[j + 1] - e_off[j]
         for k in range(n_runs):
             T = e_len[e_off[j] + k]
-            _sg_lean_run(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, T,
-                         NOSTOP, flip_thr, r_count, r_succ, r_prod, r_produ, scal, wk)
+            _lean(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, T,
+                         NOSTOP, flip_thr, om_comm, r_count, r_succ, r_prod, r_produ, scal, wk)
             if scal[S_ERR] >= 0:
                 n_err += 1
             n_int += scal[S_NINT]
@@ -540,7 +606,11 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
                   out_exp, effects):
     """A whole prediction design of strategy-table games, every posterior draw in one call.
 
-    ``game = (n_agents, W, H, flip_thr)``; ``consensus = (do_cons, n_cons, cons_rounds)``;
+    ``game = (n_agents, W, H, flip_thr, order_cons, order_committed)`` (the name-order modes of
+    the convergence runs and of every other stage: 0 none, 1 shared, 2 independent; with a mode
+    other than 0 each ``tables[d]`` holds ``W`` per-order tables, block ``f`` for name ``f``
+    listed first, :func:`normlab.theory.name_order.order_tables`); ``consensus = (do_cons, n_cons,
+    cons_rounds)``;
     ``flips = (dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level,
     flip_sum)``; ``strength = (do_strength, mix_kx)``; outputs ``out_cons = (cons_wins,
     cons_sum, cons_n, cons_streak)``, ``out_flips = (fl_k, fl_sim, fl_last3, fl_ok, fl_all,
@@ -578,9 +648,10 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
 
     ``effects = (on, b, kappa)`` (arrays shaped like ``seeds[..., 0]``): with ``on`` run ``k`` of
     group ``g`` of draw ``d`` plays the draw's table under its run effect, logits
-    ``kappa * logit p + b`` (two names); off, the draw's table itself (bit-identical to before).
+    ``kappa * logit p + b`` (two names; with per-order tables each order's logit); off, the
+    draw's table itself (bit-identical to before).
 
-    Every run is :func:`_sg_lean_run`. Returns ``(runs with an invalid probability vector,
+    Every run is :func:`_sg_lean_play`. Returns ``(runs with an invalid probability vector,
     interactions simulated)``.
     """
     N, W, H = game[0], game[1], game[2]
@@ -646,7 +717,8 @@ _sg_design = njit(cache=True)(_sg_design_py)
 
 def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_rounds, directions, counts, n_flip,
                     n_design, within, window, monotone, level, flip_sum, strength, mix_kx,
-                    flip_threshold=PUBLISHED_FLIP_THRESHOLD, experiment=None, effects=None) -> dict:
+                    flip_threshold=PUBLISHED_FLIP_THRESHOLD, experiment=None, effects=None, order_bias=0.0,
+                    name_order=("independent", "shared")) -> dict:
     """Run :func:`_sg_design` (one compiled call for every draw) and return its reductions.
 
     ``tables``: ``(D, n_states, W)`` probabilities; ``seeds``: ``(D, n_groups, n_runs_max, 4)``
@@ -661,7 +733,10 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
     shares); ``lengths`` (interactions of each run, entry by entry), ``window`` and
     ``max_rounds`` (rounds of the longest run). ``effects`` (optional): ``(b,
     kappa)``, arrays shaped like ``seeds[..., 0]``: per run the shift and sharpness of its table
-    (two names).
+    (two names). ``order_bias`` (optional): the first-listed bias ``gamma``
+    (:mod:`normlab.theory.name_order`), with ``name_order`` = (order of the convergence runs, of
+    the committed-minority runs) -- default the authors' protocols, ``("independent", "shared")``;
+    0 plays the tables as they are (bit-identical, no draw for the order).
 
     Returns
     -------
@@ -678,7 +753,12 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
     H = int(memory)
     if S != n_states(W, H):
         raise ValueError(f"tables must have {n_states(W, H)} states for W={W}, H={H}; got {S}")
-    flat = np.ascontiguousarray(tables.reshape(D, S * W))
+    if isinstance(name_order, str) or len(name_order) != 2:
+        raise ValueError(f"name_order must be a pair (convergence runs, committed runs); got {name_order!r}")
+    om = (order_mode(order_bias, name_order[0]), order_mode(order_bias, name_order[1]))
+    if om != (0, 0):  # W per-order tables per draw, block f for name f listed first
+        tables = np.ascontiguousarray(np.moveaxis(order_tables(tables, float(order_bias)), 0, 1).reshape(D, W * S, W))
+    flat = np.ascontiguousarray(tables.reshape(D, -1))
     seeds = np.require(seeds, np.uint64, ["C", "W"])
     dirs = np.asarray(directions, np.int64).reshape(-1, 2)
     nd, nc, nm = len(dirs), len(counts), len(mix_kx)
@@ -688,7 +768,7 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
                  np.zeros((D, nd, nc), np.bool_), np.zeros((D, nd, nc), np.bool_), np.full((D, nd), np.inf),
                  np.full((D, nd), np.inf))
     out_strength = (np.full((D, nd, 2), np.nan), np.zeros((D, nd, nm), np.int64))
-    game = (int(n_agents), W, H, float(flip_threshold))
+    game = (int(n_agents), W, H, float(flip_threshold), om[0], om[1])
     plan_cons = (bool(consensus), int(n_cons), int(cons_rounds))
     plan_flips = (np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]),
                   np.ascontiguousarray(counts, np.int64), int(n_flip), int(n_design), int(within), int(window),

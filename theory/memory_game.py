@@ -33,6 +33,7 @@ from .criteria import PUBLISHED_FLIP_THRESHOLD
 # the prediction design lives in design.py; its names stay importable from here (calibration, tests)
 from .design import _choice_thresholds, _sg_design, _sg_lean_run, strategy_design  # noqa: F401
 from .population import committed_mask, graph_to_csr
+from .name_order import order_mode, order_tables
 from .results import GameResult
 from .strategies import KIND_BEST_RESPONSE, KIND_TABLE, KIND_USER, KIND_WSLS, _strategy_probs, resolve_strategy
 
@@ -165,7 +166,7 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
     """One strategy-game run (compiled below with the built-in strategies, or per user function).
 
     ``game = (n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own,
-    init_len)``, ``rule = (max_int, stop_code, flip_thr)``, ``rounds = (r_count, r_succ, r_nw,
+    init_len)``, ``rule = (max_int, stop_code, flip_thr, order_mode)``, ``rounds = (r_count, r_succ, r_nw,
     r_nd, r_prod, r_produ)`` (per-round outputs), ``rec = (rec_pairs, rec_names)`` (every
     interaction, or empty), ``scal`` the scalar row (``S_*`` of :mod:`normlab.theory._batch`).
 
@@ -173,6 +174,13 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
     first agent ``randbelow(N)``; partner ``randbelow(N - 1)`` (complete graph) or
     ``randbelow(degree)``; then one ``uniform`` for each uncommitted agent of the pair, first
     agent first, turned into a name as :func:`_choose` would.
+
+    Name order (:mod:`normlab.theory.name_order`): with ``order_mode`` 0 nothing else is drawn
+    and a table's parameters are its ``n_states`` rows. With a first-listed bias they are ``W``
+    blocks of ``n_states`` rows (block ``f``: name ``f`` listed first) and the name listed first is
+    ``randbelow(W)``, drawn once per interaction after the partner (mode 1, shared: the authors'
+    ``committed()``) or once per uncommitted agent just before its ``uniform`` (mode 2,
+    independent: ``population()``); only table strategies play with a bias.
 
     Agent ``a`` plays strategy kind ``kinds[a]`` with parameters ``params[poffs[a]:]`` (one
     strategy per group of agents; the same for all in a homogeneous population).
@@ -184,7 +192,7 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
     call and array).
     """
     N, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len = game
-    max_int, stop_code, flip_thr = rule
+    max_int, stop_code, flip_thr, omode = rule
     r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     rec_pairs, rec_names = rec
     s0 = seed[0]
@@ -200,6 +208,7 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
         offsets[k] = offsets[k - 1] + pw
         pw *= B
     top_pow = pw // B  # B ** (H - 1)
+    S_ord = offsets[H] + pw  # states per name-order block of a table (order modes 1, 2)
     st = np.zeros(N * _NF, np.int64)
     for a in range(N):
         st[a * _NF + _SNAME] = -1
@@ -273,6 +282,10 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
             j = nbrs[indptr[i] + np.int64(((x >> sh32) * np.uint64(d)) >> sh32)]
         i_unc = not committed[i]
         j_unc = not committed[j]
+        fo = 0  # the name listed first (order modes: 1 shared per interaction, 2 per agent)
+        if omode == 1:
+            x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+            fo = np.int64(((x >> sh32) * uW) >> sh32)
         # simultaneous choices (from the memories before this interaction), first agent first
         ci = cword
         cj = cword
@@ -280,6 +293,9 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
             a = i if side == 0 else j
             if committed[a]:
                 continue
+            if omode == 2:
+                x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
+                fo = np.int64(((x >> sh32) * uW) >> sh32)
             x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
             u = np.float64(x >> sh11) * _INV53
             f = np.uint64(a * _NF)  # unsigned indices: no negative-index wrap-around test
@@ -287,7 +303,7 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
             kd = st[f + _UKIND]
             c = -1
             if kd == KIND_TABLE:
-                base = np.uint64(st[f + _UPOFF] + (offsets[k] + st[f + _UCODE]) * W)
+                base = np.uint64(st[f + _UPOFF] + (fo * S_ord + offsets[k] + st[f + _UCODE]) * W)
                 tot = 0.0
                 open_ = True
                 bad = False
@@ -508,8 +524,8 @@ def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poff
     """:func:`_sg_play` with every argument spelled out (the entry of the twin tests and
     benchmarks that drive one run by hand)."""
     _sg_play(seed, (n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own, init_len),
-             (max_int, stop_code, flip_thr), (r_count, r_succ, r_nw, r_nd, r_prod, r_produ), (rec_pairs, rec_names),
-             scal)
+             (max_int, stop_code, flip_thr, np.int64(0)), (r_count, r_succ, r_nw, r_nd, r_prod, r_produ),
+             (rec_pairs, rec_names), scal)
 
 
 def _sg_batch_py(seeds, game, rule, rounds, rec, scal):
@@ -665,6 +681,8 @@ def strategy_game(
     names=None,
     flip_threshold: float = PUBLISHED_FLIP_THRESHOLD,
     record_decisions: bool = False,
+    order_bias: float = 0.0,
+    name_order: str = "independent",
     progress: bool | None = None,
     rng=None,
 ) -> GameResult:
@@ -717,6 +735,15 @@ def strategy_game(
     record_decisions : bool, optional
         Keep every interaction so that :meth:`GameResult.to_log` can build the tidy decision
         table (memory cost ``8 * max_interactions`` bytes per run).
+    order_bias : float, optional
+        First-listed bias ``gamma`` (logit shift toward the name the prompt lists first;
+        :mod:`normlab.theory.name_order`): the table is played as ``W`` per-order tables whose
+        average over the listed-first name is the table itself. 0 (default): the plain table,
+        bit-identical to a call without it. Strategy tables only.
+    name_order : {"independent", "shared"}, optional
+        How the name order is drawn when ``order_bias`` is not 0: per agent (the authors'
+        ``population()``: the same game in law as without bias) or once per interaction, seen by
+        both agents (``committed()``: a bias correlates their choices).
     progress : bool, optional
         Show a tqdm bar over runs (default: when more than 1000 runs).
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, optional
@@ -732,7 +759,8 @@ def strategy_game(
     ----------
     Implements the LLM naming game of Flint Ashery et al., Sci. Adv. 11, eadu9368 (2025),
     Experimental Setup and Fig. 3 (committed minorities), with agents replaced by strategy tables
-    p(name | memory) (Table 1, Fig. S8); best response as in Centola et al., Science 360, 1116 (2018).
+    p(name | memory) (Table 1, Fig. S8) and the name order of their prompts as the authors'
+    ``simulation_module.py`` draws it; best response as in Centola et al., Science 360, 1116 (2018).
 
     Examples
     --------
@@ -748,6 +776,9 @@ def strategy_game(
     strat = strats[0]
     W = strat.n_names
     stop_code = check_stop(stop)
+    omode = order_mode(order_bias, name_order)
+    if omode and any(s.kind != KIND_TABLE for s in strats):
+        raise ValueError("order_bias needs strategy tables (tabulate other strategies with to_table first)")
     if not 0.0 < float(flip_threshold) <= 1.0:
         raise ValueError(f"flip_threshold must be in (0, 1]; got {flip_threshold!r}")
     for s in strats:
@@ -768,7 +799,7 @@ def strategy_game(
         raise ValueError(f"record_decisions keeps every interaction: {T * R:,} is too many; lower max_interactions or n_runs")
     if progress is None:
         progress = R > 1000
-    params, kinds, poffs = _kernel_params(strats, group, H)
+    params, kinds, poffs = _kernel_params(strats, group, H, float(order_bias) if omode else 0.0)
     if strat.kind == KIND_USER:
         strat.check(H)
         kernel = choose_kernel(*_user_kernel(strat.fn), R, T)
@@ -776,14 +807,15 @@ def strategy_game(
         kernel = choose_kernel(_sg_batch, _sg_batch_serial, R, T)
     ss, seeds = run_seeds(rng, R)
     args = ((N, W, H, indptr, nbrs, mask, cword, kinds, poffs, params, init_own, init_len),  # game
-            (T, stop_code, float(flip_threshold)))  # rule
+            (T, stop_code, float(flip_threshold), int(omode)))  # rule
     out = run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
                       n_scalars=SG_SCALARS, ragged=_sg_batch_ragged if kernel is _sg_batch_serial else None)
     return _sg_result(out, strats, group, stop=stop, N=N, W=W, H=H, T=T, names=names, mask=mask, cword=cword,
                       seed=ss, record_decisions=record_decisions, init_idx=init_idx, params=dict(
                           strategy=type(strat).__name__ if len(strats) == 1 else [type(s).__name__ for s in strats],
                           groups=None if groups is None else group.tolist(), initial_label=init_label,
-                          flip_threshold=float(flip_threshold),
+                          flip_threshold=float(flip_threshold), order_bias=float(order_bias),
+                          name_order=str(name_order),
                           graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes)"))
 
 
@@ -813,10 +845,14 @@ def _challenger(committed_name, names, W: int, mask) -> int:
     return W - 1 if mask.any() else -1
 
 
-def _kernel_params(strats, group, H: int):
+def _kernel_params(strats, group, H: int, order_bias: float = 0.0):
     """``(params, kinds, poffs)``: every strategy's parameters in one float64 array, and per agent
-    its strategy kind and the offset of its parameters."""
-    blocks = [np.asarray(s.kernel_params(H), dtype=np.float64).reshape(-1) for s in strats]
+    its strategy kind and the offset of its parameters (with a first-listed bias a table's
+    parameters are its ``W`` per-order tables, :func:`normlab.theory.name_order.order_tables`)."""
+    if order_bias:
+        blocks = [order_tables(s.table, order_bias).reshape(-1) for s in strats]
+    else:
+        blocks = [np.asarray(s.kernel_params(H), dtype=np.float64).reshape(-1) for s in strats]
     params = np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0])
     starts = np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]]).astype(np.int64)
     return params, np.array([s.kind for s in strats], np.int64)[group], starts[group]
@@ -849,7 +885,9 @@ def _sg_result(out, strats, group, *, stop, N, W, H, T, names, mask, cword, seed
         initial_memory = {a: [(names[init_idx[a]], names[init_idx[a]])] * H
                           for a in range(N) if not mask[a] and init_idx[a] >= 0}
     params = dict(strategy=params["strategy"], groups=params["groups"], initial_label=params["initial_label"],
-                  initial_memory=initial_memory, flip_threshold=params["flip_threshold"], graph=params["graph"])
+                  initial_memory=initial_memory, flip_threshold=params["flip_threshold"], graph=params["graph"],
+                  **({"order_bias": params["order_bias"], "name_order": params["name_order"]}
+                     if params["order_bias"] else {}))
     return game_result(
         out, model="strategy", n_agents=N, n_names=W, names=tuple(names), memory=H, committed=mask,
         committed_name=cword, stop=stop, max_interactions=T, seed=seed, absorbing=absorbing,
