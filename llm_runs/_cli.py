@@ -68,10 +68,11 @@ def _run(args) -> int:
 
 def endpoint_cap_message(res) -> str:
     """What a budget-stopped run spent (from its ledger)."""
-    led = res.ledger
-    if led is None or led.empty:
+    t = res.totals
+    if not t or not t["requests"]:
         return "nothing spent"
-    return f"{int(led['tokens'].sum()):,} tokens, ${float(led['cost_usd'].sum()):.4f} spent in {len(led):,} requests"
+    return (f"{t['prompt_tokens'] + t['completion_tokens']:,} tokens, ${t['cost_usd']:.4f} spent in "
+            f"{t['requests']:,} requests")
 
 
 

@@ -50,7 +50,7 @@ class Journal:
         record is flushed to the OS immediately whatever this setting.
     """
 
-    def __init__(self, path=None, *, fsync_interval: float | None = 1.0):
+    def __init__(self, path=None, *, fsync_interval: float | None = 1.0, load: bool = True):
         self.path = Path(path) if path is not None else None
         self.fsync_interval = fsync_interval
         self._last_sync = 0.0
@@ -59,7 +59,12 @@ class Journal:
         self._f = None
         self._identity = None
         if self.path is not None and self.path.exists():
-            self.records = read_journal(self.path)
+            if load:
+                self.records = read_journal(self.path)
+            else:  # read in bounded memory by whoever needs it (:meth:`reader`); checked the same way
+                for _ in iter_journal(self.path):
+                    pass
+                self._keep = False
             _repair_tail(self.path)
 
     def open(self) -> "Journal":
@@ -117,6 +122,15 @@ class Journal:
         if self._f is not None:
             self._f.flush()
         return read_journal(self.path) if self.path.exists() else []
+
+    def reader(self) -> "JournalReader":
+        """The records in bounded memory (:class:`JournalReader`): the file's (flushed first) for a
+        file-backed journal that does not keep them, else those kept in memory."""
+        if self._keep or self.path is None:
+            return JournalReader(records=self.records)
+        if self._f is not None:
+            self._f.flush()
+        return JournalReader(self.path if self.path.exists() else None)
 
     def write(self, record: dict, *, sync: bool = False) -> None:
         if self._keep:
@@ -201,6 +215,10 @@ def _parse(line: bytes):
 #: another directory (copied here); an interaction of two agents; the end of a run; an endpoint
 #: error that stopped a run; a probe's decision.
 CALL, IMPORTED, INTERACTION, RUN_END, RUN_ERROR, PROBE = "call", "cached", "int", "end", "error", "probe"
+#: A budget reservation written before a request is sent (write-ahead): what the request may cost
+#: at most; the request's call record settles it (``res``), and one left unsettled (a kill while
+#: the request was in flight) counts at its full amount.
+RESERVE = "reserve"
 
 
 def record_kind(record: dict) -> str | None:
@@ -606,53 +624,136 @@ def check_interaction(record: dict, n_agents: int, names) -> None:
 
 
 def replay(records, n_runs: int, *, n_agents: int | None = None, names=None) -> tuple[dict, dict]:
-    """What resumption replays: ``({run: [Interaction, ...]}, {run: RunEnd})``.
+    """What resumption replays: ``({run: [Interaction, ...]}, {run: RunEnd})`` (in memory; long
+    runs walk :func:`replayed` instead).
 
     Interactions of a run count when contiguous from ``t = 0`` (the first occurrence wins);
     with ``n_agents`` and ``names`` every interaction is checked first (:func:`check_interaction`).
     """
     inter = {k: [] for k in range(n_runs)}
     ended = {}
-    for r in records:
+    for _, v in replayed(enumerate(records), n_runs, n_agents=n_agents, names=names):
+        if isinstance(v, Interaction):
+            inter[v.run].append(v)
+        elif isinstance(v, RunEnd):
+            ended[v.run] = v
+    return inter, ended
+
+
+def replayed(items, n_runs: int, *, n_agents: int | None = None, names=None):
+    """The records a journal's readers use, one at a time (bounded memory): ``(key, view)`` for
+    every interaction that counts (:func:`replay`'s rule: contiguous from ``t = 0``, the first
+    occurrence wins; checked with ``n_agents`` and ``names``), every run end (:class:`RunEnd`),
+    request (:class:`Call`), reused distribution (:class:`Imported`) and budget reservation
+    (:class:`Reservation`), in journal order.
+
+    Parameters
+    ----------
+    items : iterable of (key, dict)
+        :meth:`JournalReader.scan`, or ``enumerate(records)``.
+    n_runs : int
+    """
+    counts = {k: 0 for k in range(n_runs)}
+    for key, r in items:
         ev = r.get("ev")
         if ev == INTERACTION:
             if n_agents is not None:
                 check_interaction(r, n_agents, names)
             k = r["run"]
-            if k in inter and r["t"] == len(inter[k]):  # contiguous, first occurrence wins
-                inter[k].append(Interaction(r))
+            if k in counts and r["t"] == counts[k]:  # contiguous, first occurrence wins
+                counts[k] += 1
+                yield key, Interaction(r)
         elif ev == RUN_END:
             if not isinstance(r.get("run"), int):
                 raise ValueError(f"journal record {str(r)[:160]} is malformed; the journal is corrupt")
-            ended[r["run"]] = RunEnd(r)
-    return inter, ended
+            yield key, RunEnd(r)
+        elif ev == CALL:
+            yield key, Call(r)
+        elif ev == IMPORTED:
+            yield key, Imported(r)
+        elif ev == RESERVE:
+            yield key, Reservation(r)
 
 
 def read_journal(path) -> list[dict]:
-    """All records of a journal file.
+    """All records of a journal file (in memory: for small journals; long runs read theirs with
+    :func:`iter_journal` or :class:`JournalReader`).
 
     A torn or unreadable *last* line is skipped (a kill mid-write; :class:`Journal` cuts it off
     before appending). Any other unreadable line, or a line that is valid JSON but not a record
     (``null``, a list, an object without ``"ev"``), makes the journal corrupt: ValueError.
     """
-    out = []
+    return [rec for _, rec in iter_journal(path)]
+
+
+def iter_journal(path):
+    """``(offset, record)`` for every record of a journal file, one line at a time (memory stays
+    flat whatever the journal's size), with the rules of :func:`read_journal`; ``offset`` is
+    where the record's line starts (:meth:`JournalReader.at` reads it again)."""
     with open(path, "rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
-    last = max((k for k, line in enumerate(lines) if line.strip()), default=-1)
-    for k, line in enumerate(lines):
-        if not line.strip():
-            continue
-        rec = _parse(line)
-        if rec is None or not isinstance(rec.get("ev"), str):
-            if k == last and rec is None:  # only the last line may be torn by a kill
-                break
-            raise ValueError(
-                f"{path}: line {k + 1} is not a journal record; the journal is corrupt (move the directory "
-                "aside and start the run again, or remove that line by hand if you know why it is there)"
-            ) from None
-        out.append(rec)
-    return out
+        pos, bad = 0, None
+        for k, line in enumerate(f):
+            start, pos = pos, pos + len(line)
+            if not line.strip():
+                continue
+            if bad is not None:  # an unreadable line with a record after it: not a torn tail
+                raise _corrupt(path, bad)
+            rec = _parse(line)
+            if rec is None:
+                bad = k
+                continue
+            if not isinstance(rec.get("ev"), str):
+                raise _corrupt(path, k)
+            yield start, rec
+
+
+def _corrupt(path, k: int) -> ValueError:
+    return ValueError(
+        f"{path}: line {k + 1} is not a journal record; the journal is corrupt (move the directory "
+        "aside and start the run again, or remove that line by hand if you know why it is there)"
+    )
+
+
+class JournalReader:
+    """A journal read in bounded memory: :meth:`scan` walks every record once, :meth:`at` reads
+    chosen ones again by the key :meth:`scan` gave them (a file offset; an index for records
+    held in memory), so a builder keeps keys (8 bytes a record), never the records.
+
+    Parameters
+    ----------
+    path : path, optional
+        The journal file (``None`` with ``records=None``: an empty journal).
+    records : list of dict, optional
+        Records held in memory instead (a journal without a file).
+    """
+
+    def __init__(self, path=None, *, records: list | None = None):
+        self.path = None if path is None else Path(path)
+        self.records = records
+
+    def scan(self):
+        """``(key, record)`` for every record, in journal order."""
+        if self.records is not None:
+            yield from enumerate(self.records)
+        elif self.path is not None:
+            yield from iter_journal(self.path)
+
+    def at(self, keys):
+        """The records at ``keys`` (from :meth:`scan`), in the order given."""
+        if self.records is not None:
+            for k in keys:
+                yield self.records[k]
+            return
+        if self.path is None:
+            return
+        with open(self.path, "rb") as f:
+            for k in keys:
+                f.seek(k)
+                rec = _parse(f.readline())
+                if rec is None:
+                    raise ValueError(f"{self.path}: the record at byte {k} changed while it was read; "
+                                     "is another process writing this journal?")
+                yield rec
 
 
 def _repair_tail(path: Path) -> None:

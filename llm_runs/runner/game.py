@@ -4,18 +4,20 @@ exact-mode cache), each run to its stop rule, every call and interaction journal
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..backend import BudgetExhausted, EndpointError
+from ..backend import BudgetExhausted, EndpointError, SpendingCap
 from ..exact import choose, name_distribution
 from .. import journal as jr
 from ..journal import JOURNAL_FILE, Journal, read_journal, record_session
 from ..prompts import PromptTemplate, parse_answer, parse_answer_authors, sha256_hex
+from .groups import agent_groups
 from .settings import UNBOUNDED, GameSettings
 from .state import RunState, run_setup
 
@@ -64,6 +66,54 @@ def load_cache(sources) -> dict:
 
 
 @dataclass
+class Resume:
+    """What a session takes over from its journal, read in one walk (memory stays flat however
+    long the journal): each run's state after its journaled interactions, the runs ended, the
+    requests made, the exact-mode distributions and the spend counted against a budget."""
+
+    setups: dict
+    states: dict
+    ended: dict
+    n_calls: int = 0
+    cache: dict = field(default_factory=dict)
+    spent: tuple = (0.0, 0.0)
+
+    @property
+    def played(self) -> dict:
+        """``{run: interactions replayed}``."""
+        return {k: st.t for k, st in self.states.items()}
+
+
+def resume(s: GameSettings, reader: jr.JournalReader, prices: dict | None = None) -> Resume:
+    """Replay a journal (:func:`normlab.llm_runs.journal.replayed`, every interaction checked)
+    into the state a session starts from; ``prices``: ``{group label: (input, output)}`` at which
+    earlier requests count against a budget (:func:`~normlab.llm_runs.runner.group_prices`)."""
+    labels, _ = agent_groups(s)
+    prices = prices or {"all": (0.0, 0.0)}
+    first = next(iter(prices))
+    setups = {k: run_setup(s, k) for k in range(s.runs)}
+    out = Resume(setups=setups, states={k: RunState(s, *setups[k]) for k in range(s.runs)}, ended={})
+    spent = SpendingCap()
+    for _, v in jr.replayed(reader.scan(), s.runs, n_agents=s.n_agents, names=s.names):
+        if isinstance(v, jr.Interaction):
+            out.states[v.run].apply(v.i, v.j, *v.names)
+        elif isinstance(v, jr.RunEnd):
+            out.ended[v.run] = v
+        elif isinstance(v, jr.Call):
+            out.n_calls += 1
+            a = v.agent
+            g = labels[a] if isinstance(a, int) and 0 <= a < len(labels) else None
+            spent.add(v.prompt_tokens, v.completion_tokens, prices.get(g) or prices[first])
+            if v.purpose == "exact" and v.key and v.top:
+                out.cache[v.key] = v.top
+        elif isinstance(v, jr.Imported):
+            if v.purpose == "exact" and v.key and v.top:
+                out.cache[v.key] = v.top
+    out.spent = (spent.tokens, spent.usd)
+    return out
+
+
+@dataclass
 class Agents:
     """What the decisions of one group of agents use: template, client and sampler."""
 
@@ -86,35 +136,39 @@ class Game:
     """
 
     def __init__(self, s: GameSettings, tpl: PromptTemplate, nbrs, client, journal: Journal, pbar=None,
-                 imported: dict | None = None, groups: list | None = None):
+                 imported: dict | None = None, groups: list | None = None, start: Resume | None = None):
         self.s, self.tpl, self.nbrs, self.client, self.journal, self.pbar = s, tpl, nbrs, client, journal, pbar
         self.names = s.names
-        self._setups: dict[int, tuple] = {}
         self.inflight: dict[str, asyncio.Future] = {}
-        self.n_calls = jr.count(journal.records, jr.CALL)
         self.ss = s.seed_sequence()
-        self.cache: dict[str, list] = exact_cache_entries(journal.records)
         self.imported = imported or {}
         if not groups:
             groups = [(Agents("all", tpl, client, s.temperature, s.top_k, s.top_p, s.min_p, s.max_tokens),
                        0, s.n_agents)]
         self.groups = [g for g, _, _ in groups]
-        self.group_of = np.full(s.n_agents, -1, dtype=np.int64)  # -1: injected committed agents
-        for k, (_, first, size) in enumerate(groups):
-            self.group_of[first:first + size] = k
+        # group of an agent from the groups' ranges (no array of N entries): -1 for injected committed agents
+        self._firsts = [first for _, first, _ in groups]
+        self._ranges = [(first, first + size) for _, first, size in groups]
         self.stopped: str | None = None  # "budget" when a spending cap stopped the session
+        if start is None:  # a journal held in memory (the probes)
+            start = resume(s, jr.JournalReader(records=journal.records),
+                           {g.label: g.client.prices for g in self.groups})
+        self._setups: dict[int, tuple] = dict(start.setups)
+        self.n_calls = start.n_calls
+        self.cache: dict[str, list] = dict(start.cache)
         # what earlier sessions spent counts against a cap (a rerun with a larger cap continues)
         caps = {id(g.client.cap): g.client.cap for g in self.groups}
-        if any(c.active for c in caps.values()):
-            for r in jr.calls(journal.records):
-                a = r.agent
-                gi = int(self.group_of[a]) if isinstance(a, int) and 0 <= a < s.n_agents else 0
-                c = self.groups[max(gi, 0)].client
-                c.cap.add(r.prompt_tokens, r.completion_tokens, c.prices)
+        for c in caps.values():
+            if c.active:
+                c.tokens, c.usd = start.spent
         self.write_manifest()
 
+    def group_index(self, agent: int) -> int:
+        k = bisect.bisect_right(self._firsts, agent) - 1
+        return k if k >= 0 and self._ranges[k][0] <= agent < self._ranges[k][1] else -1
+
     def agents(self, agent: int) -> Agents:
-        return self.groups[max(int(self.group_of[agent]), 0)]
+        return self.groups[max(self.group_index(agent), 0)]
 
     def write_manifest(self) -> None:
         """Record this session in the directory's manifest (a file-backed journal only)."""
@@ -283,12 +337,16 @@ class Game:
                 reasks=attempt, calls=ctx["calls"], latency=ctx["latency"], prompt_tokens=ctx["prompt_tokens"],
                 completion_tokens=ctx["completion_tokens"])
 
-    async def play(self, run: int, replay: list, ended: bool) -> None:
-        """Play run ``run`` to its stop rule, after replaying its journaled interactions
-        (:class:`~normlab.llm_runs.journal.Interaction`); ``ended``: the run is finished already."""
-        st = RunState(self.s, *self.setup(run))
-        for rec in replay:
-            st.apply(rec.i, rec.j, *rec.names)
+    async def play(self, run: int, replay, ended: bool) -> None:
+        """Play run ``run`` to its stop rule from its state after the journaled interactions
+        (a :class:`RunState`, from :func:`resume`; or the interactions to replay, a list of
+        :class:`~normlab.llm_runs.journal.Interaction`); ``ended``: the run is finished already."""
+        if isinstance(replay, RunState):
+            st = replay
+        else:
+            st = RunState(self.s, *self.setup(run))
+            for rec in replay:
+                st.apply(rec.i, rec.j, *rec.names)
         if ended:
             return
         if st.reason is None:

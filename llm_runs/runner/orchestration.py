@@ -19,7 +19,7 @@ from ..backend import EndpointConfig, open_endpoint
 from .. import journal as jr
 from ..journal import JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_session, read_settings, write_settings
 from ..prompts import load_template
-from .game import Agents, Game, load_cache
+from .game import Agents, Game, load_cache, resume
 from .groups import group_prices, make_groups
 from .log import build_result, write_tables
 from .progress import Progress
@@ -122,10 +122,13 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
                     "resume it with the same settings or use another --out directory"
                 )
             s = GameSettings(**{**s.__dict__, "seed": tuple(st["seed"]), "model": st["model"]})
-    journal = Journal(directory / JOURNAL_FILE if directory is not None else None, fsync_interval=fsync_interval)
-    inter, ended = jr.replay(journal.records, s.runs, n_agents=s.n_agents, names=s.names)
-    replayed = sum(len(v) for v in inter.values())
+    # the journal is read in one walk into each run's state (memory stays flat however long it is)
+    journal = Journal(directory / JOURNAL_FILE if directory is not None else None, fsync_interval=fsync_interval,
+                      load=False)
     prices = group_prices(s, endpoint, groups)
+    start = resume(s, journal.reader(), prices) if stored is not None else None  # a new run: after its seed is drawn
+    ended = start.ended if start is not None else {}
+    replayed = sum(start.played.values()) if start is not None else 0
     if stored is not None and len(ended) == s.runs:  # nothing left to play
         res = build_result(s, journal, directory, prices, elapsed=time.perf_counter() - t_start, replayed=replayed)
         write_tables(res)
@@ -145,14 +148,17 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
             s = GameSettings(**{**s.__dict__, "seed": tuple(seed), "model": client.model})
             if directory is not None:
                 write_settings(directory, s.to_dict(), s.digest)
+        if start is None:
+            start = resume(s, journal.reader(), prices)
         pbar = None
         if progress:
-            pbar = Progress(s, {k: len(v) for k, v in inter.items()}, {k: len(inter[k]) for k in ended})
-        game = Game(s, tpl, nbrs, client, journal.open(), pbar, imported=imported, groups=agents)
-        journal.forget()  # from here on records live on disk only: memory stays flat
+            played = start.played
+            pbar = Progress(s, played, {k: played[k] for k in ended})
+        game = Game(s, tpl, nbrs, client, journal.open(), pbar, imported=imported, groups=agents, start=start)
+        journal.forget()  # records live on disk only: memory stays flat
         outcome = "error"
         try:
-            await asyncio.gather(*(game.play(k, inter[k], k in ended) for k in range(s.runs)))
+            await asyncio.gather(*(game.play(k, start.states[k], k in ended) for k in range(s.runs)))
             outcome = "stopped: budget" if game.stopped == "budget" else "finished"
         except (KeyboardInterrupt, asyncio.CancelledError):
             outcome = "error: interrupted"
@@ -208,11 +214,10 @@ async def _open_groups(stack, s, tpl, client, endpoint, groups, pbytes, new_toke
 
 
 def warn_no_prefill(res: LLMRunResult) -> None:
-    d = res.log.decisions
-    d = d[~d["committed"]]
-    if res.settings.get("mode") == "exact" and len(d) >= 4 and (~d["valid"]).mean() > 0.5:
+    n, bad = int(res.runs["decisions"].sum()), int(res.runs["invalid"].sum())  # uncommitted decisions
+    if res.settings.get("mode") == "exact" and n >= 4 and bad / n > 0.5:
         warnings.warn(
-            f"{(~d['valid']).mean():.0%} of the exact-mode decisions found no pool name among the top-logprob "
+            f"{bad / n:.0%} of the exact-mode decisions found no pool name among the top-logprob "
             "tokens. Does the endpoint continue a final assistant message (the prefill {'value': ')? llama.cpp "
             "does; vLLM needs EndpointConfig(extra_body={'continue_final_message': True, "
             "'add_generation_prompt': False}); OpenAI's hosted API does not (use mode='sample').",
