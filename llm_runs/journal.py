@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import warnings
+from array import array
 from pathlib import Path
 
 from normlab._validate import check_out_dir
@@ -73,6 +75,7 @@ class Journal:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             f = _open_locked(self.path, self.path.parent)
             self._f = f
+            self._spath = os.fspath(self.path)
             st = os.fstat(f.fileno())
             self._identity = (st.st_dev, st.st_ino)
         return self
@@ -80,7 +83,7 @@ class Journal:
     def _check_identity(self) -> None:
         """Stop if the journal file was deleted or replaced under this writer."""
         try:
-            st = os.stat(self.path)
+            st = os.stat(self._spath)
             same = (st.st_dev, st.st_ino) == self._identity
         except FileNotFoundError:
             same = False
@@ -99,7 +102,7 @@ class Journal:
                 n = data.count(b"\n")
             else:
                 for r in self.records:
-                    g.write((_dumps(r) + "\n").encode("utf-8"))
+                    g.write(_line(r))
                 n = len(self.records)
         raise JournalLost(
             f"{self.path} was deleted or replaced while this run was writing it; stopped so that two journals "
@@ -138,7 +141,7 @@ class Journal:
         if self._f is None:
             return
         self._check_identity()
-        line = _dumps(record) + "\n"
+        line = _line(record)
         if _SPLIT_WRITES:
             half = len(line) // 2
             self._f.write(line[:half])
@@ -171,7 +174,7 @@ class Journal:
 
 def _open_locked(path: Path, directory: Path):
     """``path`` opened for appending under an exclusive advisory lock (one writer per run)."""
-    f = open(path, "a", encoding="utf-8")
+    f = open(path, "ab")
     try:
         import fcntl
 
@@ -189,19 +192,22 @@ class JournalLost(RuntimeError):
     """The journal file was deleted or replaced while a run was writing it."""
 
 
-def _dumps(record: dict) -> str:
-    text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
+_ENCODE_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=True).encode
+
+
+def _line(record: dict) -> bytes:
+    """The record's line as written: compact JSON in UTF-8, ending with a newline."""
     try:
-        text.encode("utf-8")
+        return (_ENCODE(record) + "\n").encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate in an answer: escape it (valid JSON, round-trips)
-        text = json.dumps(record, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
-    return text
+        return (_ENCODE_ASCII(record) + "\n").encode("ascii")
 
 
 def _parse(line: bytes):
     """The record on one journal line, or None when it is not a complete JSON object."""
     try:
-        rec = json.loads(line)
+        rec = json.loads(line.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     return rec if isinstance(rec, dict) else None
@@ -584,6 +590,70 @@ def probe_answers(records) -> list:
     return [ProbeAnswer(r) for r in records if r.get("ev") == PROBE]
 
 
+#: The :class:`Call` fields :func:`call_columns` reads, in order.
+CALL_FIELDS = ("id", "run", "t", "agent", "purpose", "prompt_hash", "partial", "text", "top", "finish_reason",
+               "prompt_tokens", "completion_tokens", "cached_tokens", "latency", "attempts", "errors")
+#: The :class:`Decision` fields :func:`decision_columns` reads, in order.
+DECISION_FIELDS = ("names_shown", "prompt_hash", "p_name", "covered_mass", "probs", "p_approx", "cache_hit",
+                   "llm_calls", "reasks", "invalid_reason", "text", "latency", "prompt_tokens", "completion_tokens")
+
+
+def call_columns(records) -> dict:
+    """The :class:`Call` fields (:data:`CALL_FIELDS`) of request records as lists, one per field
+    (what :class:`Call` gives, read in bulk for tables of millions of rows)."""
+    cols = [[] for _ in CALL_FIELDS]
+    (ids, runs, ts, agents, purposes, phs, partials, texts, tops, finishes, ptoks, ctoks, cacheds, lats, attempts,
+     errors) = cols
+    for r in records:
+        g = r.get
+        ids.append(g("id"))
+        runs.append(g("run"))
+        ts.append(g("t"))
+        agents.append(g("agent"))
+        purposes.append(g("purpose"))
+        phs.append(g("ph"))
+        partials.append(g("partial"))
+        texts.append(g("text"))
+        tops.append(g("top"))
+        finishes.append(g("finish"))
+        ptoks.append(g("ptok") or 0)
+        ctoks.append(g("ctok") or 0)
+        cacheds.append(g("cached") or 0)
+        lats.append(g("lat"))
+        attempts.append(g("attempts", 1))
+        errors.append(g("errors") or [])
+    return dict(zip(CALL_FIELDS, cols))
+
+
+def decision_columns(sides) -> dict:
+    """The :class:`Decision` fields (:data:`DECISION_FIELDS`) of decision records (an
+    interaction's sides) as lists, one per field (what :class:`Decision` gives, read in bulk)."""
+    cols = [[] for _ in DECISION_FIELDS]
+    (shown, phs, pn, cov, probs, approx, hit, calls, reasks, inv, text, lat, ptok, ctok) = cols
+    for r in sides:
+        g = r.get
+        shown.append(g("shown"))
+        phs.append(g("ph"))
+        pn.append(g("pn"))
+        cov.append(g("cov"))
+        probs.append(g("p"))
+        approx.append(g("approx"))
+        hit.append(g("hit"))
+        calls.append(g("calls", 0))
+        reasks.append(g("reasks", 0))
+        inv.append(g("inv"))
+        text.append(g("text"))
+        lat.append(g("lat", 0.0))
+        ptok.append(g("ptok", 0))
+        ctok.append(g("ctok", 0))
+    return dict(zip(DECISION_FIELDS, cols))
+
+
+def interaction_sides(records) -> list:
+    """The decision records of interaction records, two each, in order (for :func:`decision_columns`)."""
+    return [side for r in records for side in r["s"]]
+
+
 def parse_line(line: bytes, kinds=None) -> dict | None:
     """The record on one complete line of a journal (``None``: not a record, or not of one of
     ``kinds``), for readers that follow a journal while a run writes it (a progress bar); with
@@ -714,6 +784,62 @@ def _corrupt(path, k: int) -> ValueError:
     )
 
 
+# The opening of every interaction line and of every request line as :func:`_line` writes them
+# (``interaction_record``, ``call_record``): an index reads run, t and the players from it
+# without decoding the line (any other line is decoded).
+_INT_HEAD = re.compile(rb'\{"ev":"int","run":(\d+),"t":(\d+),"i":(\d+),"j":(\d+),"s":\[')
+_CALL_HEAD = b'{"ev":"call",'
+_RESERVE_HEAD = b'{"ev":"reserve",'
+# Fields whose value, when not null, starts right after the key in a written line (a quote or a
+# bracket); inside strings every quote is escaped, so such a byte pattern is always structural.
+_SIDE_FILLED = {"name": b'"name":"', "names_shown": b'"shown":"', "prompt_hash": b'"ph":"', "probs": b'"p":[',
+                "invalid_reason": b'"inv":"', "text": b'"text":"'}
+_CALL_FILLED = {"purpose": b'"purpose":"', "prompt_hash": b'"ph":"', "partial": b'"partial":"', "text": b'"text":"',
+                "top": b'"top":[', "finish_reason": b'"finish":"', "errors": b'"errors":["'}
+
+
+class JournalIndex:
+    """Where the records a table builder needs are, from one cheap walk over a journal
+    (:meth:`JournalReader.index`): per run, the keys of the interactions replay counts (its
+    rule: contiguous from ``t = 0``, first occurrence wins); the run ends; the keys of the
+    requests in journal order; the :class:`Decision` fields (``name``, ``names_shown``,
+    ``prompt_hash``, ``probs``, ``invalid_reason``, ``text``) and :class:`Call` fields
+    (``purpose``, ``prompt_hash``, ``partial``, ``text``, ``top``, ``finish_reason``,
+    ``errors``) that hold a value in at least one of them; and the lowest agent that played."""
+
+    def __init__(self, n_runs: int):
+        self.inter = {k: array("q") for k in range(n_runs)}
+        self.ended: dict = {}
+        self.calls = array("q")
+        self.side_filled: set = set()
+        self.call_filled: set = set()
+        self.min_agent: int | None = None
+
+    def _count(self, key, run, t, i, j) -> bool:
+        keys = self.inter.get(run)
+        if keys is None or t != len(keys):
+            return False
+        keys.append(key)
+        lo = min(i, j)
+        if self.min_agent is None or lo < self.min_agent:
+            self.min_agent = lo
+        return True
+
+    def _side_record(self, r: dict) -> None:
+        for side in r["s"]:
+            d = Decision(side)
+            for f in _SIDE_FILLED:
+                if getattr(d, f) is not None:
+                    self.side_filled.add(f)
+
+    def _call_record(self, r: dict) -> None:
+        c = Call(r)
+        for f in _CALL_FILLED:
+            v = getattr(c, f)
+            if v is not None and (f != "errors" or "; ".join(v)):
+                self.call_filled.add(f)
+
+
 class JournalReader:
     """A journal read in bounded memory: :meth:`scan` walks every record once, :meth:`at` reads
     chosen ones again by the key :meth:`scan` gave them (a file offset; an index for records
@@ -737,6 +863,72 @@ class JournalReader:
             yield from enumerate(self.records)
         elif self.path is not None:
             yield from iter_journal(self.path)
+
+    def index(self, n_runs: int) -> JournalIndex:
+        """A :class:`JournalIndex` of the journal (runs ``0 .. n_runs - 1``), read in one walk
+        that decodes only the lines it must: interaction and request lines are recognised by
+        their opening, the fields that hold values by their bytes (a journal written by this
+        module); other lines, and the last one (it may be torn), are decoded."""
+        ix = JournalIndex(n_runs)
+        if self.records is not None:
+            for key, r in enumerate(self.records):
+                self._index_record(ix, key, r)
+            return ix
+        if self.path is None:
+            return ix
+        with open(self.path, "rb") as f:
+            pos, held = 0, None
+            for k, line in enumerate(f):
+                start, pos = pos, pos + len(line)
+                if not line.strip():
+                    continue
+                if held is not None:  # a line with another after it
+                    self._index_line(ix, *held)
+                held = (start, line, k)
+            if held is not None:  # the last line: decoded (a torn one is skipped, as by read_journal)
+                start, line, k = held
+                rec = _parse(line)
+                if rec is not None:
+                    if not isinstance(rec.get("ev"), str):
+                        raise _corrupt(self.path, k)
+                    self._index_record(ix, start, rec)
+        return ix
+
+    def _index_line(self, ix: JournalIndex, key: int, line: bytes, k: int) -> None:
+        m = _INT_HEAD.match(line)
+        if m is not None:
+            run, t, i, j = (int(x) for x in m.groups())
+            if ix._count(key, run, t, i, j):
+                for f, b in _SIDE_FILLED.items():
+                    if f not in ix.side_filled and b in line:
+                        ix.side_filled.add(f)
+            return
+        if line.startswith(_RESERVE_HEAD):
+            return
+        if line.startswith(_CALL_HEAD):
+            ix.calls.append(key)
+            for f, b in _CALL_FILLED.items():
+                if f not in ix.call_filled and b in line:
+                    ix.call_filled.add(f)
+            return
+        rec = _parse(line)
+        if rec is None or not isinstance(rec.get("ev"), str):
+            raise _corrupt(self.path, k)
+        self._index_record(ix, key, rec)
+
+    @staticmethod
+    def _index_record(ix: JournalIndex, key, r: dict) -> None:
+        ev = r.get("ev")
+        if ev == INTERACTION:
+            if ix._count(key, r["run"], r["t"], r["i"], r["j"]):
+                ix._side_record(r)
+        elif ev == CALL:
+            ix.calls.append(key)
+            ix._call_record(r)
+        elif ev == RUN_END:
+            if not isinstance(r.get("run"), int):
+                raise ValueError(f"journal record {str(r)[:160]} is malformed; the journal is corrupt")
+            ix.ended[r["run"]] = RunEnd(r)
 
     def at(self, keys):
         """The records at ``keys`` (from :meth:`scan`), in the order given."""

@@ -49,29 +49,38 @@ def build_ledger(s: GameSettings, calls: list[dict], prices=(0.0, 0.0), models: 
         ``{group label: model served}``; default the run's model for every group.
     """
     calls = [c if isinstance(c, jr.Call) else jr.Call(c) for c in calls]
-    df, _ = ledger_chunk(s, sorted(calls, key=lambda c: 0 if c.id is None else c.id), prices, models)
+    calls = sorted(calls, key=lambda c: 0 if c.id is None else c.id)
+    df, _ = ledger_chunk(s, jr.call_columns([c.record for c in calls]), prices, models)
     return df
 
 
-def ledger_chunk(s: GameSettings, calls: list, prices=(0.0, 0.0), models: dict | None = None,
+def ledger_chunk(s: GameSettings, calls: dict, prices=(0.0, 0.0), models: dict | None = None,
                  carry: dict | None = None, groups=None) -> tuple[pd.DataFrame, dict]:
-    """The ledger rows of ``calls`` (in the order given) with running totals that go on from
-    ``carry`` (the totals after the chunk before; ``None``: the first chunk), and the totals to
-    carry on. ``groups``: :func:`agent_groups` of ``s`` (computed when ``None``)."""
+    """The ledger rows of requests (``calls``: :func:`normlab.llm_runs.journal.call_columns`, in
+    the order given) with running totals that go on from ``carry`` (the totals after the chunk
+    before; ``None``: the first chunk), and the totals to carry on. ``groups``:
+    :func:`agent_groups` of ``s`` (computed when ``None``)."""
     labels, asked = agent_groups(s) if groups is None else groups
     models = models or {}
-    rows = []
-    for c in calls:
-        a = c.agent
-        g = labels[a] if isinstance(a, int) and 0 <= a < len(labels) else "all"
-        pi, po = prices_of(prices, g)
-        pt, ct = int(c.prompt_tokens), int(c.completion_tokens)
-        rows.append({"call": c.id, "run": c.run, "t": c.t, "agent": a, "group": g,
-                     "model": models.get(g) or asked.get(g) or s.model, "purpose": c.purpose,
-                     "prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": int(c.cached_tokens),
-                     "tokens": pt + ct, "cost_usd": (pt * pi + ct * po) / 1e6,
-                     "latency_s": np.nan if c.latency is None else c.latency, "attempts": c.attempts})
-    df = pd.DataFrame(rows, columns=[c for c in LEDGER_COLUMNS if not c.startswith("cum_")])
+    n = len(labels)
+    of_group = {}  # group -> (model, prices)
+    grp, mdl, cost = [], [], []
+    for a, pt, ct in zip(calls["agent"], calls["prompt_tokens"], calls["completion_tokens"]):
+        g = labels[a] if isinstance(a, int) and 0 <= a < n else "all"
+        if g not in of_group:
+            of_group[g] = (models.get(g) or asked.get(g) or s.model, prices_of(prices, g))
+        model, (pi, po) = of_group[g]
+        grp.append(g)
+        mdl.append(model)
+        cost.append((int(pt) * pi + int(ct) * po) / 1e6)
+    pt = [int(x) for x in calls["prompt_tokens"]]
+    ct = [int(x) for x in calls["completion_tokens"]]
+    cols = {"call": calls["id"], "run": calls["run"], "t": calls["t"], "agent": calls["agent"], "group": grp,
+            "model": mdl, "purpose": calls["purpose"], "prompt_tokens": pt, "completion_tokens": ct,
+            "cached_tokens": [int(x) for x in calls["cached_tokens"]], "tokens": [a + b for a, b in zip(pt, ct)],
+            "cost_usd": cost, "latency_s": [np.nan if x is None else x for x in calls["latency"]],
+            "attempts": calls["attempts"]}
+    df = pd.DataFrame(cols) if len(pt) else pd.DataFrame([], columns=list(cols))
     nxt = {}
     for cum, col in _CUM.items():
         x = df[col]

@@ -85,68 +85,24 @@ class _RunCalls:
     latency: array = field(default_factory=lambda: array("d"))
 
 
-@dataclass
-class _Scan:
-    """What the first walk keeps: keys, per-run request sums, the columns that hold a value."""
-
-    inter: dict
-    ended: dict = field(default_factory=dict)
-    calls: dict = field(default_factory=dict)
-    call_keys: array = field(default_factory=lambda: array("q"))
-    call_ids: array = field(default_factory=lambda: array("q"))
-    in_order: bool = True
-    dec_filled: set = field(default_factory=set)
-    call_filled: set = field(default_factory=set)
+# decision / call columns from the journal fields that fill them
+_DEC_FROM = {"name": ("name", "partner_name"), "names_shown": ("names_shown",), "prompt_hash": ("prompt_hash",),
+             "probs": ("probs",), "invalid_reason": ("invalid_reason",), "text": ("raw_text",)}
+_CALL_FROM = {"purpose": "purpose", "prompt_hash": "prompt_hash", "partial": "partial", "text": "text",
+              "top": "top_logprobs", "finish_reason": "finish_reason", "errors": "errors"}
 
 
-def _scan(s: GameSettings, reader: JournalReader, groups, models, prices) -> _Scan:
+def _filled(s: GameSettings, ix: jr.JournalIndex, groups, models) -> tuple[set, set]:
+    """The decision and call columns that hold a value somewhere (from the index)."""
     labels, asked = groups
-    sc = _Scan(inter={k: array("q") for k in range(s.runs)})
-    sc.calls = {k: _RunCalls() for k in range(s.runs)}
-    df, cf = sc.dec_filled, sc.call_filled
-    last_id = None
-    for key, v in jr.replayed(reader.scan(), s.runs):
-        if isinstance(v, jr.Interaction):
-            sc.inter[v.run].append(key)
-            for agent, x in zip((v.i, v.j), v.sides):
-                if x.name is not None:
-                    df.update(("name", "partner_name"))
-                for col, val in (("names_shown", x.names_shown), ("prompt_hash", x.prompt_hash), ("probs", x.probs),
-                                 ("invalid_reason", x.invalid_reason), ("raw_text", x.text)):
-                    if val is not None:
-                        df.add(col)
-                g = labels[agent]
-                if g is not None:
-                    df.add("group")
-                    if (models.get(g) or asked.get(g) or s.model) is not None:
-                        df.add("model")
-        elif isinstance(v, jr.RunEnd):
-            sc.ended[v.run] = v
-        elif isinstance(v, jr.Call):
-            cid = 0 if v.id is None else v.id
-            for name, x in (("id", cid), ("run", v.run), ("t", v.t), ("agent", v.agent)):
-                if not isinstance(x, int) or isinstance(x, bool):
-                    raise ValueError(f"journal call record {str(v.record)[:160]} has {name} {x!r}, not an integer; "
-                                     "the journal is corrupt or was edited")
-            sc.call_keys.append(key)
-            sc.call_ids.append(cid)
-            if last_id is not None and cid < last_id:
-                sc.in_order = False
-            last_id = cid
-            for col, val in (("purpose", v.purpose), ("prompt_hash", v.prompt_hash), ("partial", v.partial),
-                             ("text", v.text), ("top_logprobs", v.top), ("finish_reason", v.finish_reason),
-                             ("errors", "; ".join(v.errors) or None)):
-                if val is not None:
-                    cf.add(col)
-            rc = sc.calls.get(v.run)
-            if rc is not None:  # a run's own sums, added in journal order as one table's were
-                pr = prices_of(prices, label_of(labels, v))
-                rc.n += 1
-                rc.ptok += v.prompt_tokens
-                rc.ctok += v.completion_tokens
-                rc.cost += v.prompt_tokens * pr[0] + v.completion_tokens * pr[1]
-                rc.latency.append(0.0 if v.latency is None else v.latency)
-    return sc
+    dec = {c for f in ix.side_filled for c in _DEC_FROM[f]}
+    if ix.min_agent is not None and 0 <= ix.min_agent < len(labels):
+        g = labels[ix.min_agent]  # only injected committed agents (the highest ids) have no group
+        if g is not None:
+            dec.add("group")
+            if (models.get(g) or asked.get(g) or s.model) is not None:
+                dec.add("model")
+    return dec, {_CALL_FROM[f] for f in ix.call_filled}
 
 
 # ----------------------------------------------------------------------------- chunks
@@ -159,21 +115,22 @@ def _decision_piece(s: GameSettings, k: int, recs: list, committed_ids: list, me
     answers = [r.names for r in recs]
     d = rebuild_decisions(players, answers, run=k, n_agents=s.n_agents, memory=s.memory,
                           committed=committed_ids, initial_memory=memories, t0=t0)
-    sides = [side for r in recs for side in r.sides]
-    d["names_shown"] = [x.names_shown for x in sides]
-    d["prompt_hash"] = [x.prompt_hash for x in sides]
-    d["p_name"] = [np.nan if x.p_name is None else x.p_name for x in sides]
-    d["covered_mass"] = [np.nan if x.covered_mass is None else x.covered_mass for x in sides]
-    d["probs"] = [x.probs for x in sides]
-    d["p_approx"] = pd.array([x.p_approx for x in sides], dtype="boolean")
-    d["cache_hit"] = pd.array([x.cache_hit for x in sides], dtype="boolean")
-    d["llm_calls"] = np.array([x.llm_calls for x in sides], dtype=np.int64)
-    d["reasks"] = np.array([x.reasks for x in sides], dtype=np.int64)
-    d["invalid_reason"] = [x.invalid_reason for x in sides]
-    d["raw_text"] = [x.text for x in sides]
-    d["latency_s"] = [float(x.latency) for x in sides]
-    d["prompt_tokens"] = np.array([x.prompt_tokens for x in sides], dtype=np.int64)
-    d["completion_tokens"] = np.array([x.completion_tokens for x in sides], dtype=np.int64)
+    c = jr.decision_columns(jr.interaction_sides([r.record for r in recs]))
+    nan = np.nan
+    d["names_shown"] = c["names_shown"]
+    d["prompt_hash"] = c["prompt_hash"]
+    d["p_name"] = [nan if x is None else x for x in c["p_name"]]
+    d["covered_mass"] = [nan if x is None else x for x in c["covered_mass"]]
+    d["probs"] = c["probs"]
+    d["p_approx"] = pd.array(c["p_approx"], dtype="boolean")
+    d["cache_hit"] = pd.array(c["cache_hit"], dtype="boolean")
+    d["llm_calls"] = np.array(c["llm_calls"], dtype=np.int64)
+    d["reasks"] = np.array(c["reasks"], dtype=np.int64)
+    d["invalid_reason"] = c["invalid_reason"]
+    d["raw_text"] = c["text"]
+    d["latency_s"] = [float(x) for x in c["latency"]]
+    d["prompt_tokens"] = np.array(c["prompt_tokens"], dtype=np.int64)
+    d["completion_tokens"] = np.array(c["completion_tokens"], dtype=np.int64)
     d["group"] = [labels[a] for a in d["agent"]]
     d["model"] = [None if g is None else (models.get(g) or asked.get(g) or s.model) for g in d["group"]]
     return d
@@ -187,28 +144,28 @@ def _decision_chunk(pieces: list) -> pd.DataFrame:
     return decisions_frame(dec)
 
 
-def _calls_chunk(calls: list) -> pd.DataFrame:
+def _calls_chunk(c: dict) -> pd.DataFrame:
+    """The calls table of requests (:func:`normlab.llm_runs.journal.call_columns`)."""
+    nan = np.nan
     return pd.DataFrame({
-        "call": [c.id for c in calls], "run": [c.run for c in calls], "t": [c.t for c in calls],
-        "agent": [c.agent for c in calls], "purpose": [c.purpose for c in calls],
-        "prompt_hash": [c.prompt_hash for c in calls], "partial": [c.partial for c in calls],
-        "text": [c.text for c in calls],
-        "top_logprobs": [json.dumps(c.top) if c.top is not None else None for c in calls],
-        "finish_reason": [c.finish_reason for c in calls],
-        "prompt_tokens": [c.prompt_tokens for c in calls], "completion_tokens": [c.completion_tokens for c in calls],
-        "cached_tokens": [c.cached_tokens for c in calls],
-        "latency_s": [np.nan if c.latency is None else c.latency for c in calls],
-        "attempts": [c.attempts for c in calls],
-        "errors": ["; ".join(c.errors) or None for c in calls],
+        "call": c["id"], "run": c["run"], "t": c["t"], "agent": c["agent"], "purpose": c["purpose"],
+        "prompt_hash": c["prompt_hash"], "partial": c["partial"], "text": c["text"],
+        "top_logprobs": [json.dumps(x) if x is not None else None for x in c["top"]],
+        "finish_reason": c["finish_reason"],
+        "prompt_tokens": c["prompt_tokens"], "completion_tokens": c["completion_tokens"],
+        "cached_tokens": c["cached_tokens"],
+        "latency_s": [nan if x is None else x for x in c["latency"]],
+        "attempts": c["attempts"],
+        "errors": ["; ".join(e) or None for e in c["errors"]],
     })
 
 
-def _full_call() -> jr.Call:
+def _full_call() -> dict:
     """A request with every optional field set (to learn each column's type when it holds values)."""
     res = SimpleNamespace(text="x", top=[["x", -1.0]], tokens=None, finish_reason="stop", prompt_tokens=1,
                           completion_tokens=1, cached_tokens=0, latency=0.0, attempts=1, errors=["x"])
-    return jr.Call(jr.call_record(id=1, run=0, t=0, agent=0, purpose="sample", key="x", prompt_hash="x", partial="x",
-                                  result=res))
+    return jr.call_columns([jr.call_record(id=1, run=0, t=0, agent=0, purpose="sample", key="x", prompt_hash="x",
+                                           partial="x", result=res)])
 
 
 def _full_decisions(s: GameSettings, groups, models) -> pd.DataFrame:
@@ -226,15 +183,24 @@ def _full_decisions(s: GameSettings, groups, models) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------- Parquet
+class _Retype(Exception):
+    """The index's reading of which columns hold values was wrong (a journal not written by this
+    module's writer): the table is built again with what was seen."""
+
+    def __init__(self, filled: set):
+        self.filled = filled
+
+
 class _Sink:
     """One table written chunk by chunk as Parquet row groups, typed as one whole table would be:
     a column that holds no value anywhere keeps the null type its chunks give it; one that holds
     values somewhere takes, in every chunk, the type (and pandas metadata) of a filled column."""
 
     def __init__(self, dest, filled: set, full: pd.DataFrame | None):
-        self.dest, self.filled, self.full = dest, filled, full
+        self.dest, self.filled, self.full = dest, set(filled), full
         self.writer = None
         self.schema = None
+        self.seen: set = set()  # columns seen holding a value
 
     def _schema(self, t):
         import pyarrow as pa
@@ -257,6 +223,12 @@ class _Sink:
         import pyarrow.parquet as pq
 
         t = pa.Table.from_pandas(chunk, preserve_index=False)
+        if self.full is not None:
+            for f in t.schema:
+                if not pa.types.is_null(f.type) and t.column(f.name).null_count < t.num_rows:
+                    self.seen.add(f.name)
+            if self.schema is not None and any(pa.types.is_null(self.schema.field(c).type) for c in self.seen):
+                raise _Retype(self.filled | self.seen)
         if self.writer is None:
             self.schema = self._schema(t)
             self.writer = pq.ParquetWriter(self.dest, self.schema)
@@ -265,6 +237,12 @@ class _Sink:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+            self.writer = None
+
+    def check(self) -> None:
+        """Every column typed as holding values did (else :class:`_Retype`)."""
+        if self.full is not None and self.filled - self.seen:
+            raise _Retype(self.seen)
 
 
 # ----------------------------------------------------------------------------- the second walk
@@ -298,7 +276,8 @@ class _GroupCounts:
 
 def _build(s: GameSettings, reader: JournalReader, directory: Path | None, prices, models) -> _Built:
     groups = agent_groups(s)
-    sc = _scan(s, reader, groups, models, prices)
+    ix = reader.index(s.runs)
+    dec_filled, call_filled = _filled(s, ix, groups, models)
     buffers: dict = {}
     dest = {}
     for f in TABLE_FILES:
@@ -306,12 +285,50 @@ def _build(s: GameSettings, reader: JournalReader, directory: Path | None, price
             dest[f] = buffers[f] = io.BytesIO()
         else:
             dest[f] = directory / (f + ".tmp")
-    dec_sink = _Sink(dest["decisions.parquet"], sc.dec_filled, _full_decisions(s, groups, models))
+    while True:
+        try:
+            runs, gcounts = _write_decisions(s, reader, ix, dest["decisions.parquet"], groups, models, dec_filled,
+                                             directory)
+            break
+        except _Retype as exc:
+            dec_filled = exc.filled
+            if directory is None:
+                dest["decisions.parquet"] = buffers["decisions.parquet"] = io.BytesIO()
+    while True:
+        try:
+            totals, run_calls = _write_calls(s, reader, ix, dest, buffers, groups, models, prices, call_filled)
+            break
+        except _Retype as exc:
+            call_filled = exc.filled
+            if directory is None:
+                for f in ("calls.parquet", "ledger.parquet"):
+                    dest[f] = buffers[f] = io.BytesIO()
+    for k, row in enumerate(runs):
+        rc = run_calls[k]
+        row.update({"llm_calls": rc.n, "prompt_tokens": rc.ptok, "completion_tokens": rc.ctok,
+                    "cost_usd": rc.cost / 1e6,
+                    "mean_latency_s": float(np.mean(rc.latency)) if rc.n else np.nan})
+    runs_df = runs_frame(pd.DataFrame(runs))
+    runs_df.to_parquet(dest["runs.parquet"], index=False)
+    if directory is not None:  # all four in place together, each whole
+        for f in TABLE_FILES:
+            os.replace(dest[f], directory / f)
+    else:
+        for b in buffers.values():
+            b.seek(0)
+    g = gcounts.summary() if s.groups else None
+    return _Built(runs=runs_df, totals=totals, groups=g, buffers=buffers)
+
+
+def _write_decisions(s, reader, ix, dest, groups, models, filled, directory) -> tuple[list, _GroupCounts]:
+    """The decisions table, run after run in chunks; each run's row of the runs table (its request
+    sums are added by :func:`_write_calls`) and the per-group counts."""
+    sink = _Sink(dest, filled, _full_decisions(s, groups, models))
     gcounts = _GroupCounts()
     pieces, n_rows, runs = [], 0, []
     try:
         for k in range(s.runs):
-            keys = sc.inter[k]
+            keys = ix.inter[k]
             n_k = len(keys)
             committed_set, initial = run_setup(s, k)
             committed_ids = sorted(committed_set)
@@ -349,10 +366,9 @@ def _build(s: GameSettings, reader: JournalReader, directory: Path | None, price
                 pieces.append(piece)
                 n_rows += len(piece)
                 if n_rows >= CHUNK_ROWS:
-                    dec_sink.write(_decision_chunk(pieces))
+                    sink.write(_decision_chunk(pieces))
                     pieces, n_rows = [], 0
-            rc = sc.calls[k]
-            end = sc.ended.get(k)
+            end = ix.ended.get(k)
             cons = end_consensus(pd.concat(tail, ignore_index=True), s.n_agents) if tail else None
             runs.append({
                 "run": k, "model": s.model, "kind": s.kind, "names": ",".join(s.names), "n_agents": s.n_agents,
@@ -361,51 +377,81 @@ def _build(s: GameSettings, reader: JournalReader, directory: Path | None, price
                 "source_file": str(directory / JOURNAL_FILE) if directory is not None else None,
                 "mode": s.mode, "template": s.template, "stop": s.stop,
                 "stop_reason": end.reason if end else None, "finished": end is not None,
-                "decisions": unc_n, "llm_calls": rc.n, "cache_hits": hits, "reasks": reasks,
+                "decisions": unc_n, "llm_calls": 0, "cache_hits": hits, "reasks": reasks,
                 "wrap": s.wrap, "parse": s.parse, "max_reasks": str(s.max_reasks), "sampler": json.dumps(s.sampler()),
                 "name_order": s.name_order, "committed_placement": s.committed_placement,
                 "committed_mode": s.committed_mode, "committed_ids": ",".join(str(a) for a in committed_ids),
-                "invalid": invalid, "prompt_tokens": rc.ptok, "completion_tokens": rc.ctok,
-                "cost_usd": rc.cost / 1e6,
+                "invalid": invalid, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0,
                 "memory_consensus": mem_cons, "flipped": bool(st.flipped), "flip_time": flip_t,
-                "mean_latency_s": float(np.mean(rc.latency)) if rc.n else np.nan,
+                "mean_latency_s": np.nan,
             })
-        if pieces or dec_sink.writer is None:
-            dec_sink.write(_decision_chunk(pieces))
+        if pieces or sink.schema is None:
+            sink.write(_decision_chunk(pieces))
     finally:
-        dec_sink.close()
-    runs_df = runs_frame(pd.DataFrame(runs))
-    runs_df.to_parquet(dest["runs.parquet"], index=False)
-    totals = _write_calls(s, reader, sc, dest, groups, models, prices)
-    if directory is not None:  # all four in place together, each whole
-        for f in TABLE_FILES:
-            os.replace(dest[f], directory / f)
-    else:
-        for b in buffers.values():
-            b.seek(0)
-    g = gcounts.summary() if s.groups else None
-    return _Built(runs=runs_df, totals=totals, groups=g, buffers=buffers)
+        sink.close()
+    sink.check()
+    return runs, gcounts
 
 
-def _write_calls(s, reader, sc: _Scan, dest, groups, models, prices) -> dict:
-    """The calls table (journal order) and the ledger (request id order), chunk by chunk."""
-    calls_sink = _Sink(dest["calls.parquet"], sc.call_filled, _calls_chunk([_full_call()]))
+def _write_calls(s, reader, ix, dest, buffers, groups, models, prices, filled) -> tuple[dict, dict]:
+    """The calls table (journal order) and the ledger (request id order), chunk by chunk; the
+    ledger's totals and each run's request sums (added in journal order, as one table's were)."""
+    labels = groups[0]
+    calls_sink = _Sink(dest["calls.parquet"], filled, _calls_chunk(_full_call()))
     ledger_sink = _Sink(dest["ledger.parquet"], set(), None)
     totals = LedgerTotals()
-    carry = None
-    keys = sc.call_keys
-    order = keys if sc.in_order else array("q", (keys[i] for i in sorted(range(len(keys)),
-                                                                        key=sc.call_ids.__getitem__)))
+    run_calls = {k: _RunCalls() for k in range(s.runs)}
+    carry, last_id, in_order = None, None, True
+    ids = array("q")
+    keys = ix.calls
     try:
         for lo in range(0, max(len(keys), 1), CHUNK_ROWS):
-            calls = [jr.Call(r) for r in reader.at(keys[lo:lo + CHUNK_ROWS])]
-            calls_sink.write(_calls_chunk(calls))
-            if not sc.in_order:
-                calls = [jr.Call(r) for r in reader.at(order[lo:lo + CHUNK_ROWS])]
-            led, carry = ledger_chunk(s, calls, prices, models, carry, groups)
-            ledger_sink.write(led)
-            totals.add(led)
+            c = jr.call_columns(reader.at(keys[lo:lo + CHUNK_ROWS]))
+            for name in ("id", "run", "t", "agent"):
+                col = c[name]
+                if not all(type(x) is int for x in col) and not (
+                        name == "id" and all(type(x) is int or x is None for x in col)):
+                    bad = next(x for x in col if type(x) is not int)
+                    raise ValueError(f"a journal request record has {name} {bad!r}, not an integer; the journal is "
+                                     "corrupt or was edited")
+            for cid in c["id"]:
+                cid = 0 if cid is None else cid
+                ids.append(cid)
+                if last_id is not None and cid < last_id:
+                    in_order = False
+                last_id = cid
+            for run, agent, pt, ct, lat in zip(c["run"], c["agent"], c["prompt_tokens"], c["completion_tokens"],
+                                               c["latency"]):
+                rc = run_calls.get(run)
+                if rc is not None:
+                    g = labels[agent] if 0 <= agent < len(labels) else "all"
+                    pr = prices_of(prices, g)
+                    rc.n += 1
+                    rc.ptok += pt
+                    rc.ctok += ct
+                    rc.cost += pt * pr[0] + ct * pr[1]
+                    rc.latency.append(0.0 if lat is None else lat)
+            calls_sink.write(_calls_chunk(c))
+            if in_order:
+                led, carry = ledger_chunk(s, c, prices, models, carry, groups)
+                ledger_sink.write(led)
+                totals.add(led)
     finally:
         calls_sink.close()
         ledger_sink.close()
-    return totals.totals()
+    calls_sink.check()
+    if not in_order:  # requests journaled out of id order: the ledger again, in id order
+        order = array("q", (keys[i] for i in sorted(range(len(keys)), key=ids.__getitem__)))
+        if isinstance(dest["ledger.parquet"], io.BytesIO):
+            dest["ledger.parquet"] = buffers["ledger.parquet"] = io.BytesIO()
+        ledger_sink = _Sink(dest["ledger.parquet"], set(), None)
+        totals, carry = LedgerTotals(), None
+        try:
+            for lo in range(0, len(order), CHUNK_ROWS):
+                c = jr.call_columns(reader.at(order[lo:lo + CHUNK_ROWS]))
+                led, carry = ledger_chunk(s, c, prices, models, carry, groups)
+                ledger_sink.write(led)
+                totals.add(led)
+        finally:
+            ledger_sink.close()
+    return totals.totals(), run_calls
