@@ -13,8 +13,9 @@ its CPU is measured apart (from /proc). Each repetition runs, each in a fresh pr
 
 Reported per decision (medians over repetitions): the runner process's CPU seconds (user +
 system, `time.process_time`) from the call to `arun_game` to its return -- interpreter start and
-imports excluded, tables included -- and, separately, the whole child process's CPU (imports
-included); the stub's CPU in the same window; the baseline's CPU per request and per decision
+imports excluded, tables included -- split into play (prompts, requests, parsing, journal,
+state) and the tables built at the end; separately, the whole child process's CPU (imports
+included, from `resource.getrusage`); the stub's CPU in the same window; the baseline's CPU per request and per decision
 (at the runner's requests per decision). Not a timed test: it prints figures.
 """
 
@@ -37,22 +38,38 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def child_runner(url: str, interactions: int, concurrency: int) -> dict:
+def child_runner(url: str, interactions: int, concurrency: int, transport: str = "auto") -> dict:
     import asyncio
     import tempfile
 
     from normlab.llm_runs import EndpointConfig, arun_game
 
-    cfg = EndpointConfig(base_url=url, concurrency=concurrency)
+    from normlab.llm_runs.runner import orchestration
+
+    tables = [0.0]
+    for fn in ("build_result", "write_tables"):  # the tables' CPU, told apart from play's
+        real = getattr(orchestration, fn)
+
+        def timed(*a, _real=real, **k):
+            c = time.process_time()
+            try:
+                return _real(*a, **k)
+            finally:
+                tables[0] += time.process_time() - c
+
+        setattr(orchestration, fn, timed)
+    cfg = EndpointConfig(base_url=url, concurrency=concurrency, transport=transport)
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(arun_game(200, 3, "Q,M", max_interactions=20, mode="sample", stop="max", rng=2, endpoint=cfg,
                               out=f"{tmp}/warm", progress=False))  # lazy imports, first connection
+        tables[0] = 0.0
         c0, t0 = time.process_time(), time.perf_counter()
         res = asyncio.run(arun_game(200, 3, "Q,M", max_interactions=interactions, mode="sample", stop="max", rng=1,
                                     endpoint=cfg, out=f"{tmp}/run", progress=False))
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     r = res.runs
-    return {"cpu_s": cpu, "wall_s": wall, "decisions": int(r["decisions"].sum()), "requests": int(r["llm_calls"].sum())}
+    return {"cpu_s": cpu, "tables_cpu_s": tables[0], "wall_s": wall, "decisions": int(r["decisions"].sum()),
+            "requests": int(r["llm_calls"].sum())}
 
 
 def child_baseline(url: str, requests: int, in_flight: int = 2) -> dict:
@@ -110,12 +127,14 @@ def main(argv=None) -> int:
     p.add_argument("--interactions", type=int, default=5000)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--transport", default="auto", choices=("auto", "lean", "openai"),
+                   help="the runner's HTTP client (default auto: lean for the stub)")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         kind, url, n = args.child[0], args.child[1], int(args.child[2])
         if kind == "runner":
-            rep = child_runner(url, n, int(args.child[3]))
+            rep = child_runner(url, n, int(args.child[3]), args.child[4])
         else:
             rep = child_baseline(url, n)
         import resource
@@ -127,16 +146,18 @@ def main(argv=None) -> int:
 
     from normlab.llm_runs.testing import StubProcess
 
-    runner, stub_r, base, stub_b, whole = [], [], [], [], []
+    runner, stub_r, base, stub_b, whole, play, tab = [], [], [], [], [], [], []
     with StubProcess("--names", "Q,M") as stub:
         pid = stub.proc.pid
         for _ in range(args.reps):
             s0 = _cpu_s(pid)
-            r = _child("runner", stub.base_url, args.interactions, args.concurrency)
+            r = _child("runner", stub.base_url, args.interactions, args.concurrency, args.transport)
             s1 = _cpu_s(pid)
             b = _child("baseline", stub.base_url, r["requests"])
             s2 = _cpu_s(pid)
             runner.append(1e3 * r["cpu_s"] / r["decisions"])
+            play.append(1e3 * (r["cpu_s"] - r["tables_cpu_s"]) / r["decisions"])
+            tab.append(1e3 * r["tables_cpu_s"] / r["decisions"])
             whole.append(1e3 * r["process_cpu_s"] / r["decisions"])
             stub_r.append(1e3 * (s1 - s0) / r["decisions"])
             base.append(1e3 * b["cpu_s"] / b["requests"])
@@ -146,7 +167,10 @@ def main(argv=None) -> int:
     out = {
         "decisions": r["decisions"], "requests_per_decision": round(per_dec, 3), "reps": args.reps,
         "concurrency": args.concurrency,
+        "transport": args.transport,
         "runner_cpu_ms_per_decision": round(med(runner), 3),
+        "runner_play_cpu_ms_per_decision": round(med(play), 3),
+        "runner_tables_cpu_ms_per_decision": round(med(tab), 3),
         "runner_cpu_ms_per_decision_all_reps": [round(x, 3) for x in runner],
         "runner_whole_process_cpu_ms_per_decision": round(med(whole), 3),
         "stub_cpu_ms_per_decision": round(med(stub_r), 3),

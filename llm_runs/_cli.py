@@ -59,8 +59,10 @@ def _run(args) -> int:
                        restart=args.restart, **design)
         emit(res.summary(), args.json)
         if res.stopped == "budget":
-            print(f"normlab llm-run: stopped at --budget {args.budget}: {endpoint_cap_message(res)}; completed work "
-                  f"is kept in {args.out}: rerun the same command with a larger --budget to continue", file=sys.stderr)
+            print(f"normlab llm-run: stopped at --budget {args.budget}: {endpoint_cap_message(res)} (requests cut off "
+                  "by a kill count at their reserved maximum, so the budget never counts less than was billed); "
+                  f"completed work is kept in {args.out}: rerun the same command with a larger --budget to continue",
+                  file=sys.stderr)
             return 5
         return 0
 

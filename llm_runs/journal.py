@@ -456,6 +456,60 @@ class Call(_Distribution):
     def errors(self) -> list:
         return self.record.get("errors") or []
 
+    @property
+    def reservation(self) -> int | None:
+        """The id of the budget reservation (:class:`Reservation`) this request settles."""
+        return self.record.get("res")
+
+
+class Reservation(_View):
+    """A budget reservation journaled before its request was sent (write-ahead): ``tokens`` and
+    ``usd`` bound what the request may be billed; the request's :class:`Call` settles it
+    (:attr:`Call.reservation`). One never settled (a kill while the request was in flight, or a
+    request that failed) counts as spent at its full amount (:class:`OpenReservations`)."""
+
+    __slots__ = ()
+
+    @property
+    def id(self) -> int:
+        return self.record["id"]
+
+    @property
+    def tokens(self) -> float:
+        return self.record.get("tok") or 0
+
+    @property
+    def usd(self) -> float:
+        return self.record.get("usd") or 0.0
+
+
+class OpenReservations:
+    """The reservations not (yet) settled, fed journal records in order (:meth:`see`): their
+    tokens and USD (:meth:`total`) and the next free id (:attr:`next_id`). Holds only the open
+    ones (a settled reservation is dropped), so memory stays flat however long the journal."""
+
+    def __init__(self):
+        self.open: dict = {}
+        self.next_id = 1
+
+    def see(self, v) -> None:
+        if isinstance(v, Reservation):
+            rid = v.id
+            if not isinstance(rid, int) or isinstance(rid, bool):
+                raise ValueError(f"journal record {str(v.record)[:160]} is malformed; the journal is corrupt")
+            self.open[rid] = (float(v.tokens), float(v.usd))
+            self.next_id = max(self.next_id, rid + 1)
+        elif isinstance(v, Call) and v.reservation is not None:
+            self.open.pop(v.reservation, None)
+
+    def total(self) -> tuple[float, float]:
+        return (sum(t for t, _ in self.open.values()), sum(u for _, u in self.open.values()))
+
+
+def reserve_record(*, id: int, tokens: float, usd: float) -> dict:
+    """The write-ahead record of a budget reservation (:class:`Reservation`)."""
+    return {"ev": RESERVE, "id": id, "tok": tokens, "usd": usd}
+
 
 class Imported(_Distribution):
     """An exact-mode distribution reused from another directory (``cache=``), copied here."""
@@ -538,6 +592,7 @@ def call_record(*, id: int, run, t, agent, purpose: str, key, prompt_hash: str, 
         "tokens": result.tokens, "finish": result.finish_reason, "ptok": result.prompt_tokens,
         "ctok": result.completion_tokens, "cached": result.cached_tokens, "lat": round(result.latency, 6),
         "attempts": result.attempts, "errors": result.errors,
+        **({"res": result.reservation} if getattr(result, "reservation", None) is not None else {}),
     }
 
 

@@ -35,6 +35,7 @@ class CallResult:
     latency: float
     attempts: int
     errors: list
+    reservation: int | None = None  # the write-ahead budget reservation it settles (SpendingCap.on_reserve)
 
 
 def _describe(exc) -> str:
@@ -414,7 +415,11 @@ class LLMClient:
         if not self.cap.active:
             return await self._attempts(route, body, parse)
         try:
-            return await self._attempts(route, body, parse)
+            # write-ahead: the reservation reaches the journal before the request is sent
+            rid = self.cap.write_ahead(self._upper_tokens(body), float(body.get("max_tokens") or 0), self.prices)
+            res = await self._attempts(route, body, parse)
+            res.reservation = rid
+            return res
         finally:
             self.cap.release(reserved, self.prices)
 
@@ -575,6 +580,12 @@ class LLMClient:
             text = body.get("prompt") or "".join(str(m.get("content") or "") for m in body.get("messages", []))
             est_p = len(text) / 2 + 16
         return await self.cap.acquire(est_p, float(body.get("max_tokens") or 0), self.prices)
+
+    def _upper_tokens(self, body: dict) -> float:
+        """The prompt tokens a write-ahead reservation holds: the larger of the largest prompt
+        answered so far and half the prompt's characters + 16."""
+        text = body.get("prompt") or "".join(str(m.get("content") or "") for m in body.get("messages", []))
+        return max(float(self._largest_prompt), len(text) / 2 + 16)
 
     @property
     def prices(self) -> tuple[float, float]:

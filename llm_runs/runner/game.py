@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,7 @@ class Resume:
     n_calls: int = 0
     cache: dict = field(default_factory=dict)
     spent: tuple = (0.0, 0.0)
+    next_reservation: int = 1
 
     @property
     def played(self) -> dict:
@@ -94,7 +96,9 @@ def resume(s: GameSettings, reader: jr.JournalReader, prices: dict | None = None
     setups = {k: run_setup(s, k) for k in range(s.runs)}
     out = Resume(setups=setups, states={k: RunState(s, *setups[k]) for k in range(s.runs)}, ended={})
     spent = SpendingCap()
+    reserved = jr.OpenReservations()
     for _, v in jr.replayed(reader.scan(), s.runs, n_agents=s.n_agents, names=s.names):
+        reserved.see(v)
         if isinstance(v, jr.Interaction):
             out.states[v.run].apply(v.i, v.j, *v.names)
         elif isinstance(v, jr.RunEnd):
@@ -109,7 +113,10 @@ def resume(s: GameSettings, reader: jr.JournalReader, prices: dict | None = None
         elif isinstance(v, jr.Imported):
             if v.purpose == "exact" and v.key and v.top:
                 out.cache[v.key] = v.top
-    out.spent = (spent.tokens, spent.usd)
+    # reservations never settled (requests in flight at a kill, or failed): spent in full, an upper bound
+    tok, usd = reserved.total()
+    out.spent = (spent.tokens + tok, spent.usd + usd)
+    out.next_reservation = reserved.next_id
     return out
 
 
@@ -175,10 +182,20 @@ class Game:
         self.cache: dict[str, list] = dict(start.cache)
         # what earlier sessions spent counts against a cap (a rerun with a larger cap continues)
         caps = {id(g.client.cap): g.client.cap for g in self.groups}
+        self._next_reservation = start.next_reservation
         for c in caps.values():
             if c.active:
                 c.tokens, c.usd = start.spent
+                if journal.path is not None:  # write-ahead reservations (SpendingCap)
+                    c.on_reserve = self._reserve
         self.write_manifest()
+
+    def _reserve(self, tokens: float, usd: float) -> int:
+        """Journal a budget reservation before its request is sent (write-ahead); its id."""
+        rid = self._next_reservation
+        self._next_reservation += 1
+        self.journal.write(jr.reserve_record(id=rid, tokens=math.ceil(tokens), usd=math.ceil(usd * 1e9) / 1e9))
+        return rid
 
     def group_index(self, agent: int) -> int:
         k = bisect.bisect_right(self._firsts, agent) - 1

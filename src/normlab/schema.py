@@ -311,13 +311,13 @@ def runs_frame(rows: dict | pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_sizes(df: pd.DataFrame) -> None:
-    """The sizes of a run table, in one line each: integers, ``n_agents`` in ``[2, max_agents()]``
-    (:func:`normlab._validate.max_agents`: what this machine's memory allows), ``memory >= 1``,
-    ``0 <= committed_count < n_agents``, ``n_interactions >= 0``."""
+    """The sizes of a run table, in one line each: integers, ``n_agents`` in ``[1, max_agents()]``
+    (:func:`normlab._validate.max_agents`: what this machine's memory allows; a probe's runs
+    have one agent, and may have no memory), ``memory >= 0``, ``committed_count >= 0``, ``n_interactions >= 0``."""
     from normlab._validate import max_agents
 
     cap = max_agents()
-    for c, lo, hi in (("n_agents", 2, cap), ("memory", 1, None), ("committed_count", 0, None),
+    for c, lo, hi in (("n_agents", 1, cap), ("memory", 0, None), ("committed_count", 0, None),
                       ("n_interactions", 0, None)):
         v = pd.to_numeric(df[c], errors="coerce").astype("float64")
         bad = v.isna() | (v < lo) | (v != np.floor(v)) | ~np.isfinite(v) | (v > 2.0**62)
@@ -327,8 +327,6 @@ def _check_sizes(df: pd.DataFrame) -> None:
             x = df[c][bad].iloc[0]
             rng = f">= {lo}" if hi is None else f"in [{lo}, {hi:,}] (the most this machine's memory allows)"
             raise ValueError(f"run table column {c} holds {x!r}; expected an integer {rng}")
-    if (pd.to_numeric(df["committed_count"]) >= pd.to_numeric(df["n_agents"])).any():
-        raise ValueError("run table column committed_count must be below n_agents (at least one agent uncommitted)")
 
 
 @dataclass(frozen=True)
