@@ -128,3 +128,28 @@ def test_whole_process_memory_is_flat_to_the_end():
     res = soak(100_000)
     assert res["decisions"] == 100_000
     assert res["peak_rss_mb"] <= 250, res
+
+
+# ----------------------------------------------------------------------------- the runner's CPU
+@pytest.mark.slow
+def test_runner_cpu_benchmark_prints_its_figures():
+    """`benchmarks/bench_runner_cpu.py` (tiny form) prints the runner's CPU per decision -- play and
+    tables apart -- and the stub's share separately; the lean transport costs less CPU a decision
+    than the openai client (timings on a tiny run on a shared machine: only the order is checked)."""
+    import json
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_runner_cpu.py"
+    out = {}
+    for transport in ("lean", "openai"):
+        r = subprocess.run([sys.executable, str(bench), "--interactions", "400", "--reps", "1", "--transport",
+                            transport], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out[transport] = json.loads(r.stdout[r.stdout.index("{"):])
+    for rep in out.values():
+        for key in ("runner_cpu_ms_per_decision", "runner_play_cpu_ms_per_decision", "runner_tables_cpu_ms_per_decision",
+                    "stub_cpu_ms_per_decision", "baseline_cpu_ms_per_decision"):
+            assert rep[key] > 0, (key, rep)
+        assert rep["decisions"] == 800
+    assert out["lean"]["runner_play_cpu_ms_per_decision"] < out["openai"]["runner_play_cpu_ms_per_decision"]

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 from urllib.parse import urlsplit
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+_HEADER = re.compile(r"([^:\r\n]+):([^\r\n]*)")
 
 #: Largest response body read (a larger one is refused as malformed).
 MAX_BODY_BYTES = 64 * 2**20
@@ -141,16 +144,13 @@ class LeanHTTP:
             raise ConnectionError("the server closed the connection inside the headers") from None
         except asyncio.LimitOverrunError:
             raise ValueError("the answer's headers are too long") from None
-        lines = block.decode("latin-1").split("\r\n")
-        parts = lines[0].split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-            raise ValueError(f"not an HTTP answer: {lines[0][:80]!r}")
+        text = block.decode("latin-1")
+        first, _, rest = text.partition("\r\n")
+        parts = first.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise ValueError(f"not an HTTP answer: {first[:80]!r}")
         status = int(parts[1])
-        headers = {}
-        for h in lines[1:]:
-            if h:
-                k, _, v = h.partition(":")
-                headers[k.strip().lower()] = v.strip()
+        headers = {k.strip().lower(): v.strip() for k, v in _HEADER.findall(rest)}
         if headers.get("transfer-encoding", "").lower() == "chunked":
             payload = await self._chunked(reader)
         elif "content-length" in headers:
