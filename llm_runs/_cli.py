@@ -55,11 +55,14 @@ def _run(args) -> int:
         from normlab.llm_runs.runner import run_game
 
         res = run_game(args.n_agents, args.memory, args.names, max_interactions=args.max_interactions,
-                       out=args.out, cache=args.cache, progress=not args.no_progress, rng=args.seed, **design)
+                       out=args.out, cache=args.cache, progress=not args.no_progress, rng=args.seed,
+                       restart=args.restart, **design)
         emit(res.summary(), args.json)
         if res.stopped == "budget":
-            print(f"normlab llm-run: stopped at --budget {args.budget}: {endpoint_cap_message(res)}; completed work "
-                  f"is kept in {args.out}: rerun the same command with a larger --budget to continue", file=sys.stderr)
+            print(f"normlab llm-run: stopped at --budget {args.budget}: {endpoint_cap_message(res)} (requests cut off "
+                  "by a kill count at their reserved maximum, so the budget never counts less than was billed); "
+                  f"completed work is kept in {args.out}: rerun the same command with a larger --budget to continue",
+                  file=sys.stderr)
             return 5
         return 0
 
@@ -68,10 +71,11 @@ def _run(args) -> int:
 
 def endpoint_cap_message(res) -> str:
     """What a budget-stopped run spent (from its ledger)."""
-    led = res.ledger
-    if led is None or led.empty:
+    t = res.totals
+    if not t or not t["requests"]:
         return "nothing spent"
-    return f"{int(led['tokens'].sum()):,} tokens, ${float(led['cost_usd'].sum()):.4f} spent in {len(led):,} requests"
+    return (f"{t['prompt_tokens'] + t['completion_tokens']:,} tokens, ${t['cost_usd']:.4f} spent in "
+            f"{t['requests']:,} requests")
 
 
 
@@ -264,6 +268,10 @@ def register(subparsers) -> None:
     p.add_argument("--cache", action="append", default=None, metavar="DIR",
                    help="exact mode: reuse next-token distributions journaled in DIR (another run or a strategy "
                         "table with the same model, template and memory); repeatable")
+    p.add_argument("--restart", action="store_true",
+                   help="start the run in --out afresh: remove its settings, journal, manifest and tables (other "
+                        "files stay) and pay for every request again; without it a directory whose tables remain "
+                        "but whose journal is missing is refused")
     p.add_argument("--group", action="append", default=None, metavar="SIZE:KEY=VALUE,...",
                    help="a mixed population: one --group per group of agents, in agent order, sizes adding up to "
                         "--n-agents; keys: name, model, base_url, template, temperature, top_k, top_p, min_p, "

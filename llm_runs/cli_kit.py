@@ -37,6 +37,10 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for a whole request attempt, however slowly the server sends (default %(default)s)")
     g.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts (default %(default)s)")
+    g.add_argument("--transport", default="auto", choices=("auto", "lean", "openai"),
+                   help="HTTP client: lean (keep-alive HTTP/1.1, plain http:// only, about a tenth of the CPU per "
+                        "request), openai (the openai package), auto (lean for a plain http:// URL without "
+                        "credentials or proxy; default)")
     g.add_argument("--extra-body", default=None,
                    help='JSON object added to every request, e.g. \'{"continue_final_message": true, '
                         '"add_generation_prompt": false}\' for prefill continuation on vLLM')
@@ -134,6 +138,7 @@ def endpoint_config(args):
         timeout=args.timeout, max_retries=args.max_retries, price_input=args.price_input,
         price_output=args.price_output, embedded_threads=args.embedded_threads, embedded_ctx=getattr(args, "embedded_ctx", None),
         embedded_cache_mib=getattr(args, "embedded_cache_mib", None), budget_tokens=tokens, budget_usd=usd,
+        transport=getattr(args, "transport", "auto"),
     )
 
 

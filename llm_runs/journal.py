@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import warnings
+from array import array
 from pathlib import Path
 
 from normlab._validate import check_out_dir
@@ -50,7 +52,7 @@ class Journal:
         record is flushed to the OS immediately whatever this setting.
     """
 
-    def __init__(self, path=None, *, fsync_interval: float | None = 1.0):
+    def __init__(self, path=None, *, fsync_interval: float | None = 1.0, load: bool = True):
         self.path = Path(path) if path is not None else None
         self.fsync_interval = fsync_interval
         self._last_sync = 0.0
@@ -59,7 +61,12 @@ class Journal:
         self._f = None
         self._identity = None
         if self.path is not None and self.path.exists():
-            self.records = read_journal(self.path)
+            if load:
+                self.records = read_journal(self.path)
+            else:  # read in bounded memory by whoever needs it (:meth:`reader`); checked the same way
+                for _ in iter_journal(self.path):
+                    pass
+                self._keep = False
             _repair_tail(self.path)
 
     def open(self) -> "Journal":
@@ -68,6 +75,7 @@ class Journal:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             f = _open_locked(self.path, self.path.parent)
             self._f = f
+            self._spath = os.fspath(self.path)
             st = os.fstat(f.fileno())
             self._identity = (st.st_dev, st.st_ino)
         return self
@@ -75,7 +83,7 @@ class Journal:
     def _check_identity(self) -> None:
         """Stop if the journal file was deleted or replaced under this writer."""
         try:
-            st = os.stat(self.path)
+            st = os.stat(self._spath)
             same = (st.st_dev, st.st_ino) == self._identity
         except FileNotFoundError:
             same = False
@@ -94,7 +102,7 @@ class Journal:
                 n = data.count(b"\n")
             else:
                 for r in self.records:
-                    g.write((_dumps(r) + "\n").encode("utf-8"))
+                    g.write(_line(r))
                 n = len(self.records)
         raise JournalLost(
             f"{self.path} was deleted or replaced while this run was writing it; stopped so that two journals "
@@ -118,13 +126,22 @@ class Journal:
             self._f.flush()
         return read_journal(self.path) if self.path.exists() else []
 
+    def reader(self) -> "JournalReader":
+        """The records in bounded memory (:class:`JournalReader`): the file's (flushed first) for a
+        file-backed journal that does not keep them, else those kept in memory."""
+        if self._keep or self.path is None:
+            return JournalReader(records=self.records)
+        if self._f is not None:
+            self._f.flush()
+        return JournalReader(self.path if self.path.exists() else None)
+
     def write(self, record: dict, *, sync: bool = False) -> None:
         if self._keep:
             self.records.append(record)
         if self._f is None:
             return
         self._check_identity()
-        line = _dumps(record) + "\n"
+        line = _line(record)
         if _SPLIT_WRITES:
             half = len(line) // 2
             self._f.write(line[:half])
@@ -157,7 +174,7 @@ class Journal:
 
 def _open_locked(path: Path, directory: Path):
     """``path`` opened for appending under an exclusive advisory lock (one writer per run)."""
-    f = open(path, "a", encoding="utf-8")
+    f = open(path, "ab")
     try:
         import fcntl
 
@@ -175,19 +192,22 @@ class JournalLost(RuntimeError):
     """The journal file was deleted or replaced while a run was writing it."""
 
 
-def _dumps(record: dict) -> str:
-    text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
+_ENCODE_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=True).encode
+
+
+def _line(record: dict) -> bytes:
+    """The record's line as written: compact JSON in UTF-8, ending with a newline."""
     try:
-        text.encode("utf-8")
+        return (_ENCODE(record) + "\n").encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate in an answer: escape it (valid JSON, round-trips)
-        text = json.dumps(record, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
-    return text
+        return (_ENCODE_ASCII(record) + "\n").encode("ascii")
 
 
 def _parse(line: bytes):
     """The record on one journal line, or None when it is not a complete JSON object."""
     try:
-        rec = json.loads(line)
+        rec = json.loads(line.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     return rec if isinstance(rec, dict) else None
@@ -201,6 +221,10 @@ def _parse(line: bytes):
 #: another directory (copied here); an interaction of two agents; the end of a run; an endpoint
 #: error that stopped a run; a probe's decision.
 CALL, IMPORTED, INTERACTION, RUN_END, RUN_ERROR, PROBE = "call", "cached", "int", "end", "error", "probe"
+#: A budget reservation written before a request is sent (write-ahead): what the request may cost
+#: at most; the request's call record settles it (``res``), and one left unsettled (a kill while
+#: the request was in flight) counts at its full amount.
+RESERVE = "reserve"
 
 
 def record_kind(record: dict) -> str | None:
@@ -432,6 +456,60 @@ class Call(_Distribution):
     def errors(self) -> list:
         return self.record.get("errors") or []
 
+    @property
+    def reservation(self) -> int | None:
+        """The id of the budget reservation (:class:`Reservation`) this request settles."""
+        return self.record.get("res")
+
+
+class Reservation(_View):
+    """A budget reservation journaled before its request was sent (write-ahead): ``tokens`` and
+    ``usd`` bound what the request may be billed; the request's :class:`Call` settles it
+    (:attr:`Call.reservation`). One never settled (a kill while the request was in flight, or a
+    request that failed) counts as spent at its full amount (:class:`OpenReservations`)."""
+
+    __slots__ = ()
+
+    @property
+    def id(self) -> int:
+        return self.record["id"]
+
+    @property
+    def tokens(self) -> float:
+        return self.record.get("tok") or 0
+
+    @property
+    def usd(self) -> float:
+        return self.record.get("usd") or 0.0
+
+
+class OpenReservations:
+    """The reservations not (yet) settled, fed journal records in order (:meth:`see`): their
+    tokens and USD (:meth:`total`) and the next free id (:attr:`next_id`). Holds only the open
+    ones (a settled reservation is dropped), so memory stays flat however long the journal."""
+
+    def __init__(self):
+        self.open: dict = {}
+        self.next_id = 1
+
+    def see(self, v) -> None:
+        if isinstance(v, Reservation):
+            rid = v.id
+            if not isinstance(rid, int) or isinstance(rid, bool):
+                raise ValueError(f"journal record {str(v.record)[:160]} is malformed; the journal is corrupt")
+            self.open[rid] = (float(v.tokens), float(v.usd))
+            self.next_id = max(self.next_id, rid + 1)
+        elif isinstance(v, Call) and v.reservation is not None:
+            self.open.pop(v.reservation, None)
+
+    def total(self) -> tuple[float, float]:
+        return (sum(t for t, _ in self.open.values()), sum(u for _, u in self.open.values()))
+
+
+def reserve_record(*, id: int, tokens: float, usd: float) -> dict:
+    """The write-ahead record of a budget reservation (:class:`Reservation`)."""
+    return {"ev": RESERVE, "id": id, "tok": tokens, "usd": usd}
+
 
 class Imported(_Distribution):
     """An exact-mode distribution reused from another directory (``cache=``), copied here."""
@@ -514,6 +592,7 @@ def call_record(*, id: int, run, t, agent, purpose: str, key, prompt_hash: str, 
         "tokens": result.tokens, "finish": result.finish_reason, "ptok": result.prompt_tokens,
         "ctok": result.completion_tokens, "cached": result.cached_tokens, "lat": round(result.latency, 6),
         "attempts": result.attempts, "errors": result.errors,
+        **({"res": result.reservation} if getattr(result, "reservation", None) is not None else {}),
     }
 
 
@@ -664,6 +743,70 @@ def episodes_done(records) -> dict:
     return out
 
 
+#: The :class:`Call` fields :func:`call_columns` reads, in order.
+CALL_FIELDS = ("id", "run", "t", "agent", "purpose", "prompt_hash", "partial", "text", "top", "finish_reason",
+               "prompt_tokens", "completion_tokens", "cached_tokens", "latency", "attempts", "errors")
+#: The :class:`Decision` fields :func:`decision_columns` reads, in order.
+DECISION_FIELDS = ("names_shown", "prompt_hash", "p_name", "covered_mass", "probs", "p_approx", "cache_hit",
+                   "llm_calls", "reasks", "invalid_reason", "text", "latency", "prompt_tokens", "completion_tokens")
+
+
+def call_columns(records) -> dict:
+    """The :class:`Call` fields (:data:`CALL_FIELDS`) of request records as lists, one per field
+    (what :class:`Call` gives, read in bulk for tables of millions of rows)."""
+    cols = [[] for _ in CALL_FIELDS]
+    (ids, runs, ts, agents, purposes, phs, partials, texts, tops, finishes, ptoks, ctoks, cacheds, lats, attempts,
+     errors) = cols
+    for r in records:
+        g = r.get
+        ids.append(g("id"))
+        runs.append(g("run"))
+        ts.append(g("t"))
+        agents.append(g("agent"))
+        purposes.append(g("purpose"))
+        phs.append(g("ph"))
+        partials.append(g("partial"))
+        texts.append(g("text"))
+        tops.append(g("top"))
+        finishes.append(g("finish"))
+        ptoks.append(g("ptok") or 0)
+        ctoks.append(g("ctok") or 0)
+        cacheds.append(g("cached") or 0)
+        lats.append(g("lat"))
+        attempts.append(g("attempts", 1))
+        errors.append(g("errors") or [])
+    return dict(zip(CALL_FIELDS, cols))
+
+
+def decision_columns(sides) -> dict:
+    """The :class:`Decision` fields (:data:`DECISION_FIELDS`) of decision records (an
+    interaction's sides) as lists, one per field (what :class:`Decision` gives, read in bulk)."""
+    cols = [[] for _ in DECISION_FIELDS]
+    (shown, phs, pn, cov, probs, approx, hit, calls, reasks, inv, text, lat, ptok, ctok) = cols
+    for r in sides:
+        g = r.get
+        shown.append(g("shown"))
+        phs.append(g("ph"))
+        pn.append(g("pn"))
+        cov.append(g("cov"))
+        probs.append(g("p"))
+        approx.append(g("approx"))
+        hit.append(g("hit"))
+        calls.append(g("calls", 0))
+        reasks.append(g("reasks", 0))
+        inv.append(g("inv"))
+        text.append(g("text"))
+        lat.append(g("lat", 0.0))
+        ptok.append(g("ptok", 0))
+        ctok.append(g("ctok", 0))
+    return dict(zip(DECISION_FIELDS, cols))
+
+
+def interaction_sides(records) -> list:
+    """The decision records of interaction records, two each, in order (for :func:`decision_columns`)."""
+    return [side for r in records for side in r["s"]]
+
+
 def parse_line(line: bytes, kinds=None) -> dict | None:
     """The record on one complete line of a journal (``None``: not a record, or not of one of
     ``kinds``), for readers that follow a journal while a run writes it (a progress bar); with
@@ -704,53 +847,258 @@ def check_interaction(record: dict, n_agents: int, names) -> None:
 
 
 def replay(records, n_runs: int, *, n_agents: int | None = None, names=None) -> tuple[dict, dict]:
-    """What resumption replays: ``({run: [Interaction, ...]}, {run: RunEnd})``.
+    """What resumption replays: ``({run: [Interaction, ...]}, {run: RunEnd})`` (in memory; long
+    runs walk :func:`replayed` instead).
 
     Interactions of a run count when contiguous from ``t = 0`` (the first occurrence wins);
     with ``n_agents`` and ``names`` every interaction is checked first (:func:`check_interaction`).
     """
     inter = {k: [] for k in range(n_runs)}
     ended = {}
-    for r in records:
+    for _, v in replayed(enumerate(records), n_runs, n_agents=n_agents, names=names):
+        if isinstance(v, Interaction):
+            inter[v.run].append(v)
+        elif isinstance(v, RunEnd):
+            ended[v.run] = v
+    return inter, ended
+
+
+def replayed(items, n_runs: int, *, n_agents: int | None = None, names=None):
+    """The records a journal's readers use, one at a time (bounded memory): ``(key, view)`` for
+    every interaction that counts (:func:`replay`'s rule: contiguous from ``t = 0``, the first
+    occurrence wins; checked with ``n_agents`` and ``names``), every run end (:class:`RunEnd`),
+    request (:class:`Call`), reused distribution (:class:`Imported`) and budget reservation
+    (:class:`Reservation`), in journal order.
+
+    Parameters
+    ----------
+    items : iterable of (key, dict)
+        :meth:`JournalReader.scan`, or ``enumerate(records)``.
+    n_runs : int
+    """
+    counts = {k: 0 for k in range(n_runs)}
+    for key, r in items:
         ev = r.get("ev")
         if ev == INTERACTION:
             if n_agents is not None:
                 check_interaction(r, n_agents, names)
             k = r["run"]
-            if k in inter and r["t"] == len(inter[k]):  # contiguous, first occurrence wins
-                inter[k].append(Interaction(r))
+            if k in counts and r["t"] == counts[k]:  # contiguous, first occurrence wins
+                counts[k] += 1
+                yield key, Interaction(r)
         elif ev == RUN_END:
             if not isinstance(r.get("run"), int):
                 raise ValueError(f"journal record {str(r)[:160]} is malformed; the journal is corrupt")
-            ended[r["run"]] = RunEnd(r)
-    return inter, ended
+            yield key, RunEnd(r)
+        elif ev == CALL:
+            yield key, Call(r)
+        elif ev == IMPORTED:
+            yield key, Imported(r)
+        elif ev == RESERVE:
+            yield key, Reservation(r)
 
 
 def read_journal(path) -> list[dict]:
-    """All records of a journal file.
+    """All records of a journal file (in memory: for small journals; long runs read theirs with
+    :func:`iter_journal` or :class:`JournalReader`).
 
     A torn or unreadable *last* line is skipped (a kill mid-write; :class:`Journal` cuts it off
     before appending). Any other unreadable line, or a line that is valid JSON but not a record
     (``null``, a list, an object without ``"ev"``), makes the journal corrupt: ValueError.
     """
-    out = []
+    return [rec for _, rec in iter_journal(path)]
+
+
+def iter_journal(path):
+    """``(offset, record)`` for every record of a journal file, one line at a time (memory stays
+    flat whatever the journal's size), with the rules of :func:`read_journal`; ``offset`` is
+    where the record's line starts (:meth:`JournalReader.at` reads it again)."""
     with open(path, "rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
-    last = max((k for k, line in enumerate(lines) if line.strip()), default=-1)
-    for k, line in enumerate(lines):
-        if not line.strip():
-            continue
+        pos, bad = 0, None
+        for k, line in enumerate(f):
+            start, pos = pos, pos + len(line)
+            if not line.strip():
+                continue
+            if bad is not None:  # an unreadable line with a record after it: not a torn tail
+                raise _corrupt(path, bad)
+            rec = _parse(line)
+            if rec is None:
+                bad = k
+                continue
+            if not isinstance(rec.get("ev"), str):
+                raise _corrupt(path, k)
+            yield start, rec
+
+
+def _corrupt(path, k: int) -> ValueError:
+    return ValueError(
+        f"{path}: line {k + 1} is not a journal record; the journal is corrupt (move the directory "
+        "aside and start the run again, or remove that line by hand if you know why it is there)"
+    )
+
+
+# The opening of every interaction line and of every request line as :func:`_line` writes them
+# (``interaction_record``, ``call_record``): an index reads run, t and the players from it
+# without decoding the line (any other line is decoded).
+_INT_HEAD = re.compile(rb'\{"ev":"int","run":(\d+),"t":(\d+),"i":(\d+),"j":(\d+),"s":\[')
+_CALL_HEAD = b'{"ev":"call",'
+_RESERVE_HEAD = b'{"ev":"reserve",'
+# Fields whose value, when not null, starts right after the key in a written line (a quote or a
+# bracket); inside strings every quote is escaped, so such a byte pattern is always structural.
+_SIDE_FILLED = {"name": b'"name":"', "names_shown": b'"shown":"', "prompt_hash": b'"ph":"', "probs": b'"p":[',
+                "invalid_reason": b'"inv":"', "text": b'"text":"'}
+_CALL_FILLED = {"purpose": b'"purpose":"', "prompt_hash": b'"ph":"', "partial": b'"partial":"', "text": b'"text":"',
+                "top": b'"top":[', "finish_reason": b'"finish":"', "errors": b'"errors":["'}
+
+
+class JournalIndex:
+    """Where the records a table builder needs are, from one cheap walk over a journal
+    (:meth:`JournalReader.index`): per run, the keys of the interactions replay counts (its
+    rule: contiguous from ``t = 0``, first occurrence wins); the run ends; the keys of the
+    requests in journal order; the :class:`Decision` fields (``name``, ``names_shown``,
+    ``prompt_hash``, ``probs``, ``invalid_reason``, ``text``) and :class:`Call` fields
+    (``purpose``, ``prompt_hash``, ``partial``, ``text``, ``top``, ``finish_reason``,
+    ``errors``) that hold a value in at least one of them; and the lowest agent that played."""
+
+    def __init__(self, n_runs: int):
+        self.inter = {k: array("q") for k in range(n_runs)}
+        self.ended: dict = {}
+        self.calls = array("q")
+        self.side_filled: set = set()
+        self.call_filled: set = set()
+        self.min_agent: int | None = None
+
+    def _count(self, key, run, t, i, j) -> bool:
+        keys = self.inter.get(run)
+        if keys is None or t != len(keys):
+            return False
+        keys.append(key)
+        lo = min(i, j)
+        if self.min_agent is None or lo < self.min_agent:
+            self.min_agent = lo
+        return True
+
+    def _side_record(self, r: dict) -> None:
+        for side in r["s"]:
+            d = Decision(side)
+            for f in _SIDE_FILLED:
+                if getattr(d, f) is not None:
+                    self.side_filled.add(f)
+
+    def _call_record(self, r: dict) -> None:
+        c = Call(r)
+        for f in _CALL_FILLED:
+            v = getattr(c, f)
+            if v is not None and (f != "errors" or "; ".join(v)):
+                self.call_filled.add(f)
+
+
+class JournalReader:
+    """A journal read in bounded memory: :meth:`scan` walks every record once, :meth:`at` reads
+    chosen ones again by the key :meth:`scan` gave them (a file offset; an index for records
+    held in memory), so a builder keeps keys (8 bytes a record), never the records.
+
+    Parameters
+    ----------
+    path : path, optional
+        The journal file (``None`` with ``records=None``: an empty journal).
+    records : list of dict, optional
+        Records held in memory instead (a journal without a file).
+    """
+
+    def __init__(self, path=None, *, records: list | None = None):
+        self.path = None if path is None else Path(path)
+        self.records = records
+
+    def scan(self):
+        """``(key, record)`` for every record, in journal order."""
+        if self.records is not None:
+            yield from enumerate(self.records)
+        elif self.path is not None:
+            yield from iter_journal(self.path)
+
+    def index(self, n_runs: int) -> JournalIndex:
+        """A :class:`JournalIndex` of the journal (runs ``0 .. n_runs - 1``), read in one walk
+        that decodes only the lines it must: interaction and request lines are recognised by
+        their opening, the fields that hold values by their bytes (a journal written by this
+        module); other lines, and the last one (it may be torn), are decoded."""
+        ix = JournalIndex(n_runs)
+        if self.records is not None:
+            for key, r in enumerate(self.records):
+                self._index_record(ix, key, r)
+            return ix
+        if self.path is None:
+            return ix
+        with open(self.path, "rb") as f:
+            pos, held = 0, None
+            for k, line in enumerate(f):
+                start, pos = pos, pos + len(line)
+                if not line.strip():
+                    continue
+                if held is not None:  # a line with another after it
+                    self._index_line(ix, *held)
+                held = (start, line, k)
+            if held is not None:  # the last line: decoded (a torn one is skipped, as by read_journal)
+                start, line, k = held
+                rec = _parse(line)
+                if rec is not None:
+                    if not isinstance(rec.get("ev"), str):
+                        raise _corrupt(self.path, k)
+                    self._index_record(ix, start, rec)
+        return ix
+
+    def _index_line(self, ix: JournalIndex, key: int, line: bytes, k: int) -> None:
+        m = _INT_HEAD.match(line)
+        if m is not None:
+            run, t, i, j = (int(x) for x in m.groups())
+            if ix._count(key, run, t, i, j):
+                for f, b in _SIDE_FILLED.items():
+                    if f not in ix.side_filled and b in line:
+                        ix.side_filled.add(f)
+            return
+        if line.startswith(_RESERVE_HEAD):
+            return
+        if line.startswith(_CALL_HEAD):
+            ix.calls.append(key)
+            for f, b in _CALL_FILLED.items():
+                if f not in ix.call_filled and b in line:
+                    ix.call_filled.add(f)
+            return
         rec = _parse(line)
         if rec is None or not isinstance(rec.get("ev"), str):
-            if k == last and rec is None:  # only the last line may be torn by a kill
-                break
-            raise ValueError(
-                f"{path}: line {k + 1} is not a journal record; the journal is corrupt (move the directory "
-                "aside and start the run again, or remove that line by hand if you know why it is there)"
-            ) from None
-        out.append(rec)
-    return out
+            raise _corrupt(self.path, k)
+        self._index_record(ix, key, rec)
+
+    @staticmethod
+    def _index_record(ix: JournalIndex, key, r: dict) -> None:
+        ev = r.get("ev")
+        if ev == INTERACTION:
+            if ix._count(key, r["run"], r["t"], r["i"], r["j"]):
+                ix._side_record(r)
+        elif ev == CALL:
+            ix.calls.append(key)
+            ix._call_record(r)
+        elif ev == RUN_END:
+            if not isinstance(r.get("run"), int):
+                raise ValueError(f"journal record {str(r)[:160]} is malformed; the journal is corrupt")
+            ix.ended[r["run"]] = RunEnd(r)
+
+    def at(self, keys):
+        """The records at ``keys`` (from :meth:`scan`), in the order given."""
+        if self.records is not None:
+            for k in keys:
+                yield self.records[k]
+            return
+        if self.path is None:
+            return
+        with open(self.path, "rb") as f:
+            for k in keys:
+                f.seek(k)
+                rec = _parse(f.readline())
+                if rec is None:
+                    raise ValueError(f"{self.path}: the record at byte {k} changed while it was read; "
+                                     "is another process writing this journal?")
+                yield rec
 
 
 def _repair_tail(path: Path) -> None:

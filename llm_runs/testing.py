@@ -145,6 +145,7 @@ class StubServer:
         self._lock = threading.Lock()
         self.n_chat = 0
         self.n_faults = 0
+        self.billed_tokens = 0  # prompt + completion tokens of every answer generated (what a provider bills)
         self.requests: deque = deque(maxlen=1000)
         self.auth_headers: set = set()
         self._httpd = None
@@ -251,6 +252,9 @@ class StubServer:
                 except Exception as exc:  # a bug in a user policy must not hang the client
                     self._json(500, {"error": {"message": f"stub error: {exc}", "type": "server_error"}})
                     return
+                usage = resp.get("usage") or {}
+                with stub._lock:  # billed once generated, whether or not the client lives to read it
+                    stub.billed_tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
                 if fault == "nanlogprobs":
                     self._raw(200, json.dumps(resp).replace('"logprob": ', '"logprob": NaN, "_was": ').encode())
                     return

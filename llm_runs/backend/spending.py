@@ -20,6 +20,18 @@ class SpendingCap:
     Tokens are the prompt + completion tokens the server reports; USD are priced per request at
     its client's prices.
 
+    Write-ahead (:attr:`on_reserve`, set by a run with a journal): before each request is
+    sent, a reservation of at most what it can be billed -- prompt tokens: the larger of the
+    largest prompt answered so far and half its characters + 16; completion tokens:
+    ``max_tokens`` -- is written to the journal, and the request's record settles it. On resume
+    a reservation never settled (the process was killed while the request was in flight, or the
+    request failed) counts as spent in full. Hence the bound: after any number of kills, the
+    spend counted against the cap is at least what the server billed for the requests sent,
+    provided it bills no request more than its reservation (no more than ``max_tokens``
+    completion tokens and no more prompt tokens than the estimate) and bills no failed attempt;
+    it may count more than was billed (requests killed before they were sent, or answered
+    with fewer tokens), never less.
+
     Parameters
     ----------
     budget_tokens, budget_usd : float, optional
@@ -36,6 +48,9 @@ class SpendingCap:
         self._in_flight = 0
         self._released: asyncio.Event | None = None
         self.exhausted: str | None = None
+        #: ``on_reserve(tokens, usd) -> id``: journals a reservation before its request is sent
+        #: (write-ahead); ``None``: nothing is journaled.
+        self.on_reserve = None
 
     @property
     def active(self) -> bool:
@@ -72,6 +87,13 @@ class SpendingCap:
                 raise BudgetExhausted(self.exhausted)
             ev = self._released = self._released or asyncio.Event()
             await ev.wait()  # a request in flight may use less than it holds
+
+    def write_ahead(self, prompt_tokens: float, completion_tokens: float, prices) -> int | None:
+        """Journal the reservation of a request about to be sent (:attr:`on_reserve`); its id,
+        or ``None`` when nothing is journaled."""
+        if self.on_reserve is None:
+            return None
+        return self.on_reserve(prompt_tokens + completion_tokens, self._usd(prompt_tokens, completion_tokens, prices))
 
     def release(self, reserved, prices) -> None:
         self._res_tokens -= reserved[0] + reserved[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import asdict, dataclass
 
@@ -153,16 +154,40 @@ def make_groups(groups, s: GameSettings, run_tpl: PromptTemplate, *, embedded: b
     return tuple(g.settings() for g in specs), specs
 
 
-def agent_groups(s: GameSettings) -> tuple[list, dict]:
-    """Group label of every agent (``"all"`` for a homogeneous population; ``None`` for injected
-    committed agents of a mixed one) and the model each group asked for (``None``: the run's)."""
+class AgentLabels:
+    """The group label of every agent, looked up from the groups' ranges (``labels[a]``; no list
+    of ``N`` labels is made): ``"all"`` in a homogeneous population, ``None`` for injected
+    committed agents of a mixed one."""
+
+    def __init__(self, n_agents: int, groups=()):
+        self.n_agents = n_agents
+        self._firsts = [g["first_agent"] for g in groups]
+        self._groups = [(g["first_agent"], g["first_agent"] + g["size"], g["name"]) for g in groups]
+
+    def __len__(self) -> int:
+        return self.n_agents
+
+    def __getitem__(self, a) -> str | None:
+        a = int(a)
+        if not 0 <= a < self.n_agents:
+            raise IndexError(a)
+        if not self._groups:
+            return "all"
+        k = bisect.bisect_right(self._firsts, a) - 1
+        if k >= 0:
+            lo, hi, name = self._groups[k]
+            if lo <= a < hi:
+                return name
+        return None
+
+
+def agent_groups(s: GameSettings) -> tuple[AgentLabels, dict]:
+    """Group label of every agent (:class:`AgentLabels`: ``"all"`` for a homogeneous population;
+    ``None`` for injected committed agents of a mixed one) and the model each group asked for
+    (``None``: the run's)."""
     if not s.groups:
-        return ["all"] * s.n_agents, {"all": None}
-    labels = [None] * s.n_agents
-    for g in s.groups:
-        for a in range(g["first_agent"], g["first_agent"] + g["size"]):
-            labels[a] = g["name"]
-    return labels, {g["name"]: g.get("model") for g in s.groups}
+        return AgentLabels(s.n_agents), {"all": None}
+    return AgentLabels(s.n_agents, s.groups), {g["name"]: g.get("model") for g in s.groups}
 
 
 def group_prices(s: GameSettings, endpoint: EndpointConfig, groups) -> dict:

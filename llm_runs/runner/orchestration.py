@@ -19,9 +19,9 @@ from ..backend import EndpointConfig, open_endpoint
 from .. import journal as jr
 from ..journal import JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_session, read_settings, write_settings
 from ..prompts import load_template
-from .game import Agents, Game, load_cache
+from .game import Agents, Game, load_cache, resume
 from .groups import group_prices, make_groups
-from .log import build_result, write_tables
+from .log import TABLE_FILES, build_result, write_tables
 from .progress import Progress
 from .result import LLMRunResult
 from .settings import (_RESUMABLE_FREE, GameSettings, compare_settings, longest_prompt_bytes, make_settings,
@@ -65,8 +65,11 @@ async def arun_game(
     progress: bool = True,
     fsync_interval: float | None = 1.0,
     rng=None,
+    restart: bool = False,
 ) -> LLMRunResult:
     """Coroutine version of :func:`run_game` (same arguments); use it with ``await`` in async code."""
+    if not isinstance(restart, bool):
+        raise TypeError(f"restart must be a bool; got {type(restart).__name__}")
     t_start = time.perf_counter()
     if endpoint is None:
         endpoint = EndpointConfig.from_env()
@@ -91,6 +94,8 @@ async def arun_game(
     # the directory lock is taken before the settings are read or written (two runs started
     # together on one new directory would otherwise mix their settings and journals)
     with DirectoryLock(directory) if directory is not None else contextlib.nullcontext():
+        if restart and directory is not None:
+            discard_run(directory)
         return await _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, imported, fsync_interval,
                                   progress, t_start, group_specs)
 
@@ -106,6 +111,7 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
             raise ValueError(f"output directory {directory} is not empty and holds no normlab LLM run; "
                              "choose an empty or new directory")
         if stored is not None:
+            check_journal_kept(directory)
             st = stored["settings"]
             req = s.to_dict()
             free = list(_RESUMABLE_FREE)
@@ -122,10 +128,13 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
                     "resume it with the same settings or use another --out directory"
                 )
             s = GameSettings(**{**s.__dict__, "seed": tuple(st["seed"]), "model": st["model"]})
-    journal = Journal(directory / JOURNAL_FILE if directory is not None else None, fsync_interval=fsync_interval)
-    inter, ended = jr.replay(journal.records, s.runs, n_agents=s.n_agents, names=s.names)
-    replayed = sum(len(v) for v in inter.values())
+    # the journal is read in one walk into each run's state (memory stays flat however long it is)
+    journal = Journal(directory / JOURNAL_FILE if directory is not None else None, fsync_interval=fsync_interval,
+                      load=False)
     prices = group_prices(s, endpoint, groups)
+    start = resume(s, journal.reader(), prices) if stored is not None else None  # a new run: after its seed is drawn
+    ended = start.ended if start is not None else {}
+    replayed = sum(start.played.values()) if start is not None else 0
     if stored is not None and len(ended) == s.runs:  # nothing left to play
         res = build_result(s, journal, directory, prices, elapsed=time.perf_counter() - t_start, replayed=replayed)
         write_tables(res)
@@ -145,14 +154,17 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
             s = GameSettings(**{**s.__dict__, "seed": tuple(seed), "model": client.model})
             if directory is not None:
                 write_settings(directory, s.to_dict(), s.digest)
+        if start is None:
+            start = resume(s, journal.reader(), prices)
         pbar = None
         if progress:
-            pbar = Progress(s, {k: len(v) for k, v in inter.items()}, {k: len(inter[k]) for k in ended})
-        game = Game(s, tpl, nbrs, client, journal.open(), pbar, imported=imported, groups=agents)
-        journal.forget()  # from here on records live on disk only: memory stays flat
+            played = start.played
+            pbar = Progress(s, played, {k: played[k] for k in ended})
+        game = Game(s, tpl, nbrs, client, journal.open(), pbar, imported=imported, groups=agents, start=start)
+        journal.forget()  # records live on disk only: memory stays flat
         outcome = "error"
         try:
-            await asyncio.gather(*(game.play(k, inter[k], k in ended) for k in range(s.runs)))
+            await asyncio.gather(*(game.play(k, start.states[k], k in ended) for k in range(s.runs)))
             outcome = "stopped: budget" if game.stopped == "budget" else "finished"
         except (KeyboardInterrupt, asyncio.CancelledError):
             outcome = "error: interrupted"
@@ -172,6 +184,38 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
     write_tables(res, outcome)
     warn_no_prefill(res)
     return res
+
+
+#: What a run directory holds of its run (``restart`` removes these and nothing else).
+RUN_FILES = (jr.SETTINGS_FILE, JOURNAL_FILE, jr.MANIFEST_FILE, *TABLE_FILES)
+
+
+def check_journal_kept(directory: Path) -> None:
+    """Refuse a run directory whose results remain but whose journal is gone (deleted, or
+    emptied): resuming it would start over and pay for every request again, silently. The one
+    line names the choice: restore the journal, or ``--restart`` (``restart=True``) to pay again."""
+    j = directory / JOURNAL_FILE
+    try:
+        empty = j.stat().st_size == 0
+    except FileNotFoundError:
+        empty = True
+    if empty and any((directory / f).exists() for f in TABLE_FILES):
+        raise ValueError(
+            f"{directory} holds the results of a run but its journal ({JOURNAL_FILE}) is missing or empty: resuming "
+            "would start over and pay for every request again; restore the journal, or rerun with --restart "
+            "(restart=True) to start the run afresh and pay again")
+
+
+def discard_run(directory: Path) -> None:
+    """``restart``: remove the run's own files (:data:`RUN_FILES`, their temporary copies) from
+    ``directory`` so that the run starts afresh; any other file stays (the directory must then
+    still hold nothing else, as for any new run)."""
+    if not directory.is_dir():
+        return
+    for f in RUN_FILES:
+        for p in (directory / f, directory / (f + ".tmp")):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
 
 
 async def _open_groups(stack, s, tpl, client, endpoint, groups, pbytes, new_tokens) -> list | None:
@@ -208,11 +252,10 @@ async def _open_groups(stack, s, tpl, client, endpoint, groups, pbytes, new_toke
 
 
 def warn_no_prefill(res: LLMRunResult) -> None:
-    d = res.log.decisions
-    d = d[~d["committed"]]
-    if res.settings.get("mode") == "exact" and len(d) >= 4 and (~d["valid"]).mean() > 0.5:
+    n, bad = int(res.runs["decisions"].sum()), int(res.runs["invalid"].sum())  # uncommitted decisions
+    if res.settings.get("mode") == "exact" and n >= 4 and bad / n > 0.5:
         warnings.warn(
-            f"{(~d['valid']).mean():.0%} of the exact-mode decisions found no pool name among the top-logprob "
+            f"{bad / n:.0%} of the exact-mode decisions found no pool name among the top-logprob "
             "tokens. Does the endpoint continue a final assistant message (the prefill {'value': ')? llama.cpp "
             "does; vLLM needs EndpointConfig(extra_body={'continue_final_message': True, "
             "'add_generation_prompt': False}); OpenAI's hosted API does not (use mode='sample').",
@@ -361,6 +404,11 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
         per-call sampling seeds from ``SeedSequence(entropy, spawn_key=(..., k, t))`` only, so
         runs are identical whatever the concurrency and a resumed run equals an uninterrupted
         one. ``None``: fresh entropy (stored in ``settings.json``).
+    restart : bool, optional
+        Start the run in ``out`` afresh (``--restart``): its settings, journal, manifest and
+        tables are removed first (other files stay) and every request is paid again. Without
+        it, a directory whose tables remain but whose journal is missing or empty is refused
+        (:func:`check_journal_kept`), never silently repaid.
 
     Returns
     -------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +14,10 @@ from normlab.schema import GameLog
 @dataclass(frozen=True)
 class LLMRunResult:
     """Runs of the LLM naming game.
+
+    The run table is held; the decisions, calls and ledger tables are read from the run
+    directory's Parquet files when first asked for (a run of a million decisions costs no
+    memory until its decisions are wanted), or from memory for a run without a directory.
 
     Attributes
     ----------
@@ -29,10 +33,15 @@ class LLMRunResult:
         ``memory_consensus`` (the theory's consensus reading: the name every uncommitted memory first held ``H`` successes on, or None), ``flipped``, ``flip_time``,
         ``mean_latency_s``). ``consensus`` is the name on which >= 95% of the last ``3N``
         interactions succeeded with >= 95% of the uncommitted productions (else ``None``).
+        Read from ``decisions.parquet`` and ``runs.parquet`` (:meth:`normlab.schema.GameLog.read_parquet`).
     calls : pandas.DataFrame
         One row per LLM request: ``call``, ``run``, ``t``, ``agent``, ``purpose``, ``prompt_hash``,
         ``partial``, ``text``, ``top_logprobs`` (JSON), ``finish_reason``, tokens, ``latency_s``,
         ``attempts``, ``errors``.
+    ledger : pandas.DataFrame
+        The token/cost ledger, one row per request (:func:`build_ledger`).
+    runs : pandas.DataFrame
+        The run table (as in :attr:`log`), held in memory.
     settings : dict
         The run settings (see :class:`GameSettings`).
     directory : pathlib.Path or None
@@ -41,33 +50,62 @@ class LLMRunResult:
         Wall-clock seconds of this invocation.
     replayed : int
         Interactions replayed from the journal (resumption) rather than played now.
-    ledger : pandas.DataFrame
-        The token/cost ledger, one row per request (:func:`build_ledger`).
     stopped : str or None
         ``"budget"`` when a spending cap stopped this session (the runs left unfinished resume
         with a larger cap); ``None`` otherwise.
+    totals : dict or None
+        The ledger's totals (requests, tokens, cost; per group for a mixed population).
+    groups : dict or None
+        Per group of a mixed population: model, uncommitted decisions, invalid ones, names played.
     """
 
-    log: GameLog
-    calls: pd.DataFrame
+    runs: pd.DataFrame
     settings: dict
     directory: Path | None
     elapsed: float = 0.0
     replayed: int = 0
-    ledger: pd.DataFrame | None = None
     stopped: str | None = None
+    totals: dict | None = None
+    groups: dict | None = None
+    tables: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _read(self, name: str) -> pd.DataFrame:
+        src = self.tables.get(name)
+        if src is None:
+            src = self.directory / name
+        else:
+            src.seek(0)
+        return pd.read_parquet(src)
+
+    @property
+    def log(self) -> GameLog:
+        if "log" not in self.tables:
+            self.tables["log"] = GameLog(self._read("decisions.parquet"), self._read("runs.parquet"))
+        return self.tables["log"]
+
+    @property
+    def calls(self) -> pd.DataFrame:
+        if "calls" not in self.tables:
+            self.tables["calls"] = self._read("calls.parquet")
+        return self.tables["calls"]
+
+    @property
+    def ledger(self) -> pd.DataFrame:
+        if "ledger" not in self.tables:
+            self.tables["ledger"] = self._read("ledger.parquet")
+        return self.tables["ledger"]
 
     def to_frame(self) -> pd.DataFrame:
         """One row per run (the run table of :attr:`log`)."""
-        return self.log.runs.copy()
+        return self.runs.copy()
 
     @property
     def finished(self) -> bool:
-        return bool(self.log.runs["finished"].all())
+        return bool(self.runs["finished"].all())
 
     def summary(self) -> dict:
         """JSON-friendly summary (printed by ``normlab llm-run``)."""
-        r = self.log.runs
+        r = self.runs
         dec = int(r["decisions"].sum())
         calls = int(r["llm_calls"].sum())
         hits = int(r["cache_hits"].sum())
@@ -99,13 +137,8 @@ class LLMRunResult:
         }
         if self.stopped:
             out["stopped"] = self.stopped
-        if self.settings.get("groups"):
-            d = self.log.decisions
-            d = d[~d["committed"]]
-            out["groups"] = {str(g): {"model": str(x["model"].iloc[0]), "decisions": int(len(x)),
-                                      "invalid": int((~x["valid"]).sum()),
-                                      "names": {str(k): int(v) for k, v in x["name"].value_counts().items()}}
-                             for g, x in d.groupby("group", sort=False)}
+        if self.settings.get("groups") and self.groups is not None:
+            out["groups"] = self.groups
         if self.settings.get("committed"):
             out["flipped"] = [bool(x) for x in r["flipped"]]
         if self.directory is not None:
@@ -118,7 +151,7 @@ class LLMRunResult:
         return plain(out)
 
     def __repr__(self) -> str:
-        s, r = self.settings, self.log.runs
+        s, r = self.settings, self.runs
         cons = r["consensus"].astype(object).where(r["consensus"].notna(), "none").value_counts()
         return short_repr("LLMRunResult", s.get("model"), f"{s.get('mode')} mode",
                           f"{len(r)} runs of N={s.get('n_agents')}, H={s.get('memory')}, names {','.join(s.get('names', ()))}",

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from normlab._validate import check_int
+from normlab._validate import check_int, max_agents, memory_cap_bytes
 from normlab.schema import validate_names
 from normlab.theory import graph_to_csr
 
@@ -172,6 +172,45 @@ def check_reasks(max_reasks) -> int | str:
     return int(max_reasks)
 
 
+#: Bytes an agent that plays costs in a run's state (its memory: a deque, its dict entry, ``H``
+#: remembered pairs), measured with tracemalloc: about 850 B at ``H = 3``.
+AGENT_STATE_BYTES, ENTRY_BYTES = 900, 64
+
+
+def population_bytes(n_agents: int, memory: int, committed: int, runs: int, max_interactions: int,
+                     initial: str, committed_placement: str) -> int:
+    """Bytes of population state a game may hold at once, all runs together: up front, the
+    committed ids (about 100 B each), ``initial='random'`` memories (``2 H`` bytes per
+    uncommitted agent) and a random placement's draw (8 B per agent); during play, the state of
+    the agents that play (at most ``min(N, 2 T)`` per run, :data:`AGENT_STATE_BYTES` +
+    ``H`` x :data:`ENTRY_BYTES` each). Nothing else grows with ``N`` (state is made for the
+    agents that play)."""
+    per_run = 100 * committed + min(n_agents, 2 * max_interactions) * (AGENT_STATE_BYTES + ENTRY_BYTES * memory)
+    if initial == "random":
+        per_run += 2 * memory * (n_agents - committed)
+    if committed and committed_placement == "random":
+        per_run += 8 * n_agents
+    return runs * per_run
+
+
+def check_population_size(n_agents: int, memory: int, committed: int, runs: int, max_interactions: int,
+                          initial: str, committed_placement: str) -> None:
+    """One-line ``ValueError`` when ``n_agents`` passes :func:`normlab._validate.max_agents` (its run
+    table could not be analysed here) or :func:`population_bytes` passes
+    :func:`normlab._validate.memory_cap_bytes`."""
+    if n_agents > max_agents():
+        raise ValueError(f"n_agents = {n_agents:,} is more than the {max_agents():,} agents this machine allows (8 bytes "
+                         "per agent within half its memory, what an analysis of the run needs): use fewer agents")
+    need = population_bytes(n_agents, memory, committed, runs, max_interactions, initial, committed_placement)
+    cap = memory_cap_bytes()
+    if need > cap:
+        raise ValueError(
+            f"n_agents = {n_agents:,} (memory {memory}, committed {committed:,}, runs {runs}, max_interactions "
+            f"{max_interactions:,}, initial {initial!r}) needs about {need / 2**30:,.1f} GiB of population state, more "
+            f"than the {cap / 2**30:,.1f} GiB allowed (half this machine's memory): use fewer agents, committed "
+            "agents, runs or interactions")
+
+
 def make_settings(
     n_agents, memory, names, *, max_interactions, runs=1, mode="sample", committed=0, committed_name=None,
     initial="empty", stop="streak", graph=None, template="main", payoffs=(100, -50), temperature=0.5,
@@ -256,6 +295,7 @@ def make_settings(
         raise ValueError("exact mode reads the next-token logprobs at the answer position and needs prefill=True")
     if mode == "exact" and top_k is not None and top_k > top_logprobs:
         raise ValueError(f"exact mode needs top_logprobs >= top_k to apply the top-k sampler exactly; got top_logprobs={top_logprobs}, top_k={top_k}")
+    check_population_size(n_agents, memory, committed, runs, max_interactions, initial, committed_placement)
     nbrs, gdigest = _graph_neighbours(graph, n_agents)
     s = GameSettings(
         n_agents=n_agents, memory=memory, names=tuple(names), max_interactions=max_interactions, runs=runs,

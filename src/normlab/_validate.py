@@ -50,3 +50,20 @@ def check_out_file(path, flag: str, suffixes: tuple[str, ...] = ()) -> None:
         raise ValueError(f"{flag} {path}: the file name must end in {' or '.join(suffixes)}")
     if not p.parent.is_dir():
         raise ValueError(f"{flag} {path}: directory {p.parent} does not exist")
+
+
+def memory_cap_bytes() -> int:
+    """What one population's state may take: half this machine's physical memory (8 GiB where
+    the system does not say). The one memory cap of sizes read from flags and files."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // 2
+    except (AttributeError, OSError, ValueError):
+        return 8 * 2**30
+
+
+def max_agents() -> int:
+    """Largest population a run or a run table may name: one 8-byte value per agent within
+    :func:`memory_cap_bytes` (an analysis may hold one array over the population)."""
+    return memory_cap_bytes() // 8

