@@ -16,7 +16,7 @@ import sys
 
 from normlab.cli_output import exit_codes
 
-__all__ = ["EXIT_CODES", "add_endpoint_args", "endpoint_config", "parse_budget", "sampling", "guard",
+__all__ = ["EXIT_CODES", "add_endpoint_args", "add_api_key_args", "endpoint_config", "parse_budget", "sampling", "guard",
            "unit_or_none", "template_arg"]
 
 #: Exit codes of the commands that call an LLM (llm-run, llm-probe, demo).
@@ -30,8 +30,7 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False)
     g = p.add_argument_group("endpoint (default: NORMLAB_LLM_BASE_URL, else the embedded SmolLM2 server)")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", default=None, help="model name (default: the first model the endpoint lists)")
-    g.add_argument("--api-key-env", default="NORMLAB_LLM_API_KEY",
-                   help="environment variable holding the API key (never logged; default %(default)s, then OPENAI_API_KEY)")
+    add_api_key_args(g)
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default %(default)s)")
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for a whole request attempt, however slowly the server sends (default %(default)s)")
@@ -89,6 +88,16 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False)
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def add_api_key_args(g) -> None:
+    """``--api-key-env NAME`` (the variable holding the key) and ``--api-key KEY`` (the key itself;
+    redacted from everything normlab records or prints, :func:`~normlab.llm_runs.backend.redact_command`)."""
+    g.add_argument("--api-key-env", default="NORMLAB_LLM_API_KEY", metavar="NAME",
+                   help="environment variable holding the API key (never logged; default %(default)s, then OPENAI_API_KEY)")
+    g.add_argument("--api-key", default=None, metavar="KEY",
+                   help="the API key itself (prefer --api-key-env: a key on the command line shows in `ps` and shell "
+                        "history; normlab masks it as *** in everything it writes or prints)")
+
+
 def _add_run_controls(c) -> None:
     c.add_argument("--budget", default=None, metavar="AMOUNT",
                    help="stop cleanly before spending more: tokens (50000, 50k, 2M; prompt + completion) or USD "
@@ -121,8 +130,13 @@ def endpoint_config(args):
     if usd is not None and not (args.price_input or args.price_output):
         raise ValueError(f"--budget {args.budget} is in USD: give --price-input/--price-output (USD per million "
                          "tokens), or a budget in tokens (e.g. --budget 200k)")
+    key_env = args.api_key_env
+    if not (isinstance(key_env, str) and key_env.isidentifier() and key_env.isascii()):
+        raise ValueError("--api-key-env takes the NAME of an environment variable holding the key (letters, digits, "
+                         "_), not the key itself; the value given is not shown; use --api-key KEY for a key")
     return EndpointConfig.from_env(
-        base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, concurrency=args.concurrency,
+        base_url=args.base_url, model=args.model, api_key_env=key_env, api_key=getattr(args, "api_key", None),
+        concurrency=args.concurrency,
         extra_body=extra,
         timeout=args.timeout, max_retries=args.max_retries, price_input=args.price_input,
         price_output=args.price_output, embedded_threads=args.embedded_threads, embedded_ctx=getattr(args, "embedded_ctx", None),
