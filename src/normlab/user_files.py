@@ -1,0 +1,178 @@
+"""Reading a file a user names, safely: the one home of "open a user file" for every loader.
+
+Every loader of normlab that reads a path given by a user (``--template``, ``--table``, a saved
+fit, a probe table, SCENE episodes, CRSEC topics and agent files, ``normlab.load`` folders, game
+logs) goes through here, so each of them:
+
+- refuses what is not a regular file -- a FIFO (which would block the reader forever), a device
+  such as ``/dev/zero`` (endless), a socket, a directory where a file is expected -- without
+  blocking: the file is opened with ``O_NONBLOCK`` and checked with ``fstat`` on the open
+  descriptor (a link is followed; what it points to is checked);
+- caps the size before reading (the size on disk, and the bytes actually read: a file that grows
+  while it is read is refused too);
+- caps the nesting depth of JSON before parsing it (a 100 000-deep array is one line, not a
+  ``RecursionError``).
+
+Each refusal is a one-line :class:`UserFileError` (a ``ValueError``: bad input, exit code 2 of
+every command); a missing file is a ``FileNotFoundError`` naming it.
+
+A leaf module (standard library only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+__all__ = ["MAX_TEXT_BYTES", "MAX_JSON_DEPTH", "UserFileError", "open_user_file", "read_user_bytes",
+           "read_user_text", "read_user_json", "loads_json", "check_json_depth", "user_file"]
+
+#: Largest text, JSON or CSV file a loader reads unless it says otherwise (templates, fitted
+#: tables, topics, episodes: the largest shipped one is well under 1 MiB).
+MAX_TEXT_BYTES = 16 * 2**20
+#: Deepest JSON nesting a loader parses (normlab's own files nest at most 6 deep).
+MAX_JSON_DEPTH = 64
+
+
+class UserFileError(ValueError):
+    """A file a user named cannot be read safely: not a regular file, too large, too deeply
+    nested, not valid JSON or text. A ``ValueError`` (bad input)."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def user_file(path, what: str | None = None) -> Path:
+    """``path`` as a :class:`~pathlib.Path` after checking, without opening it, that it names a
+    regular file (links followed). ``what`` names it in messages (default: the path)."""
+    p = Path(path)
+    what = what or str(p)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what}: no such file") from None
+    except OSError as exc:
+        raise UserFileError(f"{what}: cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UserFileError(f"{what} is {_kind(st.st_mode)}, not a regular file; refused")
+    return p
+
+
+@contextlib.contextmanager
+def open_user_file(path, what: str | None = None, *, max_bytes: int = MAX_TEXT_BYTES):
+    """Open a user's file for binary reading, refusing anything but a regular file of at most
+    ``max_bytes`` bytes -- before reading a byte, and without blocking on a FIFO.
+
+    Yields
+    ------
+    file object
+        Opened ``"rb"``; it is closed when the ``with`` block ends.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    UserFileError
+        A directory, FIFO, device or socket; larger than ``max_bytes``; unreadable.
+    """
+    p = Path(path)
+    what = what or str(p)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(p, flags)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what}: no such file") from None
+    except IsADirectoryError:
+        raise UserFileError(f"{what} is a directory, not a regular file; refused") from None
+    except OSError as exc:
+        raise UserFileError(f"{what}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserFileError(f"{what} is {_kind(st.st_mode)}, not a regular file; refused")
+        if st.st_size > max_bytes:
+            raise UserFileError(f"{what} is {st.st_size:,} bytes, more than the {max_bytes:,} allowed; refused")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        yield f
+
+
+def read_user_bytes(path, what: str | None = None, *, max_bytes: int = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of a user's regular file of at most ``max_bytes`` (see :func:`open_user_file`);
+    a file that grows past the cap while it is read is refused."""
+    with open_user_file(path, what, max_bytes=max_bytes) as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UserFileError(f"{what or path} grew past the {max_bytes:,} bytes allowed while being read; refused")
+    return data
+
+
+def read_user_text(path, what: str | None = None, *, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """A user's UTF-8 text file (see :func:`read_user_bytes`)."""
+    data = read_user_bytes(path, what, max_bytes=max_bytes)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserFileError(f"{what or path} is not UTF-8 text (byte {exc.start}); refused") from None
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def check_json_depth(text: str, what: str = "the JSON", *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Refuse JSON text nesting deeper than ``max_depth`` arrays/objects, before parsing it
+    (Python's parser recurses once per level: a deep document ends in ``RecursionError``)."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return
+    depth = 0
+    for m in _BRACKET.finditer(_STRING.sub('""', text)):
+        if m.group() in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise UserFileError(f"{what} nests deeper than {max_depth} levels; refused")
+        else:
+            depth -= 1
+
+
+def loads_json(text, what: str = "the JSON", *, max_depth: int = MAX_JSON_DEPTH):
+    """Parse JSON text a user gave (a file's content, a flag's value) with its depth capped
+    (:func:`check_json_depth`); invalid JSON is one line naming ``what``."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserFileError(f"{what} is not UTF-8 text (byte {exc.start}); refused") from None
+    check_json_depth(text, what, max_depth=max_depth)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserFileError(f"{what} is not valid JSON ({exc})") from None
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise UserFileError(f"{what} nests too deeply; refused") from None
+
+
+def read_user_json(path, what: str | None = None, *, max_bytes: int = MAX_TEXT_BYTES,
+                   max_depth: int = MAX_JSON_DEPTH):
+    """A user's JSON file: a regular file of at most ``max_bytes``, nesting at most ``max_depth``
+    levels (:func:`open_user_file`, :func:`loads_json`)."""
+    what = what or str(path)
+    return loads_json(read_user_text(path, what, max_bytes=max_bytes), what, max_depth=max_depth)
