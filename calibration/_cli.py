@@ -36,6 +36,7 @@ exit codes:
   0    done
   2    bad input: a bad flag or value, a missing or unreadable file, names or settings the data do not hold
        (one line saying what is wrong; nothing fitted)
+  4    the disk failed while writing --out or --save-fit (full, read-only, no permission; one line naming the file)
   130  interrupted (Ctrl-C)
 """
 
@@ -58,7 +59,7 @@ def register(sub) -> None:
     src.add_argument("--list-tables", action="store_true", help="list the shipped fitted tables and exit")
     p.add_argument("--names", default=None, help="name pool, comma-separated (e.g. Q,M); required with --ainorms/--log")
     p.add_argument("--memory", type=int, default=None, help="memory length H (default: the H with most runs)")
-    p.add_argument("--n-agents", type=int, default=None, help="population size N of the predictions "
+    p.add_argument("--n-agents", type=int, default=None, help="population size N of the predictions, 2 .. 10,000 "
                                                               "(default: the most common N of the fitted runs)")
     p.add_argument("--llm", default=None, help="LLM to fit when the data hold several (model column, e.g. "
                                                "Llama-3.1-70B-Instruct or a file shorthand like llama31)")
@@ -120,6 +121,10 @@ def _calibrate(args) -> int:
         raise ValueError(f"--max-round must be >= 3; got {args.max_round}")
     if args.n_agents is not None and args.n_agents < 2:
         raise ValueError(f"--n-agents must be >= 2; got {args.n_agents}")
+    if args.n_agents is not None:
+        from normlab.calibration.prediction import check_predicted_agents
+
+        check_predicted_agents(args.n_agents, "--n-agents")
     if args.memory is not None and args.memory < 1:
         raise ValueError(f"--memory must be >= 1; got {args.memory}")
     if args.save_fit:

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from normlab.cli_output import exit_codes
+from normlab.cli_output import describe_os_error, exit_codes
 
 __all__ = ["EXIT_CODES", "add_endpoint_args", "add_api_key_args", "endpoint_config", "parse_budget", "sampling", "guard",
            "unit_or_none", "template_arg"]
@@ -120,9 +120,11 @@ def endpoint_config(args):
             raise ValueError("--model needs --base-url (without an endpoint the embedded SmolLM2 server is used)")
     extra = None
     if args.extra_body:
+        from normlab.user_files import loads_json
+
         try:
-            extra = json.loads(args.extra_body)
-        except json.JSONDecodeError as exc:
+            extra = loads_json(args.extra_body, "--extra-body")
+        except ValueError as exc:
             raise ValueError(f"--extra-body must be a JSON object: {exc}") from None
         if not isinstance(extra, dict):
             raise ValueError("--extra-body must be a JSON object")
@@ -177,15 +179,16 @@ def unit_or_none(text, flag: str):
 
 
 def template_arg(text: str) -> str:
-    """A template file that is not JSON is named in the error (not only the parser's position)."""
+    """A template file that is not JSON, too large or deep, or not a regular file (a FIFO would
+    block the reader) is named in the error (not only the parser's position), before any work."""
     from pathlib import Path
 
     path = Path(text)
-    if path.suffix == ".json" and path.is_file():
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"--template {text} is not valid JSON ({exc})") from None
+    if path.suffix == ".json" and (path.exists() or path.is_symlink()):
+        from normlab.llm_runs.prompts import TEMPLATE_MAX_BYTES
+        from normlab.user_files import read_user_json
+
+        read_user_json(path, f"--template {text}", max_bytes=TEMPLATE_MAX_BYTES)
     return text
 
 
@@ -246,13 +249,7 @@ def guard(command: str, fn, out=None):
     except FileNotFoundError:
         raise  # a missing input file is bad input: exit 2 from normlab.cli
     except OSError as exc:  # disk full, read-only directory, permissions, quota
-        import errno
-
-        what = {errno.ENOSPC: "the disk is full", errno.EROFS: "the directory is read-only",
-                errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-                errno.EDQUOT: "the disk quota is exceeded"}.get(exc.errno, exc.strerror or str(exc))
-        where = f" ({exc.filename})" if exc.filename else ""
         keep = (f"; every completed interaction is kept in {out}: make room and rerun the same command to resume"
                 if out is not None and (Path(out) / "journal.jsonl").exists() else "")
-        print(f"normlab {command}: error: {what}{where}{keep}", file=sys.stderr)
+        print(f"normlab {command}: error: {describe_os_error(exc)}{keep}", file=sys.stderr)
         return 4

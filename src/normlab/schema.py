@@ -405,11 +405,14 @@ class GameLog:
         -------
         GameLog
         """
+        from normlab.user_files import read_user_parquet
+
         directory = Path(directory)
         for f in ("decisions.parquet", "runs.parquet"):
-            if not (directory / f).exists():
+            if not ((directory / f).exists() or (directory / f).is_symlink()):
                 raise FileNotFoundError(f"{directory} holds no {f}; expected a directory written by GameLog.to_parquet")
-        return cls(pd.read_parquet(directory / "decisions.parquet"), pd.read_parquet(directory / "runs.parquet"))
+        # regular files only (a FIFO or device is refused without blocking), their sizes capped
+        return cls(read_user_parquet(directory / "decisions.parquet"), read_user_parquet(directory / "runs.parquet"))
 
     # ------------------------------------------------------------------ display
     def _groups(self) -> pd.DataFrame:

@@ -28,12 +28,14 @@ import re
 import stat
 from pathlib import Path
 
-__all__ = ["MAX_TEXT_BYTES", "MAX_JSON_DEPTH", "UserFileError", "open_user_file", "read_user_bytes",
-           "read_user_text", "read_user_json", "loads_json", "check_json_depth", "user_file"]
+__all__ = ["MAX_TEXT_BYTES", "MAX_TABLE_BYTES", "MAX_JSON_DEPTH", "UserFileError", "open_user_file", "read_user_bytes",
+           "read_user_text", "read_user_json", "read_user_parquet", "loads_json", "check_json_depth", "user_file"]
 
 #: Largest text, JSON or CSV file a loader reads unless it says otherwise (templates, fitted
 #: tables, topics, episodes: the largest shipped one is well under 1 MiB).
 MAX_TEXT_BYTES = 16 * 2**20
+#: Largest Parquet table a loader reads (a game log of a million decisions is about 30 MB).
+MAX_TABLE_BYTES = 2 * 2**30
 #: Deepest JSON nesting a loader parses (normlab's own files nest at most 6 deep).
 MAX_JSON_DEPTH = 64
 
@@ -176,3 +178,20 @@ def read_user_json(path, what: str | None = None, *, max_bytes: int = MAX_TEXT_B
     levels (:func:`open_user_file`, :func:`loads_json`)."""
     what = what or str(path)
     return loads_json(read_user_text(path, what, max_bytes=max_bytes), what, max_depth=max_depth)
+
+
+def read_user_parquet(path, what: str | None = None, *, max_bytes: int = MAX_TABLE_BYTES, **kwargs):
+    """A user's Parquet table as a ``pandas.DataFrame`` (a regular file of at most ``max_bytes``,
+    :func:`open_user_file`); ``kwargs`` go to :func:`pandas.read_parquet` (e.g. ``columns``). A
+    file that is not Parquet is one line naming it."""
+    import pandas as pd
+
+    what = what or str(path)
+    with open_user_file(path, what, max_bytes=max_bytes) as f:
+        try:
+            return pd.read_parquet(f, **kwargs)
+        except (OSError, ValueError) as exc:  # pyarrow: ArrowInvalid (ValueError), ArrowIOError (OSError)
+            if isinstance(exc, OSError) and exc.errno is not None:
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserFileError(f"{what} is not a readable Parquet table ({first})") from None

@@ -43,6 +43,7 @@ import pandas as pd
 from normlab import __version__
 from normlab._rng import spawn
 from normlab.llm_runs.backend import redact_url, shared_embedded_server
+from normlab.user_files import read_user_json
 
 from ._common import fmt_seconds
 from ._ledger import Clock, ledger
@@ -247,7 +248,7 @@ def _start(out, *, names, n_agents, memory, runs, max_rounds, committed, committ
     echo = echo_to_stderr(verbose)
     clock = Clock()
     out.mkdir(parents=True, exist_ok=True)
-    stored = json.loads((out / MARKER).read_text()) if (out / MARKER).exists() else None
+    stored = read_user_json(out / MARKER) if (out / MARKER).exists() else None  # a regular file, capped
     if rng is None and stored is not None:
         seed = int(stored["seed"])
     (out / MARKER).write_text(json.dumps({"normlab_version": __version__, "seed": seed,
