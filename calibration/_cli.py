@@ -216,10 +216,12 @@ def _save_result(path: str, result, summary: dict) -> str:
     import json
     from pathlib import Path
 
+    from normlab.user_files import write_user_text
+
     result.save(path)
     result.to_frame().to_parquet(Path(path) / "predictions.parquet", index=False)
-    (Path(path) / "summary.json").write_text(json.dumps({**summary, "out": str(path)}, indent=1,
-                                                        default=json_default))
+    write_user_text(Path(path) / "summary.json", json.dumps({**summary, "out": str(path)}, indent=1,
+                                                            default=json_default))
     return str(path)
 
 

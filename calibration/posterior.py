@@ -41,7 +41,7 @@ from normlab.llm_runs.probes import check_table_size
 from normlab.schema import validate_names
 from normlab.theory import StrategyTable
 from normlab.theory.strategies import n_states
-from normlab.user_files import read_user_json
+from normlab.user_files import read_user_json, write_user_text
 
 from .features import design_matrix
 from .fit_kinds import MODELS, fit_family
@@ -532,9 +532,7 @@ class StrategyFit:
 
     def to_json(self, path) -> Path:
         """Write the fit as JSON; returns the path."""
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), separators=(",", ":")))
-        return path
+        return write_user_text(path, json.dumps(self.to_dict(), separators=(",", ":")))
 
     @classmethod
     def from_json(cls, path) -> "StrategyFit":

@@ -77,7 +77,7 @@ from normlab.llm_runs.sync import run_sync
 from normlab.schema import parse_memory_state, validate_names
 from normlab.theory import StrategyTable
 from normlab.theory.strategies import n_states
-from normlab.user_files import read_user_json
+from normlab.user_files import read_user_json, write_user_text
 
 from .inputs import _state_tables, state_labels
 from .pipeline import Calibration, elapsed_bar
@@ -510,9 +510,7 @@ class ProbeFit:
                    approx=np.asarray(d.get("approx", []), bool), meta=d.get("meta", {}))
 
     def to_json(self, path) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), separators=(",", ":")))
-        return path
+        return write_user_text(path, json.dumps(self.to_dict(), separators=(",", ":")))
 
     @classmethod
     def from_json(cls, path) -> "ProbeFit":

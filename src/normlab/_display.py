@@ -376,7 +376,9 @@ def save_result(path, cls, meta: dict, tables: dict | None = None, children: dic
         child.save(path / name)
     doc = {"format": _type_tag(cls), "version": FORMAT_VERSION, "normlab": normlab.__version__,
            "tables": sorted(tables), "children": sorted(children), **meta}
-    (path / MANIFEST).write_text(json.dumps(doc, indent=1, default=_json_default, allow_nan=True))
+    from normlab.user_files import write_user_text
+
+    write_user_text(path / MANIFEST, json.dumps(doc, indent=1, default=_json_default, allow_nan=True))
     return path
 
 

@@ -29,7 +29,8 @@ import stat
 from pathlib import Path
 
 __all__ = ["MAX_TEXT_BYTES", "MAX_TABLE_BYTES", "MAX_JSON_DEPTH", "UserFileError", "open_user_file", "read_user_bytes",
-           "read_user_text", "read_user_json", "read_user_parquet", "loads_json", "check_json_depth", "user_file"]
+           "read_user_text", "read_user_json", "read_user_parquet", "loads_json", "check_json_depth", "user_file",
+           "write_user_text"]
 
 #: Largest text, JSON or CSV file a loader reads unless it says otherwise (templates, fitted
 #: tables, topics, episodes: the largest shipped one is well under 1 MiB).
@@ -195,3 +196,17 @@ def read_user_parquet(path, what: str | None = None, *, max_bytes: int = MAX_TAB
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UserFileError(f"{what} is not a readable Parquet table ({first})") from None
+
+
+def write_user_text(path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to a file a user named; a disk error (full, read-only) raised while
+    writing or closing names the file (``OSError.filename``), so the command's one line says which
+    file failed (exit code 4)."""
+    p = Path(path)
+    try:
+        p.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(p)
+        raise
+    return p
