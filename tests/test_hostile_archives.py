@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -247,6 +248,8 @@ def test_opcode_count_cap():
     with pytest.raises(ValueError, match=f"builds more than {n - 1:,} values"):
         scan_pickle(data, max_built=n - 1)
     assert MAX_BUILT >= 4 * 795_372  # the largest published file (llama3 archive), with room to spare
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"stops at {MAX_BUILT // 10**6} million" in " ".join(readme.split())
 
 
 def _scan_cases():
