@@ -11,7 +11,6 @@ and journal modules are imported inside the functions that need them (when a com
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from normlab.cli_output import describe_os_error, exit_codes

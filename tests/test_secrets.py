@@ -104,7 +104,8 @@ def test_no_command_writes_or_prints_a_secret(planting, stub, tmp_path, monkeypa
         monkeypatch.setenv("NORMLAB_LLM_API_KEY", ENV_KEY)
     monkeypatch.chdir(tmp_path)
     text = {}
-    for name, (argv, needs) in COMMANDS.items():
+    for name, (argv, needs) in COMMANDS.items():  # in order: a command after those whose output it reads
+        assert set(needs) <= set(text), f"{name} needs {needs} earlier in COMMANDS"
         rc, text[name] = _run(argv(tmp_path, ep), monkeypatch, capsys)
         assert rc == 0, (name, text[name][-2000:])
     bad = _leaks(tmp_path, "\n".join(text.values()))
