@@ -139,7 +139,9 @@ def _calibrate(args) -> int:
         from normlab.calibration import load_fit, predict
 
         fit = load_fit(args.table)
-        if args.names is not None and tuple(n.strip() for n in args.names.split(",")) != fit.names:
+        from normlab.schema import validate_names
+
+        if args.names is not None and validate_names(args.names) != fit.names:
             raise ValueError(f"--names {args.names} does not match the table's names {','.join(fit.names)}")
         if args.memory is not None and args.memory != fit.memory:
             raise ValueError(f"memory length mismatch: --memory {args.memory} but the table is for H={fit.memory}")
