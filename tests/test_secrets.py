@@ -7,7 +7,9 @@ metadata) plus its stdout and stderr are searched for each secret. A key given a
 in the URL is refused in one line that does not echo it, before anything is written.
 
 To cover one more command, add one entry to :data:`COMMANDS` (its argument list, built from the
-working directory and the endpoint flags; ``needs`` names the commands whose output it reads).
+working directory and the endpoint flags; ``needs`` names the commands whose output it reads, which
+must come earlier in the dict), and its name to :data:`LLM_COMMANDS` if it takes the endpoint flags
+(then a key in the URL's query must be refused by it too).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ COMMANDS = {
                                f"{d}/run", *ep], ()),
     "llm-probe": (lambda d, ep: ["llm-probe", "strategy", "--memory", "1", "--names", "Q,M", "--no-progress", "--out",
                                  f"{d}/probe", *ep], ()),
+    "llm-probe bias": (lambda d, ep: ["llm-probe", "bias", "--names", "Q,M", "--trials", "4", "--no-progress", "--out",
+                                      f"{d}/bias", *ep], ()),
+    "llm-probe meta": (lambda d, ep: ["llm-probe", "meta", "--memory", "1", "--names", "Q,M", "--states", "2",
+                                      "--no-progress", "--out", f"{d}/meta", *ep], ()),
+    "llm-probe neutral": (lambda d, ep: ["llm-probe", "neutral", "--max-pools", "2", "--no-progress", "--out",
+                                         f"{d}/neutral", *ep], ()),
     "demo": (lambda d, ep: ["demo", "--out", f"{d}/demo", "--names", "Q,M", "--n-agents", "4", "--memory", "1", "--runs", "2",
                             "--max-rounds", "20", "--committed-runs", "1", "--sample-check", "2", "--draws", "10",
                             "--within-rounds", "8", "--no-progress", *ep], ()),
@@ -48,7 +56,7 @@ COMMANDS = {
                                "--jitter-states", "1", "--no-underlying", "--out", f"{d}/pred", "--save-table",
                                f"{d}/table.json", *SMALL_CAL, *ep], ()),
 }
-LLM_COMMANDS = ("llm-run", "llm-probe", "demo", "predict")
+LLM_COMMANDS = ("llm-run", "llm-probe", "llm-probe bias", "llm-probe meta", "llm-probe neutral", "demo", "predict")
 
 
 def _found(path: Path, secret: str) -> bool:
@@ -113,7 +121,7 @@ def test_no_command_writes_or_prints_a_secret(planting, stub, tmp_path, monkeypa
     # the secrets were there to leak: the server got the key, and the recorded command lines are masked
     assert "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode() in stub.auth_headers
 
-    for d in ("run", "probe"):
+    for d in ("run", "probe", "bias"):
         cmd = json.loads((tmp_path / d / "manifest.json").read_text())["sessions"][-1]["command"]
         assert "--base-url" in cmd and cmd[cmd.index("--base-url") + 1].startswith("http://***@"), cmd
         if planting == "flag":
