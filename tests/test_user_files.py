@@ -2,7 +2,8 @@
 before reading, and ``normlab.load`` stays inside its folder, builds only normlab's results and
 checks their fields (issue 23, finding 6).
 
-Before: ``--template`` and SCENE ``load_episodes`` hung on a FIFO; SCENE episodes and CRSEC
+Before: ``--template`` and SCENE ``load_episodes`` hung on a FIFO; a 49 KB Parquet table (a game
+log's, a saved result's) expanded into 4.9 GiB of strings; SCENE episodes and CRSEC
 ``load_topics`` read ``/dev/zero`` until memory ran out; ``normlab.load`` read Parquet from any
 absolute path named in ``result.json``, let it pick the module whose ``.load`` it called, and
 accepted ``memory = -3`` and ``n_agents = 1e18``. Each hostile file below is refused quickly, in
@@ -185,6 +186,76 @@ def test_growing_file_and_size_cap(tmp_path):
         read_user_json(p, max_bytes=50)
 
 
+# ----------------------------------------------------------------------------- Parquet bombs
+def _string_bomb(path: Path, rows: int = 5000, length: int = 2**20) -> Path:
+    """``rows`` copies of one ``length``-character string through a dictionary: a 49 KB file that
+    pandas expands into ``rows * length`` bytes (4.9 GiB by default)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), pa.array(["x" * length]))
+    pq.write_table(pa.table({"name": col}), path, store_schema=False)  # the schema says: plain strings
+    return path
+
+
+_CLI_PEAK = """
+import resource, sys
+from normlab.cli import main
+rc = main(sys.argv[1:])
+print("rc", rc, "peak_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def test_a_parquet_that_expands_is_refused_before_expanding(tmp_path):
+    """A game log whose 49 KB decisions.parquet holds 4.9 GiB of strings: ``calibrate --log``
+    read it whole (a MemoryError, or gigabytes on a large machine); now one line from the lengths
+    of its strings, the whole process staying small. Run in a child capped at 3 GB of address
+    space so that a regression fails the test, not the machine."""
+    import resource
+    import subprocess
+    import sys
+
+    log = tmp_path / "log"
+    log.mkdir()
+    _string_bomb(log / "decisions.parquet")
+    _string_bomb(log / "runs.parquet", rows=2, length=2)
+    assert (log / "decisions.parquet").stat().st_size < 100_000
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+    r = subprocess.run([sys.executable, "-c", _CLI_PEAK, "calibrate", "--log", str(log), "--names", "Q,M"],
+                       capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    lines = r.stderr.strip().splitlines()
+    words = r.stdout.split()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "decisions.parquet would take 4.9 GiB with its strings once read, more than the 4.0 GiB allowed" in lines[0]
+    assert words[1] == "2" and float(words[3]) < 1024, r.stdout
+
+
+def test_parquet_rows_and_strings_are_counted_before_reading(tmp_path):
+    import pandas as pd
+
+    from normlab.user_files import read_user_parquet
+
+    p = tmp_path / "t.parquet"
+    pd.DataFrame({"a": range(100_000), "b": 1.5}).to_parquet(p)
+    with pytest.raises(UserFileError, match="100,000 rows, at least 1.5 MiB once read, more than the 1.0 MiB allowed"):
+        read_user_parquet(p, max_decoded=2**20)  # 16 bytes a row: refused from the metadata alone
+    assert len(read_user_parquet(p, max_decoded=2_000_000)) == 100_000
+    q = _string_bomb(tmp_path / "s.parquet", rows=100, length=1000)
+    with pytest.raises(UserFileError, match="with its strings once read"):
+        read_user_parquet(q, max_decoded=99_000)
+    back = read_user_parquet(q, max_decoded=110_000)
+    assert back["name"].str.len().sum() == 100_000
+    pd.testing.assert_frame_equal(back, pd.read_parquet(q))
+    for bad, words in ((tmp_path / "x.parquet", "not a readable Parquet table"),):
+        bad.write_bytes(b"PAR1 not parquet")
+        with pytest.raises(UserFileError, match=words):
+            read_user_parquet(bad)
+
+
 # ----------------------------------------------------------------------------- normlab.load
 @pytest.fixture
 def saved(tmp_path):
@@ -230,6 +301,12 @@ def test_load_refuses_a_table_linked_outside_or_to_a_device(saved, tmp_path):
     os.mkfifo(saved / "runs.parquet")
     exc, _ = _no_hang(lambda: normlab.load(saved))
     assert isinstance(exc, ValueError) and "pipe (FIFO)" in str(exc)
+
+
+def test_load_refuses_a_table_that_expands(saved):
+    _string_bomb(saved / "runs.parquet")
+    with pytest.raises(UserFileError, match="runs.parquet would take 4.9 GiB with its strings once read"):
+        normlab.load(saved)
 
 
 def test_load_still_reads_what_save_wrote(saved):

@@ -28,7 +28,7 @@ import re
 import stat
 from pathlib import Path
 
-__all__ = ["MAX_TEXT_BYTES", "MAX_TABLE_BYTES", "MAX_JSON_DEPTH", "UserFileError", "open_user_file", "read_user_bytes",
+__all__ = ["MAX_TEXT_BYTES", "MAX_TABLE_BYTES", "MAX_DECODED_BYTES", "MAX_JSON_DEPTH", "UserFileError", "open_user_file", "read_user_bytes",
            "read_user_text", "read_user_json", "read_user_parquet", "loads_json", "check_json_depth", "user_file",
            "write_user_text"]
 
@@ -37,6 +37,12 @@ __all__ = ["MAX_TEXT_BYTES", "MAX_TABLE_BYTES", "MAX_JSON_DEPTH", "UserFileError
 MAX_TEXT_BYTES = 16 * 2**20
 #: Largest Parquet table a loader reads (a game log of a million decisions is about 30 MB).
 MAX_TABLE_BYTES = 2 * 2**30
+#: Most bytes a Parquet table may take once decoded: checked from its metadata before any data
+#: is read (rows x the width of each fixed-width column; the pages' uncompressed sizes), then from
+#: the exact lengths of its strings before they are expanded (a few kilobytes of Parquet can say a
+#: billion rows, or repeat one long string through a dictionary). A game log of a million
+#: decisions takes about 0.3 GiB.
+MAX_DECODED_BYTES = 4 * 2**30
 #: Deepest JSON nesting a loader parses (normlab's own files nest at most 6 deep).
 MAX_JSON_DEPTH = 64
 
@@ -181,18 +187,58 @@ def read_user_json(path, what: str | None = None, *, max_bytes: int = MAX_TEXT_B
     return loads_json(read_user_text(path, what, max_bytes=max_bytes), what, max_depth=max_depth)
 
 
-def read_user_parquet(path, what: str | None = None, *, max_bytes: int = MAX_TABLE_BYTES, **kwargs):
-    """A user's Parquet table as a ``pandas.DataFrame`` (a regular file of at most ``max_bytes``,
-    :func:`open_user_file`); ``kwargs`` go to :func:`pandas.read_parquet` (e.g. ``columns``). A
-    file that is not Parquet is one line naming it."""
-    import pandas as pd
+def _size(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.1f} MiB" if n >= 2**20 / 10 else f"{int(n):,} bytes"
+
+
+def read_user_parquet(path, what: str | None = None, *, max_bytes: int = MAX_TABLE_BYTES,
+                      max_decoded: int = MAX_DECODED_BYTES, columns=None):
+    """A user's Parquet table as a ``pandas.DataFrame``: a regular file of at most ``max_bytes``
+    (:func:`open_user_file`) that takes at most ``max_decoded`` bytes once decoded -- checked from
+    its metadata before reading any data, then from the exact lengths of its strings before they
+    are expanded from their dictionaries. ``columns`` (names) reads only those. A file that is not
+    Parquet is one line naming it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
     what = what or str(path)
+
+    def too_big(amount: str) -> UserFileError:
+        return UserFileError(f"{what} would take {amount} once read, more than the {_size(max_decoded)} "
+                             "allowed; refused")
+
     with open_user_file(path, what, max_bytes=max_bytes) as f:
         try:
-            return pd.read_parquet(f, **kwargs)
+            pf = pq.ParquetFile(f)
+            schema, meta = pf.schema_arrow, pf.metadata
+            fields = [schema.field(c) for c in (schema.names if columns is None else columns) if c in schema.names]
+            width = 0
+            for fl in fields:
+                try:
+                    width += max(fl.type.bit_width // 8, 1)
+                except ValueError:  # strings, lists: 8 bytes of offsets at least; their data below
+                    width += 8
+            encoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            if meta.num_rows * width > max_decoded or encoded > max_decoded:
+                raise too_big(f"{meta.num_rows:,} rows, at least {_size(max(meta.num_rows * width, encoded))}")
+            strings = [fl.name for fl in fields if pa.types.is_string(fl.type) or pa.types.is_large_string(fl.type)
+                       or pa.types.is_binary(fl.type) or pa.types.is_large_binary(fl.type)]
+            f.seek(0)
+            table = pq.read_table(f, columns=columns, read_dictionary=strings)  # strings stay compact
+            total = table.nbytes
+            for name in strings:
+                for chunk in table.column(name).chunks:
+                    if len(chunk):
+                        total += int(pc.sum(pc.binary_length(chunk.dictionary).take(chunk.indices)).as_py() or 0)
+                if total > max_decoded:
+                    raise too_big(f"{_size(total)} with its strings")
+            for name in strings:
+                i = table.schema.get_field_index(name)
+                table = table.set_column(i, schema.field(name), pc.cast(table.column(i), schema.field(name).type))
+            return table.to_pandas()
         except (OSError, ValueError) as exc:  # pyarrow: ArrowInvalid (ValueError), ArrowIOError (OSError)
-            if isinstance(exc, OSError) and exc.errno is not None:
+            if isinstance(exc, UserFileError) or (isinstance(exc, OSError) and exc.errno is not None):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UserFileError(f"{what} is not a readable Parquet table ({first})") from None
