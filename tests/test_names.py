@@ -6,7 +6,8 @@ Names now pass one home, :func:`normlab.schema.validate_names` (each name throug
 invisible or bidirectional control character, refused when two of them are one name after
 normalisation. Every command that takes ``--names`` is checked below; each case fails before any
 endpoint is contacted (nothing listens at ``DEAD``), so before the fix these commands went on and
-ended in a connection error (exit 3) or played the look-alike pool.
+ended in a connection error (exit 3) or played the look-alike pool. The CRSEC experiment's agents
+(dicts or an experiment file) pass the same check (:func:`normlab.schema.unique_names`).
 """
 
 from __future__ import annotations
@@ -126,3 +127,33 @@ def test_every_command_refuses_look_alike_names_in_one_line(command, names, mess
     assert lines[0].startswith(f"{prog}: error: ") and message in lines[0], lines[0]
     assert _visible(lines[0]) and out == ""
     assert not any(tmp_path.iterdir()), "nothing is written before the names are checked"
+
+
+@pytest.mark.parametrize("second, words", [
+    ("Ann\u200b", "invalid agent name 'Ann\\u200b': it carries an invisible or bidirectional control character"),
+    ("\u202eAnn", "invalid agent name '\\u202eAnn'"),
+    ("\uff21nn", "agent names 'Ann' and '\uff21nn' are one name after NFKC normalisation ('Ann')"),
+    ("Ann", "agent names must be unique"),
+])
+def test_crsec_experiment_agents_are_checked_alike(second, words, tmp_path):
+    """The CRSEC experiment's agents (given as dicts or as a JSON experiment file) pass the same
+    check: two agents a reader cannot tell apart are refused."""
+    import json
+
+    from normlab.llm_runs.crsec.runner import run_population
+
+    agents = [{"name": "Ann", "description": "a"}, {"name": second, "description": "b"}]
+    f = tmp_path / "agents.json"
+    f.write_text(json.dumps({"agents": agents}))
+    for given in (agents, f):
+        with pytest.raises(ValueError) as e:
+            run_population(given, minutes=10)
+        assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
+    assert not any(p.name != "agents.json" for p in tmp_path.iterdir())
+
+
+def test_crsec_agent_names_are_normalised():
+    from normlab.llm_runs.crsec.runner import _select_agents
+
+    assert [a["name"] for a in _select_agents([{"name": "\uff21nn"}, {"name": "Bob"}])] == ["Ann", "Bob"]
+    assert len(_select_agents(None)) >= 2  # the built-in agents pass unchanged

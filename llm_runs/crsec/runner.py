@@ -39,6 +39,7 @@ import pandas as pd
 
 from normlab._display import plotting
 from normlab._rng import as_generator, spawn
+from normlab.schema import unique_names
 
 from ..backend import EndpointConfig, open_endpoint
 from ..sync import run_sync
@@ -127,7 +128,7 @@ def _select_agents(agents):
     if agents is None:
         return load_agents()
     if isinstance(agents, (str, Path)):
-        return load_agents(agents)
+        return _checked_agents(load_agents(agents))
     agents = list(agents)
     if agents and all(isinstance(a, str) for a in agents):
         known = {a["name"]: a for a in load_agents()}
@@ -138,10 +139,17 @@ def _select_agents(agents):
     for a in agents:
         if not isinstance(a, dict) or not isinstance(a.get("name"), str) or not isinstance(a.get("description", ""), str):
             raise TypeError("agents must be None, a JSON path, built-in names, or dicts with 'name' and 'description'")
-    names = [a["name"] for a in agents]
-    if len(set(names)) != len(names):
-        raise ValueError("agent names must be unique")
-    return [dict(a) for a in agents]
+    return _checked_agents(agents)
+
+
+def _checked_agents(agents) -> list[dict]:
+    """Agents with their names NFKC-normalised, none carrying an invisible or bidirectional control
+    character, no two alike (:func:`normlab.schema.unique_names`)."""
+    for a in agents:
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+            raise TypeError("each agent must be a dict with a 'name' (str)")
+    names = unique_names([a["name"] for a in agents], "agent names")
+    return [{**a, "name": n} for a, n in zip(agents, names)]
 
 
 async def arun_population(agents=None, *, ops="rule", minutes: float = 240.0, dt: float = 10.0,

@@ -158,15 +158,35 @@ def validate_names(names: Sequence[str]) -> tuple[str, ...]:
         if not n or "," in n or ";" in n:
             shown = repr(n) if n == r.strip() else f"{r!r} (NFKC: {n!r})"
             raise ValueError(f"invalid name {shown}: names must be non-empty and contain no ',' or ';'")
+    return unique_names(raw)
+
+
+def unique_names(names: Sequence[str], what: str = "names") -> tuple[str, ...]:
+    """Names that must differ (a pool, a cast of agents), each through :func:`normalise_name`; two
+    names that are one after normalisation are refused in one line.
+
+    Parameters
+    ----------
+    names : sequence of str
+    what : str
+        How the message names them (e.g. ``"agent names"``).
+
+    Returns
+    -------
+    tuple of str
+        The normalised names, in the order given.
+    """
+    raw = tuple(str(n) for n in names)
     seen: dict[str, str] = {}
-    for n, r in zip(names, raw):
+    for r in raw:
+        n = normalise_name(r, what.rstrip("s") if what.endswith("s") else what)
         if n in seen:
             if seen[n].strip() == r.strip():
-                raise ValueError(f"names must be unique; got {names}")
-            raise ValueError(f"names {seen[n].strip()!r} and {r.strip()!r} are one name after NFKC normalisation "
+                raise ValueError(f"{what} must be unique; got {tuple(normalise_name(x) for x in raw)}")
+            raise ValueError(f"{what} {seen[n].strip()!r} and {r.strip()!r} are one name after NFKC normalisation "
                              f"({n!r}); give names that differ visibly")
         seen[n] = r
-    return names
+    return tuple(normalise_name(r) for r in raw)
 
 
 def memory_state_string(entries: Iterable[tuple[str, str]]) -> str:
