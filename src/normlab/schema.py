@@ -40,6 +40,7 @@ against M (success). Names therefore may not contain ``","`` or ``";"``.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,8 +83,6 @@ _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
 
 def _hidden_character(name: str) -> str | None:
     """The first invisible or bidirectional control character of ``name`` as ``U+XXXX NAME``."""
-    import unicodedata
-
     for c in name:
         if ord(c) in INVISIBLE_IN_NAMES or unicodedata.category(c) in _REFUSED_CATEGORIES:
             label = unicodedata.name(c, "")
@@ -115,9 +114,9 @@ def normalise_name(name, what: str = "name") -> str:
     Unicode Standard Annex #15 (normalisation forms, NFKC); UAX #9 (bidirectional controls);
     Unicode Technical Standard #39 (security mechanisms: invisible characters).
     """
-    import unicodedata
-
     raw = str(name)
+    if raw.isascii() and raw.isprintable():  # the common case: NFKC leaves printable ASCII as it is
+        return raw.strip()
     hidden = _hidden_character(raw.strip(" "))
     if hidden is not None:
         raise ValueError(f"invalid {what} {ascii(raw)}: it carries an invisible or bidirectional control character "
@@ -151,10 +150,10 @@ def validate_names(names: Sequence[str]) -> tuple[str, ...]:
     if isinstance(names, str):
         names = [s for s in names.split(",")]
     raw = tuple(str(n) for n in names)
-    names = tuple(normalise_name(n) for n in raw)
-    if len(names) < 1:
+    if len(raw) < 1:
         raise ValueError("the name pool is empty; give at least one name")
-    for n, r in zip(names, raw):
+    for r in raw:
+        n = normalise_name(r)
         if not n or "," in n or ";" in n:
             shown = repr(n) if n == r.strip() else f"{r!r} (NFKC: {n!r})"
             raise ValueError(f"invalid name {shown}: names must be non-empty and contain no ',' or ';'")
@@ -177,16 +176,18 @@ def unique_names(names: Sequence[str], what: str = "names") -> tuple[str, ...]:
         The normalised names, in the order given.
     """
     raw = tuple(str(n) for n in names)
-    seen: dict[str, str] = {}
-    for r in raw:
-        n = normalise_name(r, what.rstrip("s") if what.endswith("s") else what)
-        if n in seen:
-            if seen[n].strip() == r.strip():
-                raise ValueError(f"{what} must be unique; got {tuple(normalise_name(x) for x in raw)}")
-            raise ValueError(f"{what} {seen[n].strip()!r} and {r.strip()!r} are one name after NFKC normalisation "
-                             f"({n!r}); give names that differ visibly")
-        seen[n] = r
-    return tuple(normalise_name(r) for r in raw)
+    one = what[:-1] if what.endswith("s") else what
+    out = tuple(normalise_name(r, one) for r in raw)
+    if len(set(out)) != len(out):
+        seen: dict[str, str] = {}
+        for n, r in zip(out, raw):
+            if n in seen:
+                if seen[n].strip() == r.strip():
+                    raise ValueError(f"{what} must be unique; got {out}")
+                raise ValueError(f"{what} {seen[n].strip()!r} and {r.strip()!r} are one name after NFKC "
+                                 f"normalisation ({n!r}); give names that differ visibly")
+            seen[n] = r
+    return out
 
 
 def memory_state_string(entries: Iterable[tuple[str, str]]) -> str:
