@@ -36,6 +36,7 @@ exit codes:
   0    done
   2    bad input: a bad flag or value, a missing or unreadable file, names or settings the data do not hold
        (one line saying what is wrong; nothing fitted)
+  4    the disk failed while writing --out or --save-fit (full, read-only, no permission; one line naming the file)
   130  interrupted (Ctrl-C)
 """
 
@@ -58,7 +59,7 @@ def register(sub) -> None:
     src.add_argument("--list-tables", action="store_true", help="list the shipped fitted tables and exit")
     p.add_argument("--names", default=None, help="name pool, comma-separated (e.g. Q,M); required with --ainorms/--log")
     p.add_argument("--memory", type=int, default=None, help="memory length H (default: the H with most runs)")
-    p.add_argument("--n-agents", type=int, default=None, help="population size N of the predictions "
+    p.add_argument("--n-agents", type=int, default=None, help="population size N of the predictions, 2 .. 10,000 "
                                                               "(default: the most common N of the fitted runs)")
     p.add_argument("--llm", default=None, help="LLM to fit when the data hold several (model column, e.g. "
                                                "Llama-3.1-70B-Instruct or a file shorthand like llama31)")
@@ -131,6 +132,10 @@ def _calibrate(args) -> int:
         raise ValueError(f"--max-round must be >= 3; got {args.max_round}")
     if args.n_agents is not None and args.n_agents < 2:
         raise ValueError(f"--n-agents must be >= 2; got {args.n_agents}")
+    if args.n_agents is not None:
+        from normlab.calibration.prediction import check_predicted_agents
+
+        check_predicted_agents(args.n_agents, "--n-agents")
     if args.memory is not None and args.memory < 1:
         raise ValueError(f"--memory must be >= 1; got {args.memory}")
     if args.save_fit:
@@ -147,7 +152,9 @@ def _calibrate(args) -> int:
         from normlab.calibration import load_fit, predict
 
         fit = load_fit(args.table)
-        if args.names is not None and tuple(n.strip() for n in args.names.split(",")) != fit.names:
+        from normlab.schema import validate_names
+
+        if args.names is not None and validate_names(args.names) != fit.names:
             raise ValueError(f"--names {args.names} does not match the table's names {','.join(fit.names)}")
         if args.memory is not None and args.memory != fit.memory:
             raise ValueError(f"memory length mismatch: --memory {args.memory} but the table is for H={fit.memory}")
@@ -248,10 +255,12 @@ def _save_result(path: str, result, summary: dict) -> str:
     import json
     from pathlib import Path
 
+    from normlab.user_files import write_user_text
+
     result.save(path)
     result.to_frame().to_parquet(Path(path) / "predictions.parquet", index=False)
-    (Path(path) / "summary.json").write_text(json.dumps({**summary, "out": str(path)}, indent=1,
-                                                        default=json_default))
+    write_user_text(Path(path) / "summary.json", json.dumps({**summary, "out": str(path)}, indent=1,
+                                                            default=json_default))
     return str(path)
 
 

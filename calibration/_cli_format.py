@@ -7,9 +7,9 @@ __all__ = ["format_summary", "format_probe_summary"]
 
 
 def _num(v, digits: int = 3) -> str:
-    if v is None:
+    if v is None or (isinstance(v, float) and v != v):  # NaN: not observed
         return "-"
-    if isinstance(v, (int, float)) and float(v) == int(v) and abs(v) < 1e9:
+    if isinstance(v, (int, float)) and abs(v) < 1e9 and float(v) == int(v):
         return str(int(v))
     return f"{v:.{digits}g}"
 

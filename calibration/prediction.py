@@ -79,7 +79,30 @@ from .prediction_reference import _predict_reference
 from .prediction_result import Prediction
 from .run_effects import RunEffects
 
-__all__ = ["Prediction", "predict", "table_draws"]
+__all__ = ["Prediction", "predict", "table_draws", "MAX_PREDICTED_AGENTS", "check_predicted_agents"]
+
+#: Largest population a prediction simulates: every committed count up to ``N - 1`` is played for
+#: every posterior draw (the paper's populations hold at most 200 agents; beyond this the
+#: simulations would run for days and their arrays outgrow a laptop's memory -- ``calibrate
+#: --n-agents 10000000`` ended in a 5.7 GB allocation). Larger populations: the mean-field limit
+#: (:func:`normlab.theory.strategy_mean_field`, :func:`normlab.calibration.group_size_curve`).
+MAX_PREDICTED_AGENTS = 10_000
+
+
+def check_predicted_agents(value, what: str = "n_agents") -> int:
+    """``value`` as the ``N`` of a prediction: an integer in ``[2, MAX_PREDICTED_AGENTS]`` (a float
+    read from a table must be a whole number), else one ``ValueError`` naming ``what``."""
+    import numbers
+
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
+            or value != int(value):
+        raise ValueError(f"{what} must be a whole number of agents; got {value!r}")
+    n = int(value)
+    if not 2 <= n <= MAX_PREDICTED_AGENTS:
+        raise ValueError(f"{what} must be in [2, {MAX_PREDICTED_AGENTS:,}] for a prediction (every committed count up "
+                         f"to N - 1 is simulated for every posterior draw; larger populations: the mean-field limit, "
+                         f"group_size_curve); got {n:,}")
+    return n
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -96,7 +119,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     fit : StrategyFit, StrategyTable or list of StrategyTable
         Posterior to draw from (see :func:`table_draws`).
     n_agents : int
-        Population size ``N`` of the predicted experiment.
+        Population size ``N`` of the predicted experiment, 2 .. :data:`MAX_PREDICTED_AGENTS`.
     n_draws : int, optional
         Posterior draws of the table.
     within_rounds : int, optional
@@ -186,7 +209,9 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     if engine not in ("kernel", "reference"):
         raise ValueError(f"engine must be 'kernel' or 'reference'; got {engine!r}")
     effects = _run_effects(fit, run_effects)
-    N = check_int(n_agents, "n_agents", low=2)
+    if isinstance(n_agents, (bool, np.bool_)) or not isinstance(n_agents, (int, np.integer)):
+        raise TypeError(f"n_agents must be an int; got {type(n_agents).__name__} {n_agents!r}")
+    N = check_predicted_agents(n_agents)
     D = check_int(n_draws, "n_draws", low=1)
     wr = check_int(within_rounds, "within_rounds", low=3)
     nrc = check_int(n_runs_consensus, "n_runs_consensus", low=1)

@@ -77,11 +77,12 @@ from normlab.llm_runs.sync import run_sync
 from normlab.schema import parse_memory_state, validate_names
 from normlab.theory import StrategyTable
 from normlab.theory.strategies import n_states
+from normlab.user_files import read_user_json, write_user_text
 
 from .inputs import _state_tables, state_labels
 from .pipeline import Calibration, elapsed_bar
-from .posterior import _jsonable
-from .prediction import predict
+from .posterior import _jsonable, table_shape
+from .prediction import check_predicted_agents, predict
 
 __all__ = ["ProbeFit", "ProbeCost", "ProbePrediction", "probe_cost", "probe_fit", "probe_predict", "ORDER_MIXING"]
 
@@ -502,19 +503,19 @@ class ProbeFit:
     def from_dict(cls, d: dict) -> "ProbeFit":
         if not isinstance(d, dict) or d.get("format") != "normlab.calibration.ProbeFit":
             raise ValueError("not a normlab ProbeFit document (missing format tag)")
-        return cls(names=tuple(d["names"]), memory=int(d["memory"]), orders=tuple(d["orders"]),
+        names, memory = table_shape(d.get("names"), d.get("memory"), "a ProbeFit")
+        return cls(names=names, memory=memory, orders=tuple(d["orders"]),
                    mass=np.asarray(d["mass"], float), name_like=np.asarray(d["name_like"], float),
                    jitter_sd=float(d.get("jitter_sd", 0.0)), order_mixing=d.get("order_mixing", "average"),
                    approx=np.asarray(d.get("approx", []), bool), meta=d.get("meta", {}))
 
     def to_json(self, path) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), separators=(",", ":")))
-        return path
+        return write_user_text(path, json.dumps(self.to_dict(), separators=(",", ":")))
 
     @classmethod
     def from_json(cls, path) -> "ProbeFit":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """Read a table written by :meth:`to_json` (a regular file, size and depth capped)."""
+        return cls.from_dict(read_user_json(path, str(path)))
 
 
 def _check_reasks(max_reasks):
@@ -830,7 +831,7 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
     Tables S2-S3.
     """
     t_start = time.perf_counter()
-    N = check_int(n_agents, "n_agents", 2)
+    N = check_predicted_agents(check_int(n_agents, "n_agents", 2))  # before any request
     H = check_int(memory, "memory", 1)
     D = check_int(n_draws, "n_draws", 1)
     js = check_int(jitter_states, "jitter_states", 0)

@@ -11,13 +11,12 @@ and journal modules are imported inside the functions that need them (when a com
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from normlab.cli_output import exit_codes
+from normlab.cli_output import describe_os_error, exit_codes
 
-__all__ = ["EXIT_CODES", "add_endpoint_args", "endpoint_config", "parse_budget", "sampling", "guard",
-           "unit_or_none", "template_arg", "request_budget", "save_summary"]
+__all__ = ["EXIT_CODES", "add_endpoint_args", "add_api_key_args", "endpoint_config", "parse_budget", "sampling",
+           "guard", "unit_or_none", "template_arg", "request_budget", "save_summary"]
 
 #: Exit codes of the commands that call an LLM (llm-run, llm-probe, demo).
 EXIT_CODES = exit_codes(llm=True)
@@ -31,8 +30,7 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     g = p.add_argument_group("endpoint (default: NORMLAB_LLM_BASE_URL, else the embedded SmolLM2 server)")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", default=None, help="model name (default: the first model the endpoint lists)")
-    g.add_argument("--api-key-env", default="NORMLAB_LLM_API_KEY",
-                   help="environment variable holding the API key (never logged; default %(default)s, then OPENAI_API_KEY)")
+    add_api_key_args(g)
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default %(default)s)")
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for a whole request attempt, however slowly the server sends (default %(default)s)")
@@ -100,6 +98,16 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def add_api_key_args(g) -> None:
+    """``--api-key-env NAME`` (the variable holding the key) and ``--api-key KEY`` (the key itself;
+    redacted from everything normlab records or prints, :func:`~normlab.llm_runs.backend.redact_command`)."""
+    g.add_argument("--api-key-env", default="NORMLAB_LLM_API_KEY", metavar="NAME",
+                   help="environment variable holding the API key (never logged; default %(default)s, then OPENAI_API_KEY)")
+    g.add_argument("--api-key", default=None, metavar="KEY",
+                   help="the API key itself (prefer --api-key-env: a key on the command line shows in `ps` and shell "
+                        "history; normlab masks it as *** in everything it writes or prints)")
+
+
 def _add_run_controls(c) -> None:
     c.add_argument("--budget", default=None, metavar="AMOUNT",
                    help="stop cleanly before spending more: tokens (50000, 50k, 2M; prompt + completion) or USD "
@@ -122,9 +130,11 @@ def endpoint_config(args):
             raise ValueError("--model needs --base-url (without an endpoint the embedded SmolLM2 server is used)")
     extra = None
     if args.extra_body:
+        from normlab.user_files import loads_json
+
         try:
-            extra = json.loads(args.extra_body)
-        except json.JSONDecodeError as exc:
+            extra = loads_json(args.extra_body, "--extra-body")
+        except ValueError as exc:
             raise ValueError(f"--extra-body must be a JSON object: {exc}") from None
         if not isinstance(extra, dict):
             raise ValueError("--extra-body must be a JSON object")
@@ -132,8 +142,13 @@ def endpoint_config(args):
     if usd is not None and not (args.price_input or args.price_output):
         raise ValueError(f"--budget {args.budget} is in USD: give --price-input/--price-output (USD per million "
                          "tokens), or a budget in tokens (e.g. --budget 200k)")
+    key_env = args.api_key_env
+    if not (isinstance(key_env, str) and key_env.isidentifier() and key_env.isascii()):
+        raise ValueError("--api-key-env takes the NAME of an environment variable holding the key (letters, digits, "
+                         "_), not the key itself; the value given is not shown; use --api-key KEY for a key")
     return EndpointConfig.from_env(
-        base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, concurrency=args.concurrency,
+        base_url=args.base_url, model=args.model, api_key_env=key_env, api_key=getattr(args, "api_key", None),
+        concurrency=args.concurrency,
         extra_body=extra,
         timeout=args.timeout, max_retries=args.max_retries, price_input=args.price_input,
         price_output=args.price_output, embedded_threads=args.embedded_threads, embedded_ctx=getattr(args, "embedded_ctx", None),
@@ -175,15 +190,16 @@ def unit_or_none(text, flag: str):
 
 
 def template_arg(text: str) -> str:
-    """A template file that is not JSON is named in the error (not only the parser's position)."""
+    """A template file that is not JSON, too large or deep, or not a regular file (a FIFO would
+    block the reader) is named in the error (not only the parser's position), before any work."""
     from pathlib import Path
 
     path = Path(text)
-    if path.suffix == ".json" and path.is_file():
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"--template {text} is not valid JSON ({exc})") from None
+    if path.suffix == ".json" and (path.exists() or path.is_symlink()):
+        from normlab.llm_runs.prompts import TEMPLATE_MAX_BYTES
+        from normlab.user_files import read_user_json
+
+        read_user_json(path, f"--template {text}", max_bytes=TEMPLATE_MAX_BYTES)
     return text
 
 
@@ -244,15 +260,9 @@ def guard(command: str, fn, out=None):
     except FileNotFoundError:
         raise  # a missing input file is bad input: exit 2 from normlab.cli
     except OSError as exc:  # disk full, read-only directory, permissions, quota
-        import errno
-
-        what = {errno.ENOSPC: "the disk is full", errno.EROFS: "the directory is read-only",
-                errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-                errno.EDQUOT: "the disk quota is exceeded"}.get(exc.errno, exc.strerror or str(exc))
-        where = f" ({exc.filename})" if exc.filename else ""
         keep = (f"; every completed interaction is kept in {out}: make room and rerun the same command to resume"
                 if out is not None and (Path(out) / "journal.jsonl").exists() else "")
-        print(f"normlab {command}: error: {what}{where}{keep}", file=sys.stderr)
+        print(f"normlab {command}: error: {describe_os_error(exc)}{keep}", file=sys.stderr)
         return 4
 
 

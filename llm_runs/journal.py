@@ -30,6 +30,8 @@ from pathlib import Path
 
 from normlab._validate import check_out_dir
 
+from .backend.config import redact_command
+
 #: Test hook (fault matrix): seconds to pause between the two halves of every record write, so
 #: that a kill lands inside journal writes. Read once at import; 0 in normal use.
 _SPLIT_WRITES = float(os.environ.get("NORMLAB_TEST_SPLIT_WRITES", "0") or 0)
@@ -1283,7 +1285,7 @@ def record_session(directory, *, endpoints: list, budget: dict | None = None, sp
         m["model"] = st.get("model")
         m["groups"] = st.get("groups") or None
     m["sessions"].append({
-        "started": _now(), "ended": None, "outcome": None, "pid": os.getpid(), "command": list(sys.argv),
+        "started": _now(), "ended": None, "outcome": None, "pid": os.getpid(), "command": redact_command(sys.argv),
         "environment": environment(), "endpoints": endpoints, "budget": budget, "spent_before": spent_before,
     })
     m["updated"] = _now()

@@ -16,6 +16,8 @@ from pathlib import Path
 from string import Template
 from typing import Sequence
 
+from normlab.user_files import read_user_json
+
 _TEMPLATE_KEYS = (
     "name", "version", "answer_key", "prefill", "rules", "history_block", "history_entry",
     "history_separator", "query", "user", "payoff_matrix_same", "payoff_matrix_different",
@@ -23,6 +25,8 @@ _TEMPLATE_KEYS = (
 )
 
 BUILTIN_TEMPLATES = ("main", "bullet", "narrative")
+#: Largest template file read (the built-in ones are under 4 KB).
+TEMPLATE_MAX_BYTES = 1 * 2**20
 
 #: How a prompt is sent: chat messages, or one raw text with the authors' Llama-3 / Llama-2 header
 #: tokens (``templates/wraps.json``) to the completions endpoint.
@@ -303,8 +307,8 @@ def load_template(template: "str | Path | dict | PromptTemplate" = "main") -> Pr
             text = resources.files("normlab.llm_runs").joinpath("templates", f"{s}.json").read_text("utf-8")
             return PromptTemplate.from_dict(json.loads(text))
         p = Path(s)
-        if p.suffix == ".json" and p.exists():
-            return PromptTemplate.from_dict(json.loads(p.read_text("utf-8")))
+        if p.suffix == ".json" and (p.exists() or p.is_symlink()):  # a regular file, capped (normlab.user_files)
+            return PromptTemplate.from_dict(read_user_json(p, f"template {s}", max_bytes=TEMPLATE_MAX_BYTES))
         raise ValueError(f"unknown template {s!r}: use one of {BUILTIN_TEMPLATES} or the path of a JSON template file")
     raise TypeError(f"template must be a name, a path, a dict or a PromptTemplate; got {type(template).__name__}")
 

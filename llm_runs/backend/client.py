@@ -11,7 +11,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from .config import EndpointConfig, EndpointError, NotOpenAICompatible, redact_url
+from .config import EndpointConfig, EndpointError, NotOpenAICompatible, redact_text, redact_url
 from .embedded import EmbeddedServer
 from .http import HTTPConnection, HTTPStatus, LeanHTTP, lean_transport_for
 from .spending import SpendingCap
@@ -220,7 +220,7 @@ class LLMClient:
         key = self.config.resolve_api_key()
         if key and key != "not-needed" and len(key) >= 4:
             text = text.replace(key, "***")
-        return redact_url(text.replace(self.base_url, self.shown_url))
+        return redact_text(text.replace(self.base_url, self.shown_url))
 
     def _error(self, message: str) -> EndpointError:
         return EndpointError(self._redact(message))

@@ -1,5 +1,6 @@
 """Where and how to call an OpenAI-compatible endpoint (:class:`EndpointConfig`), the errors an
-endpoint raises, and what may be shown of its address (:func:`redact_url`)."""
+endpoint raises, and what may be shown of its address and of a command line (:func:`redact_url`,
+:func:`redact_text`, :func:`redact_command`: the one redaction of secrets)."""
 
 from __future__ import annotations
 
@@ -127,7 +128,14 @@ class EndpointConfig:
         if self.transport not in ("auto", "lean", "openai"):
             raise ValueError(f"transport must be 'auto', 'lean' or 'openai'; got {self.transport!r}")
         if self.base_url is not None and not str(self.base_url).startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://; got {self.base_url!r}")
+            raise ValueError(f"base_url must start with http:// or https://; got {redact_url(str(self.base_url))!r}")
+        if self.base_url is not None and any(c in str(self.base_url) for c in "?#"):
+            raise ValueError(
+                f"base_url {redact_url(str(self.base_url))} carries a query or fragment: the OpenAI client appends its "
+                "routes (/models, /chat/completions) after it, so no request would reach the server; give the key in "
+                f"an environment variable (--api-key-env, default {ENV_API_KEY}) and the base URL without '?'")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key.strip()):
+            raise ValueError("api_key must be a non-empty string or None (the key itself is never shown)")
         for name in ("timeout", "backoff", "backoff_max"):
             if not (isinstance(getattr(self, name), (int, float)) and getattr(self, name) > 0):
                 raise ValueError(f"{name} must be a positive number; got {getattr(self, name)!r}")
@@ -186,7 +194,77 @@ class EndpointConfig:
 
 
 
+#: Query parameters and ``key=value`` / JSON fields whose value is a credential (compared without
+#: case, ``-`` and ``_``): their values are replaced by ``***`` wherever an address or a command
+#: line is shown or written.
+SECRET_FIELDS = ("apikey", "key", "token", "accesstoken", "refreshtoken", "idtoken", "authtoken", "auth",
+                 "authorization", "sig", "signature", "password", "passwd", "pwd", "secret", "clientsecret",
+                 "credential", "credentials", "sessiontoken", "xapikey", "code")
+#: Command-line flags whose value is a credential (``--api-key KEY``, ``--token=T``; compared without
+#: case, ``-`` and ``_``). ``--api-key-env NAME`` names a variable and is kept.
+SECRET_FLAGS = ("apikey", "key", "token", "accesstoken", "authtoken", "auth", "password", "passwd", "secret",
+                "clientsecret", "credential", "credentials", "bearer")
+_MASK = "***"
+_FIELD = r"[A-Za-z][A-Za-z0-9_.-]*"
+_CREDENTIALS = re.compile(r"(?<=://)[^/@\s?#'\"]+@")
+_QUERY = re.compile(r"([?&;])(" + _FIELD + r")=([^&;#\s'\"]*)")
+_JSON_FIELD = re.compile(r"(['\"])(" + _FIELD + r")\1(\s*:\s*)(['\"])((?:\\.|(?!\4).)*)\4")
+_BEARER = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", re.I)
+
+
+def _secret(name: str, table) -> bool:
+    return name.lower().replace("-", "").replace("_", "").replace(".", "") in table
+
+
 def redact_url(url: str) -> str:
-    """``https://user:secret@host/v1`` -> ``https://***@host/v1``: credentials inside an endpoint's
-    address hidden, for messages, reports and manifests (the one redaction of a URL)."""
-    return re.sub(r"(?<=://)[^/@\s]+@", "***@", url)
+    """Credentials inside an endpoint's address hidden, for messages, reports and manifests (the
+    one redaction of a URL): ``https://user:secret@host/v1`` -> ``https://***@host/v1``,
+    ``...?api_key=K&sig=S`` -> ``...?api_key=***&sig=***`` (every name of :data:`SECRET_FIELDS`).
+
+    Works on any text that holds addresses (an error message, a command line), so every writer
+    passes what it shows through here or through :func:`redact_command`.
+    """
+    text = _CREDENTIALS.sub(_MASK + "@", str(url))
+    return _QUERY.sub(lambda m: f"{m[1]}{m[2]}={_MASK}" if _secret(m[2], SECRET_FIELDS) and m[3] else m[0], text)
+
+
+def redact_text(text: str) -> str:
+    """:func:`redact_url` plus the credentials a message can quote outside an address: JSON fields
+    (``"api_key": "..."``, e.g. inside ``--extra-body``) and ``Authorization: Bearer ...`` values."""
+    text = redact_url(text)
+    text = _JSON_FIELD.sub(lambda m: (f"{m[1]}{m[2]}{m[1]}{m[3]}{m[4]}{_MASK}{m[4]}"
+                                      if _secret(m[2], SECRET_FIELDS) else m[0]), text)
+    return _BEARER.sub(lambda m: f"{m[1]} {_MASK}", text)
+
+
+def redact_command(argv) -> list[str]:
+    """A command line as it may be recorded or printed (the one redaction of a command line, beside
+    :func:`redact_url`): every argument through :func:`redact_text`, and the value of every
+    credential flag (:data:`SECRET_FLAGS`: ``--api-key KEY``, ``--token=T``) replaced by ``***``.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        e.g. ``sys.argv``.
+
+    Returns
+    -------
+    list of str
+        The same arguments, credentials masked.
+    """
+    out, mask_next = [], False
+    for arg in map(str, argv):
+        if mask_next:
+            out.append(_MASK)
+            mask_next = False
+            continue
+        flag, eq, value = arg.partition("=")
+        if arg.startswith("-") and _secret(flag.lstrip("-"), SECRET_FLAGS):
+            if eq:
+                out.append(f"{flag}={_MASK}")
+            else:
+                out.append(arg)
+                mask_next = True
+            continue
+        out.append(redact_text(arg))
+    return out

@@ -60,6 +60,7 @@ import pandas as pd
 
 from normlab._display import html_card, plain, plotting
 from normlab._rng import as_seed_sequence
+from normlab.schema import unique_names
 
 from .. import journal as jr
 from ..backend import BudgetExhausted, EndpointConfig, open_endpoint
@@ -240,7 +241,7 @@ def _select_agents(agents):
     if agents is None:
         return load_agents()
     if isinstance(agents, (str, Path)):
-        return load_agents(agents)
+        return _checked_agents(load_agents(agents))
     agents = list(agents)
     if agents and all(isinstance(a, str) for a in agents):
         known = {a["name"]: a for a in load_agents()}
@@ -251,10 +252,17 @@ def _select_agents(agents):
     for a in agents:
         if not isinstance(a, dict) or not isinstance(a.get("name"), str) or not isinstance(a.get("description", ""), str):
             raise TypeError("agents must be None, a JSON path, built-in names, or dicts with 'name' and 'description'")
-    names = [a["name"] for a in agents]
-    if len(set(names)) != len(names):
-        raise ValueError("agent names must be unique")
-    return [dict(a) for a in agents]
+    return _checked_agents(agents)
+
+
+def _checked_agents(agents) -> list[dict]:
+    """Agents with their names NFKC-normalised, none carrying an invisible or bidirectional control
+    character, no two alike (:func:`normlab.schema.unique_names`)."""
+    for a in agents:
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+            raise TypeError("each agent must be a dict with a 'name' (str)")
+    names = unique_names([a["name"] for a in agents], "agent names")
+    return [{**a, "name": n} for a, n in zip(agents, names)]
 
 
 def _check(agents, ops, minutes, dt, n_norms, p_present, p_thought, plan_every, threshold, steps, topics,

@@ -21,6 +21,8 @@ import re
 from functools import lru_cache
 from importlib import resources
 
+from normlab.user_files import read_user_json
+
 _WORD = re.compile(r"[a-z][a-z'\-]*")
 
 
@@ -37,9 +39,8 @@ def load_topics(topics=None) -> dict:
     if isinstance(topics, dict):
         table = topics
     else:
-        with open(topics, encoding="utf-8") as fh:
-            table = json.load(fh)
-    if not isinstance(table.get("topics"), dict) or not table["topics"]:
+        table = read_user_json(topics, f"topic table {topics}")  # a regular file, capped in size and depth
+    if not isinstance(table, dict) or not isinstance(table.get("topics"), dict) or not table["topics"]:
         raise ValueError("a topic table needs a non-empty 'topics' object (see data/topics.json)")
     for name, t in table["topics"].items():
         for key in ("keywords", "pro", "anti"):
@@ -56,9 +57,8 @@ def load_agents(path=None) -> list[dict]:
     if path is None:
         data = _builtin("agents.json")
     else:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    agents = data["agents"] if isinstance(data, dict) else data
+        data = read_user_json(path, f"agents file {path}")
+    agents = data.get("agents") if isinstance(data, dict) else data
     if not isinstance(agents, list) or not agents:
         raise ValueError("agents must be a non-empty list of {'name', 'description', ...} objects")
     return [dict(a) for a in agents]

@@ -26,7 +26,8 @@ MODEL_NAMES = {
     "claude": "Claude-3.5-Sonnet",
 }
 #: Largest pickle (uncompressed bytes) the loader accepts by default (published: 1.5 MB). Memory
-#: while unpickling stays below about 40x this (see :mod:`._unpickle`).
+#: while unpickling is bounded by the opcodes counted before building (:data:`._unpickle.MAX_BUILT`:
+#: about 400 MB at most), whatever the bytes hold.
 MAX_FILE_BYTES = 32 * 2**20
 #: Largest total of uncompressed pickle bytes read from one archive.
 MAX_ARCHIVE_BYTES = 1024 * 2**20

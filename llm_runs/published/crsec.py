@@ -54,6 +54,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from normlab.user_files import read_user_json
+
 #: Negative utilities of the published format and what they mean (-5, -6: normlab extensions).
 REJECTION_CODES = {-1: "not_evaluated", -2: "inconsistent", -3: "duplicate", -4: "names_agent",
                    -5: "wrong_type", -6: "conflict"}
@@ -115,13 +117,9 @@ def _flag(value, name: str, where: str) -> bool:
 
 def _read_json(path: Path, what: str):
     path = Path(path)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise FileNotFoundError(f"{what} not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON ({what}): {exc}") from None
+    return read_user_json(path, f"{path} ({what})")  # a regular file, capped in size and depth
 
 
 def norms_from_dict(data, *, agent: str | None = None, source: str = "") -> pd.DataFrame:

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from normlab._validate import check_int, max_agents, memory_cap_bytes
-from normlab.schema import validate_names
+from normlab.schema import normalise_name, validate_names
 from normlab.theory import graph_to_csr
 
 from ..exact import MULTI_TOKEN_MODES
@@ -254,12 +254,14 @@ def make_settings(
         raise ValueError(f"committed must be < n_agents = {n_agents} (at least one agent must be uncommitted); got {committed}")
     if committed_name is None:
         committed_name = names[-1] if committed else None
-    elif committed_name not in names:
+    elif (committed_name := normalise_name(committed_name, "committed name")) not in names:
         raise ValueError(f"committed name {committed_name!r} is not in the pool {list(names)}")
     if not committed:
         committed_name = None
     if not isinstance(initial, str):
         raise TypeError(f"initial must be 'empty', 'random' or 'consensus:<name>'; got {initial!r}")
+    if initial.startswith("consensus:"):
+        initial = "consensus:" + normalise_name(initial.split(":", 1)[1], "initial consensus name")
     if initial not in ("empty", "random"):
         if not initial.startswith("consensus:") or initial.split(":", 1)[1] not in names:
             raise ValueError(f"initial must be 'empty', 'random' or 'consensus:<name>' with a pool name from "

@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from normlab.user_files import MAX_TEXT_BYTES, loads_json, read_user_json, read_user_text
+
 from .schemas import SchemaValidationError, validate
 from .taxonomy import SceneTuple, check_tuple
 
@@ -176,25 +178,32 @@ class Episode:
                 f"judged={self.judge is not None}, audit={self.audit})")
 
 
+#: Largest JSON-lines file of episodes read (an episode with its transcript is a few KB: about
+#: 50 000 episodes); each ``*.json`` file of an episode directory is capped at ``MAX_TEXT_BYTES``.
+EPISODES_MAX_BYTES = 256 * 2**20
+
+
 def load_episodes(path: str | Path) -> list[Episode]:
     """Episodes from a JSON-lines file (one episode per line), a sweep directory of
     :func:`~normlab.llm_runs.scene.run_scene` (its ``episodes.jsonl``) or a directory of ``*.json``
-    files."""
+    files.
+
+    Every file is read through :mod:`normlab.user_files`: a FIFO, a device or another non-regular
+    file is refused without blocking, sizes are capped (:data:`EPISODES_MAX_BYTES`) and each
+    JSON document's depth too, before parsing.
+    """
     path = Path(path)
     if path.is_dir() and (path / "episodes.jsonl").is_file():
         path = path / "episodes.jsonl"
     if path.is_dir():
         files = sorted(path.glob("*.json"))
-        return [Episode.from_dict(json.loads(f.read_text("utf-8"))) for f in files]
-    if not path.is_file():
+        return [Episode.from_dict(read_user_json(f, f"episode file {f}", max_bytes=MAX_TEXT_BYTES)) for f in files]
+    if not (path.exists() or path.is_symlink()):
         raise ValueError(f"{path} is neither an episode file nor a directory")
     out = []
-    for k, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+    for k, line in enumerate(read_user_text(path, f"episode file {path}", max_bytes=EPISODES_MAX_BYTES).splitlines(), 1):
         if line.strip():
-            try:
-                out.append(Episode.from_dict(json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{k}: not valid JSON ({exc})") from None
+            out.append(Episode.from_dict(loads_json(line, f"{path}:{k}")))
     return out
 
 

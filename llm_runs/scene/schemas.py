@@ -18,6 +18,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from normlab.user_files import UserFileError, read_user_json
+
 SCHEMAS = ("scaffold_v1", "scenario_v1", "judge_output_v1")
 
 
@@ -131,12 +133,12 @@ def _check_scenario(obj: dict) -> None:
 def read_json(path: str | Path, name: str) -> dict:
     """Read a JSON file and validate it against schema ``name`` (:func:`validate`)."""
     path = Path(path)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise ValueError(f"{path} does not exist")
-    try:
-        obj = json.loads(path.read_text("utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaValidationError(f"{name}: {path} is not valid JSON ({exc})") from None
+    try:  # a regular file, capped in size and depth (normlab.user_files)
+        obj = read_user_json(path, str(path))
+    except UserFileError as exc:
+        raise SchemaValidationError(f"{name}: {exc}") from None
     return validate(obj, name)
 
 

@@ -15,7 +15,6 @@ arXiv:2605.07823 (2026), Sect. 5.2-5.4 (metrics), Sect. 6 (results).
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import pandas as pd
 from normlab._display import html_card, plotting
 from normlab._rng import as_generator
 from normlab._validate import check_int
+from normlab.user_files import loads_json, read_user_text
 
 from .episode import Episode, as_episode, episode_measures, load_episodes
 from .taxonomy import TAXONOMY
@@ -409,10 +409,10 @@ def load_published(path: str | Path | None = None) -> PublishedResults:
         text = resources.files("normlab.llm_runs.scene.data").joinpath("published_results.json").read_text("utf-8")
     else:
         path = Path(path)
-        if not path.is_file():
+        if not (path.exists() or path.is_symlink()):
             raise ValueError(f"{path} does not exist")
-        text = path.read_text("utf-8")
-    raw = json.loads(text)
+        text = read_user_text(path, f"published results file {path}")  # a regular file, capped
+    raw = loads_json(text, f"published results file {path or 'published_results.json'}")
     need = ("repair_rate", "repair_rate_by_sanction", "spearman_rho", "compliance_by_norm", "fidelity", "notes")
     missing = [k for k in need if k not in raw]
     if missing:

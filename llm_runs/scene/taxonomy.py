@@ -13,7 +13,6 @@ arXiv:2605.07823 (2026), Sect. 3; Appendix A.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -24,6 +23,7 @@ import pandas as pd
 
 from normlab._rng import as_generator
 from normlab._validate import check_int
+from normlab.user_files import loads_json, read_user_text
 
 AXES = ("event", "norm", "elicitor", "sanction", "precedent")
 _SECTIONS = {"event": "events", "norm": "norms", "elicitor": "elicitors", "sanction": "sanctions",
@@ -200,13 +200,10 @@ def load_taxonomy(path: str | Path | None = None) -> Taxonomy:
         source = "normlab.llm_runs.scene/data/taxonomy.json"
     else:
         path = Path(path)
-        if not path.is_file():
+        if not (path.exists() or path.is_symlink()):
             raise ValueError(f"taxonomy file {path} does not exist")
-        text, source = path.read_text("utf-8"), str(path)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"taxonomy file {source} is not valid JSON: {exc}") from None
+        text, source = read_user_text(path, f"taxonomy file {path}"), str(path)  # a regular file, capped
+    raw = loads_json(text, f"taxonomy file {source}")
     missing = [s for s in _SECTIONS.values() if s not in raw]
     if missing:
         raise ValueError(f"taxonomy file {source} lacks the sections {missing}")

@@ -40,6 +40,20 @@ __all__ = ["fmt", "fmt_interval", "plain", "short_repr", "html_card", "plotting"
 MANIFEST = "result.json"
 #: Version of the saved-result layout (bumped when a reader could misread an older folder).
 FORMAT_VERSION = 1
+#: The results :func:`load` may build, by the type tag their ``save`` writes
+#: (``module:qualname``): ``result.json`` names one of these, never an arbitrary module. A new
+#: saved result adds its tag here (``tests/test_display.py`` checks every ``save_result`` caller).
+LOADABLE = ("normlab.theory.results:GameResult", "normlab.llm_runs.probes:StrategyProbe",
+            "normlab.calibration.posterior:StrategyFit", "normlab.calibration.prediction:Prediction",
+            "normlab.calibration.observed_critical_mass:EmpiricalCriticalMass",
+            "normlab.calibration.pipeline:Calibration")
+#: Integer fields of ``result.json`` checked before a result is built from it: ``(lowest,
+#: highest)`` (``None`` is left to the class; ``memory = -3`` or ``n_agents = 1e18`` is one line).
+CHECKED_FIELDS = {"memory": (0, 1_000), "n_agents": (1, 10**8), "n_names": (0, 10**6), "n_draws": (1, 10**8),
+                  "within_rounds": (1, 10**9), "llm_calls": (0, 10**15), "production_columns": (0, 10**6),
+                  "max_interactions": (0, 10**15)}
+#: Largest ``result.json`` read.
+MAX_MANIFEST_BYTES = 64 * 2**20
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -362,7 +376,9 @@ def save_result(path, cls, meta: dict, tables: dict | None = None, children: dic
         child.save(path / name)
     doc = {"format": _type_tag(cls), "version": FORMAT_VERSION, "normlab": normlab.__version__,
            "tables": sorted(tables), "children": sorted(children), **meta}
-    (path / MANIFEST).write_text(json.dumps(doc, indent=1, default=_json_default, allow_nan=True))
+    from normlab.user_files import write_user_text
+
+    write_user_text(path / MANIFEST, json.dumps(doc, indent=1, default=_json_default, allow_nan=True))
     return path
 
 
@@ -376,26 +392,72 @@ def load_result(path, cls) -> tuple[dict, dict]:
     """
     import pandas as pd
 
+    from normlab.user_files import read_user_parquet
+
     path = Path(path)
     meta = _manifest(path)
     want = _type_tag(cls)
     if meta["format"] != want:
         raise ValueError(f"{str(path)!r} holds a {meta['format'].split(':')[-1]}, not a {cls.__name__} "
                          f"(use normlab.load(path) to read any saved result)")
-    tables = {name: pd.read_parquet(path / f"{name}.parquet") for name in meta.get("tables", [])}
+    tables = {name: read_user_parquet(_inside(path, f"{name}.parquet"), f"{path / name}.parquet")
+              for name in meta.get("tables", [])}
     return meta, tables
 
 
+def _inside(folder: Path, name: str) -> Path:
+    """``folder / name`` for a file name read from ``result.json``: a plain name (letters, digits,
+    ``_ . -``; no separator, no ``..``) whose path, links followed, stays inside ``folder``."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or ".." in name:
+        raise ValueError(f"{MANIFEST} in {str(folder)!r} names the file {name!r}; a saved result's tables and "
+                         "sub-folders are plain names inside its folder")
+    p = folder / name
+    if not p.resolve().is_relative_to(folder.resolve()):
+        raise ValueError(f"{str(p)!r} leads outside the saved result's folder; refused")
+    return p
+
+
 def _manifest(path: Path) -> dict:
+    from normlab.user_files import read_user_json
+
     f = path / MANIFEST
-    if not f.is_file():
+    if not (f.exists() or f.is_symlink()):
         raise ValueError(f"{str(path)!r} is not a saved normlab result (no {MANIFEST})")
-    meta = json.loads(f.read_text())
-    if not isinstance(meta, dict) or not str(meta.get("format", "")).startswith("normlab."):
+    meta = read_user_json(f, str(f), max_bytes=MAX_MANIFEST_BYTES)  # a regular file, size and depth capped
+    if not isinstance(meta, dict) or not isinstance(meta.get("format"), str) or \
+            not meta["format"].startswith("normlab."):
         raise ValueError(f"{str(f)!r} is not a normlab result manifest")
-    if int(meta.get("version", 0)) > FORMAT_VERSION:
+    version = meta.get("version", 0)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"{str(f)!r}: version must be an integer; got {version!r}")
+    if version > FORMAT_VERSION:
         raise ValueError(f"{str(path)!r} was saved by a newer normlab (layout version {meta['version']}); upgrade normlab")
+    for key in ("tables", "children"):
+        names = meta.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"{str(f)!r}: {key} must be a list of names; got {names!r}"[:300])
+        for n in names:
+            _inside(path, n)
+    _check_fields(meta, str(f))
     return meta
+
+
+def _check_fields(meta: dict, where: str) -> None:
+    """The integer fields of a manifest (:data:`CHECKED_FIELDS`) within their ranges, and
+    ``names`` a list of strings, before a class allocates anything from them."""
+    for key, (low, high) in CHECKED_FIELDS.items():
+        v = meta.get(key)
+        if v is None:
+            continue
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+            raise ValueError(f"{where}: {key} must be an integer in [{low:,}, {high:,}]; got {meta.get(key)!r}")
+    names = meta.get("names")
+    if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+        raise ValueError(f"{where}: names must be a list of strings; got {names!r}"[:300])
 
 
 def load(path):
@@ -410,10 +472,24 @@ def load(path):
     -------
     object
         The result, of the class that saved it.
+
+    Raises
+    ------
+    ValueError
+        Not a saved result; a type outside :data:`LOADABLE`; a table or sub-folder named in
+        ``result.json`` outside the folder; a field out of range (:data:`CHECKED_FIELDS`); a file
+        that is not a regular file or too large (:mod:`normlab.user_files`).
     """
     path = Path(path)
-    module, _, qualname = _manifest(path)["format"].partition(":")
+    tag = _manifest(path)["format"]
+    if tag not in LOADABLE:  # result.json never chooses a module to import
+        raise ValueError(f"{str(path / MANIFEST)!r} names the type {tag!r}, which is not a saved normlab result; "
+                         f"readable: {', '.join(t.split(':')[1] for t in LOADABLE)}")
+    module, _, qualname = tag.partition(":")
     cls = importlib.import_module(module)
     for part in qualname.split("."):
         cls = getattr(cls, part)
-    return cls.load(path)
+    try:
+        return cls.load(path)
+    except (KeyError, IndexError) as exc:  # a field or column the class needs is missing or out of range
+        raise ValueError(f"{str(path)!r} is a damaged saved {qualname}: {type(exc).__name__} {exc}") from None

@@ -28,7 +28,7 @@ import importlib
 import sys
 
 from normlab import __version__
-from normlab.cli_output import EXIT_CODE_TABLE, EXIT_CODES, emit, exit_codes  # noqa: F401  (their names here too)
+from normlab.cli_output import EXIT_CODE_TABLE, EXIT_CODES, describe_os_error, emit, exit_codes  # noqa: F401  (their names here too)
 
 _EPILOG = """\
 examples:
@@ -182,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (ValueError, TypeError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         print(f"{prog}: error: {_as_flags(_one_line(exc), getattr(args, '_parser', None))}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # writing failed: disk full, read-only, no permission (exit code 4)
+        print(f"{prog}: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 4
+    except (MemoryError, RecursionError) as exc:  # a last guard: every size and depth is checked first
+        what = "more memory than this machine has" if isinstance(exc, MemoryError) else "nesting deeper than Python allows"
+        print(f"{prog}: error: the input or settings need {what}; use smaller sizes", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)

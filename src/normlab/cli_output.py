@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["EXIT_CODE_TABLE", "EXIT_CODES", "exit_codes", "emit", "json_default"]
+__all__ = ["EXIT_CODE_TABLE", "EXIT_CODES", "exit_codes", "emit", "json_default", "describe_os_error"]
 
 #: Every exit code of the ``normlab`` commands, one home: ``code: (what it means for a command
 #: that runs no LLM, what it means for a command that calls one)``; ``None``: it does not occur there.
@@ -21,7 +21,8 @@ EXIT_CODE_TABLE = {
     2: ("bad input: a bad flag or value, a missing or unreadable file (one line saying what is wrong; no work done)",
         "bad input: a bad flag, a missing file (one line saying what is wrong and what is allowed; nothing was sent)"),
     3: (None, "the endpoint is down, refuses, or keeps failing (completed work is kept; rerun to resume)"),
-    4: (None, "the disk or the run directory failed (full, read-only, journal deleted; completed work is kept)"),
+    4: ("the disk failed while writing (full, read-only, no permission; one line naming the file)",
+        "the disk or the run directory failed (full, read-only, journal deleted; completed work is kept)"),
     5: (None, "stopped at --budget (completed work is kept; the same command with a larger --budget continues)"),
     130: ("interrupted (Ctrl-C)", "interrupted (Ctrl-C; completed work is kept; rerun to resume)"),
 }
@@ -80,3 +81,16 @@ def json_default(o):
     if isinstance(o, np.bool_):
         return bool(o)
     return str(o)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A disk error in words, naming its file: ``the disk is full (out/fit.json)`` -- what exit
+    code 4 prints (full, read-only, no permission, quota; else the system's own words)."""
+    import errno
+
+    what = {errno.ENOSPC: "the disk is full", errno.EROFS: "the directory is read-only",
+            errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+            errno.EDQUOT: "the disk quota is exceeded"}.get(exc.errno)
+    if what is None:
+        what = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    return what + (f" ({exc.filename})" if exc.filename else "")

@@ -40,6 +40,7 @@ against M (success). Names therefore may not contain ``","`` or ``";"``.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,28 +71,123 @@ CONSENSUS_RULES = {
 END_WINDOW_SHARE = 0.95
 
 
+#: Characters a name may not carry besides Unicode categories Cc, Cf, Co, Cs, Cn, Zl and Zp
+#: (controls, format characters: zero-width spaces and joiners, bidirectional marks, overrides and
+#: isolates, tags; private-use, surrogate and unassigned code points; line and paragraph
+#: separators): the invisible fillers and selectors of other categories.
+INVISIBLE_IN_NAMES = frozenset(
+    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0]
+    + list(range(0xFE00, 0xFE10)) + list(range(0xE0100, 0xE01F0)))
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
+
+
+def _hidden_character(name: str) -> str | None:
+    """The first invisible or bidirectional control character of ``name`` as ``U+XXXX NAME``."""
+    for c in name:
+        if ord(c) in INVISIBLE_IN_NAMES or unicodedata.category(c) in _REFUSED_CATEGORIES:
+            label = unicodedata.name(c, "")
+            return f"U+{ord(c):04X} {label}" if label else f"U+{ord(c):04X}, category {unicodedata.category(c)}"
+    return None
+
+
+def normalise_name(name, what: str = "name") -> str:
+    """One name as every part of normlab compares it: NFKC-normalised, outer spaces stripped.
+
+    A name carrying an invisible or bidirectional control character (Unicode categories Cc, Cf,
+    Co, Cs, Cn, Zl, Zp: zero-width spaces and joiners, right-to-left overrides and isolates, BOM,
+    soft hyphen, tags; and the fillers and variation selectors of :data:`INVISIBLE_IN_NAMES`) is
+    refused in one line: two names that print alike must be one name. Compatibility forms are
+    folded (``"Ｑ"`` -> ``"Q"``, ``"ﬁ"`` -> ``"fi"``, a no-break space -> a space).
+
+    Parameters
+    ----------
+    name : str
+    what : str
+        How the message names it (e.g. ``"--committed name"``).
+
+    Returns
+    -------
+    str
+
+    References
+    ----------
+    Unicode Standard Annex #15 (normalisation forms, NFKC); UAX #9 (bidirectional controls);
+    Unicode Technical Standard #39 (security mechanisms: invisible characters).
+    """
+    raw = str(name)
+    if raw.isascii() and raw.isprintable():  # the common case: NFKC leaves printable ASCII as it is
+        return raw.strip()
+    hidden = _hidden_character(raw.strip(" "))
+    if hidden is not None:
+        raise ValueError(f"invalid {what} {ascii(raw)}: it carries an invisible or bidirectional control character "
+                         f"({hidden}); names may hold only visible characters")
+    return unicodedata.normalize("NFKC", raw).strip()
+
+
 def validate_names(names: Sequence[str]) -> tuple[str, ...]:
     """Check a name pool: at least one name, unique non-empty strings without ``,`` or ``;``.
+
+    The one home of name parsing: every command's ``--names`` flag, every function taking a pool
+    and every pool read from a file (fit documents, published archives) goes through it. Each name
+    passes :func:`normalise_name` (NFKC; invisible and bidirectional control characters refused),
+    and two names equal after normalisation are refused as one name given twice.
 
     Parameters
     ----------
     names : sequence of str
+        Or one comma-separated string (``"Q,M"``).
 
     Returns
     -------
     tuple of str
+        The normalised names, in the order given.
+
+    References
+    ----------
+    Unicode Standard Annex #15 (NFKC); Unicode Technical Standard #39 (confusable and invisible
+    characters).
     """
     if isinstance(names, str):
         names = [s for s in names.split(",")]
-    names = tuple(str(n).strip() for n in names)
-    if len(names) < 1:
+    raw = tuple(str(n) for n in names)
+    if len(raw) < 1:
         raise ValueError("the name pool is empty; give at least one name")
-    for n in names:
+    for r in raw:
+        n = normalise_name(r)
         if not n or "," in n or ";" in n:
-            raise ValueError(f"invalid name {n!r}: names must be non-empty and contain no ',' or ';'")
-    if len(set(names)) != len(names):
-        raise ValueError(f"names must be unique; got {names}")
-    return names
+            shown = repr(n) if n == r.strip() else f"{r!r} (NFKC: {n!r})"
+            raise ValueError(f"invalid name {shown}: names must be non-empty and contain no ',' or ';'")
+    return unique_names(raw)
+
+
+def unique_names(names: Sequence[str], what: str = "names") -> tuple[str, ...]:
+    """Names that must differ (a pool, a cast of agents), each through :func:`normalise_name`; two
+    names that are one after normalisation are refused in one line.
+
+    Parameters
+    ----------
+    names : sequence of str
+    what : str
+        How the message names them (e.g. ``"agent names"``).
+
+    Returns
+    -------
+    tuple of str
+        The normalised names, in the order given.
+    """
+    raw = tuple(str(n) for n in names)
+    one = what[:-1] if what.endswith("s") else what
+    out = tuple(normalise_name(r, one) for r in raw)
+    if len(set(out)) != len(out):
+        seen: dict[str, str] = {}
+        for n, r in zip(out, raw):
+            if n in seen:
+                if seen[n].strip() == r.strip():
+                    raise ValueError(f"{what} must be unique; got {out}")
+                raise ValueError(f"{what} {seen[n].strip()!r} and {r.strip()!r} are one name after NFKC "
+                                 f"normalisation ({n!r}); give names that differ visibly")
+            seen[n] = r
+    return out
 
 
 def memory_state_string(entries: Iterable[tuple[str, str]]) -> str:
@@ -425,11 +521,14 @@ class GameLog:
         -------
         GameLog
         """
+        from normlab.user_files import read_user_parquet
+
         directory = Path(directory)
         for f in ("decisions.parquet", "runs.parquet"):
-            if not (directory / f).exists():
+            if not ((directory / f).exists() or (directory / f).is_symlink()):
                 raise FileNotFoundError(f"{directory} holds no {f}; expected a directory written by GameLog.to_parquet")
-        return cls(pd.read_parquet(directory / "decisions.parquet"), pd.read_parquet(directory / "runs.parquet"))
+        # regular files only (a FIFO or device is refused without blocking), their sizes capped
+        return cls(read_user_parquet(directory / "decisions.parquet"), read_user_parquet(directory / "runs.parquet"))
 
     # ------------------------------------------------------------------ display
     def _groups(self) -> pd.DataFrame:

@@ -46,7 +46,10 @@ def _demo(args) -> int:
 
     settings = sampling(args)
     endpoint = endpoint_config(args)
-    command = ("normlab " + " ".join(shlex.quote(a) for a in sys.argv[1:])) if Path(sys.argv[0]).name == "normlab" else None
+    from normlab.llm_runs.backend import redact_command
+
+    command = (("normlab " + " ".join(shlex.quote(a) for a in redact_command(sys.argv[1:])))
+               if Path(sys.argv[0]).name == "normlab" else None)
 
     kw = dict(names=args.names, n_agents=args.n_agents, memory=args.memory, runs=args.runs,
               max_rounds=args.max_rounds, committed=args.committed, committed_runs=args.committed_runs,

@@ -18,6 +18,7 @@ from normlab.llm_runs.backend import ctx_for_prompt
 from normlab.llm_runs.runner import (BYTES_PER_TOKEN, distinct_prompts, estimate_requests, longest_prompt_bytes,
                                      make_settings, prompt_tokens)
 from normlab.schema import parse_memory_state, validate_names
+from normlab.user_files import read_user_json
 
 from ._common import fmt_seconds
 from ._ledger import free_generation_done, journal_calls, journal_dirs, ledger
@@ -238,7 +239,7 @@ def measure_speed(stage_dir, states, cfg, wall_s: float, new_calls: int, speed_f
         speed_file.write_text(json.dumps(sp, indent=1))
         return sp
     if speed_file.exists():
-        sp = json.loads(speed_file.read_text())
+        sp = read_user_json(speed_file)  # the demo directory is the user's: a regular file, capped
         sp["measured"] = "on an earlier run of this demo directory"
         return sp
     return None

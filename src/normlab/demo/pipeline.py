@@ -42,7 +42,8 @@ import pandas as pd
 
 from normlab import __version__
 from normlab._rng import spawn
-from normlab.llm_runs.backend import shared_embedded_server
+from normlab.llm_runs.backend import redact_url, shared_embedded_server
+from normlab.user_files import read_user_json
 
 from ._common import fmt_seconds
 from ._ledger import Clock, ledger
@@ -247,7 +248,7 @@ def _start(out, *, names, n_agents, memory, runs, max_rounds, committed, committ
     echo = echo_to_stderr(verbose)
     clock = Clock()
     out.mkdir(parents=True, exist_ok=True)
-    stored = json.loads((out / MARKER).read_text()) if (out / MARKER).exists() else None
+    stored = read_user_json(out / MARKER) if (out / MARKER).exists() else None  # a regular file, capped
     if rng is None and stored is not None:
         seed = int(stored["seed"])
     (out / MARKER).write_text(json.dumps({"normlab_version": __version__, "seed": seed,
@@ -257,6 +258,6 @@ def _start(out, *, names, n_agents, memory, runs, max_rounds, committed, committ
     llm_dir = out / "llm" / directory_key(cfg)
     llm_dir.mkdir(parents=True, exist_ok=True)
     seeds = spawn(seed, 8)
-    where = "the embedded SmolLM2-135M-Instruct server" if ep.embedded else f"{ep.base_url} ({ep.model or 'its first model'})"
+    where = "the embedded SmolLM2-135M-Instruct server" if ep.embedded else f"{redact_url(ep.base_url)} ({ep.model or 'its first model'})"
     echo(f"normlab demo: {N} agents, memory {H}, names {','.join(names)}, {where}; report in {out}")
     return DemoRun(cfg=cfg, seed=seed, ep=ep, llm_dir=llm_dir, seeds=seeds, clock=clock, echo=echo, progress=progress)

@@ -21,6 +21,7 @@ absent are left out of a figure, and a figure with none of its data is skipped w
 exit codes:
   0    done (figures skipped for want of data included: each is printed with its reason)
   2    bad input: an unknown figure key, a missing --data folder, an --out that is a file (nothing written)
+  4    the disk failed while writing into --out (full, read-only, no permission; one line naming the file)
   130  interrupted (Ctrl-C; the figures written so far are kept)
 """
 
