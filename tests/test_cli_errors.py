@@ -124,7 +124,7 @@ CASES = [
     (["calibrate", "--log", "{log}", "--names", "Q,M", "--n-agents", "10000000"], "normlab calibrate",
      "--n-agents must be in [2, 10,000]"),
     (["calibrate", "--log", "{log}", "--names", "Q,M", "--fit-on", "all", "--fit-model", "empirical"],
-     "normlab calibrate", "the population size of the log's runs must be in [2, 10,000] for a prediction"),
+     "normlab calibrate", "run table column n_agents holds"),  # refused as the log is read (schema.runs_frame)
     (["predict", "--probe", "--n-agents", "10000000", "--memory", "1", "--names", "Q,M", "--base-url", DEAD],
      "normlab predict", "--n-agents must be in [2, 10,000]"),
     # issue 23: FIFOs, devices, directories and deep JSON where a command reads a file

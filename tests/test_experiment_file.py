@@ -21,7 +21,7 @@ from normlab import __version__
 from normlab import cli
 from normlab.cli import build_parser, main
 from normlab.cli_output import EXIT_CODE_TABLE
-from normlab.experiment import (MANIFEST_NAME, ExperimentError, arguments, dumps_toml, parse_step,
+from normlab.experiment import (MANIFEST_NAME, ExperimentError, _secret_name, arguments, dumps_toml, parse_step,
                                 read_experiment, redact_arguments, redact_argv)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,8 +67,9 @@ def _full_argv(command: str, *, required_only: bool = False) -> list:
     exclusive = {id(a): g for g in leaf._mutually_exclusive_groups for a in g._group_actions}
     used_groups = set()
     for k, a in enumerate(leaf._actions):
-        if isinstance(a, argparse._HelpAction) or a.dest in ("print_config",):
-            continue
+        if isinstance(a, argparse._HelpAction) or a.dest in ("print_config",) \
+                or (a.option_strings and _secret_name(a.option_strings[0].lstrip("-"))):
+            continue  # a secret flag (--api-key) never goes into a file (test_secret_flags_stay_out)
         g = exclusive.get(id(a))
         if required_only and a.option_strings and not a.required and not (g is not None and g.required):
             continue
@@ -261,7 +262,7 @@ BAD = [
     (BASE + "runs = {a = 1}\n", "runs: expected a number or text, got a table"),
     (BASE + 'runs = "many"\n', "argument --runs: invalid int value: 'many'"),
     (BASE + 'stop = "never"\n', "argument --stop: invalid choice: 'never'"),
-    (BASE + 'api-key = "abc"\n', "unknown key 'api-key'"),
+    (BASE + 'api-key = "abc"\n', "api-key: a secret in the file; give the name of the environment variable"),
     (BASE + 'extra-body = \'{"api_key": "sk-abcdefghijklmnopqrstu"}\'\n', "looks like a credential"),
     (BASE + 'base-url = "https://me:hunter2@api.example.com/v1"\n', "base-url: the value looks like a credential"),
     (BASE + '\n[sweep]\nseed = []\n', "[sweep] seed: expected a non-empty list"),
@@ -432,3 +433,14 @@ def test_dry_run_prints_each_steps_estimate_and_sends_nothing(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out.count("requests") == 2 and "step 2/2 seed=2" in err
     assert not (tmp_path / "study").exists()
+
+
+def test_secret_flags_stay_out(capsys):
+    """``--api-key KEY`` given on the command line never reaches the printed file, and the file
+    names the variable to use instead."""
+    key = "sk-planted0123456789abcdef"
+    argv = ["llm-run", "--n-agents", "4", "--memory", "2", "--names", "Q,M", "--max-interactions", "8",
+            "--api-key", key]
+    text = _printed(capsys, argv)
+    assert key not in text and "api-key-env" in text
+    assert "api-key =" not in text.replace("api-key-env", "")

@@ -328,15 +328,18 @@ def test_every_saved_class_is_loadable():
             for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
                 if "save_result(path, type(self)" in ast.get_source_segment(path.read_text(encoding="utf-8"), cls):
                     savers.add(cls.name)
+    import normlab.calibration.adequacy as adq
     import normlab.calibration.observed_critical_mass as ocm
     import normlab.calibration.pipeline as pl
+    import normlab.calibration.sensitivity as sen
     import normlab.calibration.posterior as po
     import normlab.calibration.prediction as pr
     import normlab.llm_runs.probes.strategy as st
     import normlab.theory.results as re_
 
     classes = {c.__name__: c for c in (re_.GameResult, st.StrategyProbe, po.StrategyFit, pr.Prediction,
-                                       ocm.EmpiricalCriticalMass, pl.Calibration)}
+                                       ocm.EmpiricalCriticalMass, pl.Calibration, adq.Adequacy,
+                                       sen.StateSensitivity)}
     assert savers == set(classes), savers
     assert {_type_tag(c) for c in classes.values()} == set(LOADABLE)
 

@@ -186,7 +186,8 @@ def _norm(key: str) -> str:
 
 
 def _allowed(parser) -> str:
-    keys = sorted({_key(a) for a in _options(parser).values()})
+    keys = sorted({_key(a) for a in _options(parser).values()} - {k for k in map(_key, _options(parser).values())
+                                                                 if _secret_name(k)})
     return ", ".join(keys)
 
 
