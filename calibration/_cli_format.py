@@ -52,6 +52,29 @@ def _scores_text(sc: dict) -> str:
     return "\n".join(out)
 
 
+def _asymmetry_lines(a: dict) -> list[str]:
+    """The asymmetry under relabelling in words: the name the fit favours, by how much (always a
+    positive amount), and what the number is. ``post_bias_visits`` is the bias towards ``a``
+    (negative: towards ``b``)."""
+    x, y = a.get("a"), a.get("b")
+    v, lo, hi = a.get("post_bias_visits"), a.get("post_bias_low"), a.get("post_bias_high")
+    what = ("(p(name | memory) minus p(other name | the mirrored memory, names swapped), averaged over memory "
+            "states weighted by how often the runs visited them; 0 = symmetric)")
+    if v is None:
+        out = [f"asymmetry between {x} and {y}: no posterior summary"]
+    elif lo is not None and hi is not None and lo <= 0 <= hi:
+        out = [f"asymmetry: no clear preference between {x} and {y}: towards {x} by {_num(v)} "
+               f"[{_num(lo)}, {_num(hi)}]", "  " + what + ";"]
+    else:
+        if v < 0:
+            x, y, v, lo, hi = y, x, -v, (None if hi is None else -hi), (None if lo is None else -lo)
+        out = [f"asymmetry: the fitted strategy favours {x} over {y} by {_num(v)} [{_num(lo)}, {_num(hi)}]",
+               "  " + what + ";"]
+    out.append(f"  {a.get('n_significant')} of {a.get('n_pairs_tested')} tested state pairs differ significantly "
+               "(Fisher's exact test, 5%)")
+    return out
+
+
 def format_summary(s: dict) -> str:
     """The readable multi-line summary ``normlab calibrate`` prints without ``--json``.
 
@@ -156,10 +179,7 @@ def format_summary(s: dict) -> str:
     a = s.get("asymmetry")
     if a:
         lines.append("")
-        lines.append(f"asymmetry: the fitted strategy favours {a.get('a')} over {a.get('b')} by "
-                     f"{_num(a.get('post_bias_visits'))} [{_num(a.get('post_bias_low'))}, {_num(a.get('post_bias_high'))}] "
-                     "(probability, weighted by state visits);")
-        lines.append(f"  {a.get('n_significant')} of {a.get('n_pairs_tested')} tested state pairs differ significantly")
+        lines += _asymmetry_lines(a)
     if s.get("out"):
         lines.append("")
         lines.append(f"saved in {s['out']}: summary.json, predictions.parquet, the fit and the simulations "

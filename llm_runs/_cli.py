@@ -105,8 +105,14 @@ def _probe(args) -> int:
             path = _default_table_path(args.probe)
             frame.to_csv(path, index=False)
         summary["table"] = str(path)
+        hooks = spec.command()
+        notes = hooks.command_notes(r) if hasattr(hooks, "command_notes") else []
+        if args.json and notes:
+            summary["notes"] = notes
         emit(summary, args.json)
         if not args.json:
+            for line in notes:
+                print(f"  {line}")
             shown = _compact_table(args.probe, r, frame)
             print()
             print(shown)

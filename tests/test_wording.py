@@ -162,3 +162,42 @@ def test_summary_paragraph_says_what_the_embedded_model_cannot_show():
     assert "5 of 8 populations agree on Y" in summary_paragraph(s)
     assert "collective bias from an asymmetric" not in _readme_demo_paragraph()
     assert _readme_demo_paragraph().startswith("The printed summary of this command:")
+
+
+# ----------------------------------------------------------------------------- calibrate / predict
+def test_asymmetry_line_names_the_favoured_name_with_a_positive_amount():
+    """``post_bias_visits`` is the bias towards ``a``: -0.435 favours ``b`` (F), by 0.435."""
+    from normlab.calibration._cli_format import format_summary
+
+    base = {"names": ["F", "J"], "memory": 3, "n_agents": 10, "draws": 10}
+    a = {"a": "J", "b": "F", "post_bias_visits": -0.435, "post_bias_low": -0.5, "post_bias_high": -0.37,
+         "n_significant": 3, "n_pairs_tested": 12}
+    text = format_summary({**base, "asymmetry": a})
+    assert "favours F over J by 0.435 [0.37, 0.5]" in text and "-0.435" not in text
+    assert "favours J over F" not in text and "mirrored memory" in text
+    text = format_summary({**base, "asymmetry": {**a, "post_bias_visits": 0.2, "post_bias_low": 0.1,
+                                                  "post_bias_high": 0.3}})
+    assert "favours J over F by 0.2 [0.1, 0.3]" in text
+    text = format_summary({**base, "asymmetry": {**a, "post_bias_visits": 0.02, "post_bias_low": -0.1,
+                                                  "post_bias_high": 0.12}})
+    assert "no clear preference between J and F" in text and "favours" not in text
+
+
+# ----------------------------------------------------------------------------- llm-probe bias
+def test_bias_probe_says_what_its_counts_are_and_which_question_each_p_answers(tmp_path, capsys):
+    """Exact mode: the counts are local draws from two requests' probabilities, and the printed
+    lines say so beside the binomial p and Table S5's bootstrap p."""
+    from normlab.llm_runs.testing import StubServer
+
+    with StubServer(["Q", "M"]) as stub:
+        assert main(["llm-probe", "bias", "--base-url", stub.base_url, "--trials", "40", "--no-progress",
+                     "--seed", "1", "--out", str(tmp_path / "b")]) == 0
+        out = capsys.readouterr().out
+        assert main(["llm-probe", "bias", "--base-url", stub.base_url, "--trials", "40", "--no-progress", "--json",
+                     "--seed", "1", "--out", str(tmp_path / "b")]) == 0
+        s = json.loads(capsys.readouterr().out)
+    assert "40 decisions drawn locally from the exact next-token probabilities of 2 requests" in out
+    assert "not 40 model answers" in out
+    assert re.search(r"p_value: is the model biased\? exact binomial test of p\(Q\) = 1/2 on the \d+ counts", out)
+    assert "bootstrap_p: could the model's bias be more extreme than observed?" in out
+    assert s["notes"][0].startswith("counts: 40 decisions drawn locally")

@@ -319,6 +319,33 @@ def command_run(args, sampling: dict, endpoint, mode: str) -> tuple:
     return r, frame, summary
 
 
+def command_notes(result) -> list[str]:
+    """What the counts are and which question each p-value answers (printed under the summary)."""
+    r = result
+    a = r.names[0]
+    n = r.n_valid
+    if r.mode == "exact":
+        src = (f"counts: {r.trials} decisions drawn locally from the exact next-token probabilities of {r.llm_calls} "
+               f"request{'s' if r.llm_calls != 1 else ''} (one per name order), not {r.trials} model answers; "
+               f"exact_p is the model's own distribution")
+    else:
+        src = f"counts: {n} answers the model wrote ({r.invalid} named no pool name)"
+    out = [src]
+    if r.test == "binomial":
+        out.append(f"p_value: is the model biased? exact binomial test of p({a}) = 1/2 on the {n} counts"
+                   + (" (simulated counts: it shrinks as --trials grows; jsd measures the bias itself)"
+                      if r.mode == "exact" else ""))
+    else:
+        out.append(f"p_value: is the model biased? chi-squared test of uniform shares on the {n} counts"
+                   + (" (simulated counts: it shrinks as --trials grows; jsd measures the bias itself)"
+                      if r.mode == "exact" else ""))
+    if math.isfinite(r.bootstrap_p):
+        out.append("bootstrap_p: could the model's bias be more extreme than observed? Table S5's one-tailed "
+                   "bootstrap (a large value: no evidence that it is)")
+    out.append("jsd: Jensen-Shannon distance from equal shares (0 = no bias, 1 = always one name)")
+    return out
+
+
 def command_table(result, frame) -> pd.DataFrame:
     """The few columns printed."""
     cols = [c for c in ("name", "count", "n", "share", "p_exact") if c in frame.columns]

@@ -14,6 +14,9 @@ itself and, at its end, its command hooks:
     ``--dry-run``'s design (requests typical and at most);
 ``command_protocol(args, sampling, mode) -> (sampling, mode)`` (optional)
     the sampling the probe really sends, where its own protocol sets defaults (meta-prompting).
+``command_notes(result) -> list of str`` (optional)
+    lines printed under the summary (``notes`` in ``--json``): what its numbers are and which
+    question each test answers (individual bias).
 
 Adding a probe is one new module plus one entry here: the command line, its help and
 ``--dry-run`` read this registry. Light: argparse-level only (the probe modules are imported
