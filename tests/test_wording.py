@@ -201,3 +201,26 @@ def test_bias_probe_says_what_its_counts_are_and_which_question_each_p_answers(t
     assert re.search(r"p_value: is the model biased\? exact binomial test of p\(Q\) = 1/2 on the \d+ counts", out)
     assert "bootstrap_p: could the model's bias be more extreme than observed?" in out
     assert s["notes"][0].startswith("counts: 40 decisions drawn locally")
+
+
+# ----------------------------------------------------------------------------- ITCMA-S Gini
+def test_gini_is_undefined_with_negative_holdings_and_the_figure_says_so():
+    """Eq. 19 as written drives resources negative: the Gini is NaN there (not 7.5 or 15), the
+    result says in how many runs, and the figure reads that rule by the share of agents in debt."""
+    from normlab.figures.itcmas import itcmas_gini_data
+    from normlab.theory import itcmas
+
+    assert np.isnan(itcmas.gini([-2.0, 1.0, 5.0])) and itcmas.gini([0.0, 1.0, 5.0]) == pytest.approx(10 / 18)
+    np.testing.assert_array_equal(np.isnan(itcmas.gini([[1.0, 2.0], [-1.0, 4.0]])), [False, True])
+    r = itcmas.simulate_ltrha(n_runs=5, rng=3, progress=False)
+    ineq = r.inequality()
+    assert ineq["gini"].dropna().between(0, 1).all()
+    assert (ineq["gini"].isna() == (ineq["n_negative"] > 0)).all()
+    s = r.summary()
+    assert s["final_gini_undefined_runs"] == int((r.resources[:, -1] < 0).any(axis=1).sum()) > 0
+    assert "undefined" in repr(r) or s["final_gini_undefined_runs"] == 0
+    df = itcmas_gini_data(runs=4)
+    assert df[df["rule"] == "floor = 0"]["gini"].between(0, 1).all()
+    notes = df.attrs["notes"]
+    assert any("Eq. 19 as written" in n and "Gini undefined" in n and "agents in debt" in n for n in notes)
+    assert all(float(m) <= 1 for n in notes for m in re.findall(r"median Gini at the last step (\d+\.\d+)", n))
