@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.cli_output import emit, json_default
+from normlab.cli_output import add_progress_flags, emit, json_default, show_progress
 
 from ._cli_format import format_summary
 from ._cli_predict import register_predict
@@ -86,8 +86,7 @@ def register(sub) -> None:
                         "(normlab.load(DIR) reads it back)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
     p.add_argument("--json", action="store_true", help="print the result as JSON (default: a readable summary)")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress bars (default: shown when stderr is a terminal)")
+    add_progress_flags(p)
     p.set_defaults(func=_calibrate)
     register_predict(sub)
 
@@ -129,7 +128,7 @@ def _calibrate(args) -> int:
     if args.out:
         _check_result_dir(args.out)
     pk = dict(n_runs_flip=args.runs_flip, n_runs_consensus=args.runs_consensus, strength=not args.no_strength)
-    progress = not args.no_progress and sys.stderr.isatty()
+    progress = show_progress(args)
     if args.table:
         from normlab.calibration import load_fit, predict
 

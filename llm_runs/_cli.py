@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from normlab.cli_output import emit
+from normlab.cli_output import emit, show_progress
 
 from .cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, sampling
 from .probes.registry import PROBES
@@ -55,7 +55,7 @@ def _run(args) -> int:
         from normlab.llm_runs.runner import run_game
 
         res = run_game(args.n_agents, args.memory, args.names, max_interactions=args.max_interactions,
-                       out=args.out, cache=args.cache, progress=not args.no_progress, rng=args.seed, **design)
+                       out=args.out, cache=args.cache, progress=show_progress(args), rng=args.seed, **design)
         emit(res.summary(), args.json)
         if res.stopped == "budget":
             print(f"normlab llm-run: stopped at --budget {args.budget}: {endpoint_cap_message(res)}; completed work "

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from normlab.cli_output import exit_codes
+from normlab.cli_output import add_progress_flags, exit_codes
 
 __all__ = ["EXIT_CODES", "add_endpoint_args", "endpoint_config", "parse_budget", "sampling", "guard",
            "unit_or_none", "template_arg"]
@@ -85,7 +85,7 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False)
     s.add_argument("--multi-token", default="expand", choices=("expand", "first_token"),
                    help="exact mode: score full token sequences of multi-token names, or first tokens only")
     s.add_argument("--seed", type=int, default=None, help="seed (default: fresh, stored in OUT/settings.json)")
-    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flags(s)
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 

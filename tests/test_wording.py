@@ -224,3 +224,49 @@ def test_gini_is_undefined_with_negative_holdings_and_the_figure_says_so():
     notes = df.attrs["notes"]
     assert any("Eq. 19 as written" in n and "Gini undefined" in n and "agents in debt" in n for n in notes)
     assert all(float(m) <= 1 for n in notes for m in re.findall(r"median Gini at the last step (\d+\.\d+)", n))
+
+
+# ----------------------------------------------------------------------------- progress bars
+_BAR = re.compile(r"\r|\d+%\||\d\d:\d\d elapsed")
+
+
+def _piped(argv: list[str], cwd) -> tuple[int, str]:
+    """``normlab ARGV`` in a child process whose stdout and stderr are pipes (as in a log file)."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", "import sys; from normlab.cli import main; sys.exit(main())", *argv],
+                       cwd=cwd, capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stderr
+
+
+def _commands(url: str, tmp: Path) -> dict:
+    return {
+        "simulate": ["simulate", "minimal", "--n-agents", "6", "--runs", "1000", "--seed", "1"],
+        "critical-mass": ["critical-mass", "--model", "binary_agreement", "--n-agents", "40", "--committed", "0.1,0.3",
+                          "--runs", "2", "--within-rounds", "5", "--seed", "1"],
+        "llm-run": ["llm-run", "--base-url", url, "--n-agents", "4", "--memory", "1", "--names", "Q,M",
+                    "--max-interactions", "20", "--runs", "1", "--mode", "exact", "--seed", "1"],
+        "llm-probe": ["llm-probe", "bias", "--base-url", url, "--names", "Q,M", "--trials", "20", "--seed", "1"],
+        "calibrate": ["calibrate", "--table", "llama3_70b_QM_H3", "--n-agents", "12", "--draws", "20",
+                      "--runs-flip", "10", "--runs-consensus", "10", "--seed", "1"],
+        "predict": ["predict", "--probe", "--base-url", url, "--model", "stub-model", "--names", "Q,M", "--memory", "1",
+                    "--n-agents", "4", "--draws", "20", "--seed", "1"],
+        "demo": ["demo", "--base-url", url, "--names", "Q,M", "--n-agents", "4", "--memory", "1", "--runs", "2", "--max-rounds", "20",
+                 "--committed-runs", "1", "--sample-check", "2", "--draws", "20", "--within-rounds", "5"],
+    }
+
+
+@pytest.mark.parametrize("command", ["simulate", "critical-mass", "llm-run", "llm-probe", "calibrate", "predict", "demo"])
+def test_progress_bars_only_on_a_terminal_unless_asked(command, tmp_path):
+    """One policy for every command: no bars in a pipe; ``--progress`` draws them there too."""
+    from normlab.llm_runs.testing import StubServer
+
+    with StubServer(["Q", "M"]) as stub:
+        for k, extra in enumerate(([], ["--progress"])):
+            argv = _commands(stub.base_url, tmp_path)[command] + extra
+            if command in ("llm-run", "llm-probe", "predict", "demo"):
+                argv += ["--out", str(tmp_path / f"out{k}")]
+            code, err = _piped(argv, tmp_path)
+            assert code == 0, err
+            assert bool(_BAR.search(err)) == bool(extra), (command, extra, err[-500:])

@@ -12,6 +12,7 @@ import pandas as pd
 from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import as_generator
 from normlab.schema import GameLog
+from normlab.cli_output import show_progress
 
 from ..sync import run_sync
 from ..backend import EndpointConfig
@@ -309,7 +310,7 @@ def command_design(args) -> tuple:
 def command_run(args, sampling: dict, endpoint, mode: str) -> tuple:
     """Run the probe for ``normlab llm-probe bias``: ``(result, full table, summary)``."""
     r = individual_bias(args.names, trials=args.trials, mode=mode, endpoint=endpoint, out=args.out,
-                        progress=not args.no_progress, rng=args.seed, cache=args.cache, **sampling)
+                        progress=show_progress(args), rng=args.seed, cache=args.cache, **sampling)
     frame = r.to_frame()
     summary = {"probe": "bias", "model": r.model, "mode": r.mode, "names": list(r.names),
                "counts": list(r.counts), "invalid": r.invalid, "test": r.test, "p_value": r.p_value,

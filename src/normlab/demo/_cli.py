@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from normlab.calibration import fit_kind_names
-from normlab.cli_output import emit
+from normlab.cli_output import emit, show_progress
 from normlab.llm_runs.cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, sampling
 
 _EXAMPLES = """\
@@ -64,7 +64,7 @@ def _demo(args) -> int:
     def go():
         from normlab.demo.pipeline import run_demo
 
-        res = run_demo(args.out, rng=args.seed, progress=not args.no_progress, verbose=True, command=command, **kw)
+        res = run_demo(args.out, rng=args.seed, progress=show_progress(args), verbose=True, command=command, **kw)
         if args.json:
             import json
 
