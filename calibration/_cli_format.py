@@ -3,7 +3,22 @@
 
 from __future__ import annotations
 
-__all__ = ["format_summary", "format_probe_summary"]
+__all__ = ["format_summary", "format_probe_summary", "strength_meanings"]
+
+
+def strength_meanings(within_rounds) -> dict:
+    """One line per relative-strength quantity of a name X's consensus (the readings of
+    :mod:`normlab.calibration.prediction`, Supplementary Text "Characterizing Relative Strength")."""
+    w = f"{within_rounds} rounds" if within_rounds else "the flip window"
+    return {
+        "width": "share of mixed starts (a fraction f = 1/8 .. 7/8 of the agents with a full memory of X, the rest "
+                 "of the other name) from which X wins: 1 = from any mix, 0 = from none",
+        "boundary": "the fraction f of X-agents above which X wins half the runs (width = 1 - boundary)",
+        "pull": f"how well a consensus on X absorbs one agent committed to the other name: 1 - that name's share "
+                f"of the uncommitted agents' answers over {w} (1 = absorbed)",
+        "exploration": f"the other name's share of the agents' answers over {w} from a consensus on X with nobody "
+                       "committed (0 = X never wavers)",
+    }
 
 
 def _num(v, digits: int = 3) -> str:
@@ -169,9 +184,13 @@ def format_summary(s: dict) -> str:
     rs = s.get("relative_strength") or {}
     if rs:
         lines.append("")
-        lines.append("relative strength of each name's consensus (median [interval]):")
+        lines.append("relative strength of each name's consensus X (median [interval]):")
         for nm, q in rs.items():
             lines.append(f"  {nm}: " + ", ".join(f"{k} {_interval(v, '-')}" for k, v in q.items()))
+        meanings = strength_meanings(s.get("within_rounds"))
+        for k in dict.fromkeys(k for q in rs.values() for k in q):
+            if k in meanings:
+                lines.append(f"    {k}: {meanings[k]}")
     sc = s.get("scores")
     if sc:
         lines.append("")

@@ -10,6 +10,7 @@ and the figures' skip reasons are checked on their own outputs.
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import re
@@ -270,3 +271,35 @@ def test_progress_bars_only_on_a_terminal_unless_asked(command, tmp_path):
             code, err = _piped(argv, tmp_path)
             assert code == 0, err
             assert bool(_BAR.search(err)) == bool(extra), (command, extra, err[-500:])
+
+
+def test_strength_lines_and_fit_coefficients_are_explained():
+    """calibrate's width / boundary / pull / exploration lines each get a one-line meaning (with
+    the run's flip window), and every feature coefficient of a strategy fit has one too."""
+    from normlab.calibration._cli_format import format_summary
+    from normlab.calibration.features import COLUMN_MEANINGS, COLUMNS
+
+    iv = {"estimate": 0.5, "low": 0.4, "high": 0.6}
+    s = {"names": ["Q", "M"], "memory": 3, "n_agents": 24, "draws": 10, "within_rounds": 25,
+         "relative_strength": {"Q": {q: iv for q in ("width", "boundary", "pull", "exploration")}}}
+    text = format_summary(s)
+    for q in ("width", "boundary", "pull", "exploration"):
+        assert re.search(rf"^    {q}: \S.+", text, re.M), q
+    assert "over 25 rounds" in text
+    assert set(COLUMN_MEANINGS) == set(COLUMNS) and all(COLUMN_MEANINGS.values())
+
+
+def test_fit_card_explains_each_coefficient():
+    """The shipped hierarchical fit: every coefficient row of its card and coef_frame says what it does."""
+    from normlab.calibration import load_fit
+    from normlab.calibration.features import COLUMN_MEANINGS
+
+    fit = load_fit("llama3_70b_QM_H3")
+    cf = fit.coef_frame()
+    assert fit.kind == "hierarchical" and len(cf) == len(COLUMN_MEANINGS) + 1  # + tau
+    assert (cf["meaning"].str.len() > 20).all()
+    assert (cf["meaning"][cf["parameter"] != "tau"] == cf["parameter"].map(COLUMN_MEANINGS).dropna()).all()
+    card = fit._repr_html_()
+    for m in cf["meaning"]:
+        assert html.escape(m) in card, m
+    assert "log-odds of the second name (M)" in card
