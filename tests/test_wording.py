@@ -303,3 +303,38 @@ def test_fit_card_explains_each_coefficient():
     for m in cf["meaning"]:
         assert html.escape(m) in card, m
     assert "log-odds of the second name (M)" in card
+
+
+# ----------------------------------------------------------------------------- README and first steps
+def _readme_ten_lines() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return text.split("## Ten lines of Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def _quickstart():
+    return json.loads((REPO / "notebooks" / "quickstart.ipynb").read_text(encoding="utf-8"))
+
+
+def test_quickstart_notebook_opens_with_readmes_ten_lines():
+    nb = _quickstart()
+    first = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    assert "".join(first["source"]).strip() == _readme_ten_lines().strip()
+
+
+@pytest.mark.slow
+def test_quickstart_notebook_shows_readmes_numbers(tmp_path):
+    """Executed, the notebook prints README's numbers, and its prediction card shows the same
+    critical mass as README's printed line (6 [5, 7] for overturning M by the published rule)."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(REPO / "notebooks" / "quickstart.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                     for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    for line in _readme_ten_lines().splitlines():
+        if line.startswith("print(") and "#" in line:
+            claim = line.split("#", 1)[1].split("(")[0].strip()
+            assert claim in text, (claim, text[:2000])
+    est, lo, hi = (int(float(v)) for v in re.search(r"# (\S+) (\S+) (\S+) \(Table S3", _readme_ten_lines()).groups())
+    assert f"critical mass overturn_M {est} [{lo}, {hi}]" in " ".join(text.split())
