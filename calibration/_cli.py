@@ -164,7 +164,9 @@ def _calibrate(args) -> int:
 
         path = Path(args.ainorms)
         if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist")
+            from normlab.llm_runs.published.ainorms_archive import AINORMS_SOURCE
+
+            raise FileNotFoundError(f"--ainorms {path} does not exist: {AINORMS_SOURCE}")
         kinds = ["baseline", "swap", "evolved"]
         log = load_ainorms(path, kinds=kinds, files=ainorms_file_patterns(names), on_inconsistency="warn")
         source = str(path)

@@ -338,3 +338,27 @@ def test_quickstart_notebook_shows_readmes_numbers(tmp_path):
             assert claim in text, (claim, text[:2000])
     est, lo, hi = (int(float(v)) for v in re.search(r"# (\S+) (\S+) (\S+) \(Table S3", _readme_ten_lines()).groups())
     assert f"critical mass overturn_M {est} [{lo}, {hi}]" in " ".join(text.split())
+
+
+def test_figures_without_data_name_each_skip_reason_once(tmp_path, capsys, monkeypatch):
+    """No published data at all: one reason, said once, with every figure it skips, naming where
+    the data come from."""
+    monkeypatch.setenv("NORMLAB_AINORMS", str(tmp_path / "absent"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["figures", "--small", "--out", str(tmp_path / "o"), "--only", "fig1a,fig2b,table1,tableS1,figS3"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("no published AI-norms data found") == 1, text
+    line = next(x for x in text.splitlines() if "no published AI-norms data found" in x)
+    assert line.startswith("  fig1a, fig2b, table1, tableS1: ")
+    for word in ("Ariel-Flint-Ashery/AI-norms", "llama31_data.zip", "NORMLAB_AINORMS", "--data"):
+        assert word in line
+    assert "1 written, 4 skipped:" in text
+
+
+def test_calibrate_ainorms_missing_names_the_flag_and_the_source(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", "--ainorms", "../shared/data/ai-norms/llama31_data.zip", "--names", "Q,M"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("normlab calibrate: error: --ainorms ../shared/data/ai-norms/")
+    for word in ("Ariel-Flint-Ashery/AI-norms", "llama3_data.zip", "llama31_data.zip", "NORMLAB_AINORMS"):
+        assert word in err, err

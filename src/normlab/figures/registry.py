@@ -21,7 +21,7 @@ from normlab._validate import check_out_dir
 
 from ._common import FigureSkipped, archives
 
-__all__ = ["FigureSpec", "FIGURES", "FigureOutcome", "make", "figure_keys", "script"]
+__all__ = ["FigureSpec", "FIGURES", "FigureOutcome", "make", "figure_keys", "script", "skip_reasons"]
 
 
 @dataclass(frozen=True)
@@ -205,18 +205,26 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
     arch = archives(data, required=False)  # a missing data folder fails before the output folder is made
     out.mkdir(parents=True, exist_ok=True)
     say = report or (lambda s: None)
-    if arch is None:
-        say("no published AI-norms data found: figures drawn from the LLM runs are skipped "
-            "(pass --data DIR or set NORMLAB_AINORMS)")
     outcomes = []
     with style("paper"):  # keeps Jupyter's interactive mode if the first figure switches it on
         for key in keys:
             outcomes.append(_make_one(FIGURES[key], out, arch, small, dpi, options.get(key, {}),
                                       draw_options.get(key, {}), say))
     n_w = sum(o.status == "written" for o in outcomes)
-    skipped = [o.key for o in outcomes if o.status == "skipped"]
-    say(f"{n_w} written, {len(skipped)} skipped" + (f" ({', '.join(skipped)})" if skipped else ""))
+    skipped = [o for o in outcomes if o.status == "skipped"]
+    say(f"{n_w} written, {len(skipped)} skipped" + (":" if skipped else ""))
+    for line in skip_reasons(skipped):
+        say(line)
     return outcomes
+
+
+def skip_reasons(outcomes) -> list[str]:
+    """Each reason for skipping once, with the figures it skipped (in the order met)."""
+    by: dict[str, list[str]] = {}
+    for o in outcomes:
+        if o.status == "skipped":
+            by.setdefault(o.reason, []).append(o.key)
+    return [f"  {', '.join(keys)}: {why}" for why, keys in by.items()]
 
 
 def _make_one(spec, out, arch, small, dpi, opts, draw_opts, say) -> FigureOutcome:
@@ -231,7 +239,7 @@ def _make_one(spec, out, arch, small, dpi, opts, draw_opts, say) -> FigureOutcom
         why = str(exc)
         if arch is not None and str(arch.path) not in why:
             why += f" (data folder: {arch.path})"
-        say(f"{key:16s} skipped: {why}")
+        say(f"{key:16s} skipped (the reason at the end)")
         return FigureOutcome(key, "skipped", reason=why, seconds=time.perf_counter() - t0)
     files = []
     csv = out / f"{key}.csv"
