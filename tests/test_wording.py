@@ -362,3 +362,39 @@ def test_calibrate_ainorms_missing_names_the_flag_and_the_source(tmp_path, capsy
     assert "\n" not in err and err.startswith("normlab calibrate: error: --ainorms ../shared/data/ai-norms/")
     for word in ("Ariel-Flint-Ashery/AI-norms", "llama3_data.zip", "llama31_data.zip", "NORMLAB_AINORMS"):
         assert word in err, err
+
+
+# ----------------------------------------------------------------------------- the paper's figures
+@pytest.mark.parametrize("key", ["figS8", "figS9"])
+def test_memory_state_grids_have_readable_tick_labels(key, tmp_path):
+    """Figs. S8/S9: every memory-state tick label is at least 7 pt at the figure's own size, and
+    neighbouring labels do not overlap."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from normlab.figures.registry import FIGURES
+
+    fdata, fdraw = FIGURES[key].functions()
+    kw = {"data": None, "small": True} if key == "figS9" else {"data": None}
+    import inspect
+
+    df = fdata(**{k: v for k, v in kw.items() if k in inspect.signature(fdata).parameters})
+    fig = fdraw(df)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    n = 0
+    for ax in fig.axes:
+        labels = [t for t in ax.get_yticklabels() if len(t.get_text()) == 5]
+        if not labels:
+            continue
+        n += 1
+        assert min(t.get_fontsize() for t in labels) >= 7
+        boxes = sorted((t.get_window_extent(r) for t in labels), key=lambda b: b.y0)
+        assert all(b.y1 <= c.y0 + 0.5 for b, c in zip(boxes, boxes[1:])), key  # no overlap
+        xl = [t for t in ax.get_xticklabels() if len(t.get_text()) == 5]
+        boxes = sorted((t.get_window_extent(r) for t in xl), key=lambda b: b.x0)
+        assert all(b.x1 <= c.x0 + 0.5 for b, c in zip(boxes, boxes[1:])), key
+    plt.close(fig)
+    assert n >= 2
