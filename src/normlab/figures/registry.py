@@ -82,11 +82,17 @@ _SPECS = [
     _spec("figS8", "Fig. S8: strategy over all memory states (H = 5)", "memory_states"),
     _spec("figS9", "Fig. S9: memory states around a consensus on M", "memory_states"),
     _spec("figS10", "Fig. S10: memory states during emergence", "memory_states"),
+    _spec("figS11", "Fig. S11: collective bias with random neutral name pools (run on an LLM: embedded by default)",
+          "robustness"),
+    _spec("figS12", "Fig. S12: collective bias with the narrative and bullet-point prompts (run on an LLM)",
+          "robustness"),
     _spec("table1", "Table 1: Llama-3.1's strategy in its first three interactions", "tables", draw=False),
     _spec("tableS1", "Table S1: first moves with empty memory", "tables", draw=False),
     _spec("tableS2", "Table S2: consensus of the Q/M runs", "tables", draw=False),
     _spec("tableS3", "Table S3: critical masses", "tables", draw=False),
     _spec("tableS5", "Table S5: tests of the memories of Table 1", "tables", draw=False),
+    _spec("tableS6", "Table S6: strategy in the first three interactions, neutral random pool (run on an LLM)",
+          "robustness", draw=False),
     _spec("itcmas_fig6", "ITCMA-S Fig. 6 analogue: driver and emotions", "itcmas", paper="itcmas"),
     _spec("itcmas_fig7", "ITCMA-S Fig. 7 analogue: resources and topics", "itcmas", paper="itcmas"),
     _spec("itcmas_gini", "ITCMA-S: resource inequality under three rankers", "itcmas", paper="itcmas"),
@@ -234,7 +240,7 @@ def _make_one(spec, out, arch, small, dpi, opts, draw_opts, say) -> FigureOutcom
     t0 = time.perf_counter()
     fdata, fdraw = spec.functions()
     try:
-        df = fdata(**{**_kw(fdata, data=arch, small=small), **opts})
+        df = fdata(**{**_kw(fdata, data=arch, small=small, out=out), **opts})
     except FigureSkipped as exc:
         why = str(exc)
         if arch is not None and str(arch.path) not in why:
