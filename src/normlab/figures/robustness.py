@@ -127,7 +127,12 @@ def _curves(log, label: str, names) -> tuple[list, dict, str]:
     """The Fig. S6 rows of one pool's runs (success per run and its padded mean; production of the
     name most runs agreed on)."""
     vc = log.runs["consensus"].dropna().astype(str).value_counts()
-    strong = str(vc.index[0]) if len(vc) else str(names[0])
+    if len(vc):
+        strong = str(vc.index[0])
+    else:  # no consensus anywhere: the name produced more in the runs' last rounds
+        d = log.decisions
+        last = d[d["round"] >= d.groupby("run")["round"].transform("max") - 2]
+        strong = str(last["name"].dropna().astype(str).value_counts().index[0]) if len(last) else str(names[0])
     sr = success_by_run(log)
     rows = [sr.rename(columns={"success_rate": "value"}).assign(pool=label, strong=strong, panel="success", curve="run")]
     m = pad_mean(sr, "success_rate", pad=1.0, length=max(30, int(sr["round"].max())))
@@ -161,9 +166,9 @@ def _pool_note(pool: dict, template: str) -> str:
     return f"{template} prompt: pool {{{a}, {b}}} {verdict}"
 
 
-def _frame(rows, cons, notes, model: str, H: int, runs: int, what: str) -> pd.DataFrame:
+def _frame(rows, cons, notes, model: str, H: int, runs: int, what: str, accepted: list) -> pd.DataFrame:
     df = pd.concat(rows, ignore_index=True)[["pool", "strong", "panel", "curve", "run", "round", "value"]]
-    df.attrs.update(consensus=cons, model=model, memory=H, runs=runs, what=what)
+    df.attrs.update(consensus=cons, model=model, memory=H, runs=runs, what=what, accepted=accepted)
     notes = [f"model: {model}; N = {_N}, H = {H}, {runs} runs per pool playing the model's probed strategy table "
              f"(as exact-mode LLM runs do); the paper: Llama-3-70B-Instruct, H = 5, 20 LLM runs"] + notes
     return with_notes(df, notes)
@@ -178,10 +183,23 @@ def _titled(fig, df: pd.DataFrame, title):
         fig.axes[j].set_title(title(pool))
         strong = df.loc[df["pool"] == pool, "strong"].iloc[0]
         n = cons.get(pool, {}).get(strong, 0)
-        fig.axes[len(pools) + j].set_title(f"production of {strong} (" + (
-            f"strong: {n} of {df.attrs.get('runs')} runs)" if n else "no run reached consensus)"))
+        fig.axes[len(pools) + j].set_title(f"production of {strong}\n(" + (
+            f"strong: consensus in {n} of {df.attrs.get('runs')} runs)" if n else
+            "produced more; no consensus)"), fontsize=10)
+    w, h = fig.get_size_inches()
+    fig.set_size_inches(max(w, 4.8 * len(pools) + 0.8), h + 0.6)
+    fig.axes[len(pools)].set_ylabel("Production Probability\n(of the name above)")
     fig.tight_layout()
     return fig
+
+
+def _neutral_words(df: pd.DataFrame) -> str:
+    """"initially neutral" where every pool passed the paper's test, else what they are."""
+    acc = df.attrs.get("accepted", [])
+    if acc and all(acc):
+        return "random, initially neutral name pools"
+    return ("random name pools, " + ("none" if not any(acc) else f"{sum(acc)} of {len(acc)}")
+            + f" initially neutral (JSD < {THRESHOLD}; otherwise the closest to neutral found)")
 
 
 def figS11_data(*, small: bool = False, out=None, pools: int | None = None, runs: int | None = None,
@@ -208,7 +226,7 @@ def figS11_data(*, small: bool = False, out=None, pools: int | None = None, runs
     k = pools if pools is not None else (2 if small else 3)
     H, R = (1, 10) if small else (2, _RUNS)
     R = runs if runs is not None else R
-    rows, cons, notes, model = [], {}, [], None
+    rows, cons, notes, model, accepted = [], {}, [], None, []
     with shared_embedded_server():
         for i in range(k):
             pool = neutral_pool(template="main", seed=seed + i, max_pools=4 if small else 8,
@@ -216,23 +234,26 @@ def figS11_data(*, small: bool = False, out=None, pools: int | None = None, runs
             probe, log = _probe_and_play(pool, template="main", H=H, runs=R, out=out, key="figS11", seed=seed + i,
                                          endpoint=endpoint)
             model = probe.model
+            accepted.append(pool["accepted"])
             label = ",".join(pool["names"])
             r, c, strong = _curves(log, label, pool["names"])
             rows += r
             cons[label] = c
             notes.append(_pool_note(pool, "main") + "; " + _outcome(c, strong, R))
-    return _frame(rows, cons, notes, model, H, R, "random pools, main prompt")
+    return _frame(rows, cons, notes, model, H, R, "random pools, main prompt", accepted)
 
 
 def figS11_draw(df: pd.DataFrame):
-    """Fig. S6's layout: success rate (top) and production of the strong name (bottom) per pool.
+    """Fig. S6's layout: success rate (top) and production of the strong name (bottom) per pool;
+    the titles say which pools were neutral and which reached a consensus (the paper's title,
+    "collective bias", is what the panels may or may not show).
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     fig = _titled(figS6_draw(df), df, lambda pool: "{" + pool.replace(",", ", ") + "}")
-    fig.suptitle(f"Fig. S11  Collective bias with random, initially neutral name pools (main prompt)\n"
+    fig.suptitle(f"Fig. S11  Emergence with {_neutral_words(df)}, main prompt\n"
                  f"{df.attrs.get('model')}, N = {_N}, H = {df.attrs.get('memory')}, {df.attrs.get('runs')} runs each "
                  f"(the probed strategy table played)", fontsize=10)
     fig.tight_layout()
@@ -261,7 +282,7 @@ def figS12_data(*, small: bool = False, out=None, runs: int | None = None, seed:
 
     H, R = (1, 10) if small else (2, _RUNS)
     R = runs if runs is not None else R
-    rows, cons, notes, model = [], {}, [], None
+    rows, cons, notes, model, accepted = [], {}, [], None, []
     with shared_embedded_server():
         for i, (panel, template) in enumerate((("A", "narrative"), ("B", "bullet"))):
             pool = neutral_pool(template=template, seed=seed + i, max_pools=4 if small else 8,
@@ -269,12 +290,13 @@ def figS12_data(*, small: bool = False, out=None, runs: int | None = None, seed:
             probe, log = _probe_and_play(pool, template=template, H=H, runs=R, out=out, key="figS12", seed=seed + i,
                                          endpoint=endpoint)
             model = probe.model
+            accepted.append(pool["accepted"])
             label = f"{panel}: {template} {{{', '.join(pool['names'])}}}"
             r, c, strong = _curves(log, label, pool["names"])
             rows += r
             cons[label] = c
             notes.append(_pool_note(pool, template) + "; " + _outcome(c, strong, R))
-    return _frame(rows, cons, notes, model, H, R, "alternative prompts")
+    return _frame(rows, cons, notes, model, H, R, "alternative prompts", accepted)
 
 
 def figS12_draw(df: pd.DataFrame):
@@ -285,8 +307,8 @@ def figS12_draw(df: pd.DataFrame):
     matplotlib.figure.Figure
     """
     fig = _titled(figS6_draw(df), df, lambda pool: pool.replace(" {", " prompt\n{"))
-    fig.suptitle(f"Fig. S12  Collective bias with alternative prompts (A: narrative, B: bullet points), random "
-                 f"neutral pools\n{df.attrs.get('model')}, N = {_N}, H = {df.attrs.get('memory')}, "
+    fig.suptitle(f"Fig. S12  Emergence with alternative prompts (A: narrative, B: bullet points)\n"
+                 f"{_neutral_words(df)}\n{df.attrs.get('model')}, N = {_N}, H = {df.attrs.get('memory')}, "
                  f"{df.attrs.get('runs')} runs each (the probed strategy table played)", fontsize=10)
     fig.tight_layout()
     return fig
