@@ -255,7 +255,7 @@ def figS11_draw(df: pd.DataFrame):
     fig = _titled(figS6_draw(df), df, lambda pool: "{" + pool.replace(",", ", ") + "}")
     fig.suptitle(f"Fig. S11  Emergence with {_neutral_words(df)}, main prompt\n"
                  f"{df.attrs.get('model')}, N = {_N}, H = {df.attrs.get('memory')}, {df.attrs.get('runs')} runs each "
-                 f"(the probed strategy table played)", fontsize=10)
+                 f"(the probed strategy table played): runs thin, mean thick", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -309,7 +309,7 @@ def figS12_draw(df: pd.DataFrame):
     fig = _titled(figS6_draw(df), df, lambda pool: pool.replace(" {", " prompt\n{"))
     fig.suptitle(f"Fig. S12  Emergence with alternative prompts (A: narrative, B: bullet points)\n"
                  f"{_neutral_words(df)}\n{df.attrs.get('model')}, N = {_N}, H = {df.attrs.get('memory')}, "
-                 f"{df.attrs.get('runs')} runs each (the probed strategy table played)", fontsize=10)
+                 f"{df.attrs.get('runs')} runs each (the probed strategy table played): runs thin, mean thick", fontsize=10)
     fig.tight_layout()
     return fig
 
