@@ -103,7 +103,10 @@ def test_larger_population_labels_match_their_flags():
     """"What to try next" and ``demo --help``: the N and H named beside a command are its flags,
     and the prompt counts are the table's."""
     from normlab.demo._cli import _EXAMPLES
-    from normlab.demo.report import _next_runs, probe_prompts
+    from normlab.demo.report import _next_runs
+
+    def probe_prompts(h):  # every memory state (4^k of length k) in both name orders
+        return 2 * sum(4 ** k for k in range(h + 1))
 
     assert [probe_prompts(h) for h in (1, 2, 3, 5)] == [10, 42, 170, 2730]
     rows = _next_runs({"out": "report"})
