@@ -207,6 +207,15 @@ def test_bias_probe_says_what_its_counts_are_and_which_question_each_p_answers(t
     assert s["notes"][0].startswith("counts: 40 decisions drawn locally")
 
 
+def test_bias_help_says_exact_mode_trials_are_local_draws(capsys):
+    """``--trials`` in exact mode costs nothing and only sharpens the p-values: the help says so."""
+    with pytest.raises(SystemExit):
+        main(["llm-probe", "bias", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "exact mode: drawn locally from the exact probabilities" in text
+    assert "sample mode: one generation each" in text
+
+
 # ----------------------------------------------------------------------------- ITCMA-S Gini
 def test_gini_is_undefined_with_negative_holdings_and_the_figure_says_so():
     """Eq. 19 as written drives resources negative: the Gini is NaN there (not 7.5 or 15), the

@@ -85,7 +85,9 @@ _SPECS = [
         "examples:\n  normlab llm-probe bias --names Q,M --trials 100\n"
         "  normlab llm-probe bias --names Q,M --mode sample --trials 200 --out probes/bias\n",
         "normlab llm-probe bias --names Q,M --trials 100",
-        (_NAMES, arg("--trials", type=int, default=100, help="decisions with empty memory (default %(default)s)"))),
+        (_NAMES, arg("--trials", type=int, default=100, help="decisions with empty memory (default %(default)s; exact mode: drawn "
+                                                   "locally from the exact probabilities, so more trials make any bias "
+                                                   "significant at no cost; sample mode: one generation each)"))),
     ProbeSpec(
         "strategy", "strategy", "strategy table", "strategy table (Table 1, Fig. S8)",
         "strategy table: p(name | memory state) for every memory state",
