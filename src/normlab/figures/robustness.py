@@ -186,6 +186,7 @@ def _titled(fig, df: pd.DataFrame, title):
         fig.axes[len(pools) + j].set_title(f"production of {strong}\n(" + (
             f"strong: consensus in {n} of {df.attrs.get('runs')} runs)" if n else
             "produced more; no consensus)"), fontsize=10)
+        fig.axes[len(pools) + j].set_xlim(fig.axes[j].get_xlim())  # runs stop at consensus: the success row's rounds
     w, h = fig.get_size_inches()
     fig.set_size_inches(max(w, 4.8 * len(pools) + 0.8), h + 0.6)
     fig.axes[len(pools)].set_ylabel("Production Probability\n(of the name above)")
