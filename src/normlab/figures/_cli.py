@@ -6,8 +6,10 @@ import argparse
 
 _EPILOG = """\
 examples:
-  normlab figures --out figs                       # every figure and table (a few minutes)
-  normlab figures --small --out figs               # fewer simulation runs: about a minute
+  normlab figures --out figs                       # every figure and table: a few minutes, plus up to 20 for
+                                                   # Figs. S11, S12, Table S6 on the embedded model (2 busy cores)
+  normlab figures --small --out figs               # fewer runs and requests: 1-2 minutes, plus 3-8 for those three
+  normlab figures --only figS11,figS12,tableS6 --out figs   # just the three run on an LLM (a rerun asks nothing)
   normlab figures --only fig1a,fig3a,table1 --out figs
   normlab figures --data ~/ai-norms-data --out figs   # a folder holding any of the published archives
   normlab figures --list
