@@ -510,7 +510,8 @@ def test_figs_s11_s12_table_s6_on_the_embedded_model(tmp_path, capsys, monkeypat
     text = capsys.readouterr().out
     assert "3 written, 0 skipped" in text and "model: SmolLM2-135M-Instruct" in text
     journals = {p: p.stat().st_size for p in (out / "llm").rglob("journal.jsonl")}
-    assert len(journals) == 4  # S11: two pools; S12: two prompts (Table S6 adds its H = 2 probe below)
+    # S11: two pools; S12: two prompts; Table S6: the H = 2 probe of S11's first pool (its H = 1 answers reused)
+    assert len(journals) == 5 and sum("-H2" in p.parent.name for p in journals) == 1, sorted(journals)
     t = pd.read_csv(out / "tableS6.csv")
     assert len(t) == 21 and ((t["p_A"] + t["p_B"] - 1).abs() < 1e-9).all()
     assert main(argv) == 0  # a rerun asks nothing
