@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.cli_output import emit, json_default
+from normlab.cli_output import add_progress_flags, emit, json_default, show_progress
 
 from ._cli_format import format_summary
 from ._cli_predict import register_predict
@@ -98,8 +98,7 @@ def register(sub) -> None:
                         "(normlab.load(DIR) reads it back)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
     p.add_argument("--json", action="store_true", help="print the result as JSON (default: a readable summary)")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress bars (default: shown when stderr is a terminal)")
+    add_progress_flags(p)
     p.set_defaults(func=_calibrate)
     register_predict(sub)
 
@@ -145,7 +144,7 @@ def _calibrate(args) -> int:
     if args.out:
         _check_result_dir(args.out)
     pk = dict(n_runs_flip=args.runs_flip, n_runs_consensus=args.runs_consensus, strength=not args.no_strength)
-    progress = not args.no_progress and sys.stderr.isatty()
+    progress = show_progress(args)
     if args.table and args.adequacy:
         raise ValueError("--adequacy tests a fit against the data's committed runs; use it with --ainorms/--log")
     if args.table:
@@ -191,7 +190,9 @@ def _calibrate(args) -> int:
 
         path = Path(args.ainorms)
         if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist")
+            from normlab.llm_runs.published.ainorms_archive import AINORMS_SOURCE
+
+            raise FileNotFoundError(f"--ainorms {path} does not exist: {AINORMS_SOURCE}")
         kinds = ["baseline", "swap", "evolved"]
         log = load_ainorms(path, kinds=kinds, files=ainorms_file_patterns(names), on_inconsistency="warn")
         source = str(path)

@@ -3,7 +3,22 @@
 
 from __future__ import annotations
 
-__all__ = ["format_summary", "format_probe_summary"]
+__all__ = ["format_summary", "format_probe_summary", "strength_meanings"]
+
+
+def strength_meanings(within_rounds) -> dict:
+    """One line per relative-strength quantity of a name X's consensus (the readings of
+    :mod:`normlab.calibration.prediction`, Supplementary Text "Characterizing Relative Strength")."""
+    w = f"{within_rounds} rounds" if within_rounds else "the flip window"
+    return {
+        "width": "share of mixed starts (a fraction f = 1/8 .. 7/8 of the agents with a full memory of X, the rest "
+                 "of the other name) from which X wins: 1 = from any mix, 0 = from none",
+        "boundary": "the fraction f of X-agents above which X wins half the runs (width = 1 - boundary)",
+        "pull": f"how well a consensus on X absorbs one agent committed to the other name: 1 - that name's share "
+                f"of the uncommitted agents' answers over {w} (1 = absorbed)",
+        "exploration": f"the other name's share of the agents' answers over {w} from a consensus on X with nobody "
+                       "committed (0 = X never wavers)",
+    }
 
 
 def _num(v, digits: int = 3) -> str:
@@ -124,6 +139,29 @@ def _wrap(text: str, indent: str = "      ", width: int = 118) -> list[str]:
     import textwrap
 
     return textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False) or [text]
+
+
+def _asymmetry_lines(a: dict) -> list[str]:
+    """The asymmetry under relabelling in words: the name the fit favours, by how much (always a
+    positive amount), and what the number is. ``post_bias_visits`` is the bias towards ``a``
+    (negative: towards ``b``)."""
+    x, y = a.get("a"), a.get("b")
+    v, lo, hi = a.get("post_bias_visits"), a.get("post_bias_low"), a.get("post_bias_high")
+    what = ("(p(name | memory) minus p(other name | the mirrored memory, names swapped), averaged over memory "
+            "states weighted by how often the runs visited them; 0 = symmetric)")
+    if v is None:
+        out = [f"asymmetry between {x} and {y}: no posterior summary"]
+    elif lo is not None and hi is not None and lo <= 0 <= hi:
+        out = [f"asymmetry: no clear preference between {x} and {y}: towards {x} by {_num(v)} "
+               f"[{_num(lo)}, {_num(hi)}]", "  " + what + ";"]
+    else:
+        if v < 0:
+            x, y, v, lo, hi = y, x, -v, (None if hi is None else -hi), (None if lo is None else -lo)
+        out = [f"asymmetry: the fitted strategy favours {x} over {y} by {_num(v)} [{_num(lo)}, {_num(hi)}]",
+               "  " + what + ";"]
+    out.append(f"  {a.get('n_significant')} of {a.get('n_pairs_tested')} tested state pairs differ significantly "
+               "(Fisher's exact test, 5%)")
+    return out
 
 
 def format_summary(s: dict) -> str:
@@ -255,9 +293,13 @@ def format_summary(s: dict) -> str:
     rs = s.get("relative_strength") or {}
     if rs:
         lines.append("")
-        lines.append("relative strength of each name's consensus (median [interval]):")
+        lines.append("relative strength of each name's consensus X (median [interval]):")
         for nm, q in rs.items():
             lines.append(f"  {nm}: " + ", ".join(f"{k} {_interval(v, '-')}" for k, v in q.items()))
+        meanings = strength_meanings(s.get("within_rounds"))
+        for k in dict.fromkeys(k for q in rs.values() for k in q):
+            if k in meanings:
+                lines.append(f"    {k}: {meanings[k]}")
     sc = s.get("scores")
     if sc:
         lines.append("")
@@ -265,10 +307,7 @@ def format_summary(s: dict) -> str:
     a = s.get("asymmetry")
     if a:
         lines.append("")
-        lines.append(f"asymmetry: the fitted strategy favours {a.get('a')} over {a.get('b')} by "
-                     f"{_num(a.get('post_bias_visits'))} [{_num(a.get('post_bias_low'))}, {_num(a.get('post_bias_high'))}] "
-                     "(probability, weighted by state visits);")
-        lines.append(f"  {a.get('n_significant')} of {a.get('n_pairs_tested')} tested state pairs differ significantly")
+        lines += _asymmetry_lines(a)
     if s.get("out"):
         lines.append("")
         lines.append(f"saved in {s['out']}: summary.json, predictions.parquet, the fit and the simulations "

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from normlab.cli_output import emit
+from normlab.cli_output import add_progress_flags, emit, show_progress
 from normlab.llm_runs.cli_kit import add_api_key_args, endpoint_config, guard
 
 from ._cli_format import format_probe_summary
@@ -91,8 +90,7 @@ def register_predict(sub) -> None:
                    help="scoring of names of several tokens (default %(default)s)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no cost line and no progress bars (default: the cost line on stderr, bars on a terminal)")
+    add_progress_flags(p, what="progress bars (--no-progress: no cost line either)")
     p.set_defaults(func=_predict)
 
 
@@ -133,8 +131,8 @@ def _predict(args) -> int:
                 template=args.template, n_draws=args.draws, jitter_states=args.jitter_states,
                 order_mixing=args.order_mixing, n_runs_consensus=args.runs_consensus, n_runs_flip=args.runs_flip,
                 within_rounds=args.within_rounds, max_round=args.max_round, strength=not args.no_strength,
-                underlying=not args.no_underlying, progress=not args.no_progress and sys.stderr.isatty(),
-                announce=not args.no_progress,
+                underlying=not args.no_underlying, progress=show_progress(args),
+                announce=args.progress is not False,
                 rng=args.seed, wrap=args.wrap, temperature=args.temperature, top_k=args.top_k or None,
                 top_logprobs=args.top_logprobs, multi_token=args.multi_token)
         if args.save_table:

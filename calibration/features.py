@@ -38,7 +38,8 @@ import numpy as np
 from normlab.theory import LogitStrategy
 from normlab.theory.strategies import decode_state, memory_features, n_states
 
-__all__ = ["COLUMNS", "SYMMETRIC_COLUMNS", "ASYMMETRIC_COLUMNS", "design_matrix", "to_logit_strategy"]
+__all__ = ["COLUMNS", "SYMMETRIC_COLUMNS", "ASYMMETRIC_COLUMNS", "COLUMN_MEANINGS", "design_matrix",
+           "to_logit_strategy"]
 
 _F = ("partner_share", "own_share", "last_partner", "last_success", "streak")
 _FEATURE_INDEX = (0, 1, 3, 4, 5)  # positions in normlab.theory.strategies.FEATURE_NAMES
@@ -47,6 +48,21 @@ SYMMETRIC_COLUMNS = tuple(f"sym_{f}" for f in _F)
 #: Relabelling-invariant (bias) columns: empty / non-empty memory indicators and ``x_f(1) + x_f(0)``.
 ASYMMETRIC_COLUMNS = ("bias_empty", "bias_nonempty", "bias_success_share", "bias_last_success", "bias_streak")
 COLUMNS = SYMMETRIC_COLUMNS + ASYMMETRIC_COLUMNS
+#: One line per coefficient: what a positive value does to ``logit p(second name | memory)``.
+#: Symmetric coefficients act the same on both names (swapping the names flips their feature's
+#: sign); the ``bias_`` ones favour the second name whatever the memory shows -- the asymmetry.
+COLUMN_MEANINGS = {
+    "sym_partner_share": "follows the name its partners played more often (recency-weighted share)",
+    "sym_own_share": "repeats the name it played more often itself",
+    "sym_last_partner": "copies its last partner's play",
+    "sym_last_success": "keeps the name of its last interaction when that was a success (win-stay)",
+    "sym_streak": "keeps the name of its current run of successes, more the longer it is",
+    "bias_empty": "favours the second name with an empty memory (individual bias; < 0: the first)",
+    "bias_nonempty": "favours the second name after any non-empty memory, whatever it holds",
+    "bias_success_share": "favours the second name the more of the memory's interactions were successes",
+    "bias_last_success": "favours the second name after a success, on either name",
+    "bias_streak": "favours the second name the longer the current run of successes, on either name",
+}
 
 
 @lru_cache(maxsize=16)

@@ -258,7 +258,9 @@ class HierarchicalFamily(LogitFamily):
         rows = super()._coef_rows(fit, a)
         x = fit.tau_draws
         rows.append({"parameter": "tau", "kind": "scale", "mean": x.mean(), "sd": x.std(),
-                     "low": np.quantile(x, a), "high": np.quantile(x, 1 - a)})
+                     "low": np.quantile(x, a), "high": np.quantile(x, 1 - a),
+                     "meaning": "spread of the memory states' own effects beyond the features (0: the features "
+                                "explain every state)"})
         return rows
 
     # ----------------------------------------------------------------- NUTS

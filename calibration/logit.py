@@ -39,7 +39,7 @@ import pandas as pd
 
 from normlab._rng import as_seed_sequence
 
-from .features import COLUMNS, SYMMETRIC_COLUMNS, design_matrix, to_logit_strategy
+from .features import COLUMN_MEANINGS, COLUMNS, SYMMETRIC_COLUMNS, design_matrix, to_logit_strategy
 from .inputs import StateCounts
 from .posterior import FitFamily, StrategyFit
 
@@ -282,7 +282,8 @@ class LogitFamily(FitFamily):
         for j, nm in enumerate(fit.coef_names):
             x = fit.coef_draws[:, j]
             rows.append({"parameter": nm, "kind": "symmetric" if nm.startswith("sym_") else "bias",
-                         "mean": x.mean(), "sd": x.std(), "low": np.quantile(x, a), "high": np.quantile(x, 1 - a)})
+                         "mean": x.mean(), "sd": x.std(), "low": np.quantile(x, a), "high": np.quantile(x, 1 - a),
+                         "meaning": COLUMN_MEANINGS.get(nm, "")})
         return rows
 
     def to_logit_strategy(self, fit):

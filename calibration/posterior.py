@@ -355,7 +355,8 @@ class StrategyFit:
         -------
         pandas.DataFrame
             Columns ``parameter``, ``kind`` (``symmetric`` / ``bias`` / ``scale``), ``mean``,
-            ``sd``, ``low``, ``high``.
+            ``sd``, ``low``, ``high`` and ``meaning`` (one line: what a positive value does,
+            :data:`normlab.calibration.features.COLUMN_MEANINGS`).
         """
         return self.family.coef_frame(self, level)
 
@@ -414,7 +415,7 @@ class StrategyFit:
                     r = r.iloc[0]
                     rows.append((f"p({nm} | all {nm})", r["mean"], (r["low"], r["high"]), f"{fmt(r['n'])} decisions"))
         for _, r in self.coef_frame().iterrows():
-            rows.append((f"coefficient {r['parameter']}", r["mean"], (r["low"], r["high"])))
+            rows.append((f"coefficient {r['parameter']}", r["mean"], (r["low"], r["high"]), r.get("meaning", "")))
         d = self.diagnostics
         settings = {"decisions": float(n.sum()), "states seen": f"{int((n > 0).sum())} of {self.n_states}",
                     "decay": None if np.isnan(self.decay) else self.decay, "source": self._source() or None}
@@ -423,8 +424,10 @@ class StrategyFit:
                              "divergences": d.get("divergences")})
         return html_card("StrategyFit", rows, subtitle=f"{self.kind} model of p(name | memory), names "
                          f"{','.join(self.names)}, H = {self.memory}", settings=settings, max_rows=24,
-                         note="credible intervals; .plot() draws the heat map (kind='ppc': posterior predictive "
-                              "check); .to_frame() gives every state; .save(path) keeps it.")
+                         note="credible intervals; a coefficient acts on the log-odds of the second name "
+                              f"({self.names[-1]}): > 0 as its line says, < 0 the opposite; .plot() draws the heat map "
+                              "(kind='ppc': posterior predictive check); .to_frame() gives every state; .save(path) "
+                              "keeps it.")
 
     @plotting
     def plot(self, kind: str = "heatmap", *, name: str | None = None, memory_len: int | None = None, ax=None,

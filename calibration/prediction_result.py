@@ -21,6 +21,7 @@ from normlab._display import (fmt, fmt_interval, html_card, legend_outside, load
                               save_result, short_repr)
 from normlab.theory.criteria import check_criterion
 
+from ._cli_format import strength_meanings
 from .prediction_common import DESIGN_RUNS, FLIP_LEVEL, NONE, _key
 
 #: Columns of the experiment tables (empty without experiment designs).
@@ -359,8 +360,10 @@ class Prediction:
             pr = v["per_run"]
             rows.append((f"critical mass {k} (per run)", pr["estimate"], (pr["low"], pr["high"]),
                          f"P(flip) >= {self.settings.get('flip_level', FLIP_LEVEL):g} within {self.within_rounds} rounds"))
+        meanings = strength_meanings(self.within_rounds)
         for _, r in self.relative_strength().iterrows():
-            rows.append((f"{r['quantity']} of {r['majority']}", r["estimate"], (r["low"], r["high"])))
+            rows.append((f"{r['quantity']} of {r['majority']}", r["estimate"], (r["low"], r["high"]),
+                         meanings.get(r["quantity"], "").replace("X", r["majority"])))
         return rows
 
     def __repr__(self) -> str:

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from normlab.cli_output import emit
+from normlab.cli_output import emit, show_progress
 
 from .cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, sampling
 from .probes.registry import PROBES
@@ -55,7 +55,7 @@ def _run(args) -> int:
         from normlab.llm_runs.runner import run_game
 
         res = run_game(args.n_agents, args.memory, args.names, max_interactions=args.max_interactions,
-                       out=args.out, cache=args.cache, progress=not args.no_progress, rng=args.seed,
+                       out=args.out, cache=args.cache, progress=show_progress(args), rng=args.seed,
                        restart=args.restart, **design)
         emit(res.summary(), args.json)
         if res.stopped == "budget":
@@ -109,8 +109,14 @@ def _probe(args) -> int:
             path = _default_table_path(args.probe)
             frame.to_csv(path, index=False)
         summary["table"] = str(path)
+        hooks = spec.command()
+        notes = hooks.command_notes(r) if hasattr(hooks, "command_notes") else []
+        if args.json and notes:
+            summary["notes"] = notes
         emit(summary, args.json)
         if not args.json:
+            for line in notes:
+                print(f"  {line}")
             shown = _compact_table(args.probe, r, frame)
             print()
             print(shown)

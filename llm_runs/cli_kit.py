@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.cli_output import describe_os_error, exit_codes
+from normlab.cli_output import add_progress_flags, describe_os_error, exit_codes
 
 __all__ = ["EXIT_CODES", "add_endpoint_args", "add_api_key_args", "endpoint_config", "parse_budget", "sampling",
            "guard", "unit_or_none", "template_arg", "request_budget", "save_summary"]
@@ -58,7 +58,7 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     if not sampling:
         o = p.add_argument_group("output")
         o.add_argument("--seed", type=int, default=None, help="seed (default: fresh, stored in OUT/settings.json)")
-        o.add_argument("--no-progress", action="store_true", help="no progress lines")
+        add_progress_flags(o, what="progress lines")
         o.add_argument("--json", action="store_true", help="print the summary as JSON")
         return
     s = p.add_argument_group("sampling (defaults of Flint Ashery, Aiello & Baronchelli 2025, Table S4)")
@@ -94,7 +94,7 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     s.add_argument("--multi-token", default="expand", choices=("expand", "first_token"),
                    help="exact mode: score full token sequences of multi-token names, or first tokens only")
     s.add_argument("--seed", type=int, default=None, help="seed (default: fresh, stored in OUT/settings.json)")
-    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flags(s)
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 

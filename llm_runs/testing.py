@@ -30,6 +30,9 @@ _PARTNER = re.compile(
 _OWN = re.compile(r"Player 1(?:['\"]\s*:\s*['\"]?|\s*:\s*|\s+chose action\s+)([^'\"\s.;,}]+)")
 _ANSWER_OPEN = re.compile(r"^\s*\{?\s*['\"](?:value|action)['\"]\s*:\s*['\"]?(.*)$", re.S)
 _LIST = re.compile(r"values: \[([^\]]*)\]")
+#: The name list of the alternative templates (narrative: "between the actions Q and M."; bullet:
+#: "Actions available to both players: Q and M.").
+_AND_LIST = re.compile(r"(?:between the actions|Actions available to both players:) (.+?)\.\s")
 
 
 def pieces(name: str, size: int = 3) -> list[str]:
@@ -342,9 +345,12 @@ class StubServer:
         if self.names is not None:
             return self.names
         m = _LIST.search(system)
+        if m:
+            return [x.strip().strip("'\"") for x in m.group(1).split(",")]
+        m = _AND_LIST.search(system)
         if not m:
             raise ValueError("cannot find the name list in the prompt; give StubServer(names=...)")
-        return [x.strip().strip("'\"") for x in m.group(1).split(",")]
+        return [x.strip() for x in re.split(r",\s*|\s+and\s+", m.group(1)) if x.strip()]
 
     def next_token_probs(self, system: str, partial: str | None) -> dict:
         """Next-token distribution after the answer opening continued by ``partial``."""

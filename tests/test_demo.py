@@ -167,8 +167,8 @@ def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
     # README's printed summary: the empty-memory numbers (the same prompts at any --memory)
     import re
 
-    x, y, first = map(float, re.search(r"equally often \((\d\.\d+) / (\d\.\d+); but it picks the name the prompt "
-                                       r"lists first with\s+probability (\d\.\d+)\)", readme).groups())
+    x, y, first = map(float, re.search(r"orders are averaged \((\d\.\d+) / (\d\.\d+)\), but it picks the name\s+the "
+                                       r"prompt\s+lists\s+first\s+with\s+probability (\d\.\d+)", readme).groups())
     st = s1["strategy_table"]
     assert abs(st["p_empty"]["X"] - x) <= 0.011 and abs(st["p_empty"]["Y"] - y) <= 0.011, st["p_empty"]
     assert abs(st["p_first_listed_empty"] - first) <= 0.011, st

@@ -224,8 +224,13 @@ def test_strategy_table_and_ltrha_results(tmp_path):
     _check_display(one, expect_html=["Gini"])
     _check_plot(one, tmp_path)
     many = itcmas.simulate_ltrha(n_steps=20, n_runs=5, rng=2)
+    s = many.summary()  # Eq. 19 as written: negative resources, where the Gini is undefined
+    assert s["final_gini"] is None and s["final_gini_undefined_runs"] == 5 and s["runs"] == 5
+    assert "Gini undefined" in repr(many) and "undefined" in many._repr_html_()
+    _check_plot(many, tmp_path)
+    many = itcmas.simulate_ltrha(n_steps=20, n_runs=5, rng=2, floor=0.0)
     s = many.summary()
-    assert len(s["final_gini"]) == 3 and s["runs"] == 5
+    assert len(s["final_gini"]) == 3 and s["final_gini_undefined_runs"] == 0 and s["runs"] == 5
     _check_plot(many, tmp_path)
     _check_plot(many, tmp_path, "resources", run=3)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.cli_output import EXIT_CODES, emit
+from normlab.cli_output import EXIT_CODES, add_progress_flags, emit, show_progress
 
 
 def _graph_from_spec(spec: str | None, n: int, seed):
@@ -63,7 +63,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                         "round), success_rate (one row per round); created, must not be an existing file")
     p.add_argument("--format", default="parquet", choices=["parquet", "csv"], help="table format for --out")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: one from 1,000 runs up)")
+    add_progress_flags(p, what="a progress bar (on a terminal: from 1,000 runs up)")
 
 
 _SIM_EPILOG = """\
@@ -173,7 +173,7 @@ def register(sub) -> None:
     cm.add_argument("--format", default="parquet", choices=["parquet", "csv"],
                     help="table format when --out is a directory (default %(default)s)")
     cm.add_argument("--json", action="store_true", help="print the summary as JSON")
-    cm.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flags(cm, what="a progress bar")
     cm.set_defaults(func=_critical_mass)
 
 
@@ -247,7 +247,7 @@ def _simulate(args) -> int:
         check_out_dir(args.out)
     graph = _graph_from_spec(args.graph, args.n_agents, args.seed)
     common = dict(n_runs=args.runs, graph=graph, max_interactions=args.max_interactions, stop=args.stop, rng=args.seed,
-                  progress=False if args.no_progress else None)
+                  progress=(True if args.progress else None) if show_progress(args) else False)
     if args.model == "minimal":
         initial = args.initial
         if initial and initial.startswith("consensus:") and initial.split(":", 1)[1].isdigit():
@@ -301,7 +301,7 @@ def _critical_mass(args) -> int:
             raise ValueError("--model strategy needs --memory H")
         kw = dict(strategy=args.strategy, memory=args.memory)
     res = critical_mass(args.model, committed, n_agents=args.n_agents, n_runs=args.runs,
-                        within_rounds=args.within_rounds, rng=args.seed, progress=not args.no_progress, **kw)
+                        within_rounds=args.within_rounds, rng=args.seed, progress=show_progress(args), **kw)
     summary = res.summary()
     if not args.json:  # every missing value said in words (null in --json)
         kmax = int(res.committed.max())

@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from normlab.cli_output import emit, exit_codes
+from normlab.cli_output import emit, exit_codes, show_progress
 
 from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, request_budget, save_summary
 
@@ -79,7 +79,7 @@ def _run(args) -> int:
     def go():
         from normlab.llm_runs.crsec import run_population
 
-        run = run_population(agents, out=args.out, progress=not args.no_progress, **kw)
+        run = run_population(agents, out=args.out, progress=show_progress(args), **kw)
         emit(_run_summary(run, session=True), args.json)
         if args.plot:
             run.plot(panels="both", path=args.plot)

@@ -12,6 +12,7 @@ import pandas as pd
 from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import as_generator
 from normlab.schema import GameLog
+from normlab.cli_output import show_progress
 
 from ..sync import run_sync
 from ..backend import EndpointConfig
@@ -309,7 +310,7 @@ def command_design(args) -> tuple:
 def command_run(args, sampling: dict, endpoint, mode: str) -> tuple:
     """Run the probe for ``normlab llm-probe bias``: ``(result, full table, summary)``."""
     r = individual_bias(args.names, trials=args.trials, mode=mode, endpoint=endpoint, out=args.out,
-                        progress=not args.no_progress, rng=args.seed, cache=args.cache, **sampling)
+                        progress=show_progress(args), rng=args.seed, cache=args.cache, **sampling)
     frame = r.to_frame()
     summary = {"probe": "bias", "model": r.model, "mode": r.mode, "names": list(r.names),
                "counts": list(r.counts), "invalid": r.invalid, "test": r.test, "p_value": r.p_value,
@@ -317,6 +318,33 @@ def command_run(args, sampling: dict, endpoint, mode: str) -> tuple:
                "jsd": r.jsd, "exact_p": list(r.exact_p) if r.exact_p else None,
                "covered_mass": r.covered_mass, "llm_calls": r.llm_calls}
     return r, frame, summary
+
+
+def command_notes(result) -> list[str]:
+    """What the counts are and which question each p-value answers (printed under the summary)."""
+    r = result
+    a = r.names[0]
+    n = r.n_valid
+    if r.mode == "exact":
+        src = (f"counts: {r.trials} decisions drawn locally from the exact next-token probabilities of {r.llm_calls} "
+               f"request{'s' if r.llm_calls != 1 else ''} (one per name order), not {r.trials} model answers; "
+               f"exact_p is the model's own distribution")
+    else:
+        src = f"counts: {n} answers the model wrote ({r.invalid} named no pool name)"
+    out = [src]
+    if r.test == "binomial":
+        out.append(f"p_value: is the model biased? exact binomial test of p({a}) = 1/2 on the {n} counts"
+                   + (" (simulated counts: it shrinks as --trials grows; jsd measures the bias itself)"
+                      if r.mode == "exact" else ""))
+    else:
+        out.append(f"p_value: is the model biased? chi-squared test of uniform shares on the {n} counts"
+                   + (" (simulated counts: it shrinks as --trials grows; jsd measures the bias itself)"
+                      if r.mode == "exact" else ""))
+    if math.isfinite(r.bootstrap_p):
+        out.append("bootstrap_p: could the model's bias be more extreme than observed? Table S5's one-tailed "
+                   "bootstrap (a large value: no evidence that it is)")
+    out.append("jsd: Jensen-Shannon distance from equal shares (0 = no bias, 1 = always one name)")
+    return out
 
 
 def command_table(result, frame) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from normlab import theory
 from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import as_seed_sequence
 from normlab.schema import GameLog, memory_state_string, parse_memory_state
+from normlab.cli_output import show_progress
 
 from ..sync import run_sync
 from ..backend import EndpointConfig, open_endpoint
@@ -430,7 +431,7 @@ def command_run(args, sampling: dict, endpoint, mode: str) -> tuple:
                        max_tokens=kw["max_tokens"], prefill=kw["prefill"], wrap=kw["wrap"],
                        top_p=kw["top_p"], min_p=kw["min_p"], max_reasks=kw["max_reasks"],
                        protocol=args.meta_protocol, scoring=args.meta_scoring,
-                       progress=not args.no_progress, rng=args.seed)
+                       progress=show_progress(args), rng=args.seed)
     frame = r.to_frame()
     acc = r.accuracy()
     summary = {"probe": "meta", "model": r.model, "protocol": r.protocol, "scoring": r.scoring,

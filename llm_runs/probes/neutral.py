@@ -14,6 +14,7 @@ import pandas as pd
 from normlab._display import html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
+from normlab.cli_output import show_progress
 
 from ..sync import run_sync
 from ..backend import EndpointConfig
@@ -200,7 +201,7 @@ def command_run(args, sampling: dict, endpoint, mode: str) -> tuple:
     kw.pop("template")
     r = find_neutral_names(n_names=args.n_names, length=args.length, threshold=args.threshold,
                            max_pools=args.max_pools, template=args.template, endpoint=endpoint,
-                           progress=not args.no_progress, rng=args.seed, **kw)
+                           progress=show_progress(args), rng=args.seed, **kw)
     frame = r.to_frame()
     summary = {"probe": "neutral", "names": list(r.names) if r.names else None,
                "pools_tried": int(len(frame)), "llm_calls": r.llm_calls}

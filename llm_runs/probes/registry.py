@@ -14,6 +14,9 @@ itself and, at its end, its command hooks:
     ``--dry-run``'s design (requests typical and at most);
 ``command_protocol(args, sampling, mode) -> (sampling, mode)`` (optional)
     the sampling the probe really sends, where its own protocol sets defaults (meta-prompting).
+``command_notes(result) -> list of str`` (optional)
+    lines printed under the summary (``notes`` in ``--json``): what its numbers are and which
+    question each test answers (individual bias).
 
 Adding a probe is one new module plus one entry here: the command line, its help and
 ``--dry-run`` read this registry. Light: argparse-level only (the probe modules are imported
@@ -82,7 +85,9 @@ _SPECS = [
         "examples:\n  normlab llm-probe bias --names Q,M --trials 100\n"
         "  normlab llm-probe bias --names Q,M --mode sample --trials 200 --out probes/bias\n",
         "normlab llm-probe bias --names Q,M --trials 100",
-        (_NAMES, arg("--trials", type=int, default=100, help="decisions with empty memory (default %(default)s)"))),
+        (_NAMES, arg("--trials", type=int, default=100, help="decisions with empty memory (default %(default)s; exact mode: drawn "
+                                                   "locally from the exact probabilities, so more trials make any bias "
+                                                   "significant at no cost; sample mode: one generation each)"))),
     ProbeSpec(
         "strategy", "strategy", "strategy table", "strategy table (Table 1, Fig. S8)",
         "strategy table: p(name | memory state) for every memory state",

@@ -14,6 +14,7 @@ import pandas as pd
 from normlab import theory
 from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
 from normlab.schema import memory_state_string, parse_memory_state, relabel_state, validate_names
+from normlab.cli_output import show_progress
 
 from ..sync import run_sync
 from ..backend import EndpointConfig
@@ -381,7 +382,7 @@ def command_design(args) -> tuple:
 def command_run(args, sampling: dict, endpoint, mode: str) -> tuple:
     """Run the probe for ``normlab llm-probe strategy``: ``(result, full table, summary)``."""
     r = strategy_table(args.names, args.memory, mode=mode, samples=args.samples, endpoint=endpoint,
-                       out=args.out, progress=not args.no_progress, rng=args.seed, cache=args.cache,
+                       out=args.out, progress=show_progress(args), rng=args.seed, cache=args.cache,
                        **sampling)
     frame = r.to_frame()
     summary = {"probe": "strategy", "model": r.model, "mode": r.mode, "names": list(r.names),

@@ -25,6 +25,12 @@ MODEL_NAMES = {
     "llama2": "Llama-2-70B-Chat",
     "claude": "Claude-3.5-Sonnet",
 }
+#: Where the published AI-norms data come from and where normlab looks for them, one sentence that
+#: errors and skip reasons quote (``normlab calibrate --ainorms``, ``normlab figures``).
+AINORMS_SOURCE = ("the published AI-norms archives (llama3_data.zip and llama31_data.zip; claude_data.zip and "
+                  "llama2_data.zip where you have them) come from the authors' repository Ariel-Flint-Ashery/AI-norms "
+                  "(MIT) and are not shipped with normlab: put them in shared/data/ai-norms beside the repository or "
+                  "set NORMLAB_AINORMS to their folder")
 #: Largest pickle (uncompressed bytes) the loader accepts by default (published: 1.5 MB). Memory
 #: while unpickling is bounded by the opcodes counted before building (:data:`._unpickle.MAX_BUILT`:
 #: about 400 MB at most), whatever the bytes hold.
@@ -159,7 +165,8 @@ def _collect_members(path, max_bytes: int) -> list[_Member]:
             raise TypeError(f"each path must be a str or os.PathLike; got {type(raw).__name__}")
         p = Path(raw)
         if not p.exists():
-            raise FileNotFoundError(f"{p} does not exist; give an AI-norms .zip archive, a .pkl file or a folder of them")
+            raise FileNotFoundError(f"{p} does not exist; give an AI-norms .zip archive, a .pkl file or a folder of "
+                                    f"them ({AINORMS_SOURCE})")
         if p.is_dir():
             found = sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in (".zip", ".pkl"))
             if not found:

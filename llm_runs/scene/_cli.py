@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from normlab.cli_output import emit, exit_codes
+from normlab.cli_output import emit, exit_codes, show_progress
 
 from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, request_budget, save_summary
 
@@ -89,7 +89,7 @@ def _run(args) -> int:
 
     def go():
         eps = scene.run_scene(items, out=args.out, model_label=args.model_label, concurrency=args.episodes_at_once,
-                              max_requests=max_requests, rng=args.seed, progress=not args.no_progress, **kw)
+                              max_requests=max_requests, rng=args.seed, progress=show_progress(args), **kw)
         out = _sweep_lines(scene.sweep_summary(eps))
         if any(e.judge is not None for e in eps):
             res = scene.score(eps, n_boot=args.n_boot, rng=0 if args.seed is None else args.seed)

@@ -1,6 +1,8 @@
 """What every ``normlab`` command tells its user, one home: the exit codes (:data:`EXIT_CODE_TABLE`,
 rendered into each command's ``--help`` by :func:`exit_codes`), a summary printed as aligned
-lines or JSON (:func:`emit`), and the JSON form of NumPy values (:func:`json_default`).
+lines or JSON (:func:`emit`), the JSON form of NumPy values (:func:`json_default`), and when
+progress bars show (:func:`add_progress_flags`, :func:`show_progress`: one policy for every
+command -- bars on a terminal, none in a pipe or a log file unless ``--progress`` asks).
 
 A leaf module (standard library only; NumPy is imported when a value needs it): :mod:`normlab.cli`,
 which reaches every layer's ``_cli.py``, and those ``_cli.py`` modules and the LLM commands' kit
@@ -11,8 +13,10 @@ that imports it.
 from __future__ import annotations
 
 import json
+import sys
 
-__all__ = ["EXIT_CODE_TABLE", "EXIT_CODES", "exit_codes", "emit", "json_default", "describe_os_error"]
+__all__ = ["EXIT_CODE_TABLE", "EXIT_CODES", "exit_codes", "emit", "json_default", "describe_os_error",
+           "add_progress_flags", "show_progress"]
 
 #: Every exit code of the ``normlab`` commands, one home: ``code: (what it means for a command
 #: that runs no LLM, what it means for a command that calls one)``; ``None``: it does not occur there.
@@ -94,3 +98,27 @@ def describe_os_error(exc: OSError) -> str:
     if what is None:
         what = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
     return what + (f" ({exc.filename})" if exc.filename else "")
+
+
+def add_progress_flags(parser, *, what: str = "progress bars") -> None:
+    """``--progress`` / ``--no-progress`` (``args.progress``: ``True``, ``False`` or ``None`` when
+    neither is given); :func:`show_progress` reads them with the one policy of every command."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--progress", dest="progress", action="store_const", const=True, default=None,
+                   help=f"show {what} even when stderr is not a terminal (default: only on a terminal, never in a "
+                        "pipe or a log file)")
+    g.add_argument("--no-progress", dest="progress", action="store_const", const=False, default=None,
+                   help=f"no {what}")
+
+
+def show_progress(args, stream=None) -> bool:
+    """Whether a command draws progress bars: as ``--progress`` / ``--no-progress`` say, else only
+    when ``stream`` (default: stderr, where the bars go) is a terminal."""
+    p = getattr(args, "progress", None)
+    if p is not None:
+        return bool(p)
+    stream = sys.stderr if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed or replaced streams
+        return False

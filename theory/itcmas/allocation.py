@@ -189,10 +189,13 @@ def gini(x, *, axis: int = -1):
     Returns
     -------
     float or numpy.ndarray
-        ``G``; 0 for equal holdings. For non-negative holdings ``G`` is in ``[0, 1 - 1/n]``.
-        Eq. 19 can drive resources negative; the formula then still measures dispersion
-        relative to the mean (LTRHA conserves the total, so the mean is fixed) but may exceed
-        1. NaN where ``mean(x) <= 0`` (undefined).
+        ``G`` in ``[0, 1 - 1/n]``; 0 for equal holdings. **NaN where any holding is negative**
+        or where the total is not positive: the Gini coefficient is defined for non-negative
+        holdings only (with debts the formula leaves ``[0, 1]`` -- Eq. 19 as written drives
+        LTRHA resources negative, and the formula gave 7.5 and 15 there -- and no longer
+        measures inequality). Count the negative holdings to see why
+        (:meth:`~normlab.theory.itcmas.LTRHAResult.inequality` has ``n_negative``), or keep
+        resources non-negative (``simulate_ltrha(floor=0)``).
 
     Raises
     ------
@@ -213,7 +216,7 @@ def gini(x, *, axis: int = -1):
     total = a.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         g = (a @ (2.0 * i - n - 1.0)) / (n * total)
-    return _out(np.where(total > 0, g, np.nan))
+    return _out(np.where((total > 0) & (a[..., 0] >= 0), g, np.nan))  # a is sorted: a[..., 0] is the smallest
 
 
 def ranks_from_order(order: Sequence[str], agents: Sequence[str]) -> np.ndarray:

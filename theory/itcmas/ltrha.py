@@ -347,10 +347,11 @@ class LTRHAResult:
         Returns
         -------
         pandas.DataFrame
-            Columns ``run``, ``step``, ``gini`` (:func:`gini` of ``S``; may exceed 1 once some
-            holdings are negative), ``top_share`` (largest ``S_i / sum S``; above 1 when others
-            hold negative amounts), ``min_S``,
-            ``max_S``, ``n_negative`` (agents with ``S_i < 0``).
+            Columns ``run``, ``step``, ``gini`` (:func:`gini` of ``S``; NaN once some holdings
+            are negative, where the Gini coefficient is undefined: ``n_negative`` says so),
+            ``top_share`` (largest ``S_i / sum S``; above 1 when others hold negative amounts),
+            ``min_S``, ``max_S``, ``n_negative`` (agents with ``S_i < 0``) and ``share_negative``
+            (their share of the agents: what Eq. 19 as written measures instead of a Gini).
         """
         S = np.concatenate([self.initial_resources[:, None, :], self.resources], axis=1)
         R, T1, _ = S.shape
@@ -367,37 +368,54 @@ class LTRHAResult:
                 "min_S": S.min(axis=-1).ravel(),
                 "max_S": S.max(axis=-1).ravel(),
                 "n_negative": (S < 0).sum(axis=-1).ravel(),
+                "share_negative": (S < 0).mean(axis=-1).ravel(),
             }
         )
 
     # ------------------------------------------------------------------ display
     def summary(self) -> dict:
         """Final inequality and how resources track habitus, as plain Python numbers: median
-        (and 10-90% of runs) of the final Gini and top share, the share of agents in debt,
-        and the mean Spearman correlation of habitus with final resources."""
+        (and 10-90% of runs) of the final Gini -- over the runs where it is defined (no negative
+        resources; ``final_gini_undefined_runs`` counts the others; ``None`` if none) -- and of the
+        top share, the share of agents in debt, and the mean Spearman correlation of habitus with
+        final resources."""
         from scipy.stats import spearmanr
 
         last = self.inequality()
         last = last[last["step"] == self.n_steps]
         rho = [spearmanr(self.habitus[k], self.resources[k, -1])[0] for k in range(self.n_runs)]
-        q = lambda x: [float(v) for v in np.nanquantile(x, [0.5, 0.1, 0.9])]  # noqa: E731
+
+        def q(x):  # median and 10-90% over the runs where the quantity is defined; None where none is
+            x = np.asarray(x, dtype=float)
+            x = x[np.isfinite(x)]
+            return [float(v) for v in np.quantile(x, [0.5, 0.1, 0.9])] if len(x) else None
+
+        g = last["gini"].to_numpy(float)
         return plain({"runs": self.n_runs, "n_agents": self.n_agents, "n_steps": self.n_steps,
                       "ranker": self.params.get("ranker"), "floor": self.params.get("floor"),
-                      "final_gini": q(last["gini"]), "final_top_share": q(last["top_share"]),
+                      "final_gini": q(g), "final_gini_undefined_runs": int(np.isnan(g).sum()),
+                      "final_top_share": q(last["top_share"]),
                       "share_negative": float((self.resources[:, -1] < 0).mean()),
                       "spearman_habitus_resources": float(np.nanmean(rho)) if self.n_agents > 2 else None})
 
     def __repr__(self) -> str:
         g = self.inequality()
-        g = g[g["step"] == self.n_steps]["gini"]
+        g = g[g["step"] == self.n_steps]["gini"].to_numpy(float)
         ranker = str(self.params.get("ranker", "?")).split("(")[0]
+        ok = g[np.isfinite(g)]
+        gtxt = (f"final Gini median {np.median(ok):.3f}" if len(ok) == len(g) else
+                f"final Gini median {np.median(ok):.3f} in {len(ok)} runs (undefined in {len(g) - len(ok)}: debts)"
+                if len(ok) else "final Gini undefined (debts in every run)")
         return short_repr("LTRHAResult", f"{self.n_runs} run{'s' * (self.n_runs != 1)}", f"{self.n_agents} agents", f"{self.n_steps} steps",
-                          f"ranker={ranker}", f"final Gini median {np.nanmedian(g):.3f}",
+                          f"ranker={ranker}", gtxt,
                           f"agents in debt at the end {(self.resources[:, -1] < 0).mean():.0%}")
 
     def _repr_html_(self) -> str:
         s = self.summary()
-        rows = [("final Gini of resources", s["final_gini"][0], tuple(s["final_gini"][1:]), "median; 10-90% of runs"),
+        fg, bad = s["final_gini"], s["final_gini_undefined_runs"]
+        why = f"; undefined in {bad} of {s['runs']} runs (negative resources)" if bad else ""
+        rows = [("final Gini of resources", fg[0] if fg else "undefined", tuple(fg[1:]) if fg else None,
+                 "median; 10-90% of runs" + why),
                 ("final top share", s["final_top_share"][0], tuple(s["final_top_share"][1:]), "median; 10-90% of runs"),
                 ("agents in debt at the end", s["share_negative"]),
                 ("Spearman(habitus, final resources)", s["spearman_habitus_resources"], None, "mean over runs")]
@@ -442,10 +460,15 @@ class LTRHAResult:
             legend_outside(ax)
         else:
             g = self.inequality().pivot(index="step", columns="run", values="gini").to_numpy()
-            lo, med, hi = np.nanquantile(g, [0.1, 0.5, 0.9], axis=1)
+            ok = np.isfinite(g).all(axis=1)  # steps where every run's Gini is defined (no negative holdings)
+            lo, med, hi = (np.where(ok, v, np.nan) for v in np.quantile(np.nan_to_num(g), [0.1, 0.5, 0.9], axis=1))
             ax.fill_between(steps, lo, hi, alpha=0.25, lw=0, label="10-90% of runs")
             ax.plot(steps, med, lw=2, label=f"median of {self.n_runs} runs")
-            ax.set(xlabel="step", ylabel="Gini of resources", title="LTRHA: resource inequality over time")
+            title = "LTRHA: resource inequality over time"
+            if not ok.all():
+                first = int(steps[~ok][0])
+                title += f"\n(Gini undefined from step {first}: some resources are negative)"
+            ax.set(xlabel="step", ylabel="Gini of resources", title=title)
             ax.legend(fontsize=8)
         return ax
 

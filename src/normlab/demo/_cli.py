@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from normlab.calibration import fit_kind_names
-from normlab.cli_output import emit
+from normlab.cli_output import emit, show_progress
 from normlab.llm_runs.cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, sampling
 
 _EXAMPLES = """\
@@ -20,7 +20,7 @@ examples:
   normlab demo --out report                                  # offline, embedded SmolLM2 (about 1 min on 2 free cores)
   normlab demo --out report                                  # again: every model answer comes from the cache
   normlab demo --out report --committed 1,2,3                # more committed counts; the rest is reused
-  normlab demo --out report-h3 --n-agents 24 --memory 3      # closer to the paper (N = 24, H = 5)
+  normlab demo --out report-h3 --n-agents 24 --memory 3      # N = 24, H = 3 (170 prompts); the paper's H = 5: 2,730
   normlab demo --out report-sample --mode sample --runs 4    # the paper's generate-and-parse protocol
   normlab demo --out report-mine --base-url http://127.0.0.1:8000/v1 --model MODEL   # your model (vLLM, llama.cpp)
   normlab demo --out report-api --base-url URL --model MODEL --price-input 0.6 --price-output 2.4 --dry-run
@@ -67,7 +67,7 @@ def _demo(args) -> int:
     def go():
         from normlab.demo.pipeline import run_demo
 
-        res = run_demo(args.out, rng=args.seed, progress=not args.no_progress, verbose=True, command=command, **kw)
+        res = run_demo(args.out, rng=args.seed, progress=show_progress(args), verbose=True, command=command, **kw)
         if args.json:
             import json
 

@@ -32,7 +32,7 @@ from normlab.theory.criteria import FLIP_SUM, PUBLISHED_FLIP_THRESHOLD
 
 from ._common import cp_interval, fmt_seconds
 
-__all__ = ["write_figures", "write_report", "SUMMARY_SCHEMA", "checks_html"]
+__all__ = ["write_figures", "write_report", "SUMMARY_SCHEMA", "checks_html", "summary_paragraph"]
 
 _NUM = {"type": ["number", "null"]}
 _INTERVAL = {"type": "object", "required": ["estimate", "low", "high"],
@@ -215,7 +215,7 @@ def fig_strategy(ptab: pd.DataFrame, by_order: pd.DataFrame, names, H: int, path
     x, y = names
     first = by_order[(by_order["name"] == y) & (by_order["order"] == f"{y},{x}")].set_index("memory_state")["p"]
     second = by_order[(by_order["name"] == y) & (by_order["order"] == f"{x},{y}")].set_index("memory_state")["p"]
-    eff = (first - second).rename("order_effect").reset_index().assign(name=y)
+    eff = order_effect(by_order, y).reset_index().assign(name=y)
     tab = ptab.merge(eff, on=["memory_state", "name"], how="left")
     Ls = list(range(1, H + 1)) if H <= 3 else [H]
     rows = (("p", "vlag", (0, 1), 0.5, f"p({y} | memory)", f"p({y})"),
@@ -235,10 +235,124 @@ def fig_strategy(ptab: pd.DataFrame, by_order: pd.DataFrame, names, H: int, path
             ax.set_title(f"{what}, memory of {L}", fontsize=9.5)
     emp = tab[(tab["memory_state"] == "") & (tab["name"] == y)].iloc[0]
     fig.suptitle(f"The model's strategy (exact next-token probabilities; rows 1 and 3 average the two name orders)\n"
-                 f"empty memory: p({y}) = {emp['p']:.2f}, {emp['order_effect']:+.2f} when {y} is listed first; "
-                 f"mass on pool names {emp['covered_mass']:.2f}", fontsize=10)
+                 + strategy_title_line(first.get(""), second.get(""), emp["p"], emp["covered_mass"], y), fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def strategy_title_line(p_first, p_second, p_mean, covered, y: str) -> str:
+    """The empty-memory line of the strategy figure's title: ``p(y)`` averaged over the two name
+    orders, what it is in each order, their difference (the order effect of the middle row) and
+    the probability mass on pool names."""
+    head = f"empty memory: p({y}) = {p_mean:.2f} averaged over the two name orders; mass on pool names {covered:.2f}"
+    if p_first is None or p_second is None or not (math.isfinite(p_first) and math.isfinite(p_second)):
+        return head
+    a, b = round(float(p_first), 2), round(float(p_second), 2)  # the difference of the numbers shown
+    return head + f"\np({y}) = {a:.2f} when {y} is listed first, {b:.2f} when listed second: order effect {a - b:+.2f}"
+
+
+def strategy_reading(ptab: pd.DataFrame, names) -> dict:
+    """What the probed table says, in numbers the report and README quote.
+
+    Returns
+    -------
+    dict
+        ``name`` (the second name, the one the heat map colours), over the non-empty memories:
+        ``states``, ``p_min``, ``p_max`` (of ``p(name | memory)``), ``above_half`` (memories where
+        the model prefers ``name``); ``after_successes``: for each name, ``p(that name)`` after a
+        memory of nothing but successes on it, for every memory length (``{length: p}``);
+        ``order_effect_min``/``order_effect_max`` are added by the caller where the name orders
+        are known.
+    """
+    x, y = names
+    t = ptab[(ptab["name"] == y) & (ptab["memory_state"] != "")]
+    p = t["p"].astype(float)
+    after = {}
+    for nm in names:
+        d = {}
+        for L in sorted(ptab["memory_len"].unique()):
+            if L == 0:
+                continue
+            st = ";".join([f"{nm},{nm}"] * int(L))
+            r = ptab[(ptab["memory_state"] == st) & (ptab["name"] == nm)]
+            if len(r) and pd.notna(r["p"].iloc[0]):
+                d[str(int(L))] = float(r["p"].iloc[0])
+        after[nm] = d
+    return {"name": y, "states": int(len(t)), "p_min": float(p.min()) if len(p) else None,
+            "p_max": float(p.max()) if len(p) else None, "above_half": int((p > 0.5).sum()),
+            "after_successes": after}
+
+
+def order_effect(by_order: pd.DataFrame, y: str) -> pd.Series:
+    """``p(y)`` when ``y`` is listed first minus when it is listed second, per memory state."""
+    x = next(o for o in by_order["order"].iloc[0].split(",") if o != y)
+    b = by_order[by_order["name"] == y].set_index("memory_state")
+    first = b[b["order"] == f"{y},{x}"]["p"]
+    second = b[b["order"] == f"{x},{y}"]["p"]
+    return (first - second).rename("order_effect")
+
+
+def _colour(p: float) -> str:
+    """The colour of a ``p(y)`` cell in the top row (``vlag``, centred at 0.5)."""
+    return "blue" if p < 0.4 else "red" if p > 0.6 else "near white (no clear preference)"
+
+
+def strategy_reading_text(r: dict, names) -> str:
+    """"Reading it" under the strategy heat map, from :func:`strategy_reading`'s numbers: what a
+    model that follows conventions would show, what this one shows, and whether its table is
+    asymmetric (the source of collective bias)."""
+    x, y = names
+    ax_, ay_ = r["after_successes"][x], r["after_successes"][y]
+
+    def seq(d):
+        return " and ".join(f"{v:.2f} (memory of {L})" for L, v in d.items())
+
+    follows = bool(ax_) and bool(ay_) and min(ax_.values()) > 0.5 and min(ay_.values()) > 0.5
+    px = [1 - v for v in ax_.values()]  # p(y) in the top-left cells
+    py = list(ay_.values())
+    top_left = sorted({_colour(v) for v in px})
+    bottom_right = sorted({_colour(v) for v in py})
+    out = [f"A model that follows conventions answers {x} after memories of {x}-successes (the top-left cell of each "
+           f"panel of the top row, blue) and {y} after {y}-successes (the bottom-right cell, red). "
+           + ("This one does" if follows else "This one does not")
+           + f": after nothing but {x}-successes it answers {x} with probability {seq(ax_)} (top-left cells "
+           f"{' and '.join(top_left)}); after nothing but {y}-successes it answers {y} with {seq(ay_)} "
+           f"(bottom-right cells {' and '.join(bottom_right)})."]
+    if r["states"]:
+        k, n = r["above_half"], r["states"]
+        pref = (f": the model prefers {y} after almost every memory" if k >= 0.8 * n else
+                f": the model prefers {x} after almost every memory" if k <= 0.2 * n else "")
+        out.append(f"Over the {n} non-empty memories p({y} | memory) runs from {r['p_min']:.2f} to {r['p_max']:.2f} "
+                   f"and is above one half in {k} of them{pref}.")
+    if ax_ and ay_:
+        L = max(ax_, key=int)
+        hx, hy = ax_[L], ay_[L]
+        if abs(hx - hy) > 0.1:
+            strong, weak, hs, hw = (x, y, hx, hy) if hx > hy else (y, x, hy, hx)
+            out.append(f"The table is asymmetric: after a full memory of successes the model keeps {strong} with "
+                       f"probability {hs:.2f} but {weak} only with {hw:.2f}. An asymmetric table -- one convention held "
+                       f"more firmly than the other -- is what makes a population prefer one name even when single "
+                       f"agents have no preference: collective bias (the paper's Fig. 2B).")
+        else:
+            out.append(f"After a full memory of successes the model keeps {x} with probability {hx:.2f} and {y} with "
+                       f"{hy:.2f}: a nearly symmetric table, from which the theory expects little collective bias.")
+    return " ".join(out)
+
+
+def strategy_caption(reading: dict, prompts: int, states: int, H: int, sampling: dict, y: str) -> str:
+    """The strategy figure's caption: its three rows, from the numbers they show."""
+    Ls = f"1-{H}" if 1 < H <= 3 else f"{H}"
+    eff = ""
+    if reading.get("order_effect_min") is not None:
+        eff = f"; here from {reading['order_effect_min']:+.2f} to {reading['order_effect_max']:+.2f}"
+    return (f"Top: the probability that the model answers {y} in every memory of {Ls} interaction"
+            f"{'s' if H > 1 else ''} (rows: its own past plays, columns: its partners', oldest first; a diagonal "
+            f"cell is a memory of successes), averaged over the two name orders. Middle: the order effect -- "
+            f"p({y}) when {y} is listed first in the prompt minus p({y}) when it is listed second (0: the order "
+            f"does not matter{eff}). Bottom: the probability that the answer starts with a pool name at all "
+            f"(temperature {sampling.get('temperature', 0.5)}, top-k {sampling.get('top_k', 10)}); the rest is text "
+            f"that names no pool name. Exact next-token probabilities renormalised over the two names: {prompts} "
+            f"prompts, the {states} memory states in both name orders.")
 
 
 def fig_population(traj_th, llm_curve, pfacts, obs, names, winner, runs, path: Path) -> Path:
@@ -505,6 +619,8 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                            "p_first_listed_empty": _first_listed(probe.by_order()),
                            "covered_mass_mean": float(ptab.drop_duplicates("memory_state")["covered_mass"].mean()),
                            "states_without_name": int(ptab.groupby("memory_state")["p"].apply(lambda v: v.isna().any()).sum()),
+                           "prompts": int(len(probe.by_order()[["memory_state", "order"]].drop_duplicates())),
+                           "reading": _reading(ptab, probe.by_order(), names, H),
                            "table": "tables/strategy_table.parquet"},
         "free_generation": free,
         "population": {"runs": cfg["runs"], "n_agents": N, "memory": H, "mode": cfg["mode"],
@@ -532,6 +648,69 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                  clock, ctx["estimate"], ctx["speed"], names)
     (out / "report.html").write_text(page, encoding="utf-8")
     return summary
+
+
+def _reading(ptab, by_order, names, H) -> dict:
+    """:func:`strategy_reading` plus the range of the order effect over the memories the figure shows."""
+    r = strategy_reading(ptab, names)
+    eff = order_effect(by_order, names[1])
+    lens = ptab.drop_duplicates("memory_state").set_index("memory_state")["memory_len"]
+    shown = eff[eff.index.map(lambda st: int(lens.get(st, 0)) in (range(1, H + 1) if H <= 3 else (H,)))].dropna()
+    r["order_effect_min"] = float(shown.min()) if len(shown) else None
+    r["order_effect_max"] = float(shown.max()) if len(shown) else None
+    return r
+
+
+def summary_paragraph(s: dict) -> str:
+    """README's account of a demo (the paragraph after its command), written from ``summary.json``:
+    what the model did, what the run can show and what it cannot.
+
+    Parameters
+    ----------
+    s : dict
+        A demo's ``summary.json``.
+
+    Returns
+    -------
+    str
+        One paragraph (no line breaks).
+    """
+    st, pop, cfg = s["strategy_table"], s["population"], s["settings"]
+    x, y = cfg["names"]
+    model = s["endpoint"]["model"].split("-")[0] if s["endpoint"]["embedded"] else s["endpoint"]["model"]
+    pe, first = st["p_empty"], st.get("p_first_listed_empty")
+    pred = pop["predicted"]["consensus"]
+    win = max((x, y), key=lambda n: (pred.get(n) or {}).get("estimate") or 0)
+    runs, won = pop["runs"], pop["observed"]["consensus"][win]["runs"]
+    agree = f"all {runs} populations agree on {win}" if won == runs else f"{won} of {runs} populations agree on {win}"
+    out = [f"The printed summary of this command: with an empty memory {model} picks {x} or {y} about equally often "
+           f"when the two name orders are averaged ({pe[x]:.2f} / {pe[y]:.2f})"
+           + (f", but it picks the name the prompt lists first with probability {first:.2f}" if first is not None else "")
+           + f"; {agree}, as the theory predicts from the probed table (probability {pred[win]['estimate']:.2f})."]
+    r = st.get("reading") or {}
+    if r.get("states"):
+        k, n, nm = r["above_half"], r["states"], r["name"]
+        other = x if nm == y else y
+        lean = nm if k >= n / 2 else other
+        kk = k if lean == nm else n - k
+        out.append(f"The table shows why: the model prefers {lean} after {kk} of its {n} non-empty memories "
+                   f"(p({nm} | memory) from {r['p_min']:.2f} to {r['p_max']:.2f}).")
+    inside = sum(1 for c in s["checks"] if c["consistent"] is True)
+    judged = sum(1 for c in s["checks"] if c["consistent"] is not None)
+    out.append(f"What the run shows is the pipeline at work: {judged} checks compare the populations with the "
+               f"theory's predictions, and {inside} fall inside their predicted 95% intervals.")
+    f, cm = s.get("free_generation"), pop["observed"].get("covered_mass")
+    if s["endpoint"]["embedded"] and (f or cm is not None):
+        why = []
+        if f:
+            why.append(f"names no pool name in {f['invalid']} of {f['trials']} free answers")
+        if cm is not None:
+            why.append(f"gives the names {cm:.2f} of its probability over the populations' decisions")
+        out.append(f"What it cannot show is a convention the model would write: {model} " + " and ".join(why)
+                   + ", so the populations (exact mode) play its probabilities renormalised over two names it rarely "
+                     "writes, and the collective bias the paper found for Llama models needs a model that answers "
+                     "the prompt (`--base-url/--model`, \"Your own LLM\").")
+    return " ".join(out)
 
 
 def _first_listed(by_order: pd.DataFrame) -> float | None:
@@ -578,17 +757,10 @@ plays LLM populations to check the predictions.</p>
 <div class="glance"><b>At a glance</b><ul>{''.join(f'<li>{g}</li>' for g in glance)}</ul></div>
 
 <h2>1. The model's strategy</h2>
-<figure><img src="{_img(figs['strategy'])}" alt="strategy table"><figcaption>Top: the probability that the model
-answers {e(y)} in every memory of 1{'-' + str(H) if H > 1 else ''} interactions (rows: its own past plays, columns:
-its partners', oldest first; a diagonal cell is a memory of successes). Bottom: the probability that the answer
-starts with a pool name at all (temperature {cfg['sampling'].get('temperature', 0.5)}, top-k
-{cfg['sampling'].get('top_k', 10)}); the rest is text that names no pool name. Exact next-token probabilities
-renormalised over the two names ({s['strategy_table']['llm_calls']} requests, every state in both name orders).
+<figure><img src="{_img(figs['strategy'])}" alt="strategy table"><figcaption>{e(strategy_caption(
+    s['strategy_table']['reading'], s['strategy_table']['prompts'], s['strategy_table']['states'], H, cfg['sampling'], y))}
 </figcaption></figure>
-<p><b>Reading it.</b> A model that follows conventions answers {e(x)} after memories of {e(x)}-successes (top-left
-cells blue) and {e(y)} after {e(y)}-successes (bottom-right red). An asymmetric table -- one convention held more
-firmly than the other -- is what makes a population prefer one name even when single agents have no preference:
-collective bias (the paper's Fig. 2B). <b>Try next:</b> <code>tables/strategy_table.parquet</code> holds the table
+<p><b>Reading it.</b> {e(strategy_reading_text(s['strategy_table']['reading'], names))} <b>Try next:</b> <code>tables/strategy_table.parquet</code> holds the table
 (<code>pd.read_parquet</code>); <code>tables/strategy_table_by_order.parquet</code> shows how much the order of the
 names in the prompt matters.</p>
 {fg}
@@ -817,11 +989,32 @@ def _caveats(s, cfg, first) -> list[str]:
         *([f"<b>{s['strategy_table']['states_without_name']} memory states had no pool name</b> among the top "
            f"logprobs in either order: the theory plays them uniformly, the LLM runs record an invalid answer "
            f"(a failed interaction) there."] if s["strategy_table"]["states_without_name"] else []),
-        "<b>A 135 M-parameter model</b> barely reads its memory: the conventions and critical masses here describe "
-        "SmolLM2 in this prompt, not LLMs in general." if s["endpoint"]["embedded"] else
+        _embedded_caveat(s) if s["endpoint"]["embedded"] else
         "<b>One model, one prompt</b>: the conventions and critical masses describe this model with this prompt.",
     ]
     return cannot
+
+
+#: N and H of the "larger population" suggestion (README, ``demo --help`` and the report).
+_LARGER = (24, 3)
+
+
+def probe_prompts(memory: int, n_names: int = 2) -> int:
+    """Prompts of an exact strategy table for two names: every memory state up to ``memory``
+    interactions, in each name order."""
+    return n_names * sum((n_names * n_names) ** L for L in range(memory + 1))
+
+
+def _embedded_caveat(s) -> str:
+    """What the embedded model can and cannot show, from its own numbers."""
+    st, f = s["strategy_table"], s.get("free_generation")
+    bits = [f"puts {st['covered_mass_mean']:.2f} of its next-token probability on the pool names (mean over the "
+            f"table's memory states)"]
+    if f:
+        bits.append(f"names no pool name in {f['invalid']} of {f['trials']} free answers")
+    return (f"<b>A 135 M-parameter model</b> {' and '.join(bits)}: the conventions and critical masses here describe "
+            f"what SmolLM2 says in this prompt once its answer is renormalised over the two names, not a convention it "
+            f"would write, nor LLMs in general.")
 
 
 def _next_runs(cfg) -> list[tuple[str, str]]:
@@ -833,8 +1026,9 @@ def _next_runs(cfg) -> list[tuple[str, str]]:
          f"normlab demo --out {od} --committed 1,2,3,4 --committed-runs 8"),
         ("more populations: narrower observed intervals (cached: seconds in exact mode)",
          f"normlab demo --out {od} --runs 40"),
-        ("a larger population and memory, closer to the paper (N = 24, H = 5)",
-         f"normlab demo --out {od} --n-agents 24 --memory 3"),
+        (f"a larger population and memory: N = {_LARGER[0]}, H = {_LARGER[1]} ({probe_prompts(_LARGER[1]):,} "
+         f"prompts), closer to the paper's N = 24, H = 5 (which would take {probe_prompts(5):,})",
+         f"normlab demo --out {od} --n-agents {_LARGER[0]} --memory {_LARGER[1]}"),
         ("the paper's generate-and-parse protocol instead of exact mode",
          f"normlab demo --out {od} --mode sample --runs 4 --reask unbounded"),
         ("a Bayesian fit with partial pooling on the population log (PyMC)", f"normlab demo --out {od} --fit hierarchical"),

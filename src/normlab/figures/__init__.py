@@ -7,7 +7,9 @@ only. Figures drawn from LLM runs read the published AI-norms archives (any of t
 (a folder), ``$NORMLAB_AINORMS`` or ``shared/data/ai-norms`` beside the working directory, and
 draw the models present; without them a figure raises :class:`FigureSkipped` with the reason.
 Theory figures (Fig. S3, the inset of Fig. 1A, the memory-state figures' fitted tables, the
-ITCMA-S analogues) need no data.
+ITCMA-S analogues) need no data. Figs. S11, S12 and Table S6, whose runs were not published, run
+the paper's procedure on an LLM (:mod:`normlab.figures.robustness`: the embedded SmolLM2 unless
+``NORMLAB_LLM_BASE_URL`` names an endpoint), journaling every request under ``OUT/llm/``.
 
 >>> from normlab import figures
 >>> df = figures.fig1a_data(small=True)          # doctest: +SKIP
@@ -19,7 +21,7 @@ ITCMA-S analogues) need no data.
 References
 ----------
 A. Flint Ashery, L. M. Aiello, A. Baronchelli, "Emergent social conventions and collective bias
-in LLM populations", Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, S1-S10, Tables 1, S1-S3, S5;
+in LLM populations", Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, S1-S12, Tables 1, S1-S3, S5, S6;
 the authors' code Ariel-Flint-Ashery/AI-norms at commit e57aeef (MIT); Zhang et al., ITCMA-S,
 arXiv:2409.06750, Figs. 6-7.
 """
@@ -47,6 +49,8 @@ _EXPORTS = {
     "figS9_draw": "memory_states", "figS10_data": "memory_states", "figS10_draw": "memory_states",
     "table1_data": "tables", "tableS1_data": "tables", "tableS2_data": "tables", "tableS3_data": "tables",
     "tableS5_data": "tables",
+    "figS11_data": "robustness", "figS11_draw": "robustness", "figS12_data": "robustness",
+    "figS12_draw": "robustness", "tableS6_data": "robustness",
     "itcmas_fig6_data": "itcmas", "itcmas_fig6_draw": "itcmas", "itcmas_fig7_data": "itcmas",
     "itcmas_fig7_draw": "itcmas", "itcmas_gini_data": "itcmas", "itcmas_gini_draw": "itcmas",
 }

@@ -6,8 +6,10 @@ import argparse
 
 _EPILOG = """\
 examples:
-  normlab figures --out figs                       # every figure and table (a few minutes)
-  normlab figures --small --out figs               # fewer simulation runs: about a minute
+  normlab figures --out figs                       # every figure and table: a few minutes, plus up to 20 for
+                                                   # Figs. S11, S12, Table S6 on the embedded model (2 busy cores)
+  normlab figures --small --out figs               # fewer runs and requests: 1-2 minutes, plus 3-8 for those three
+  normlab figures --only figS11,figS12,tableS6 --out figs   # just the three run on an LLM (a rerun asks nothing)
   normlab figures --only fig1a,fig3a,table1 --out figs
   normlab figures --data ~/ai-norms-data --out figs   # a folder holding any of the published archives
   normlab figures --list
@@ -16,7 +18,11 @@ Writes <key>.png (figures) and <key>.csv (the tidy data of every figure and tabl
 and prints each figure's key numbers. Figures drawn from LLM runs need the published AI-norms
 archives (llama3_data.zip, llama31_data.zip, claude_data.zip, llama2_data.zip) in --data, in
 $NORMLAB_AINORMS or in shared/data/ai-norms beside the working directory; models whose archive is
-absent are left out of a figure, and a figure with none of its data is skipped with the reason.
+absent are left out of a figure, and a figure with none of its data is skipped (each reason is
+printed once, at the end, with the figures it skips). Figs. S11, S12 and Table S6, whose runs were
+not published, run the paper's procedure on an LLM -- the endpoint of NORMLAB_LLM_BASE_URL /
+NORMLAB_LLM_MODEL, else the embedded SmolLM2 (offline) -- and journal every request under
+OUT/llm/, so a rerun asks nothing.
 
 exit codes:
   0    done (figures skipped for want of data included: each is printed with its reason)
@@ -32,7 +38,8 @@ def register(sub) -> None:
         help="regenerate the figures and tables of Flint Ashery, Aiello & Baronchelli (2025) (+ ITCMA-S analogues)",
         description="Regenerate every figure and table of Flint Ashery, Aiello & Baronchelli, 'Emergent social "
                     "conventions and collective bias in LLM populations' (Sci. Adv. 2025) from normlab's models and "
-                    "the published LLM runs, plus analogues of ITCMA-S Figs. 6-7.",
+                    "the published LLM runs (Figs. S11, S12 and Table S6: the paper's procedure run on an LLM), plus "
+                    "analogues of ITCMA-S Figs. 6-7.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -21,6 +21,7 @@ from normlab._display import rc
 from normlab.calibration import find_ainorms
 from normlab.llm_runs import load_ainorms, load_ainorms_meta, load_ainorms_probes
 from normlab.llm_runs.published.ainorms import META_COLUMNS, PROBE_COLUMNS
+from normlab.llm_runs.published.ainorms_archive import AINORMS_SOURCE
 
 #: The four LLMs of the paper, in its order (Figs. 1-3).
 MODELS = ("Llama-3-70B-Instruct", "Llama-3.1-70B-Instruct", "Claude-3.5-Sonnet", "Llama-2-70B-Chat")
@@ -160,15 +161,14 @@ def archives(data=None, *, required: bool = True) -> Archives | None:
         path = find_data()
         if path is None:
             if required:
-                raise FigureSkipped("no published AI-norms data found (pass data=DIR / --data DIR, or set "
-                                    "NORMLAB_AINORMS to the folder holding llama3_data.zip, llama31_data.zip, ...)")
+                raise FigureSkipped(f"no published AI-norms data found: {AINORMS_SOURCE} (or pass --data DIR)")
             return None
     else:
         if not isinstance(data, (str, Path)):
             raise TypeError(f"data must be a folder path or an Archives; got {type(data).__name__}")
         path = Path(data)
         if not path.exists():
-            raise FileNotFoundError(f"data folder {path} does not exist")
+            raise FileNotFoundError(f"--data {path} does not exist: {AINORMS_SOURCE}")
     path = path.resolve()
     key = (str(path), _signature(path))
     if key not in _OPENED:

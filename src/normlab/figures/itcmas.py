@@ -4,8 +4,9 @@
   (5-step rolling means).
 - **itcmas_fig7**: (a) resources S_i of each agent (Eq. 19 every step); (b) topic of each locale
   (Eq. 17) over the 75 steps.
-- **itcmas_gini**: Gini of the resources over time for three rankers (contribution, resources,
-  random), 100 runs each, with Eq. 19 as written and with a floor at 0.
+- **itcmas_gini**: resource inequality over time for three rankers (contribution, resources,
+  random), 100 runs each: the Gini coefficient with a floor at 0, and -- Eq. 19 as written drives
+  resources negative, where the Gini coefficient is undefined -- the share of agents in debt.
 
 The paper's curves come from one LLM-agent run in its IrollanValley sandbox; these come from
 :func:`normlab.theory.itcmas.simulate_ltrha` (six agents, eight locales, 75 steps), so they are
@@ -116,13 +117,18 @@ def itcmas_fig7_draw(df: pd.DataFrame):
 
 
 def itcmas_gini_data(*, small: bool = False, runs: int | None = None, rng=2409) -> pd.DataFrame:
-    """Gini of resources per step for three rankers and two readings of Eq. 19.
+    """Resource inequality per step for three rankers and two readings of Eq. 19.
+
+    With ``floor = 0`` resources stay non-negative and the Gini coefficient measures their
+    inequality; Eq. 19 as written drives resources negative, where the Gini coefficient is
+    undefined (:func:`normlab.theory.itcmas.gini` returns NaN), so that rule is read by the share
+    of agents in debt instead.
 
     Returns
     -------
     pandas.DataFrame
-        The rows of :meth:`LTRHAResult.inequality` (``run``, ``step``, ``gini``, ...) with
-        ``ranker`` and ``rule``.
+        The rows of :meth:`LTRHAResult.inequality` (``run``, ``step``, ``gini``, ``share_negative``,
+        ...) with ``ranker`` and ``rule``.
     """
     n = runs if runs is not None else (20 if small else 100)
     rankers = {"contribution": itcmas.ContributionRanker(), "resources": itcmas.ResourceRanker(),
@@ -135,25 +141,42 @@ def itcmas_gini_data(*, small: bool = False, runs: int | None = None, rng=2409) 
             frames.append(r.inequality().assign(ranker=name, rule=rule))
     df = pd.concat(frames, ignore_index=True)
     df.attrs["runs"] = n
-    end = df[df["step"] == df["step"].max()].groupby(["rule", "ranker"])["gini"].median()
-    return with_notes(df, [f"{rule}, {rk}: median Gini at the last step {v:.2f}" for (rule, rk), v in end.items()])
+    last = df[df["step"] == df["step"].max()]
+    notes = []
+    for (rule, rk), g in last.groupby(["rule", "ranker"], sort=False):
+        bad = int(g["gini"].isna().sum())
+        if bad == 0:
+            notes.append(f"{rule}, {rk}: median Gini at the last step {g['gini'].median():.2f}")
+        else:
+            notes.append(f"{rule}, {rk}: Gini undefined at the last step in {bad} of {len(g)} runs (negative "
+                         f"resources); agents in debt {g['share_negative'].mean():.0%} on average")
+    return with_notes(df, notes)
 
 
 def itcmas_gini_draw(df: pd.DataFrame):
-    """Median Gini per step with a 10-90 % band of runs, one panel per rule.
+    """Left: the Gini coefficient per step under ``floor = 0`` (median, 10-90 % band of runs);
+    right: Eq. 19 as written, where resources go negative and the Gini coefficient is undefined,
+    read by the share of agents in debt.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
+    import matplotlib.pyplot as plt
     import seaborn as sns
 
-    g = sns.relplot(df, x="step", y="gini", hue="ranker", col="rule", kind="line", estimator="median",
-                    errorbar=("pi", 80), facet_kws={"sharey": False}, height=3.6, aspect=1.4)
-    g.set_titles("{col_name}")
-    g.set_axis_labels("step", "Gini of $S$ (band: 10-90% of runs)")
-    for a in g.axes.flat:
+    fig, ax = plt.subplots(1, 2, figsize=(10.5, 3.8))
+    fl = df[df["rule"] == "floor = 0"]
+    sns.lineplot(fl, x="step", y="gini", hue="ranker", estimator="median", errorbar=("pi", 80), ax=ax[0])
+    ax[0].set(title="floor = 0 (resources stay >= 0)", ylabel="Gini of $S$ (band: 10-90% of runs)")
+    wr = df[df["rule"] == "Eq. 19 as written"]
+    sns.lineplot(wr, x="step", y="share_negative", hue="ranker", estimator="mean", errorbar=None, ax=ax[1])
+    ax[1].set(title="Eq. 19 as written: resources go negative, Gini undefined",
+              ylabel="share of agents in debt (mean of runs)", ylim=(0, 1))
+    for a in ax:
         integer_ticks(a)
-    g.figure.suptitle(f"ITCMA-S: resource inequality under three rankers ({df.attrs.get('runs', '')} runs each)",
-                      fontsize=10, y=1.03)
-    return g.figure
+    ax[1].get_legend().remove()
+    fig.suptitle(f"ITCMA-S: resource inequality under three rankers ({df.attrs.get('runs', '')} runs each)",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig

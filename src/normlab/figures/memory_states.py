@@ -115,6 +115,10 @@ def figS8_data(*, models=tuple(FITS), source: str = "fit", memory_len: int = 5) 
     return with_notes(df, notes)
 
 
+#: Smallest tick-label size (points) of the memory-state grids: readable at the printed size.
+MIN_TICK_PT = 7.0
+
+
 def _grid_axes(ax, L: int, fontsize: float):
     seqs = _seqs(L)
     ax.set_xticks(np.arange(len(seqs)), seqs, rotation=90, fontsize=fontsize, family="monospace")
@@ -146,7 +150,7 @@ def figS8_draw(df: pd.DataFrame):
     L = int(df.attrs.get("memory_len", len(df["own"].iloc[0])))
     models = list(dict.fromkeys(df["model"]))
     size = 2 ** L
-    fig, axes = plt.subplots(1, len(models), figsize=(6.3 * len(models) + 1.2, 6.6), squeeze=False,
+    fig, axes = plt.subplots(1, len(models), figsize=(7.6 * len(models) + 1.2, 8.2), squeeze=False,
                              layout="constrained")
     seqs = _seqs(L)
     for ax, m in zip(axes[0], models):
@@ -159,8 +163,8 @@ def figS8_draw(df: pd.DataFrame):
             ys = un["own"].map(seqs.index)
             xs = un["partner"].map(seqs.index)
             ax.scatter(xs, ys, s=1.2 if size >= 32 else 8, c="k", marker=".", linewidths=0)
-        _grid_axes(ax, L, 5 if size >= 32 else 8)
-        ax.set_title(SHORT.get(m, m), fontsize=11)
+        _grid_axes(ax, L, MIN_TICK_PT if size >= 32 else 9)
+        ax.set_title(SHORT.get(m, m), fontsize=12)
     _colorbar(fig, axes[0])
     how = ("posterior mean of the table fitted on the 40 baseline runs; dot: state never visited there"
            if df.attrs.get("source") == "fit" else
@@ -269,7 +273,7 @@ def figS9_draw(df: pd.DataFrame):
 
     cols = list(dict.fromkeys(zip(df["model"], df["source"])))
     settings = ["unperturbed", "1 committed to Q"]
-    fig, axes = plt.subplots(2, len(cols), figsize=(5.2 * len(cols) + 1.0, 10.6), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(2, len(cols), figsize=(6.2 * len(cols) + 1.2, 13.0), squeeze=False, layout="constrained")
     for j, (m, src) in enumerate(cols):
         for i, s in enumerate(settings):
             ax = axes[i, j]
@@ -277,8 +281,8 @@ def figS9_draw(df: pd.DataFrame):
             if d.empty:
                 ax.set_visible(False)
                 continue
-            _circle_panel(ax, d, 5, 4.2, 160)
-            ax.set_title(f"{SHORT.get(m, m)}, {src}\n{s}", fontsize=9)
+            _circle_panel(ax, d, 5, MIN_TICK_PT, 220)
+            ax.set_title(f"{SHORT.get(m, m)}, {src}\n{s}", fontsize=11)
     _colorbar(fig, axes)
     fig.suptitle("Fig. S9  Memory states visited around a consensus on M (N = 24, H = 5); "
                  "circle area ~ sqrt(frequency) "

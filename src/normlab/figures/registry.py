@@ -21,7 +21,7 @@ from normlab._validate import check_out_dir
 
 from ._common import FigureSkipped, archives
 
-__all__ = ["FigureSpec", "FIGURES", "FigureOutcome", "make", "figure_keys", "script"]
+__all__ = ["FigureSpec", "FIGURES", "FigureOutcome", "make", "figure_keys", "script", "skip_reasons"]
 
 
 @dataclass(frozen=True)
@@ -82,11 +82,17 @@ _SPECS = [
     _spec("figS8", "Fig. S8: strategy over all memory states (H = 5)", "memory_states"),
     _spec("figS9", "Fig. S9: memory states around a consensus on M", "memory_states"),
     _spec("figS10", "Fig. S10: memory states during emergence", "memory_states"),
+    _spec("figS11", "Fig. S11: the collective-bias test with random name pools (run on an LLM: embedded by default)",
+          "robustness"),
+    _spec("figS12", "Fig. S12: the same with the narrative and bullet-point prompts (run on an LLM)",
+          "robustness"),
     _spec("table1", "Table 1: Llama-3.1's strategy in its first three interactions", "tables", draw=False),
     _spec("tableS1", "Table S1: first moves with empty memory", "tables", draw=False),
     _spec("tableS2", "Table S2: consensus of the Q/M runs", "tables", draw=False),
     _spec("tableS3", "Table S3: critical masses", "tables", draw=False),
     _spec("tableS5", "Table S5: tests of the memories of Table 1", "tables", draw=False),
+    _spec("tableS6", "Table S6: strategy in the first three interactions, random pool (run on an LLM)",
+          "robustness", draw=False),
     _spec("itcmas_fig6", "ITCMA-S Fig. 6 analogue: driver and emotions", "itcmas", paper="itcmas"),
     _spec("itcmas_fig7", "ITCMA-S Fig. 7 analogue: resources and topics", "itcmas", paper="itcmas"),
     _spec("itcmas_gini", "ITCMA-S: resource inequality under three rankers", "itcmas", paper="itcmas"),
@@ -205,18 +211,26 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
     arch = archives(data, required=False)  # a missing data folder fails before the output folder is made
     out.mkdir(parents=True, exist_ok=True)
     say = report or (lambda s: None)
-    if arch is None:
-        say("no published AI-norms data found: figures drawn from the LLM runs are skipped "
-            "(pass --data DIR or set NORMLAB_AINORMS)")
     outcomes = []
     with style("paper"):  # keeps Jupyter's interactive mode if the first figure switches it on
         for key in keys:
             outcomes.append(_make_one(FIGURES[key], out, arch, small, dpi, options.get(key, {}),
                                       draw_options.get(key, {}), say))
     n_w = sum(o.status == "written" for o in outcomes)
-    skipped = [o.key for o in outcomes if o.status == "skipped"]
-    say(f"{n_w} written, {len(skipped)} skipped" + (f" ({', '.join(skipped)})" if skipped else ""))
+    skipped = [o for o in outcomes if o.status == "skipped"]
+    say(f"{n_w} written, {len(skipped)} skipped" + (":" if skipped else ""))
+    for line in skip_reasons(skipped):
+        say(line)
     return outcomes
+
+
+def skip_reasons(outcomes) -> list[str]:
+    """Each reason for skipping once, with the figures it skipped (in the order met)."""
+    by: dict[str, list[str]] = {}
+    for o in outcomes:
+        if o.status == "skipped":
+            by.setdefault(o.reason, []).append(o.key)
+    return [f"  {', '.join(keys)}: {why}" for why, keys in by.items()]
 
 
 def _make_one(spec, out, arch, small, dpi, opts, draw_opts, say) -> FigureOutcome:
@@ -226,12 +240,12 @@ def _make_one(spec, out, arch, small, dpi, opts, draw_opts, say) -> FigureOutcom
     t0 = time.perf_counter()
     fdata, fdraw = spec.functions()
     try:
-        df = fdata(**{**_kw(fdata, data=arch, small=small), **opts})
+        df = fdata(**{**_kw(fdata, data=arch, small=small, out=out), **opts})
     except FigureSkipped as exc:
         why = str(exc)
         if arch is not None and str(arch.path) not in why:
             why += f" (data folder: {arch.path})"
-        say(f"{key:16s} skipped: {why}")
+        say(f"{key:16s} skipped (the reason at the end)")
         return FigureOutcome(key, "skipped", reason=why, seconds=time.perf_counter() - t0)
     files = []
     csv = out / f"{key}.csv"
