@@ -237,7 +237,7 @@ def test_sweep_expands_every_combination_into_its_own_folder(tmp_path):
     assert len(exp.steps) == 6
     assert [s.name for s in exp.steps] == [f"committed={c}_seed={s}" for c in ("0", "2-Q") for s in (1, 2, 3)]
     assert [(a["committed"], a["seed"]) for a in exp.arguments] == [(c, s) for c in ("0", "2:Q") for s in (1, 2, 3)]
-    assert all(a["n_agents"] == 8 and a["mode"] == "exact" and a["no_progress"] is True for a in exp.arguments)
+    assert all(a["n_agents"] == 8 and a["mode"] == "exact" and a["progress"] is False for a in exp.arguments)
     assert [Path(a["out"]) for a in exp.arguments] == [tmp_path / "study" / s.name for s in exp.steps]
     assert len({a["out"] for a in exp.arguments}) == 6
     # --out on the command line moves the whole study
