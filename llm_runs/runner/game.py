@@ -26,6 +26,139 @@ from .state import RunState, run_setup
 REASK_SAFETY_LIMIT = 1000
 
 
+# --- the draws of an interaction, without building a numpy Generator per interaction
+# `Game.draws` needs a fresh PCG64 stream per (run, t): `SeedSequence(entropy, spawn_key=key + (run, t))`
+# hashed into `PCG64` and drawn through `Generator` costs tens of microseconds of Python-level object
+# construction. `_FastDraws` computes the very same numbers in plain integer arithmetic: the
+# SeedSequence pool of the key's prefix (entropy, key, run) is mixed once per run and only the words
+# of `t` per interaction; the PCG64 state is seeded and stepped as numpy's C code does, and the
+# bounded integers (Lemire), shuffles (masked rejection) and doubles follow numpy's `distributions.c`.
+# `Game._draws_numpy` is the reference; tests check that both agree bit for bit.
+_M32, _M64, _M128 = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF, (1 << 128) - 1
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
+_PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
+_POOL = 4
+
+
+def _words32(n: int) -> list:
+    """numpy's `_coerce_to_uint32_array` of a non-negative int: little-endian 32-bit words."""
+    if n < 0:
+        raise ValueError("negative entropy")
+    if n == 0:
+        return [0]
+    out = []
+    while n:
+        out.append(n & _M32)
+        n >>= 32
+    return out
+
+
+def _hashmix(value: int, h: int) -> tuple:
+    value ^= h
+    h = (h * _MULT_A) & _M32
+    value = (value * h) & _M32
+    return value ^ (value >> 16), h
+
+
+def _mix(x: int, y: int) -> int:
+    r = (_MIX_L * x - _MIX_R * y) & _M32
+    return r ^ (r >> 16)
+
+
+def _pool_prefix(words: list) -> tuple:
+    """SeedSequence's `mix_entropy` over ``words`` (at least the pool's 4): ``(pool, hash const)``;
+    further words are mixed in one at a time (:func:`_pool_extend`)."""
+    h = _INIT_A
+    pool = []
+    for w in words[:_POOL]:
+        v, h = _hashmix(w, h)
+        pool.append(v)
+    for s in range(_POOL):
+        for d in range(_POOL):
+            if s != d:
+                v, h = _hashmix(pool[s], h)
+                pool[d] = _mix(pool[d], v)
+    return _pool_extend(pool, h, words[_POOL:])
+
+
+def _pool_extend(pool: list, h: int, words) -> tuple:
+    pool = list(pool)
+    for w in words:  # _hashmix and _mix inlined (once per interaction: the words of t)
+        for d in range(_POOL):
+            v = w ^ h
+            h = (h * _MULT_A) & _M32
+            v = (v * h) & _M32
+            r = (_MIX_L * pool[d] - _MIX_R * (v ^ (v >> 16))) & _M32
+            pool[d] = r ^ (r >> 16)
+    return pool, h
+
+
+class _FastDraws:
+    """numpy's PCG64 stream of ``SeedSequence(entropy, spawn_key=key + (run, t))``, with the
+    Generator methods the game draws from (same values, same order)."""
+
+    __slots__ = ("state", "inc", "has32", "u32")
+
+    def __init__(self, pool: list):
+        # SeedSequence.generate_state(4, uint64): eight 32-bit words from the cycled pool
+        h = _INIT_B
+        w = []
+        for p in pool + pool:
+            v = p ^ h
+            h = (h * _MULT_B) & _M32
+            v = (v * h) & _M32
+            w.append(v ^ (v >> 16))
+        seed = (w[0] | w[1] << 32) << 64 | (w[2] | w[3] << 32)  # PCG_128BIT_CONSTANT(val[0], val[1])
+        initseq = (w[4] | w[5] << 32) << 64 | (w[6] | w[7] << 32)
+        inc = ((initseq << 1) | 1) & _M128  # pcg_setseq_128_srandom_r
+        state = inc  # step from state 0
+        state = (((state + seed) & _M128) * _PCG_MULT + inc) & _M128
+        self.state, self.inc, self.has32, self.u32 = state, inc, False, 0
+
+    def next64(self) -> int:
+        s = self.state = (self.state * _PCG_MULT + self.inc) & _M128
+        x = ((s >> 64) ^ s) & _M64
+        r = s >> 122
+        return ((x >> r) | (x << ((-r) & 63))) & _M64
+
+    def next32(self) -> int:
+        if self.has32:
+            self.has32 = False
+            return self.u32
+        n = self.next64()
+        self.has32, self.u32 = True, n >> 32
+        return n & _M32
+
+    def below(self, n: int) -> int:
+        """``Generator.integers(n)`` (int64, Lemire's method on 32-bit draws), ``2 <= n < 2**32``."""
+        if n == 1:
+            return 0
+        m = self.next32() * n
+        left = m & _M32
+        if left < n:
+            threshold = (0x100000000 - n) % n
+            while left < threshold:
+                m = self.next32() * n
+                left = m & _M32
+        return m >> 32
+
+    def permutation(self, w: int) -> tuple:
+        """``Generator.permutation(w)`` (Fisher-Yates from the end, masked rejection), ``w < 2**32``."""
+        a = list(range(w))
+        for i in range(w - 1, 0, -1):
+            mask = i
+            for sh in (1, 2, 4, 8, 16):
+                mask |= mask >> sh
+            while (j := self.next32() & mask) > i:
+                pass
+            a[i], a[j] = a[j], a[i]
+        return tuple(a)
+
+    def random(self) -> float:
+        return (self.next64() >> 11) * (1.0 / 9007199254740992.0)
+
+
 class ReaskLimitError(EndpointError):
     """``max_reasks="unbounded"`` reached :data:`REASK_SAFETY_LIMIT` requests for one decision."""
 
@@ -166,6 +299,7 @@ class Game:
         self.imported = imported or {}
         self._rendered: dict = {}
         self._parsed: dict = {}
+        self._prefix: dict = {}  # run -> SeedSequence pool after (entropy, key, run)
         if not groups:
             groups = [(Agents("all", tpl, client, s.temperature, s.top_k, s.top_p, s.min_p, s.max_tokens),
                        0, s.n_agents)]
@@ -227,6 +361,40 @@ class Game:
 
     # --- randomness: every interaction's draws come from (run seed, run, t) only
     def draws(self, run: int, t: int):
+        """``(i, j, (order_i, order_j), (u_i, u_j), (seed_i, seed_j))`` of interaction ``t`` of ``run``:
+        the numbers of :meth:`_draws_numpy`, computed by :class:`_FastDraws` (bit for bit the same)."""
+        N = self.s.n_agents
+        if not 2 <= N <= _M32 or t < 0:
+            return self._draws_numpy(run, t)
+        pre = self._prefix.get(run)
+        if pre is None:
+            if len(self._prefix) > 64:
+                self._prefix.clear()
+            key = tuple(self.ss.spawn_key) + (run,)
+            words = _words32(int(self.ss.entropy))
+            words += [0] * (_POOL - len(words))
+            for k in key:
+                words += _words32(int(k))
+            pre = self._prefix[run] = _pool_prefix(words)
+        g = _FastDraws(_pool_extend(pre[0], pre[1], _words32(t))[0])
+        i = g.below(N)
+        if self.nbrs is None:
+            j = g.below(N - 1)
+            j += j >= i
+        else:
+            row = self.nbrs[i]
+            j = int(row[g.below(len(row))])
+        W = len(self.names)
+        oi = g.permutation(W)
+        oj = g.permutation(W)
+        if self.s.name_order == "shared":
+            oj = oi
+        u = (g.random(), g.random())
+        seeds = (g.below(2**31 - 1), g.below(2**31 - 1))
+        return i, j, (oi, oj), u, seeds
+
+    def _draws_numpy(self, run: int, t: int):
+        """The reference draws: a numpy Generator seeded from (run seed, run, t)."""
         g = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
             self.ss.entropy, spawn_key=tuple(self.ss.spawn_key) + (run, t))))
         N, W = self.s.n_agents, len(self.names)
