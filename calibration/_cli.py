@@ -7,8 +7,9 @@ import sys
 
 from normlab.cli_output import emit, json_default
 
-from ._cli_format import format_summary
+from ._cli_format import _LLM_ALIASES, format_summary
 from ._cli_predict import register_predict
+from ._cli_tip import register_tip
 from .fit_kinds import DEFAULT, FIT_KINDS, fit_family
 
 __all__ = ["register", "format_summary"]
@@ -98,12 +99,7 @@ def register(sub) -> None:
                    help="no progress bars (default: shown when stderr is a terminal)")
     p.set_defaults(func=_calibrate)
     register_predict(sub)
-
-
-_LLM_ALIASES = {
-    "llama3": "Llama-3-70B-Instruct", "llama3_70b": "Llama-3-70B-Instruct",
-    "llama31": "Llama-3.1-70B-Instruct", "llama31_70b": "Llama-3.1-70B-Instruct",
-}
+    register_tip(sub)
 
 
 def _calibrate(args) -> int:

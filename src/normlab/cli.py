@@ -8,6 +8,7 @@ Each sub-package contributes its sub-commands through a light ``_cli.py`` module
 - ``normlab llm-run ...``       -- :mod:`normlab.llm_runs._cli`
 - ``normlab llm-probe ...``     -- :mod:`normlab.llm_runs._cli`
 - ``normlab calibrate ...``     -- :mod:`normlab.calibration._cli`
+- ``normlab tip ...``           -- :mod:`normlab.calibration._cli_tip` (registered by ``_cli``)
 - ``normlab figures ...``       -- :mod:`normlab.figures._cli`
 - ``normlab demo ...``          -- :mod:`normlab.demo._cli` (the top layer: probe, predict, check, report)
 
