@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,7 +49,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-AINORMS = Path(__file__).resolve().parents[2] / "shared" / "data" / "ai-norms"
+AINORMS = Path(os.environ["NORMLAB_AINORMS"]) if os.environ.get("NORMLAB_AINORMS") else (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "ai-norms")
 
 
 # ----------------------------------------------------------------------------- hidden truths
@@ -91,7 +93,9 @@ class TableTruth:
                                   committed_name=committed_name, initial=initial, stop=stop,
                                   max_interactions=int(max_interactions), record_decisions=True, progress=False,
                                   rng=int(g.integers(2**62)))
-            logs.append(r.to_log())
+            lg = r.to_log()
+            lg.runs["stop_reason"] = [str(x) for x in r.stop_reason]  # the run table says how a run ended
+            logs.append(lg)
         return GameLog.concat(logs)
 
 
