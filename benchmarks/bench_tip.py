@@ -99,7 +99,80 @@ class TableTruth:
         return GameLog.concat(logs)
 
 
-def _fit_truth(name, *, effects, perturb=0.0, seed=0, label=None):
+class SharedOrderTruth(TableTruth):
+    """A hidden strategy the fitted family cannot represent: the authors' committed-minority protocol
+    shows the two names in one order per *interaction*, shared by both players, and the LLM leans
+    to the name listed first -- ``logit p = logit p_table(s) +- beta`` (+ when ``names[1]`` is listed
+    first). Marginally each decision depends on its memory only, but the two choices of a pair are
+    correlated, which no per-state table reproduces. ``normlab.theory`` has no per-order play, so
+    this truth is a plain-Python simulator of the game (pairs drawn uniformly, memories of ``H``
+    ``(own, partner)`` entries, a committed agent always plays the challenger, a run stops at its
+    cap or, with ``stop="streak"``, at ``3N`` successes in a row), with run effects on top as in
+    :class:`TableTruth`."""
+
+    def __init__(self, table, *, beta=1.0, **kw):
+        super().__init__(table, **kw)
+        self.beta = float(beta)
+
+    def __call__(self, count, n_runs, *, initial, committed_name, max_interactions, rng, stop="streak"):
+        from normlab.schema import GameLog
+        from normlab.theory.strategies import encode_state
+
+        g = np.random.default_rng(rng)
+        N, H, names = self.n_agents, self.memory, self.names
+        ch = names.index(committed_name) if committed_name is not None else None
+        labels = {}
+        rows, runs = [], []
+        for k, tab in enumerate(self._run_tables(n_runs, g)):
+            p = np.clip(tab.table[:, 1], 1e-12, 1 - 1e-12)
+            lg = np.log(p) - np.log1p(-p)
+            if initial == "empty":
+                mem = [[] for _ in range(N)]
+            else:
+                m = names.index(initial.split(":", 1)[1])
+                mem = [[(m, m)] * H for _ in range(N)]
+            committed = np.zeros(N, bool)
+            committed[:int(count)] = True
+            T = int(max_interactions)
+            pairs = np.array([g.choice(N, 2, replace=False) for _ in range(T)])
+            order = g.random(T) < 0.5  # names[1] listed first
+            u = g.random((T, 2))
+            streak, t_end = 0, T
+            for t in range(T):
+                plays, states = [], []
+                for a in (0, 1):
+                    i = int(pairs[t, a])
+                    s = encode_state(mem[i], 2)
+                    states.append(s)
+                    if committed[i]:
+                        plays.append(ch)
+                    else:
+                        x = lg[s] + (self.beta if order[t] else -self.beta)
+                        plays.append(int(u[t, a] < 1.0 / (1.0 + np.exp(-x))))
+                ok = plays[0] == plays[1]
+                for a in (0, 1):
+                    i = int(pairs[t, a])
+                    s = states[a]
+                    if s not in labels:
+                        labels[s] = tab.state_label(s)
+                    rows.append((k, t, t // N, i, int(pairs[t, 1 - a]), names[plays[a]], names[plays[1 - a]], True, ok,
+                                 bool(committed[i]), labels[s], len(mem[i])))
+                    mem[i] = (mem[i] + [(plays[a], plays[1 - a])])[-H:]
+                streak = streak + 1 if ok else 0
+                if stop == "streak" and streak >= 3 * N:
+                    t_end = t + 1
+                    break
+            runs.append({"run": k, "model": "truth", "kind": "simulation", "names": ",".join(names), "n_agents": N,
+                         "memory": H, "committed_count": int(count),
+                         "committed_name": committed_name if count else None, "initial": initial,
+                         "n_interactions": t_end, "consensus": None, "source_file": None,
+                         "stop_reason": "streak" if t_end < T else "max"})
+        cols = ["run", "t", "round", "agent", "partner", "name", "partner_name", "valid", "success", "committed",
+                "memory_state", "memory_len"]
+        return GameLog(pd.DataFrame(rows, columns=cols), pd.DataFrame(runs))
+
+
+def _fit_truth(name, *, effects, perturb=0.0, seed=0, label=None, cls=None, **kw):
     from normlab.calibration import RunEffects, load_fit
     from normlab.theory import StrategyTable
 
@@ -114,7 +187,7 @@ def _fit_truth(name, *, effects, perturb=0.0, seed=0, label=None):
     if effects:
         s = RunEffects.from_dict(fit.meta.get("run_effects")).summary()
         sd_b, sd_k = s["sd_b"]["estimate"], s["sd_k"]["estimate"]
-    return TableTruth(tab, sd_b=sd_b, sd_k=sd_k, name=label or name)
+    return (cls or TableTruth)(tab, sd_b=sd_b, sd_k=sd_k, name=label or name, **kw)
 
 
 def _conformity_truth(memory=2, beta=1.6, noise=0.03):
@@ -138,7 +211,9 @@ TRUTHS = {
     "llama31_perturbed_re": (lambda: _fit_truth("llama31_70b_QM_H5", effects=True, perturb=0.5, seed=7,
                                                 label="llama31_perturbed_re"), 24),
     "llama3_h3_re": (lambda: _fit_truth("llama3_70b_QM_H3", effects=True, label="llama3_h3_re"), 24),
-    # "llama31_shared_order": (lambda: SharedOrderTruth(..., first_listed_bias=0.7), 24),  # with the shared-order kernel
+    # outside the fitted family: a shared name order per interaction with a first-listed bias (+ run effects)
+    "llama31_shared_order": (lambda: _fit_truth("llama31_70b_QM_H5", effects=True, label="llama31_shared_order",
+                                                cls=SharedOrderTruth, beta=1.0), 24),
 }
 
 
