@@ -26,8 +26,10 @@ answer is known:
    count ``c``, the draws' simulated runs that the batch would replace give the posterior
    predictive joint law of the batch's outcome ``Z`` (per run: flipped by its end, challenger
    majority at the window's end, neither) and of the critical mass; the mutual information
-   ``I(CM; Z)`` is divided by the batch's cost, ``batch * (N - c) / N`` baseline runs (the
-   uncommitted agents' LLM calls). ``strategy="half"``: the count whose probability of meeting
+   ``I(CM; Z)`` is divided by the batch's cost, ``batch * source.run_cost(c)``, by default
+   ``batch * (N - c) / N`` baseline runs (the uncommitted agents' LLM calls: the tokens). Only
+   counts that can still change the answer (``P(CM >= c) >= 0.05``) are candidates: a count
+   above the critical mass does not move it, and a cheap run there must not win on its cost. ``strategy="half"``: the count whose probability of meeting
    the rule is nearest 1/2 among those that can still change the answer (``P(CM >= c) >= 0.05``),
    per unit of cost.
 
@@ -67,7 +69,7 @@ __all__ = ["tip", "TipResult", "STRATEGIES", "count_met"]
 
 #: How the next batch is chosen (see the module docstring).
 STRATEGIES = ("eig", "half")
-#: A count "can still change the answer" (``strategy="half"``) when P(CM >= c) is at least this.
+#: A count "can still change the answer" (a candidate of either strategy) when P(CM >= c) is at least this.
 RELEVANT = 0.05
 
 
@@ -428,12 +430,80 @@ def _combine(sim: _Sim, observed: dict, design: ExperimentDesign):
         if n_sim == 0:
             met[:, j] = _rule(obs, W)
             continue
-        for d in range(D):
-            trs = list(obs) + [sim.shares[d, j, k, :sim.lengths[d, j, k]] for k in range(n_sim)]
-            met[d, j] = _rule(trs, W)
-            for k in range(n_sim):
-                cls[d, j, k] = _run_class(sim.shares[d, j, k, :sim.lengths[d, j, k]], W)
+        met[:, j] = _rule_draws(obs, sim.shares[:, j, :n_sim], sim.lengths[:, j, :n_sim], W)
+        cls[:, j, :n_sim] = _run_classes(sim.shares[:, j, :n_sim], sim.lengths[:, j, :n_sim], W)
     return met, cls, grid
+
+
+def _rule_draws(obs, shares, lengths, window) -> np.ndarray:
+    """:func:`_rule` on ``obs`` plus each draw's simulated runs, for all draws at once (the same
+    arithmetic as :func:`normlab.theory.criteria.published_rule`: runs summed row after row, the
+    last three rounds of the mean left to right).
+
+    ``shares``: ``(D, n, T)`` per-round shares of the simulated runs (NaN after a run's end),
+    ``lengths``: ``(D, n)`` their rounds."""
+    D, n, T = shares.shape
+    obs = [np.asarray(t, float) for t in obs]
+    Tm = max([T] + [len(t) for t in obs])
+    # rows: observed runs (the same in every draw), then the draw's simulated runs -> (rows, D, Tm)
+    X = np.full((len(obs) + n, D, Tm), np.nan)
+    lens = np.zeros((len(obs) + n, D), np.int64)
+    for k, t in enumerate(obs):
+        X[k, :, :len(t)] = t
+        lens[k] = len(t)
+    X[len(obs):, :, :T] = np.transpose(shares, (1, 0, 2))
+    lens[len(obs):] = lengths.T
+    idx = np.arange(Tm)
+    # a run is padded when its own last three rounds, summed left to right, reach the threshold
+    last3 = np.zeros(lens.shape)
+    for q in range(LAST_ROUNDS, 0, -1):
+        pos = lens - q
+        v = np.take_along_axis(X, np.maximum(pos, 0)[..., None], axis=2)[..., 0]
+        last3 = last3 + np.where(pos >= 0, v, 0.0)  # a run shorter than three rounds sums what it has
+    padded = (lens >= 1) & (last3 >= FLIP_SUM)
+    longest = lens.max(axis=0)
+    open_max = np.where(padded, -1, lens).max(axis=0)  # -1: every run padded
+    Wd = np.where((open_max >= 0) & (open_max < window), open_max, window)
+    L = np.minimum(Wd, np.where(padded.any(axis=0), longest + 30, longest))
+    inside = idx[None, None, :] < lens[..., None]
+    M = np.where(inside, X, np.where(padded[..., None], 1.0, np.nan))
+    M = np.where(idx[None, None, :] < L[None, :, None], M, np.nan)
+    with np.errstate(invalid="ignore"):
+        cnt = np.sum(~np.isnan(M), axis=0)
+        mean = np.where(cnt > 0, np.nansum(M, axis=0) / np.maximum(cnt, 1), np.nan)  # (D, Tm)
+    s = np.zeros(D)
+    for q in range(LAST_ROUNDS, 0, -1):
+        s = s + np.take_along_axis(mean, np.clip(L - q, 0, Tm - 1)[:, None], axis=1)[:, 0]
+    return (Wd >= LAST_ROUNDS) & (L >= LAST_ROUNDS) & (s >= FLIP_SUM)
+
+
+def _run_classes(shares, lengths, window) -> np.ndarray:
+    """:func:`_run_class` of every simulated run (``(D, n, T)`` shares, NaN after a run's end)."""
+    D, n, T = shares.shape
+    out = np.zeros((D, n), np.int8)
+    idx = np.arange(T)
+    inside = idx < lengths[..., None]
+    holes = np.isnan(shares) & inside
+    slow = holes.any(axis=2)
+    L = lengths
+    Lw = np.minimum(L, window)
+
+    def last3(upto):
+        s = np.zeros(L.shape)
+        for q in range(LAST_ROUNDS, 0, -1):
+            pos = upto - q
+            v = np.take_along_axis(shares, np.clip(pos, 0, T - 1)[..., None], axis=2)[..., 0]
+            s = s + np.where(pos >= 0, v, 0.0)
+        return s
+
+    end3, w3 = last3(L), last3(Lw)
+    nw = np.minimum(Lw, LAST_ROUNDS)
+    wmean = np.where(nw > 0, w3 / np.maximum(nw, 1), 0.0)
+    out[:] = np.where((end3 >= FLIP_SUM) | (w3 >= FLIP_SUM), 2, np.where(wmean >= 0.5, 1, 0))
+    out[L < 1] = 0
+    for d, k in zip(*np.nonzero(slow)):
+        out[d, k] = _run_class(shares[d, k, :L[d, k]], window)
+    return out
 
 
 def _critical_masses(met, grid) -> np.ndarray:
@@ -484,7 +554,6 @@ def _choose(strategy, met, cls, cm, grid, source, n_obs, B, p_at_least):
     change the answer)."""
     if B < 1:
         return None
-    N = source.n_agents
     best = None
     cm_key = np.where(np.isinf(cm), -1, cm)
     for j, c in enumerate(grid.counts):
@@ -493,8 +562,10 @@ def _choose(strategy, met, cls, cm, grid, source, n_obs, B, p_at_least):
         if left < 1 or n_sim < 1:
             continue
         k = min(B, left, n_sim)
-        cost = k * (N - c) / N
+        cost = k * float(source.run_cost(int(c)))
         p = float(met[:, j].mean())
+        if p_at_least[j] < RELEVANT:
+            continue
         if strategy == "eig":
             z = cls[:, j, n_sim - k:n_sim].astype(np.int64)
             code = np.zeros(len(z), np.int64)
@@ -502,7 +573,7 @@ def _choose(strategy, met, cls, cm, grid, source, n_obs, B, p_at_least):
                 code += np.where(z[:, col] == 2, k + 1, np.where(z[:, col] == 1, 1, 0))
             value = _mutual_information(cm_key, code) / cost
         else:
-            if p_at_least[j] < RELEVANT or p <= 0.0 or p >= 1.0:
+            if p <= 0.0 or p >= 1.0:
                 continue
             value = (1.0 - abs(2.0 * p - 1.0)) / cost
         if value > 1e-9 and (best is None or value > best[2] + 1e-12):

@@ -113,6 +113,12 @@ class RunSource:
         """Runs known before the search (baselines from empty memories), or None."""
         return None
 
+    def run_cost(self, count: int) -> float:
+        """Cost of one run at ``count`` in the unit the search weighs batches by: the uncommitted
+        agents' share of its LLM calls, ``(N - count) / N`` (its tokens; a replay weighs its runs as
+        the live runs would have cost)."""
+        return (self.n_agents - int(count)) / self.n_agents
+
     def play(self, count: int, n_runs: int, *, step: int) -> Batch:
         """Play ``n_runs`` runs at committed ``count`` (step ``step`` of the search)."""
         raise NotImplementedError
