@@ -2,16 +2,18 @@
 
 Run from the repository root:
 
-    python benchmarks/bench_tip.py [--seeds 6] [--truths llama31,llama31_re,...] [--draws 200] [--json FILE]
+    python benchmarks/bench_tip.py [--seeds 2] [--truths llama31_re,llama31_shared_order] [--draws 100] [--json FILE]
     python benchmarks/bench_tip.py --archives [--seeds 6]      # the published archives by replay
     python benchmarks/bench_tip.py --tiny                      # seconds: the test suite's smoke run
 
 **Hidden truths.** A truth is any simulator callable ``truth(count, n_runs, *, initial, committed_name,
 max_interactions, rng, stop) -> GameLog`` (:class:`TableTruth` plays a strategy table, optionally with
 between-run heterogeneity on the logit -- run effects, which the Dirichlet refit of the search
-cannot represent: it fits one table). Adding a truth is one entry in :data:`TRUTHS`; e.g., once
-the shared-name-order kernel is merged, a first-listed bias with a shared order per interaction
-is one line there (a ``TableTruth`` subclass calling that kernel).
+cannot represent: it fits one table). :class:`SharedOrderTruth` is outside the fitted family by
+construction: the two names are shown in one order per interaction, shared by both players, and
+the LLM leans to the name listed first, which correlates the two choices of a pair (``normlab.theory``
+has no per-order play, so it is a plain-Python simulator of the game). Adding a truth is one entry
+in :data:`TRUTHS`.
 
 For each truth and seed the benchmark plays a **synthetic archive** the way the paper's experiments
 were played: 20 baseline runs from empty memories (stopped at a 3N success streak) and the paper's
@@ -21,7 +23,7 @@ would report, :func:`normlab.theory.criteria.published_critical_mass`). Then, on
 (replayed by :class:`normlab.calibration.tip_sources.ArchiveReplay`: runs drawn without replacement,
 never a run not paid for):
 
-- ``tip`` (``strategy="eig"``, and ``"half"``): runs used, estimate, whether it lands within one
+- ``tip`` (``strategy="eig"``, and ``"half"`` with ``--strategies eig,half``): runs used, estimate, whether it lands within one
   agent of the truth, whether its 95% interval covers it;
 - ``full grid``: every committed run (error 0 by the definition of the truth);
 - ``bisection`` on observed flip frequencies, over the counts 1 .. N - 1: at each probed count play
@@ -217,6 +219,10 @@ TRUTHS = {
 }
 
 
+#: The default run (minutes): run effects as fitted, and a truth outside the fitted family.
+DEFAULT_TRUTHS = ("llama31_re", "llama31_shared_order")
+
+
 def synthetic_archive(truth, *, n_agents, majority, runs=10, baselines=20, window=30, baseline_rounds=60, seed=0):
     """Baselines and the full paper grid played by ``truth``, as an archive (kinds as the published
     ones: ``baseline``, ``swap``, ``evolved``)."""
@@ -399,10 +405,11 @@ def tiny():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=6)
-    ap.add_argument("--truths", default=",".join(TRUTHS))
-    ap.add_argument("--draws", type=int, default=200)
-    ap.add_argument("--strategies", default="eig,half")
+    ap.add_argument("--seeds", type=int, default=2, help="seeds per truth (default 2; the README's table: 6)")
+    ap.add_argument("--truths", default=",".join(DEFAULT_TRUTHS),
+                    help=f"comma-separated, of {list(TRUTHS)} (default: {','.join(DEFAULT_TRUTHS)})")
+    ap.add_argument("--draws", type=int, default=100, help="posterior draws per step (default 100; normlab tip: 200)")
+    ap.add_argument("--strategies", default="eig", help="eig and/or half, comma-separated (default eig)")
     ap.add_argument("--archives", action="store_true", help="the published archives by replay instead")
     ap.add_argument("--tiny", action="store_true", help="a seconds-long smoke run (JSON rows on stdout)")
     ap.add_argument("--json", default=None, help="write every row to this file")

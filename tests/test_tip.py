@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -214,3 +216,14 @@ def test_vectorised_rule_and_classes_agree_with_the_per_draw_reading():
         assert cls.tolist() == ref, trial
         seen |= {f"class {c}" for r in ref for c in r}
     assert seen == {True, False, "class 0", "class 1", "class 2"}  # every branch was read
+
+
+@pytest.mark.slow
+def test_bench_tip_tiny_runs():
+    r = subprocess.run([sys.executable, str(BENCH), "--tiny"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(r.stdout)
+    methods = {x["method"] for x in rows}
+    assert {"tip (eig)", "full grid", "bisection (5 runs, all flip)"} <= methods
+    tip_row = next(x for x in rows if x["method"] == "tip (eig)")
+    assert tip_row["runs"] <= tip_row["full_grid"] and tip_row["truth"] is not None
