@@ -821,9 +821,11 @@ class TipResult:
                 est = [np.nan if _none_if_inf(s["estimate"]) is None else s["estimate"] for s in self.steps]
                 lo = [np.nan if _none_if_inf(s["low"]) is None else s["low"] for s in self.steps]
                 hi = [np.nan if _none_if_inf(s["high"]) is None else s["high"] for s in self.steps]
-                ax.fill_between(used, lo, hi, step="post", alpha=0.2, color="C0",
-                                label=f"{self.settings.get('level', 0.95):.0%} interval")
-                ax.plot(used, est, "o-", color="C0", label="estimate")
+                xs = np.arange(len(used)) if len(set(used)) < len(used) else np.asarray(used, float)
+                err = np.array([np.subtract(est, lo), np.subtract(hi, est)])
+                ax.errorbar(xs, est, yerr=np.where(np.isfinite(err), err, 0.0), fmt="o-", color="C0", capsize=3,
+                            label=f"estimate, {self.settings.get('level', 0.95):.0%} interval")
+                ax.set_xticks(xs, [str(u) for u in used])
                 ax2 = ax.twinx()
                 ax2.plot(used, [s["p_within_one"] for s in self.steps], "s:", color="C2", ms=3)
                 ax2.axhline(self.settings.get("target", 0.9), color="C2", lw=0.8, ls="--")
