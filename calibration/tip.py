@@ -19,8 +19,10 @@ answer is known:
    played out it has no say at all. The draw's critical mass is the smallest count meeting the
    rule; over draws, its posterior predictive distribution, the estimate (the count ``e``
    maximising ``P(|CM - e| <= 1)``) and the equal-tailed interval.
-4. **Stop** when ``P(|CM - estimate| <= 1) >= target`` (0.9), or when the budget (runs, tokens,
-   money) is spent, or no playable count can change the answer.
+4. **Stop** when ``P(|CM - estimate| <= 1) >= target`` (0.9) -- once the most probable critical
+   mass has had its experiment played out (``confirm``: the published rule is an ensemble reading
+   that one slow run of ten fails, which simulated runs cannot vouch for) -- or when the budget
+   (runs, tokens, money) is spent, or no playable count can change the answer.
 5. **Choose** the next batch (``batch`` runs, default 2, at one count) by its expected
    information about the critical mass per unit of cost (``strategy="eig"``): for each playable
    count ``c``, the draws' simulated runs that the batch would replace give the posterior
@@ -76,7 +78,8 @@ RELEVANT = 0.05
 # ----------------------------------------------------------------------------- the search
 def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: int = 2, fit_model: str = "empirical",
         prior=None, run_effects: bool = True, n_draws: int = 200, strategy: str = "eig", max_runs: int | None = None,
-        max_steps: int = 60, log: GameLog | None = None, progress=None, rng=None) -> "TipResult":
+        max_steps: int = 60, log: GameLog | None = None, confirm: bool = True, progress=None,
+        rng=None) -> "TipResult":
     """Find the published-rule critical mass of an experiment with as few runs as the answer needs.
 
     Parameters
@@ -109,6 +112,10 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
         Safety cap on the number of steps.
     log : normlab.schema.GameLog, optional
         Baseline runs known in advance (``--from-log``), used with (or instead of) the source's.
+    confirm : bool, optional
+        Before stopping at the target, play out the most probable critical mass's experiment
+        (all its runs, where the source has them; default True): the published rule is an ensemble
+        reading that one slow run fails, which simulated runs cannot vouch for.
     progress : callable or bool, optional
         ``True`` prints one line per step to stderr; a callable receives each step's record.
     rng : optional
@@ -145,6 +152,7 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
     prior_counts, prior_effects = _prior(prior, source)
     if log is not None and not isinstance(log, GameLog):
         raise TypeError(f"log must be a normlab.schema.GameLog; got {type(log).__name__}")
+    confirm_mode = bool(confirm)
     say = _printer(progress)
     ss = as_seed_sequence(rng)
     design = source.design
@@ -188,7 +196,9 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
             curves.append({"step": step, "committed": int(c), "p_met": float(m), "p_at_least": float(pa),
                            "p_cm": float(pc), "observed": int(len(observed.get(int(c), ())))})
         # ---- stop?
-        if p_within >= target:
+        n_obs = {c: len(v) for c, v in observed.items()}
+        confirm = _to_confirm(cm, grid, source, n_obs) if confirm_mode and p_within >= target else None
+        if p_within >= target and confirm is None:
             stopped = f"target reached: P(|CM - {fmt(est)}| <= 1) = {p_within:.3f} >= {target}"
         elif played and not played[-1].complete:
             stopped = "budget spent (tokens or money)"
@@ -199,12 +209,17 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
         choice = None
         if stopped is None:
             left = None if max_runs is None else max_runs - runs_used
-            n_obs = {c: len(v) for c, v in observed.items()}
-            choice = _choose(strategy, met, cls, cm, grid, source, n_obs, B if left is None else min(B, left),
-                             p_at_least)
+            k_max = B if left is None else min(B, left)
+            if confirm is not None:
+                j = grid.counts.index(confirm)
+                k = min(k_max, source.remaining(confirm), grid.runs[j] - n_obs.get(confirm, 0))
+                choice = (confirm, int(k), None)
+            else:
+                choice = _choose(strategy, met, cls, cm, grid, source, n_obs, k_max, p_at_least)
             if choice is None:
                 stopped = "no playable count can change the answer"
-        rec["next"] = None if choice is None else {"count": choice[0], "runs": choice[1], "value": choice[2]}
+        rec["next"] = None if choice is None else {"count": choice[0], "runs": choice[1], "value": choice[2],
+                                                   "why": "confirm" if confirm is not None else strategy}
         rec["stopped"] = stopped
         steps.append(plain(rec))
         say(rec)
@@ -231,6 +246,7 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
     last = steps[-1]
     settings = {"target": float(target), "level": float(level), "batch": B, "fit_model": fit_model,
                 "run_effects": bool(run_effects), "n_draws": D, "strategy": strategy, "max_runs": max_runs,
+                "confirm": confirm_mode,
                 "source": source.label, "baseline_runs": int(baseline_runs),
                 "prior": None if prior_counts is None else f"{prior_counts.n_decisions:.0f} decisions",
                 "seconds": round(time.perf_counter() - t0, 2)}
@@ -504,6 +520,26 @@ def _run_classes(shares, lengths, window) -> np.ndarray:
     for d, k in zip(*np.nonzero(slow)):
         out[d, k] = _run_class(shares[d, k, :L[d, k]], window)
     return out
+
+
+def _to_confirm(cm, grid, source, n_obs):
+    """The most probable critical mass when the search must still play out its experiment before
+    stopping: a tested count whose runs are not all observed and can still be played (None: none).
+
+    The published rule is an ensemble reading -- one slow run of ten fails a count -- so a count
+    is taken as the critical mass only once its own runs show it; the counts below it are not
+    confirmed run by run (a count fails with its first run that does not flip)."""
+    fin = cm[np.isfinite(cm)]
+    if not len(fin):
+        return None
+    vals, n = np.unique(fin, return_counts=True)
+    c = int(vals[np.argmax(n)])
+    if c not in grid.counts:
+        return None
+    j = grid.counts.index(c)
+    if n_obs.get(c, 0) >= grid.runs[j] or source.remaining(c) < 1:
+        return None
+    return c
 
 
 def _critical_masses(met, grid) -> np.ndarray:
