@@ -93,9 +93,9 @@ def register_tip(sub) -> None:
     d.add_argument("--fit-model", default="empirical", choices=list(FIT_KINDS),
                    help="strategy model refitted after every step (default: empirical, the Dirichlet table)")
     d.add_argument("--draws", type=int, default=200, help="posterior draws per step (default 200)")
-    d.add_argument("--no-confirm", action="store_true",
-                   help="stop at --target without first playing out the most probable critical mass's runs (default: "
-                        "play them: one slow run fails a count under the published rule)")
+    d.add_argument("--confirm", type=int, default=10, metavar="RUNS",
+                   help="before stopping at --target, play out the most probable critical mass's runs, up to RUNS of "
+                        "them (default 10; 0: off): one slow run fails a count under the published rule")
     d.add_argument("--no-run-effects", action="store_true",
                    help="simulate every run with the same table (default: estimate the between-run heterogeneity)")
     d.add_argument("--budget", default=None, metavar="AMOUNT",
@@ -126,6 +126,7 @@ def _tip(args) -> int:
     from pathlib import Path
 
     for nm, low in (("memory", 1), ("n_agents", 3), ("batch", 1), ("draws", 20), ("runs_per_count", 1),
+                    ("confirm", 0),
                     ("baseline_rounds", 3)):
         v = getattr(args, nm)
         if v is None or v < low:
@@ -214,7 +215,7 @@ def _tip(args) -> int:
                                    mode=mode, sampling=kw, progress=progress and sys.stderr.isatty(), rng=args.seed)
             res = tip(source, target=args.target, level=args.level, batch=args.batch, fit_model=args.fit_model,
                       prior=prior, run_effects=not args.no_run_effects, n_draws=args.draws, strategy=args.strategy,
-                      max_runs=runs_budget, log=log, confirm=not args.no_confirm, progress=progress, rng=args.seed)
+                      max_runs=runs_budget, log=log, confirm=args.confirm, progress=progress, rng=args.seed)
         if args.plot:
             res.plot("both", path=args.plot)
         if args.out:

@@ -20,9 +20,9 @@ answer is known:
    rule; over draws, its posterior predictive distribution, the estimate (the count ``e``
    maximising ``P(|CM - e| <= 1)``) and the equal-tailed interval.
 4. **Stop** when ``P(|CM - estimate| <= 1) >= target`` (0.9) -- once the most probable critical
-   mass has had its experiment played out (``confirm``: the published rule is an ensemble reading
-   that one slow run of ten fails, which simulated runs cannot vouch for) -- or when the budget
-   (runs, tokens, money) is spent, or no playable count can change the answer.
+   mass has had its experiment played out (up to ``confirm`` = 10 runs: the published rule is an
+   ensemble reading that one slow run of ten fails, which simulated runs cannot vouch for) -- or
+   when the budget (runs, tokens, money) is spent, or no playable count can change the answer.
 5. **Choose** the next batch (``batch`` runs, default 2, at one count) by its expected
    information about the critical mass per unit of cost (``strategy="eig"``): for each playable
    count ``c``, the draws' simulated runs that the batch would replace give the posterior
@@ -31,9 +31,9 @@ answer is known:
    ``I(CM; Z)`` is divided by the batch's cost, ``batch * source.run_cost(c)``, by default
    ``batch * (N - c) / N`` baseline runs (the uncommitted agents' LLM calls: the tokens). Only
    counts that can still change the answer (``P(CM >= c) >= 0.05``) are candidates: a count
-   above the critical mass does not move it, and a cheap run there must not win on its cost. ``strategy="half"``: the count whose probability of meeting
-   the rule is nearest 1/2 among those that can still change the answer (``P(CM >= c) >= 0.05``),
-   per unit of cost.
+   above the critical mass does not move it, and a cheap run there must not win on its cost.
+   ``strategy="half"``: the count whose probability of meeting the rule is nearest 1/2 among
+   those candidates, per unit of cost.
 
 References
 ----------
@@ -58,7 +58,7 @@ from normlab._validate import check_int
 from normlab.schema import GameLog
 from normlab.theory.criteria import FLIP_SUM, LAST_ROUNDS, published_rule
 
-from .experiment import ExperimentDesign
+from .experiment import PAPER_RUNS, ExperimentDesign
 from .fit_kinds import fit_family, fit_strategy
 from .inputs import StateCounts, counts_from_log
 from .observed_critical_mass import challenger_shares
@@ -78,7 +78,7 @@ RELEVANT = 0.05
 # ----------------------------------------------------------------------------- the search
 def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: int = 2, fit_model: str = "empirical",
         prior=None, run_effects: bool = True, n_draws: int = 200, strategy: str = "eig", max_runs: int | None = None,
-        max_steps: int = 60, log: GameLog | None = None, confirm: bool = True, progress=None,
+        max_steps: int = 60, log: GameLog | None = None, confirm: int = PAPER_RUNS, progress=None,
         rng=None) -> "TipResult":
     """Find the published-rule critical mass of an experiment with as few runs as the answer needs.
 
@@ -112,10 +112,11 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
         Safety cap on the number of steps.
     log : normlab.schema.GameLog, optional
         Baseline runs known in advance (``--from-log``), used with (or instead of) the source's.
-    confirm : bool, optional
-        Before stopping at the target, play out the most probable critical mass's experiment
-        (all its runs, where the source has them; default True): the published rule is an ensemble
-        reading that one slow run fails, which simulated runs cannot vouch for.
+    confirm : int, optional
+        Before stopping at the target, play out the most probable critical mass's experiment --
+        its runs, up to ``confirm`` of them (default 10, the paper's runs per count; 0: off), where
+        the source has them: the published rule is an ensemble reading that one slow run fails,
+        which simulated runs cannot vouch for.
     progress : callable or bool, optional
         ``True`` prints one line per step to stderr; a callable receives each step's record.
     rng : optional
@@ -152,7 +153,7 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
     prior_counts, prior_effects = _prior(prior, source)
     if log is not None and not isinstance(log, GameLog):
         raise TypeError(f"log must be a normlab.schema.GameLog; got {type(log).__name__}")
-    confirm_mode = bool(confirm)
+    confirm_mode = check_int(confirm, "confirm", low=0)
     say = _printer(progress)
     ss = as_seed_sequence(rng)
     design = source.design
@@ -197,7 +198,8 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
                            "p_cm": float(pc), "observed": int(len(observed.get(int(c), ())))})
         # ---- stop?
         n_obs = {c: len(v) for c, v in observed.items()}
-        confirm = _to_confirm(cm, grid, source, n_obs) if confirm_mode and p_within >= target else None
+        confirm = _to_confirm(cm, grid, source, n_obs, confirm_mode) if confirm_mode and p_within >= target \
+            else None
         if p_within >= target and confirm is None:
             stopped = f"target reached: P(|CM - {fmt(est)}| <= 1) = {p_within:.3f} >= {target}"
         elif played and not played[-1].complete:
@@ -212,7 +214,8 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
             k_max = B if left is None else min(B, left)
             if confirm is not None:
                 j = grid.counts.index(confirm)
-                k = min(k_max, source.remaining(confirm), grid.runs[j] - n_obs.get(confirm, 0))
+                k = min(k_max, source.remaining(confirm),
+                        min(grid.runs[j], confirm_mode) - n_obs.get(confirm, 0))
                 choice = (confirm, int(k), None)
             else:
                 choice = _choose(strategy, met, cls, cm, grid, source, n_obs, k_max, p_at_least)
@@ -522,9 +525,10 @@ def _run_classes(shares, lengths, window) -> np.ndarray:
     return out
 
 
-def _to_confirm(cm, grid, source, n_obs):
+def _to_confirm(cm, grid, source, n_obs, upto):
     """The most probable critical mass when the search must still play out its experiment before
-    stopping: a tested count whose runs are not all observed and can still be played (None: none).
+    stopping: a tested count with fewer than ``min(its runs, upto)`` runs observed that can still
+    be played (None: none).
 
     The published rule is an ensemble reading -- one slow run of ten fails a count -- so a count
     is taken as the critical mass only once its own runs show it; the counts below it are not
@@ -537,7 +541,7 @@ def _to_confirm(cm, grid, source, n_obs):
     if c not in grid.counts:
         return None
     j = grid.counts.index(c)
-    if n_obs.get(c, 0) >= grid.runs[j] or source.remaining(c) < 1:
+    if n_obs.get(c, 0) >= min(grid.runs[j], upto) or source.remaining(c) < 1:
         return None
     return c
 
