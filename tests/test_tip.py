@@ -230,3 +230,11 @@ def test_bench_tip_tiny_runs():
     assert {"tip (eig)", "full grid", "bisection (5 runs, all flip)"} <= methods
     tip_row = next(x for x in rows if x["method"] == "tip (eig)")
     assert tip_row["runs"] <= tip_row["full_grid"] and tip_row["truth"] is not None
+
+
+def test_half_strategy_and_no_confirm(archive):
+    res = tip(_source(archive), target=0.99, n_draws=40, strategy="half", confirm=0, rng=4)
+    assert res.settings["strategy"] == "half" and res.settings["confirm"] == 0
+    for st in res.steps[:-1]:
+        assert st["next"]["why"] == "half" and st["p_within_one"] < 0.99
+    assert res.runs_used == sum(res.counts.values())
