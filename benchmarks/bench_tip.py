@@ -406,6 +406,7 @@ def tiny():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=2, help="seeds per truth (default 2; the README's table: 6)")
+    ap.add_argument("--first-seed", type=int, default=1, help="seeds run from here (default 1)")
     ap.add_argument("--truths", default=",".join(DEFAULT_TRUTHS),
                     help=f"comma-separated, of {list(TRUTHS)} (default: {','.join(DEFAULT_TRUTHS)})")
     ap.add_argument("--draws", type=int, default=100, help="posterior draws per step (default 100; normlab tip: 200)")
@@ -417,7 +418,7 @@ def main(argv=None):
     if a.tiny:
         print(json.dumps(tiny(), default=lambda o: None if isinstance(o, float) else str(o)))
         return 0
-    seeds = list(range(1, a.seeds + 1))
+    seeds = list(range(a.first_seed, a.first_seed + a.seeds))
     strategies = tuple(s for s in a.strategies.split(",") if s)
     t = time.perf_counter()
     if a.archives:
