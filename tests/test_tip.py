@@ -152,6 +152,9 @@ def test_count_met_is_the_published_rule():
 
 
 def test_plot_and_save(search, tmp_path):
+    assert "TipResult" in repr(search) and len(repr(search)) < 400
+    assert "TipResult" in search._repr_html_() and "critical mass" in search.describe()
+    assert set(search.to_frame()["quantity"]) == {"p_met", "p_cm", "p_at_least", "observed"}
     ax = search.plot()
     assert ax.get_xlabel() == "committed agents" and len(ax.lines) >= len(search.steps)
     p = search.save(tmp_path / "r")
