@@ -7,8 +7,9 @@ import sys
 
 from normlab.cli_output import add_progress_flags, emit, json_default, show_progress
 
-from ._cli_format import format_summary
+from ._cli_format import _LLM_ALIASES, format_summary
 from ._cli_predict import register_predict
+from ._cli_tip import register_tip
 from .fit_kinds import DEFAULT, FIT_KINDS, fit_family
 
 __all__ = ["register", "format_summary"]
@@ -101,12 +102,7 @@ def register(sub) -> None:
     add_progress_flags(p)
     p.set_defaults(func=_calibrate)
     register_predict(sub)
-
-
-_LLM_ALIASES = {
-    "llama3": "Llama-3-70B-Instruct", "llama3_70b": "Llama-3-70B-Instruct",
-    "llama31": "Llama-3.1-70B-Instruct", "llama31_70b": "Llama-3.1-70B-Instruct",
-}
+    register_tip(sub)
 
 
 def _calibrate(args) -> int:

@@ -20,6 +20,13 @@ def strength_meanings(within_rounds) -> dict:
                        "committed (0 = X never wavers)",
     }
 
+#: Short names of the published archives' LLMs (``--llm``) -> their ``model`` run column.
+_LLM_ALIASES = {
+    "llama3": "Llama-3-70B-Instruct", "llama3_70b": "Llama-3-70B-Instruct",
+    "llama31": "Llama-3.1-70B-Instruct", "llama31_70b": "Llama-3.1-70B-Instruct",
+}
+
+
 
 def _num(v, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and v != v):  # NaN: not observed

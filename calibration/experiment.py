@@ -42,6 +42,8 @@ __all__ = ["ExperimentDesign", "experiment_designs", "committed_runs", "PAPER_RU
 
 #: Runs per committed count in the experiments of Flint Ashery et al. (2025, Methods).
 PAPER_RUNS = 10
+#: How a simulated run of a design ends (see :class:`ExperimentDesign`).
+STOPS = ("none", "streak")
 
 
 def _check_lengths(lengths, n_agents) -> tuple:
@@ -76,6 +78,12 @@ class ExperimentDesign:
         Runs per count of the extension (default: the median runs per tested count).
     source : str
         Where it comes from (``"paper"``, or the log's description).
+    stop : {"none", "streak"}
+        How a simulated run of the design ends: after its number of interactions (``"none"``), or
+        earlier at a streak of ``3N`` successes (``"streak"``: the protocol of runs stopped at a
+        consensus, such as the Llama-3.1 archive's committed runs). With nobody committed (count
+        0) the consensus attacked is itself such a streak, so those runs play to their length
+        either way (as the archive's count-0 runs did).
 
     References
     ----------
@@ -91,6 +99,7 @@ class ExperimentDesign:
     extend: bool = True
     runs_beyond: int = 0
     source: str = "paper"
+    stop: str = "none"
 
     def __post_init__(self):
         N = check_int(self.n_agents, "n_agents", low=2)
@@ -104,6 +113,8 @@ class ExperimentDesign:
             raise ValueError(f"one list of run lengths per tested count: {len(counts)} counts, {len(lengths)} lists")
         if str(self.majority) == str(self.challenger):
             raise ValueError("majority and challenger must differ")
+        if self.stop not in STOPS:
+            raise ValueError(f"stop must be one of {list(STOPS)}; got {self.stop!r}")
         window = check_int(self.window, "window", low=3)
         rb = int(self.runs_beyond) or int(np.median([len(r) for r in lengths]))
         object.__setattr__(self, "n_agents", N)
@@ -117,7 +128,7 @@ class ExperimentDesign:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def paper(cls, majority: str, challenger: str, n_agents: int, *, runs: int = PAPER_RUNS,
-              window: int = PUBLISHED_WINDOW, counts=None) -> "ExperimentDesign":
+              window: int = PUBLISHED_WINDOW, counts=None, stop: str = "none") -> "ExperimentDesign":
         """The paper's design: ``runs`` runs of ``window`` full rounds at every count ``0 .. N - 1``
         (or at ``counts``).
 
@@ -130,6 +141,8 @@ class ExperimentDesign:
         window : int, optional
             Rounds per run and of the rule (30).
         counts : sequence of int, optional
+        stop : {"none", "streak"}, optional
+            Whether a run ends early at a streak of ``3N`` successes (see :class:`ExperimentDesign`).
 
         Returns
         -------
@@ -140,7 +153,7 @@ class ExperimentDesign:
         W = check_int(window, "window", low=3)
         cs = tuple(range(N)) if counts is None else tuple(sorted({int(c) for c in counts}))
         return cls(majority, challenger, N, cs, tuple((W * N,) * R for _ in cs), W, extend=counts is not None,
-                   runs_beyond=R, source="paper")
+                   runs_beyond=R, source="paper", stop=stop)
 
     @classmethod
     def from_log(cls, log: GameLog, *, names, majority: str, memory: int | None = None,
@@ -232,7 +245,7 @@ class ExperimentDesign:
                       "n_agents": self.n_agents, "counts": list(self.counts), "runs": list(self.runs),
                       "rounds": {"min": min(rounds), "median": float(np.median(rounds)), "max": max(rounds)},
                       "window": self.window, "extend": self.extend, "runs_beyond": self.runs_beyond,
-                      "source": self.source})
+                      "source": self.source, "stop": self.stop})
 
     def describe(self) -> str:
         """One line: ``counts 1, 2, 4 (10 runs each), runs of 14-33 rounds, window 30``."""
@@ -243,20 +256,21 @@ class ExperimentDesign:
         span = f"{lo:.0f} rounds" if abs(hi - lo) < 0.5 else f"{lo:.0f}-{hi:.0f} rounds"
         ext = f"; beyond {self.counts[-1]}: {self.runs_beyond} runs of {self.window} rounds per count" \
             if self.extend and self.counts[-1] < self.n_agents - 1 else ""
-        return (f"counts {', '.join(map(str, self.counts))} ({per}), runs of {span}, window {self.window} rounds"
+        stop = ", stopped at a 3N streak" if self.stop == "streak" else ""
+        return (f"counts {', '.join(map(str, self.counts))} ({per}), runs of {span}{stop}, window {self.window} rounds"
                 f"{ext}")
 
     def to_dict(self) -> dict:
         """JSON-able form (a prediction's settings keep it); :meth:`from_dict` reads it."""
         return {"majority": self.majority, "challenger": self.challenger, "n_agents": self.n_agents,
                 "counts": list(self.counts), "lengths": [list(x) for x in self.lengths], "window": self.window,
-                "extend": self.extend, "runs_beyond": self.runs_beyond, "source": self.source}
+                "extend": self.extend, "runs_beyond": self.runs_beyond, "source": self.source, "stop": self.stop}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ExperimentDesign":
         return cls(d["majority"], d["challenger"], int(d["n_agents"]), tuple(d["counts"]),
                    tuple(tuple(x) for x in d["lengths"]), int(d["window"]), bool(d.get("extend", True)),
-                   int(d.get("runs_beyond", 0)), str(d.get("source", "")))
+                   int(d.get("runs_beyond", 0)), str(d.get("source", "")), str(d.get("stop", "none")))
 
     def __repr__(self) -> str:
         return short_repr("ExperimentDesign", f"{self.challenger} overturning {self.majority}, N={self.n_agents}",

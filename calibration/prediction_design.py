@@ -57,9 +57,10 @@ def _experiment(cfg, names):
     windows = {d.window for d in designs}
     if len(windows) > 1:
         raise ValueError(f"the designs of one prediction share the published rule's window; got {sorted(windows)}")
-    e_dir, counts, runs, lengths, tested = [], [], [], [], []
+    e_dir, counts, runs, lengths, tested, stop = [], [], [], [], [], []
     for i, des in enumerate(designs):
         for c, L, t in des.grid():
+            stop.append(3 if des.stop == "streak" and c > 0 else 0)  # nobody committed: the consensus is a streak
             e_dir.append(i)
             counts.append(c)
             runs.append(len(L))
@@ -67,7 +68,7 @@ def _experiment(cfg, names):
             tested.append(t)
     return {"directions": [(names.index(d.majority), names.index(d.challenger)) for d in designs],
             "direction": e_dir, "counts": counts, "runs": runs, "lengths": lengths, "simulate_all": tested,
-            "keep": tested, "window": windows.pop(), "max_rounds": max(d.max_rounds() for d in designs)}
+            "keep": tested, "window": windows.pop(), "max_rounds": max(d.max_rounds() for d in designs), "stop": stop}
 
 
 def _effects(cfg, draw_ids, shape):

@@ -273,7 +273,8 @@ def _run_rows(counts, logit1):
 
 
 def _log_sigmoid(x):
-    return -np.logaddexp(0.0, -x)
+    # log(1 / (1 + exp(-x))) written with one exp and one log1p (np.logaddexp is several times slower)
+    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
 
 
 def _run_terms(b, lk, x, k1, k0, starts, rid):
@@ -281,12 +282,13 @@ def _run_terms(b, lk, x, k1, k0, starts, rid):
     kap = np.exp(np.clip(lk, -8.0, 8.0))[rid]
     b = np.clip(b, -30.0, 30.0)
     eta = kap * x + b[rid]
-    p = np.exp(_log_sigmoid(eta))
+    ls = _log_sigmoid(eta)
+    p = np.exp(ls)
     n = k1 + k0
     r = k1 - n * p
     w = n * p * (1.0 - p)
     kx = kap * x
-    ll = np.add.reduceat(k1 * _log_sigmoid(eta) + k0 * _log_sigmoid(-eta), starts)
+    ll = np.add.reduceat(k1 * ls + k0 * (ls - eta), starts)  # log sigmoid(-eta) = log sigmoid(eta) - eta
     g = np.stack([np.add.reduceat(r, starts), np.add.reduceat(r * kx, starts)], axis=1)
     hbb = -np.add.reduceat(w, starts)
     hbk = -np.add.reduceat(w * kx, starts)
@@ -352,7 +354,8 @@ def _null(x, k1, k0) -> float:
     return float(np.sum(k1 * _log_sigmoid(x) + k0 * _log_sigmoid(-x)))
 
 
-def fit_run_effects(counts, table, *, share: str = "uniform", quadrature: int = QUADRATURE) -> RunEffects:
+def fit_run_effects(counts, table, *, share: str = "uniform", quadrature: int = QUADRATURE,
+                    start: RunEffects | None = None) -> RunEffects:
     """Estimate the between-run heterogeneity of a strategy from its runs' decision counts.
 
     Parameters
@@ -365,6 +368,9 @@ def fit_run_effects(counts, table, *, share: str = "uniform", quadrature: int = 
         How predictions share a draw's effects within an experiment cell (see :class:`RunEffects`).
     quadrature : int, optional
         Gauss-Hermite nodes per dimension.
+    start : RunEffects, optional
+        An earlier estimate on similar runs (e.g. before a few runs were added): the optimiser
+        starts there only, instead of from two default points (about half the time).
 
     Returns
     -------
@@ -399,8 +405,15 @@ def fit_run_effects(counts, table, *, share: str = "uniform", quadrature: int = 
         return v if np.isfinite(v) else 1e300
 
     best = None
-    for start in ((0.0, 0.0, math.log(0.3), math.log(0.1), 0.0), (0.0, 0.0, math.log(0.05), math.log(0.05), 0.0)):
-        r = minimize(f, np.array(start), method="L-BFGS-B",
+    inits = ((0.0, 0.0, math.log(0.3), math.log(0.1), 0.0), (0.0, 0.0, math.log(0.05), math.log(0.05), 0.0))
+    if start is not None:
+        if not isinstance(start, RunEffects):
+            raise TypeError(f"start must be a RunEffects; got {type(start).__name__}")
+        if start.active and np.isfinite(start.params).all():
+            inits = (tuple(np.clip(start.params, [-5, -3, math.log(1e-3), math.log(1e-3), -3],
+                                    [5, 3, math.log(5), math.log(3), 3])),)
+    for x0 in inits:
+        r = minimize(f, np.array(x0), method="L-BFGS-B",
                      bounds=[(-5, 5), (-3, 3), (math.log(1e-3), math.log(5)), (math.log(1e-3), math.log(3)), (-3, 3)])
         if best is None or r.fun < best.fun:
             best = r

@@ -48,7 +48,7 @@ def _random_table(rng, H):
     return np.column_stack([1 - p, p])
 
 
-def _lean_shares(table, seed_words, N, H, c, x, y, T):
+def _lean_shares(table, seed_words, N, H, c, x, y, T, stop=0):
     """One run of the design as the lean kernel plays it (tested run for run against the full kernel
     and its twin in test_prediction_engine.py): its per-round challenger shares."""
     S = table.shape[0]
@@ -61,20 +61,25 @@ def _lean_shares(table, seed_words, N, H, c, x, y, T):
     r_count, r_succ = np.zeros(R, np.int32), np.zeros(R, np.int32)
     r_prod, r_produ = np.zeros((R, 2), np.int32), np.zeros((R, 2), np.int32)
     scal = np.zeros(SG_SCALARS, np.int64)
-    _sg_lean_run(seed_words, N, 2, H, offsets, mask, np.int64(y), thr, np.full(N, x, np.int64), T, np.int64(0),
+    _sg_lean_run(seed_words, N, 2, H, offsets, mask, np.int64(y), thr, np.full(N, x, np.int64), T, np.int64(stop),
                     FLIP_SUM / 3, r_count, r_succ, r_prod, r_produ, scal, np.zeros(N * (4 + H), np.int64))
     nr = -(-int(scal[S_NINT]) // N)
     tot = r_produ[:nr].sum(axis=1)
     return [r_produ[q, y] / tot[q] if tot[q] else math.nan for q in range(nr)]
 
 
-def test_experiment_stage_reads_the_runs_as_the_published_rule_does():
+@pytest.mark.parametrize("stop", [0, 3])
+def test_experiment_stage_reads_the_runs_as_the_published_rule_does(stop):
     """Every count of a ragged design: the kernel's rule outcome and 3-round sum equal the authors'
     arithmetic on the same runs replayed run by run; the critical mass is the first
-    count met; counts after it are simulated only where tested."""
+    count met; counts after it are simulated only where tested. ``stop=3``: runs with committed
+    agents end at a 3N success streak (issue 22's replay of runs stopped at a consensus), count 0
+    plays to its length."""
     rng = np.random.default_rng(5)
     N, H, window = 8, 2, 6
     table = _random_table(rng, H)
+    if stop:  # a strategy that soon settles on the challenger, so that runs end at their streak
+        table = np.column_stack([np.full(len(table), 0.04), np.full(len(table), 0.96)])
     des = ExperimentDesign("0", "1", N, counts=(0, 2, 4), lengths=((40, 64), (30, 56, 72), (64,)), window=window)
     grid = des.grid()
     G, M = len(grid), max(len(L) for _, L, _ in grid)
@@ -82,19 +87,20 @@ def test_experiment_stage_reads_the_runs_as_the_published_rule_does():
     exp = {"directions": [(0, 1)], "direction": [0] * G, "counts": [c for c, _, _ in grid],
            "runs": [len(L) for _, L, _ in grid], "lengths": [t for _, L, _ in grid for t in L],
            "simulate_all": [t for *_, t in grid], "keep": [t for *_, t in grid], "window": window,
-           "max_rounds": des.max_rounds()}
+           "max_rounds": des.max_rounds(), "stop": [stop if c > 0 else 0 for c, _, _ in grid]}
     out = strategy_design(table[None], seeds, n_agents=N, memory=H, consensus=False, n_cons=1, cons_rounds=5,
                           directions=np.zeros((0, 2), np.int64), counts=[], n_flip=1, n_design=1, within=3,
                           window=window, monotone=False, level=0.5, flip_sum=FLIP_SUM, strength=False,
                           mix_kx=[], experiment=exp)
     met = False
     first = math.inf
-    kept = 0
+    kept = early = 0
     for j, (c, L, tested) in enumerate(grid):
         if met and not tested:
             assert out["ex_ok"][0, j] == -1
             continue
-        trs = [_lean_shares(table, seeds[0, j, k], N, H, c, 0, 1, T) for k, T in enumerate(L)]
+        trs = [_lean_shares(table, seeds[0, j, k], N, H, c, 0, 1, T, stop if c > 0 else 0) for k, T in enumerate(L)]
+        early += sum(len(t) < -(-T // N) for t, T in zip(trs, L))
         last3, ok = _authors_rule(trs, window)
         assert out["ex_ok"][0, j] == int(ok), (c, last3)
         assert out["ex_last3"][0, j] == pytest.approx(last3, abs=1e-12)
@@ -106,6 +112,7 @@ def test_experiment_stage_reads_the_runs_as_the_published_rule_does():
         if ok and not met:
             met, first = True, c
     assert out["ex_cm"][0, 0] == first
+    assert (early > 0) == bool(stop)  # the streak ended runs early only where asked
 
 
 def test_run_effect_thresholds_match_their_twin_and_the_table_at_zero_effect():

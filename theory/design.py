@@ -540,18 +540,18 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, 
 @njit(cache=True)
 def _design_experiment(seeds, d, g, i, game, plan, out, work, wx, re):
     """Stage 4 of draw ``d``, direction ``i``: the experiment as designed (one group per entry
-    ``j`` of its grid -- the entries with ``e_dir[j] == i`` -- from group ``g`` on). Each run plays its own number of interactions without stopping at a
-    flip (as the published runs did) and the published rule reads them as it reads the data: a run
+    ``j`` of its grid -- the entries with ``e_dir[j] == i`` -- from group ``g`` on). Each run plays its own number of
+    interactions without stopping at a flip (as the published runs did) -- or, where ``e_stop[j] == 3``, until a
+    streak of ``3N`` successes (the protocol of runs stopped at a consensus) -- and the published rule reads them as it reads the data: a run
     whose own last three rounds meet ``flip_sum`` at its end is padded with 1s, the others drop out
     after their last round, the mean is cut at ``window`` rounds. Counts after the first that meets
     the rule are simulated only where ``e_all[j]`` (the tested counts). Returns ``(next group, runs
     with an invalid vector, interactions)``."""
     N, W, H, flip_thr, om_cons, om_comm = game
-    dir_x, dir_y, e_dir, e_counts, e_off, e_len, e_all, e_keep, window, flip_sum = plan
+    dir_x, dir_y, e_dir, e_counts, e_off, e_len, e_all, e_keep, window, flip_sum, e_stop = plan
     ex_ok, ex_last3, ex_cm, ex_share = out
     r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
     sh2, lens2, pad2, mean2 = wx
-    NOSTOP = np.int64(0)  # a typed value: a literal would compile a second _sg_lean_run
     n_err = 0
     n_int = 0
     x = dir_x[i]
@@ -575,7 +575,7 @@ def _design_experiment(seeds, d, g, i, game, plan, out, work, wx, re):
         for k in range(n_runs):
             T = e_len[e_off[j] + k]
             _lean(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, T,
-                         NOSTOP, flip_thr, om_comm, r_count, r_succ, r_prod, r_produ, scal, wk)
+                  e_stop[j], flip_thr, om_comm, r_count, r_succ, r_prod, r_produ, scal, wk)
             if scal[S_ERR] >= 0:
                 n_err += 1
             n_int += scal[S_NINT]
@@ -615,7 +615,7 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
     flip_sum)``; ``strength = (do_strength, mix_kx)``; outputs ``out_cons = (cons_wins,
     cons_sum, cons_n, cons_streak)``, ``out_flips = (fl_k, fl_sim, fl_last3, fl_ok, fl_all,
     cm_pub, cm_run)``, ``out_strength = (st_share, st_wins)``; ``experiment = (do_exp, dir_x, dir_y,
-    e_dir, e_counts, e_off, e_len, e_all, e_keep, window, flip_sum, max_rounds)`` (one entry ``j``
+    e_dir, e_counts, e_off, e_len, e_all, e_keep, window, flip_sum, max_rounds, e_stop)`` (one entry ``j``
     per direction and count of the grid) and ``out_exp = (ex_ok, ex_last3, ex_cm, ex_share)``.
 
     Per draw ``d`` (table ``tables[d]``), in this order, run ``k`` of group ``g`` seeded by
@@ -661,7 +661,7 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
     do_strength = strength[0]
     do_exp = experiment[0]
     plan_exp = (experiment[1], experiment[2], experiment[3], experiment[4], experiment[5], experiment[6],
-                experiment[7], experiment[8], experiment[9], experiment[10])
+                experiment[7], experiment[8], experiment[9], experiment[10], experiment[12])
     ex_rounds = experiment[11]
     e_off = experiment[5]
     n_rows = max(cons_rounds, within, window, ex_rounds) + 1
@@ -731,7 +731,8 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
     groups), ``direction`` (its index), ``counts``, ``runs`` (runs of the entry), ``simulate_all``
     (simulate even after a smaller count met the rule), ``keep`` (keep the runs' per-round
     shares); ``lengths`` (interactions of each run, entry by entry), ``window`` and
-    ``max_rounds`` (rounds of the longest run). ``effects`` (optional): ``(b,
+    ``max_rounds`` (rounds of the longest run); optionally ``stop`` (per entry: 0 play every run to its length, 3 stop
+    a run at a streak of ``3N`` successes; default 0). ``effects`` (optional): ``(b,
     kappa)``, arrays shaped like ``seeds[..., 0]``: per run the shift and sharpness of its table
     (two names). ``order_bias`` (optional): the first-listed bias ``gamma``
     (:mod:`normlab.theory.name_order`), with ``name_order`` = (order of the convergence runs, of
@@ -807,7 +808,7 @@ def _experiment_plan(experiment, D, flip_sum):
     ``_sg_design`` keeps one signature)."""
     if experiment is None:
         z = np.zeros(0, np.int64)
-        plan = (False, z, z, z, z, np.zeros(1, np.int64), z, np.zeros(0, np.bool_), z, 3, float(flip_sum), 0)
+        plan = (False, z, z, z, z, np.zeros(1, np.int64), z, np.zeros(0, np.bool_), z, 3, float(flip_sum), 0, z)
         out = (np.zeros((D, 0), np.int8), np.zeros((D, 0)), np.zeros((D, 0)), np.zeros((D, 0, 0)))
         return plan, out
     dirs = np.asarray(experiment["directions"], np.int64).reshape(-1, 2)
@@ -829,8 +830,11 @@ def _experiment_plan(experiment, D, flip_sum):
             keep_at[j] = n_keep
             n_keep += runs[j]
     R = int(experiment["max_rounds"])
+    stop = np.ascontiguousarray(experiment.get("stop", np.zeros(len(counts))), np.int64)
+    if stop.shape != counts.shape or not np.isin(stop, (0, 3)).all():
+        raise ValueError("experiment: one stop code per entry, 0 (none) or 3 (streak)")
     plan = (True, np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]), e_dir, counts, off, lengths,
-            sim_all, keep_at, int(experiment["window"]), float(flip_sum), R)
+            sim_all, keep_at, int(experiment["window"]), float(flip_sum), R, stop)
     out = (np.zeros((D, len(counts)), np.int8), np.zeros((D, len(counts))), np.full((D, len(dirs)), np.inf),
            np.full((D, n_keep, R), np.nan))
     return plan, out

@@ -10,6 +10,7 @@ Each sub-package contributes its sub-commands through a light ``_cli.py`` module
 - ``normlab crsec run|analyse`` -- :mod:`normlab.llm_runs.crsec._cli`
 - ``normlab scene run|score``   -- :mod:`normlab.llm_runs.scene._cli`
 - ``normlab calibrate ...``     -- :mod:`normlab.calibration._cli`
+- ``normlab tip ...``           -- :mod:`normlab.calibration._cli_tip` (registered by ``_cli``)
 - ``normlab figures ...``       -- :mod:`normlab.figures._cli`
 - ``normlab demo ...``          -- :mod:`normlab.demo._cli` (the top layer: probe, predict, check, report)
 - ``normlab run FILE``          -- here: an experiment file (TOML) naming any of the commands above

@@ -1,0 +1,908 @@
+"""Find a critical mass for a fraction of the cost: adaptive committed-minority experiments (``normlab tip``).
+
+The critical mass of Flint Ashery et al. (2025, Table S3) is the smallest committed count whose
+runs meet the authors' ensemble rule, read on a stated experiment -- its tested counts, runs per
+count, run protocol and window (:class:`~normlab.calibration.ExperimentDesign`). The paper
+played the whole grid. :func:`tip` plays only the runs that teach the most and stops when the
+answer is known:
+
+1. **Start** from what is known: baseline runs (the source's, or a log), or a fitted table or
+   probe counts (``prior``).
+2. **Refit** after every step, on *all* runs so far -- baselines and committed, since one table
+   governs both -- the strategy table (default the Dirichlet table, ``empirical``: instant) and
+   the between-run heterogeneity (:func:`~normlab.calibration.fit_run_effects`, on the runs).
+3. **Predict the experiment, runs included.** Per posterior draw, every count of the design is
+   read by the published rule (:func:`normlab.theory.criteria.published_rule`) on the ``k`` runs
+   *observed* there plus ``R - k`` runs *simulated* by the draw (the design's runs per count
+   ``R``; untested counts all simulated). The observed runs are part of the experiment, not
+   evidence weighed against the model: a misspecified model cannot overrule them -- at a count
+   played out it has no say at all. The draw's critical mass is the smallest count meeting the
+   rule; over draws, its posterior predictive distribution, the estimate (the count ``e``
+   maximising ``P(|CM - e| <= 1)``) and the equal-tailed interval.
+4. **Stop** when ``P(|CM - estimate| <= 1) >= target`` (0.9) -- once the most probable critical
+   mass has had its experiment played out (up to ``confirm`` = 10 runs: the published rule is an
+   ensemble reading that one slow run of ten fails, which simulated runs cannot vouch for) -- or
+   when the budget (runs, tokens, money) is spent, or no playable count can change the answer.
+5. **Choose** the next batch (``batch`` runs, default 2, at one count) by its expected
+   information about the critical mass per unit of cost (``strategy="eig"``): for each playable
+   count ``c``, the draws' simulated runs that the batch would replace give the posterior
+   predictive joint law of the batch's outcome ``Z`` (per run: flipped by its end, challenger
+   majority at the window's end, neither) and of the critical mass; the mutual information
+   ``I(CM; Z)`` is divided by the batch's cost, ``batch * source.run_cost(c)``, by default
+   ``batch * (N - c) / N`` baseline runs (the uncommitted agents' LLM calls: the tokens). Only
+   counts that can still change the answer (``P(CM >= c) >= 0.05``) are candidates: a count
+   above the critical mass does not move it, and a cheap run there must not win on its cost.
+   ``strategy="half"``: the count whose probability of meeting the rule is nearest 1/2 among
+   those candidates, per unit of cost.
+
+References
+----------
+A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods ("Committed
+minorities"), Fig. 3, Table S3; the authors' ``plotter.ipynb`` cells 9-10. D. V. Lindley, Ann.
+Math. Stat. 27, 986 (1956) (expected information of an experiment); K. Chaloner, I. Verdinelli,
+Stat. Sci. 10, 273 (1995) (Bayesian experimental design).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from normlab._display import fmt, fmt_interval, html_card, load_result, new_figure, plain, plotting, save_result, short_repr
+from normlab._rng import as_seed_sequence
+from normlab._validate import check_int
+from normlab.schema import GameLog
+from normlab.theory.criteria import FLIP_SUM, LAST_ROUNDS, published_rule
+
+from .experiment import PAPER_RUNS, ExperimentDesign
+from .fit_kinds import fit_family, fit_strategy
+from .inputs import StateCounts, counts_from_log
+from .observed_critical_mass import challenger_shares
+from .posterior import StrategyFit
+from .prediction import predict
+from .run_effects import MIN_RUNS, RunEffects, fit_run_effects
+from .tip_sources import Batch, RunSource
+
+__all__ = ["tip", "TipResult", "STRATEGIES", "count_met"]
+
+#: How the next batch is chosen (see the module docstring).
+STRATEGIES = ("eig", "half")
+#: A count "can still change the answer" (a candidate of either strategy) when P(CM >= c) is at least this.
+RELEVANT = 0.05
+
+
+# ----------------------------------------------------------------------------- the search
+def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: int = 2, fit_model: str = "empirical",
+        prior=None, run_effects: bool = True, n_draws: int = 200, strategy: str = "eig", max_runs: int | None = None,
+        max_steps: int = 60, log: GameLog | None = None, confirm: int = PAPER_RUNS, progress=None,
+        rng=None) -> "TipResult":
+    """Find the published-rule critical mass of an experiment with as few runs as the answer needs.
+
+    Parameters
+    ----------
+    source : RunSource
+        Where runs come from: :class:`~normlab.calibration.tip_sources.ArchiveReplay` (a published
+        or synthetic archive) or :class:`~normlab.calibration.tip_sources.LLMSource` (an endpoint);
+        its ``design`` is the experiment whose critical mass is sought.
+    target : float, optional
+        Stop when ``P(|CM - estimate| <= 1)`` reaches it (0.9).
+    level : float, optional
+        Level of the reported interval (0.95).
+    batch : int, optional
+        Runs per step (at one count; fewer where fewer are left).
+    fit_model : str, optional
+        Registered fit kind refitted after every step (default ``"empirical"``, the Dirichlet table).
+    prior : StrategyFit or StateCounts, optional
+        What is known without runs (a fitted table's decision counts, probe counts): added to the
+        runs' counts at every refit; a fit's stored run effects are used until the search has
+        runs of its own to estimate them from.
+    run_effects : bool, optional
+        Estimate the between-run heterogeneity on the runs so far and simulate it (default True).
+    n_draws : int, optional
+        Posterior draws per step.
+    strategy : {"eig", "half"}, optional
+        How the next batch is chosen (module docstring).
+    max_runs : int, optional
+        Budget of committed-minority runs (the source's own budget of tokens or money also stops it).
+    max_steps : int, optional
+        Safety cap on the number of steps.
+    log : normlab.schema.GameLog, optional
+        Baseline runs known in advance (``--from-log``), used with (or instead of) the source's.
+    confirm : int, optional
+        Before stopping at the target, play out the most probable critical mass's experiment --
+        its runs, up to ``confirm`` of them (default 10, the paper's runs per count; 0: off), where
+        the source has them: the published rule is an ensemble reading that one slow run fails,
+        which simulated runs cannot vouch for.
+    progress : callable or bool, optional
+        ``True`` prints one line per step to stderr; a callable receives each step's record.
+    rng : optional
+        Seeds the simulations of every step (step ``i`` uses child ``i``).
+
+    Returns
+    -------
+    TipResult
+
+    Raises
+    ------
+    ValueError, TypeError
+        Invalid settings (checked before any run).
+
+    References
+    ----------
+    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 3, Table S3;
+    Lindley (1956); Chaloner & Verdinelli (1995).
+    """
+    if not isinstance(source, RunSource):
+        raise TypeError(f"source must be a RunSource (ArchiveReplay, LLMSource); got {type(source).__name__}")
+    if not 0 < float(target) < 1:
+        raise ValueError(f"target must be in (0, 1); got {target}")
+    if not 0 < float(level) < 1:
+        raise ValueError(f"level must be in (0, 1); got {level}")
+    B = check_int(batch, "batch", low=1)
+    D = check_int(n_draws, "n_draws", low=20)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}")
+    fit_family(fit_model, "fit_model")
+    if max_runs is not None:
+        max_runs = check_int(max_runs, "max_runs", low=0)
+    max_steps = check_int(max_steps, "max_steps", low=1)
+    prior_counts, prior_effects = _prior(prior, source)
+    if log is not None and not isinstance(log, GameLog):
+        raise TypeError(f"log must be a normlab.schema.GameLog; got {type(log).__name__}")
+    confirm_mode = check_int(confirm, "confirm", low=0)
+    say = _printer(progress)
+    ss = as_seed_sequence(rng)
+    design = source.design
+    t0 = time.perf_counter()
+
+    known = [log] if log is not None else []
+    kb = source.known()
+    tokens = 0 if kb is None or kb.tokens is None else int(kb.tokens)
+    usd = 0.0 if kb is None or kb.usd is None else float(kb.usd)
+    tokens_known = kb is None or kb.tokens is not None
+    if kb is not None and len(kb.log.runs):
+        known.append(kb.log)
+    baseline_runs = sum(len(x.runs) for x in known)
+    if not known and prior_counts is None:
+        raise ValueError("nothing to start from: give baseline runs (a log or a source with baselines), a table or "
+                         "probe counts (prior=)")
+    played: list[Batch] = []
+    steps, curves, run_rows = [], [], []
+    effects = None
+    stopped = None
+    step = 0
+    while True:
+        data = known + [b.log for b in played if len(b.log.runs)]
+        fit, effects = _refit(data, prior_counts, prior_effects, source, fit_model, run_effects, effects,
+                              _child(ss, 2 * step))
+        sim = _simulate(fit, design, D, _child(ss, 2 * step + 1))
+        observed = _observed(played, source)
+        met, cls, grid = _combine(sim, observed, design)
+        cm = _critical_masses(met, grid)
+        est, p_within, low, high = _summarise(cm, level, source.n_agents)
+        runs_used = sum(len(b.log.runs) for b in played if b.count > 0)
+        rec = {"step": step, "estimate": est, "low": low, "high": high, "p_within_one": p_within,
+               "runs_used": runs_used, "tokens_used": tokens if tokens_known else None,
+               "p_met": {int(c): float(m) for c, m in zip(grid.counts, met.mean(axis=0))},
+               "seconds": round(time.perf_counter() - t0, 2)}
+        if step > 0:
+            b = played[-1]
+            rec["played"] = {"count": b.count, "runs": int(len(b.log.runs)), "flipped": _flips(b, source)}
+        p_at_least = np.array([np.mean(cm >= c) for c in grid.counts])
+        for c, m, pa, pc in zip(grid.counts, met.mean(axis=0), p_at_least, [np.mean(cm == c) for c in grid.counts]):
+            curves.append({"step": step, "committed": int(c), "p_met": float(m), "p_at_least": float(pa),
+                           "p_cm": float(pc), "observed": int(len(observed.get(int(c), ())))})
+        # ---- stop?
+        n_obs = {c: len(v) for c, v in observed.items()}
+        confirm = _to_confirm(cm, grid, source, n_obs, confirm_mode) if confirm_mode and p_within >= target \
+            else None
+        if p_within >= target and confirm is None:
+            stopped = f"target reached: P(|CM - {fmt(est)}| <= 1) = {p_within:.3f} >= {target}"
+        elif played and not played[-1].complete:
+            stopped = "budget spent (tokens or money)"
+        elif max_runs is not None and runs_used >= max_runs:
+            stopped = f"run budget spent ({runs_used} of {max_runs} runs)"
+        elif step >= max_steps:
+            stopped = f"step cap reached ({max_steps})"
+        choice = None
+        if stopped is None:
+            left = None if max_runs is None else max_runs - runs_used
+            k_max = B if left is None else min(B, left)
+            if confirm is not None:
+                j = grid.counts.index(confirm)
+                k = min(k_max, source.remaining(confirm),
+                        min(grid.runs[j], confirm_mode) - n_obs.get(confirm, 0))
+                choice = (confirm, int(k), None)
+            else:
+                choice = _choose(strategy, met, cls, cm, grid, source, n_obs, k_max, p_at_least)
+            if choice is None:
+                stopped = "no playable count can change the answer"
+        rec["next"] = None if choice is None else {"count": choice[0], "runs": choice[1], "value": choice[2],
+                                                   "why": "confirm" if confirm is not None else strategy}
+        rec["stopped"] = stopped
+        steps.append(plain(rec))
+        say(rec)
+        if stopped is not None:
+            break
+        c, k, _ = choice
+        step += 1
+        b = source.play(c, k, step=step)
+        played.append(b)
+        if b.tokens is not None:
+            tokens += int(b.tokens)
+        else:
+            tokens_known = False
+        usd += float(b.usd or 0.0)
+        for _, r in b.log.runs.iterrows():
+            run_rows.append({"step": step, "committed": int(b.count), "run": int(r["run"]),
+                             "interactions": int(r["n_interactions"])})
+    # ---- the result
+    obs_rows = _run_table(played, source, run_rows)
+    counts = {}
+    for b in played:
+        if len(b.log.runs):
+            counts[int(b.count)] = counts.get(int(b.count), 0) + int(len(b.log.runs))
+    last = steps[-1]
+    settings = {"target": float(target), "level": float(level), "batch": B, "fit_model": fit_model,
+                "run_effects": bool(run_effects), "n_draws": D, "strategy": strategy, "max_runs": max_runs,
+                "confirm": confirm_mode,
+                "source": source.label, "baseline_runs": int(baseline_runs),
+                "prior": None if prior_counts is None else f"{prior_counts.n_decisions:.0f} decisions",
+                "seconds": round(time.perf_counter() - t0, 2)}
+    return TipResult(direction=source.direction, majority=source.majority, challenger=source.challenger,
+                     names=tuple(source.names), n_agents=source.n_agents, memory=source.memory,
+                     estimate=last["estimate"], low=last["low"], high=last["high"], p_within=last["p_within_one"],
+                     runs_used=last["runs_used"], runs_available=int(source.runs_available),
+                     tokens_used=tokens if tokens_known else None, usd_used=usd,
+                     decisions_used=int(sum(b.decisions for b in played)), counts=counts, steps=tuple(steps),
+                     curves=pd.DataFrame(curves), runs=obs_rows, stopped=stopped, design=design.to_dict(),
+                     settings=settings, fit_summary=_fit_line(fit, effects))
+
+
+def _child(ss, i):
+    return np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (int(i),))
+
+
+def _printer(progress):
+    if callable(progress):
+        return progress
+    if not progress:
+        return lambda rec: None
+    import sys
+
+    def say(rec):
+        played = rec.get("played")
+        what = "start" if not played else (f"{played['runs']} run(s) at {played['count']} committed "
+                                           f"({played['flipped']} flipped by their end)")
+        print(f"tip step {rec['step']}: {what}; critical mass {fmt(rec['estimate'])} "
+              f"{fmt_interval(rec['low'], rec['high'])}, P(within 1) {rec['p_within_one']:.2f}, "
+              f"{rec['runs_used']} committed runs" + (f"; {rec['stopped']}" if rec.get("stopped") else ""),
+              file=sys.stderr, flush=True)
+    return say
+
+
+def _prior(prior, source):
+    """``(counts, run effects)`` of a prior table or probe counts (None, None without one)."""
+    if prior is None:
+        return None, None
+    if isinstance(prior, StrategyFit):
+        if tuple(prior.names) != tuple(source.names) and set(prior.names) == set(source.names):
+            raise ValueError(f"the table's names are ordered {','.join(prior.names)}; give the pool in that order "
+                             f"({','.join(prior.names)})")
+        if tuple(prior.names) != tuple(source.names) or prior.memory != source.memory:
+            raise ValueError(f"the table is for names {','.join(prior.names)}, H = {prior.memory}; the search for "
+                             f"{','.join(source.names)}, H = {source.memory}")
+        c = np.asarray(prior.counts, float)
+        rows = np.flatnonzero(c.sum(axis=1) > 0)
+        sc = StateCounts(tuple(prior.names), prior.memory, ("prior table",), np.zeros(len(rows), np.int64), rows,
+                         c[rows], {"prior": prior.kind})
+        return sc, RunEffects.from_dict(prior.meta.get("run_effects"))
+    if isinstance(prior, StateCounts):
+        if tuple(prior.names) != tuple(source.names) or prior.memory != source.memory:
+            raise ValueError(f"the prior counts are for names {','.join(prior.names)}, H = {prior.memory}; the search "
+                             f"for {','.join(source.names)}, H = {source.memory}")
+        return prior, None
+    raise TypeError(f"prior must be a StrategyFit or StateCounts; got {type(prior).__name__}")
+
+
+# ----------------------------------------------------------------------------- one step
+def _refit(data, prior_counts, prior_effects, source, model, use_effects, previous, seed):
+    """The table refitted on every run so far (plus the prior's counts) and the run effects
+    estimated on the runs (the prior's own effects until there are enough runs)."""
+    parts = []
+    runs_counts = None
+    if data:
+        lg = GameLog.concat(data) if len(data) > 1 else data[0]
+        runs_counts = counts_from_log(lg, names=source.names, memory=source.memory)
+        parts.append(runs_counts)
+    if prior_counts is not None:
+        parts.append(prior_counts)
+    counts = StateCounts.concat(parts) if len(parts) > 1 else parts[0]
+    fit = fit_strategy(counts, model, rng=seed, meta={"llm": None, "tip": True})
+    effects = RunEffects.none("run_effects=False")
+    if use_effects:
+        if runs_counts is not None and len(np.unique(runs_counts.group_index)) >= MIN_RUNS:
+            effects = fit_run_effects(runs_counts, fit, start=previous)
+        elif prior_effects is not None:
+            effects = prior_effects
+    return replace(fit, meta={**fit.meta, "run_effects": effects.to_dict()}), effects
+
+
+@dataclass
+class _Grid:
+    counts: list
+    runs: list  # design runs per count
+    tested: list  # a count of the design's tested grid (not the extension)
+
+
+@dataclass
+class _Sim:
+    shares: np.ndarray  # (D, C, R, rounds) per-round challenger share, NaN after a run's end
+    lengths: np.ndarray  # (D, C, R) rounds of each simulated run
+    grid: _Grid
+    window: int
+
+
+def _simulate(fit, design: ExperimentDesign, D, seed) -> _Sim:
+    """Every run of the design's grid simulated per posterior draw (tested and extension counts;
+    each run as long as the design's cap, ending as ``design.stop`` says)."""
+    g = design.grid()
+    grid = _Grid([c for c, _, _ in g], [len(L) for _, L, _ in g], [t for _, _, t in g])
+    sim_design = ExperimentDesign(design.majority, design.challenger, design.n_agents, tuple(grid.counts),
+                                  tuple(L for _, L, _ in g), design.window, extend=False, stop=design.stop,
+                                  source="tip")
+    pred = predict(fit, n_agents=design.n_agents, n_draws=D, consensus=False, strength=False, committed=[0],
+                   n_runs_flip=1, design_runs=1, design=sim_design, max_round=design.window,
+                   directions=[(design.majority, design.challenger)], rng=seed)
+    f = pred.experiment_shares
+    ci = {c: i for i, c in enumerate(grid.counts)}
+    draws = f["draw"].to_numpy()
+    dmap = np.searchsorted(np.unique(draws), draws)
+    c_idx = np.array([ci[int(c)] for c in f["committed"].to_numpy()]) if len(f) else np.zeros(0, int)
+    run = f["run"].to_numpy()
+    rnd = f["round"].to_numpy() - 1
+    R = max(grid.runs)
+    T = int(rnd.max()) + 1 if len(rnd) else 1
+    shares = np.full((D, len(grid.counts), R, T), np.nan)
+    shares[dmap, c_idx, run, rnd] = f["share"].to_numpy()
+    lengths = (~np.isnan(shares)).sum(axis=3)
+    return _Sim(shares, lengths, grid, design.window)
+
+
+def _observed(played, source) -> dict:
+    """count -> list of per-round challenger shares of the runs played there."""
+    out = {}
+    for b in played:
+        if b.count < 0 or not len(b.log.runs):
+            continue
+        sh = challenger_shares(b.log)
+        for r in b.log.runs["run"]:
+            s = sh[sh["run"] == r].sort_values("round")["share"].to_numpy(float)
+            out.setdefault(int(b.count), []).append(s)
+    return out
+
+
+def count_met(trajectories, window: int) -> bool:
+    """Whether one count's runs meet the published rule (:func:`normlab.theory.criteria.published_rule`).
+
+    Where every run that did not meet the threshold at its end is shorter than the window (runs
+    stopped at a consensus streak whose last three rounds fall short of 2.849, or a count whose
+    runs all ended early) the rule has no full window to read; the mean is then read at the
+    longest such run, the rounds the data have.
+
+    Parameters
+    ----------
+    trajectories : sequence of array_like
+        Per-round challenger shares of each run.
+    window : int
+
+    Returns
+    -------
+    bool
+    """
+    return _rule([np.asarray(t, float) for t in trajectories], int(window))
+
+
+def _rule(trs, window) -> bool:
+    """:func:`count_met` without the conversions (called per draw and count)."""
+    try:
+        return published_rule(trs, max_round=window)["success"]
+    except ValueError:
+        open_len = [len(t) for t in trs if len(t) and not (np.nansum(t[-LAST_ROUNDS:]) >= FLIP_SUM)]
+        w = max(open_len) if open_len else window
+        if w < LAST_ROUNDS:
+            return False
+        return published_rule(trs, max_round=min(window, w))["success"]
+
+
+def _run_class(s: np.ndarray, window: int) -> int:
+    """A run's outcome as the batch value sees it: 2 flipped by its end (or over the window's last
+    three rounds), 1 the challenger's majority at the end of the window, 0 neither."""
+    s = s[~np.isnan(s)]
+    if len(s) < 1:
+        return 0
+    if np.sum(s[-LAST_ROUNDS:]) >= FLIP_SUM:
+        return 2
+    w = s[:window][-LAST_ROUNDS:]
+    if np.sum(w) >= FLIP_SUM:
+        return 2
+    return 1 if np.mean(w) >= 0.5 else 0
+
+
+def _combine(sim: _Sim, observed: dict, design: ExperimentDesign):
+    """Per draw and count whether the count's experiment -- its observed runs plus simulated ones
+    up to the design's runs -- meets the published rule; per draw, count and simulated run its
+    outcome class (:func:`_run_class`)."""
+    grid = sim.grid
+    D, C, R, _ = sim.shares.shape
+    W = sim.window
+    met = np.zeros((D, C), bool)
+    cls = np.zeros((D, C, R), np.int8)
+    for j, c in enumerate(grid.counts):
+        obs = observed.get(int(c), [])
+        n_sim = max(grid.runs[j] - len(obs), 0)
+        obs = obs[:grid.runs[j]]
+        if n_sim == 0:
+            met[:, j] = _rule(obs, W)
+            continue
+        met[:, j] = _rule_draws(obs, sim.shares[:, j, :n_sim], sim.lengths[:, j, :n_sim], W)
+        cls[:, j, :n_sim] = _run_classes(sim.shares[:, j, :n_sim], sim.lengths[:, j, :n_sim], W)
+    return met, cls, grid
+
+
+def _rule_draws(obs, shares, lengths, window) -> np.ndarray:
+    """:func:`_rule` on ``obs`` plus each draw's simulated runs, for all draws at once (the same
+    arithmetic as :func:`normlab.theory.criteria.published_rule`: runs summed row after row, the
+    last three rounds of the mean left to right).
+
+    ``shares``: ``(D, n, T)`` per-round shares of the simulated runs (NaN after a run's end),
+    ``lengths``: ``(D, n)`` their rounds."""
+    D, n, T = shares.shape
+    obs = [np.asarray(t, float) for t in obs]
+    Tm = max([T] + [len(t) for t in obs])
+    # rows: observed runs (the same in every draw), then the draw's simulated runs -> (rows, D, Tm)
+    X = np.full((len(obs) + n, D, Tm), np.nan)
+    lens = np.zeros((len(obs) + n, D), np.int64)
+    for k, t in enumerate(obs):
+        X[k, :, :len(t)] = t
+        lens[k] = len(t)
+    X[len(obs):, :, :T] = np.transpose(shares, (1, 0, 2))
+    lens[len(obs):] = lengths.T
+    idx = np.arange(Tm)
+    # a run is padded when its own last three rounds, summed left to right, reach the threshold
+    last3 = np.zeros(lens.shape)
+    for q in range(LAST_ROUNDS, 0, -1):
+        pos = lens - q
+        v = np.take_along_axis(X, np.maximum(pos, 0)[..., None], axis=2)[..., 0]
+        last3 = last3 + np.where(pos >= 0, v, 0.0)  # a run shorter than three rounds sums what it has
+    padded = (lens >= 1) & (last3 >= FLIP_SUM)
+    longest = lens.max(axis=0)
+    open_max = np.where(padded, -1, lens).max(axis=0)  # -1: every run padded
+    Wd = np.where((open_max >= 0) & (open_max < window), open_max, window)
+    L = np.minimum(Wd, np.where(padded.any(axis=0), longest + 30, longest))
+    inside = idx[None, None, :] < lens[..., None]
+    M = np.where(inside, X, np.where(padded[..., None], 1.0, np.nan))
+    M = np.where(idx[None, None, :] < L[None, :, None], M, np.nan)
+    with np.errstate(invalid="ignore"):
+        cnt = np.sum(~np.isnan(M), axis=0)
+        mean = np.where(cnt > 0, np.nansum(M, axis=0) / np.maximum(cnt, 1), np.nan)  # (D, Tm)
+    s = np.zeros(D)
+    for q in range(LAST_ROUNDS, 0, -1):
+        s = s + np.take_along_axis(mean, np.clip(L - q, 0, Tm - 1)[:, None], axis=1)[:, 0]
+    return (Wd >= LAST_ROUNDS) & (L >= LAST_ROUNDS) & (s >= FLIP_SUM)
+
+
+def _run_classes(shares, lengths, window) -> np.ndarray:
+    """:func:`_run_class` of every simulated run (``(D, n, T)`` shares, NaN after a run's end)."""
+    D, n, T = shares.shape
+    out = np.zeros((D, n), np.int8)
+    idx = np.arange(T)
+    inside = idx < lengths[..., None]
+    holes = np.isnan(shares) & inside
+    slow = holes.any(axis=2)
+    L = lengths
+    Lw = np.minimum(L, window)
+
+    def last3(upto):
+        s = np.zeros(L.shape)
+        for q in range(LAST_ROUNDS, 0, -1):
+            pos = upto - q
+            v = np.take_along_axis(shares, np.clip(pos, 0, T - 1)[..., None], axis=2)[..., 0]
+            s = s + np.where(pos >= 0, v, 0.0)
+        return s
+
+    end3, w3 = last3(L), last3(Lw)
+    nw = np.minimum(Lw, LAST_ROUNDS)
+    wmean = np.where(nw > 0, w3 / np.maximum(nw, 1), 0.0)
+    out[:] = np.where((end3 >= FLIP_SUM) | (w3 >= FLIP_SUM), 2, np.where(wmean >= 0.5, 1, 0))
+    out[L < 1] = 0
+    for d, k in zip(*np.nonzero(slow)):
+        out[d, k] = _run_class(shares[d, k, :L[d, k]], window)
+    return out
+
+
+def _to_confirm(cm, grid, source, n_obs, upto):
+    """The most probable critical mass when the search must still play out its experiment before
+    stopping: a tested count with fewer than ``min(its runs, upto)`` runs observed that can still
+    be played (None: none).
+
+    The published rule is an ensemble reading -- one slow run of ten fails a count -- so a count
+    is taken as the critical mass only once its own runs show it; the counts below it are not
+    confirmed run by run (a count fails with its first run that does not flip)."""
+    fin = cm[np.isfinite(cm)]
+    if not len(fin):
+        return None
+    vals, n = np.unique(fin, return_counts=True)
+    c = int(vals[np.argmax(n)])
+    if c not in grid.counts:
+        return None
+    j = grid.counts.index(c)
+    if n_obs.get(c, 0) >= min(grid.runs[j], upto) or source.remaining(c) < 1:
+        return None
+    return c
+
+
+def _critical_masses(met, grid) -> np.ndarray:
+    """Per draw the smallest count of the grid meeting the rule (inf: none)."""
+    counts = np.asarray(grid.counts, float)
+    first = np.where(met.any(axis=1), met.argmax(axis=1), -1)
+    return np.where(first >= 0, counts[np.maximum(first, 0)], np.inf)
+
+
+def _summarise(cm, level, N):
+    """``(estimate, P(|CM - estimate| <= 1), low, high)`` of the critical-mass draws: the estimate
+    maximises the probability (ties: nearest the median); the interval is equal-tailed."""
+    cm = np.asarray(cm, float)
+    cands = np.arange(0, N)
+    p = np.array([np.mean(np.abs(cm - e) <= 1) for e in cands])
+    p_inf = float(np.mean(np.isinf(cm)))
+    med = float(np.quantile(cm, 0.5, method="inverted_cdf"))
+    if p_inf > p.max():
+        est, pw = math.inf, p_inf
+    else:
+        best = np.flatnonzero(p >= p.max() - 1e-12)
+        est = float(best[np.argmin(np.abs(best - (med if np.isfinite(med) else N)))])
+        pw = float(p.max())
+    a = (1 - level) / 2
+    low = float(np.quantile(cm, a, method="inverted_cdf"))
+    high = float(np.quantile(cm, 1 - a, method="inverted_cdf"))
+    return est, pw, low, high
+
+
+def _mutual_information(x, z) -> float:
+    """Plug-in mutual information (bits) of two discrete samples of equal length."""
+    x = np.asarray(x)
+    z = np.asarray(z)
+    _, xi = np.unique(x, return_inverse=True)
+    _, zi = np.unique(z, return_inverse=True)
+    n = len(x)
+    joint = np.zeros((xi.max() + 1, zi.max() + 1))
+    np.add.at(joint, (xi, zi), 1.0)
+    joint /= n
+    px = joint.sum(axis=1, keepdims=True)
+    pz = joint.sum(axis=0, keepdims=True)
+    nz = joint > 0
+    return float(np.sum(joint[nz] * np.log2(joint[nz] / (px @ pz)[nz])))
+
+
+def _choose(strategy, met, cls, cm, grid, source, n_obs, B, p_at_least):
+    """``(count, runs, value per unit of cost)`` of the next batch, or None (nothing playable can
+    change the answer)."""
+    if B < 1:
+        return None
+    best = None
+    cm_key = np.where(np.isinf(cm), -1, cm)
+    for j, c in enumerate(grid.counts):
+        left = source.remaining(c)
+        n_sim = int(grid.runs[j] - n_obs.get(int(c), 0))  # simulated runs in the count's experiment now
+        if left < 1 or n_sim < 1:
+            continue
+        k = min(B, left, n_sim)
+        cost = k * float(source.run_cost(int(c)))
+        p = float(met[:, j].mean())
+        if p_at_least[j] < RELEVANT:
+            continue
+        if strategy == "eig":
+            z = cls[:, j, n_sim - k:n_sim].astype(np.int64)
+            code = np.zeros(len(z), np.int64)
+            for col in range(k):  # an order-free code of the batch: how many runs in each outcome class
+                code += np.where(z[:, col] == 2, k + 1, np.where(z[:, col] == 1, 1, 0))
+            value = _mutual_information(cm_key, code) / cost
+        else:
+            if p <= 0.0 or p >= 1.0:
+                continue
+            value = (1.0 - abs(2.0 * p - 1.0)) / cost
+        if value > 1e-9 and (best is None or value > best[2] + 1e-12):
+            best = (int(c), int(k), float(value))
+    return best
+
+
+def _flips(b: Batch, source) -> int:
+    """Runs of a batch flipped by their end (the challenger's last three rounds sum to >= 2.849)."""
+    sh = challenger_shares(b.log) if len(b.log.runs) else None
+    if sh is None:
+        return 0
+    n = 0
+    for r in b.log.runs["run"]:
+        s = sh[sh["run"] == r].sort_values("round")["share"].to_numpy(float)
+        n += int(len(s) > 0 and np.nansum(s[-LAST_ROUNDS:]) >= FLIP_SUM)
+    return n
+
+
+def _run_table(played, source, rows) -> pd.DataFrame:
+    """One row per played run: step, count, run id, interactions, its outcome class and window share."""
+    out = []
+    by = {(r["step"], r["run"]): r for r in rows}
+    for i, b in enumerate(played, start=1):
+        if not len(b.log.runs):
+            continue
+        sh = challenger_shares(b.log)
+        for r in b.log.runs["run"]:
+            s = sh[sh["run"] == r].sort_values("round")["share"].to_numpy(float)
+            w = s[:source.design.window][-LAST_ROUNDS:]
+            base = by.get((i, int(r)), {"step": i, "committed": int(b.count), "run": int(r), "interactions": -1})
+            out.append({**base, "outcome": ["neither", "majority", "flipped"][_run_class(s, source.design.window)],
+                        "window_share": float(np.nanmean(w)) if len(w) else float("nan"),
+                        "flipped_at_end": bool(len(s) and np.nansum(s[-LAST_ROUNDS:]) >= FLIP_SUM)})
+    cols = ["step", "committed", "run", "interactions", "outcome", "window_share", "flipped_at_end"]
+    return pd.DataFrame(out, columns=cols)
+
+
+def _fit_line(fit, effects) -> dict:
+    s = fit.summary()
+    return {"kind": fit.kind, "decisions": s.get("decisions"), "states_observed": s.get("states_observed"),
+            "states_total": s.get("states_total"), "run_effects": None if effects is None else effects.summary()}
+
+
+# ----------------------------------------------------------------------------- the result
+def _none_if_inf(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+@dataclass(frozen=True)
+class TipResult:
+    """An adaptive search for a critical mass: the answer, what it cost, and its path.
+
+    Attributes
+    ----------
+    direction, majority, challenger : str
+    names : tuple of str
+    n_agents, memory : int
+    estimate, low, high : float
+        The published-rule critical mass of the design (the count maximising ``P(|CM - e| <= 1)``)
+        and its equal-tailed interval at ``settings["level"]`` (``inf``: not reached on the grid).
+    p_within : float
+        ``P(|CM - estimate| <= 1)`` at the end.
+    runs_used, runs_available : int
+        Committed-minority runs played (at least one committed agent... or count 0 runs when the
+        search asked for them) and those the source could have played.
+    tokens_used : int or None
+        Tokens of every run played, baselines included (None: a replay, which has no token counts).
+    usd_used : float
+    decisions_used : int
+        LLM decisions of the uncommitted agents in the committed-minority runs played.
+    counts : dict
+        Committed count -> runs played there.
+    steps : tuple of dict
+        One record per step (step 0: before any committed run): the estimate, interval,
+        ``p_within_one``, ``p_met`` per count, runs and tokens used so far, what was played and
+        what comes next (or why the search stopped).
+    curves : pandas.DataFrame
+        Per step and count: ``p_met`` (the count's experiment meets the rule), ``p_cm`` (the
+        critical mass is this count), ``p_at_least``, ``observed`` runs.
+    runs : pandas.DataFrame
+        One row per run played: ``step``, ``committed``, ``run``, ``interactions``, ``outcome``,
+        ``window_share`` (mean challenger share of the window's last three rounds),
+        ``flipped_at_end``.
+    stopped : str
+        Why the search stopped.
+    design : dict
+        The experiment (:meth:`ExperimentDesign.to_dict`).
+    settings, fit_summary : dict
+
+    References
+    ----------
+    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 3, Table S3.
+    """
+
+    direction: str
+    majority: str
+    challenger: str
+    names: tuple
+    n_agents: int
+    memory: int
+    estimate: float
+    low: float
+    high: float
+    p_within: float
+    runs_used: int
+    runs_available: int
+    tokens_used: int | None
+    usd_used: float
+    decisions_used: int
+    counts: dict
+    steps: tuple
+    curves: pd.DataFrame
+    runs: pd.DataFrame
+    stopped: str
+    design: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    fit_summary: dict = field(default_factory=dict)
+
+    @property
+    def target_reached(self) -> bool:
+        return self.p_within >= self.settings.get("target", 0.9)
+
+    def summary(self) -> dict:
+        """The JSON of ``normlab tip --json``: ``direction``, ``critical_mass`` (``estimate``,
+        ``low``, ``high``; null: not reached), ``runs_used``, ``runs_available``, ``tokens_used``,
+        ``counts`` (count -> runs) and ``steps`` (one record per step; the last says why the
+        search stopped)."""
+        return plain({
+            "direction": self.direction,
+            "critical_mass": {"estimate": _none_if_inf(self.estimate), "low": _none_if_inf(self.low),
+                              "high": _none_if_inf(self.high)},
+            "runs_used": int(self.runs_used),
+            "runs_available": int(self.runs_available),
+            "tokens_used": self.tokens_used,
+            "counts": {str(k): int(v) for k, v in sorted(self.counts.items())},
+            "steps": [_json_step(s) for s in self.steps],
+        })
+
+    def to_frame(self) -> pd.DataFrame:
+        """Tidy long: one row per step, count and quantity (``p_met``, ``p_cm``, ``p_at_least``,
+        ``observed``)."""
+        return self.curves.melt(id_vars=["step", "committed"], var_name="quantity", value_name="value")
+
+    def describe(self) -> str:
+        """A readable summary (what ``normlab tip`` prints without ``--json``)."""
+        s = self.settings
+        share = f" ({self.runs_used / self.runs_available:.0%} of the {self.runs_available} available)" \
+            if self.runs_available else ""
+        tok = "" if self.tokens_used is None else f", {self.tokens_used:,} tokens"
+        lines = [
+            f"critical mass to overturn {self.majority} (committed agents playing {self.challenger}), N = "
+            f"{self.n_agents}, H = {self.memory}: {fmt(self.estimate)} {fmt_interval(self.low, self.high)} "
+            f"({s.get('level', 0.95):.0%} interval), P(within one agent) = {self.p_within:.2f}",
+            f"runs used: {self.runs_used} committed-minority runs{share}{tok}; "
+            f"counts played: " + (", ".join(f"{c} ({n})" for c, n in sorted(self.counts.items())) or "none"),
+            f"started from: {s.get('baseline_runs', 0)} baseline runs" +
+            (f" and a prior of {s['prior']}" if s.get("prior") else "") + f"; source: {s.get('source')}",
+            f"design: {ExperimentDesign.from_dict(self.design).describe()}",
+            f"stopped: {self.stopped} after {len(self.steps) - 1} step(s), {s.get('seconds', 0):.0f} s",
+            "path:",
+        ]
+        for st in self.steps:
+            pl = st.get("played")
+            what = "start" if not pl else f"+{pl['runs']} at {pl['count']} ({pl['flipped']} flipped)"
+            lines.append(f"  {st['step']:>3}  {what:<22} CM {fmt(st['estimate']):>11} "
+                         f"{fmt_interval(st['low'], st['high']):<24} P(within 1) {st['p_within_one']:.2f}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return short_repr("TipResult", f"{self.direction}, N={self.n_agents}, H={self.memory}",
+                          f"critical mass {fmt(self.estimate)} {fmt_interval(self.low, self.high)}",
+                          f"P(within 1) {self.p_within:.2f}",
+                          f"{self.runs_used} of {self.runs_available} runs", f"{len(self.steps) - 1} steps",
+                          self.stopped)
+
+    def _repr_html_(self) -> str:
+        rows = [("critical mass", self.estimate, (self.low, self.high)),
+                ("P(|CM - estimate| <= 1)", self.p_within),
+                ("committed runs used", self.runs_used, None, f"of {self.runs_available} available"),
+                ("tokens used", self.tokens_used)]
+        rows += [(f"runs at {c} committed", n) for c, n in sorted(self.counts.items())]
+        return html_card("TipResult", rows, level=self.settings.get("level", 0.95),
+                         subtitle=f"{self.challenger} committed against a consensus on {self.majority}, "
+                                  f"N = {self.n_agents}, H = {self.memory}",
+                         settings={"source": self.settings.get("source"), "fit": self.settings.get("fit_model"),
+                                   "strategy": self.settings.get("strategy"), "stopped": self.stopped},
+                         note=".plot() draws the path of the search; .steps holds every step; .save(path) keeps it.")
+
+    @plotting
+    def plot(self, kind: str = "path", *, axes=None):
+        """The path of the search.
+
+        Parameters
+        ----------
+        kind : {"path", "estimate", "both"}, optional
+            ``path``: P(the count's experiment meets the published rule) against the committed
+            count, one line per step (darker: later), with the runs played as points (their
+            mean challenger share over the window's last three rounds; filled: flipped by their
+            end); ``estimate``: the estimate and its interval against the committed runs used;
+            ``both``: the two side by side.
+        axes : Axes or sequence of Axes, optional
+
+        Returns
+        -------
+        matplotlib.axes.Axes or matplotlib.figure.Figure
+
+        References
+        ----------
+        Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 3B.
+        """
+        if kind not in ("path", "estimate", "both"):
+            raise ValueError(f"kind must be 'path', 'estimate' or 'both'; got {kind!r}")
+        import matplotlib as mpl
+
+        panels = ["path", "estimate"] if kind == "both" else [kind]
+        fig, axs = new_figure(1, len(panels), figsize=(6.2 * len(panels), 4.2), axes=axes)
+        axs = list(np.ravel(axs))
+        cmap = mpl.colormaps["viridis"]
+        n = max(len(self.steps), 2)
+        for ax, what in zip(axs, panels):
+            if what == "path":
+                for st, g in self.curves.groupby("step"):
+                    ax.plot(g["committed"], g["p_met"], color=cmap(0.9 * st / (n - 1)), lw=1.0 + 0.8 * (st == n - 1),
+                            alpha=0.85, label=f"step {st}" if st in (0, len(self.steps) - 1) else None)
+                if len(self.runs):
+                    r = self.runs
+                    jit = (np.arange(len(r)) % 5 - 2) * 0.06
+                    for flipped, mk in ((True, "o"), (False, "x")):
+                        m = r["flipped_at_end"].to_numpy(bool) == flipped
+                        if m.any():
+                            ax.scatter(r["committed"].to_numpy()[m] + jit[m], r["window_share"].to_numpy()[m],
+                                       c=[cmap(0.9 * s / (n - 1)) for s in r["step"].to_numpy()[m]], marker=mk, s=28,
+                                       label="runs: flipped by their end" if flipped else "runs: not flipped",
+                                       zorder=3)
+                if _none_if_inf(self.estimate) is not None:
+                    ax.axvline(self.estimate, color="C3", lw=1, ls="--", label=f"estimate {fmt(self.estimate)}")
+                ax.set_xlabel("committed agents")
+                ax.set_ylabel("P(experiment meets the rule); runs: window share")
+                ax.set_ylim(-0.03, 1.03)
+                ax.set_title(f"search path, {self.direction} (N = {self.n_agents})", fontsize=10)
+                ax.legend(fontsize=7, loc="upper left")
+            else:
+                used = [s["runs_used"] for s in self.steps]
+                est = [np.nan if _none_if_inf(s["estimate"]) is None else s["estimate"] for s in self.steps]
+                lo = [np.nan if _none_if_inf(s["low"]) is None else s["low"] for s in self.steps]
+                hi = [np.nan if _none_if_inf(s["high"]) is None else s["high"] for s in self.steps]
+                xs = np.arange(len(used)) if len(set(used)) < len(used) else np.asarray(used, float)
+                err = np.array([np.subtract(est, lo), np.subtract(hi, est)])
+                ax.errorbar(xs, est, yerr=np.where(np.isfinite(err), err, 0.0), fmt="o-", color="C0", capsize=3,
+                            label=f"estimate, {self.settings.get('level', 0.95):.0%} interval")
+                ax.set_xticks(xs, [str(u) for u in used])
+                ax2 = ax.twinx()
+                ax2.plot(used, [s["p_within_one"] for s in self.steps], "s:", color="C2", ms=3)
+                ax2.axhline(self.settings.get("target", 0.9), color="C2", lw=0.8, ls="--")
+                ax2.set_ylim(0, 1.02)
+                ax2.set_ylabel("P(within one agent)", color="C2")
+                ax.set_xlabel("committed-minority runs used")
+                ax.set_ylabel("critical mass")
+                ax.legend(fontsize=7, loc="upper left")
+        return axs[0] if len(axs) == 1 and axes is None and kind != "both" else fig
+
+    def save(self, path) -> "Path":
+        """Write the result to the folder ``path`` (``result.json`` + Parquet tables); read it
+        back with :meth:`load` or ``normlab.load``."""
+        meta = {k: getattr(self, k) for k in ("direction", "majority", "challenger", "n_agents", "memory",
+                                               "estimate", "low", "high", "p_within", "runs_used", "runs_available",
+                                               "tokens_used", "usd_used", "decisions_used", "stopped", "design",
+                                               "settings", "fit_summary")}
+        meta.update(names=list(self.names), counts={str(k): v for k, v in self.counts.items()},
+                    steps=list(self.steps))
+        return save_result(path, type(self), plain(meta), tables={"curves": self.curves, "runs": self.runs})
+
+    @classmethod
+    def load(cls, path) -> "TipResult":
+        m, t = load_result(path, cls)
+        return cls(direction=m["direction"], majority=m["majority"], challenger=m["challenger"],
+                   names=tuple(m["names"]), n_agents=m["n_agents"], memory=m["memory"], estimate=m["estimate"],
+                   low=m["low"], high=m["high"], p_within=m["p_within"], runs_used=m["runs_used"],
+                   runs_available=m["runs_available"], tokens_used=m["tokens_used"], usd_used=m["usd_used"],
+                   decisions_used=m["decisions_used"], counts={int(k): v for k, v in m["counts"].items()},
+                   steps=tuple(m["steps"]), curves=t["curves"], runs=t["runs"], stopped=m["stopped"],
+                   design=m["design"], settings=m["settings"], fit_summary=m["fit_summary"])
+
+
+def _json_step(s: dict) -> dict:
+    out = dict(s)
+    for k in ("estimate", "low", "high"):
+        out[k] = _none_if_inf(out.get(k))
+    out["p_met"] = {str(k): round(float(v), 4) for k, v in (out.get("p_met") or {}).items()}
+    out["p_within_one"] = round(float(out["p_within_one"]), 4)
+    return out
