@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.cli_output import emit, exit_codes
+from normlab.cli_output import emit, exit_codes, show_progress
 from normlab.llm_runs.cli_kit import add_endpoint_args, endpoint_config, guard, sampling
 
 from .fit_kinds import FIT_KINDS
@@ -166,7 +166,7 @@ def _tip(args) -> int:
         check_out_file(args.plot, "--plot", (".png", ".pdf", ".svg"))
     args.budget = other_budget
     endpoint = endpoint_config(args) if live else None
-    progress = not args.no_progress
+    progress = show_progress(args)
 
     def go():
         import contextlib

@@ -332,6 +332,7 @@ def test_every_saved_class_is_loadable():
     import normlab.calibration.observed_critical_mass as ocm
     import normlab.calibration.pipeline as pl
     import normlab.calibration.sensitivity as sen
+    import normlab.calibration.tip as tip
     import normlab.calibration.posterior as po
     import normlab.calibration.prediction as pr
     import normlab.llm_runs.probes.strategy as st
@@ -339,7 +340,7 @@ def test_every_saved_class_is_loadable():
 
     classes = {c.__name__: c for c in (re_.GameResult, st.StrategyProbe, po.StrategyFit, pr.Prediction,
                                        ocm.EmpiricalCriticalMass, pl.Calibration, adq.Adequacy,
-                                       sen.StateSensitivity)}
+                                       sen.StateSensitivity, tip.TipResult)}
     assert savers == set(classes), savers
     assert {_type_tag(c) for c in classes.values()} == set(LOADABLE)
 

@@ -47,7 +47,7 @@ LOADABLE = ("normlab.theory.results:GameResult", "normlab.llm_runs.probes:Strate
             "normlab.calibration.posterior:StrategyFit", "normlab.calibration.prediction:Prediction",
             "normlab.calibration.observed_critical_mass:EmpiricalCriticalMass",
             "normlab.calibration.pipeline:Calibration", "normlab.calibration.adequacy:Adequacy",
-            "normlab.calibration.sensitivity:StateSensitivity")
+            "normlab.calibration.sensitivity:StateSensitivity", "normlab.calibration.tip:TipResult")
 #: Integer fields of ``result.json`` checked before a result is built from it: ``(lowest,
 #: highest)`` (``None`` is left to the class; ``memory = -3`` or ``n_agents = 1e18`` is one line).
 CHECKED_FIELDS = {"memory": (0, 1_000), "n_agents": (1, 10**8), "n_names": (0, 10**6), "n_draws": (1, 10**8),

@@ -369,6 +369,9 @@ def decisions_frame(rows: dict | pd.DataFrame) -> pd.DataFrame:
         df[c] = df[c].astype(object).where(df[c].notna(), None)
     df["memory_state"] = df["memory_state"].astype(str)
     extra = [c for c in df.columns if c not in DECISION_COLUMNS]
+    for c in extra:  # text columns read back from Parquet (pandas' str dtype, NaN) hold None, as built in memory
+        if pd.api.types.is_string_dtype(df[c]) and df[c].dtype != object:
+            df[c] = df[c].astype(object).where(df[c].notna(), None)
     return df[list(DECISION_COLUMNS) + extra].reset_index(drop=True)
 
 
