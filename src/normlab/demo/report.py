@@ -709,11 +709,18 @@ def tip_text(t: dict, cfg: dict, model: str, embedded: bool) -> list[str]:
                                                    f"committed" for p in t["played"]) + ")")
     else:
         what = f"played no committed-minority run of its budget of {t['run_budget']}"
-    found = (f"Starting from the {t['baseline_runs']} population runs as known data, the search {what} and puts the "
-             f"critical mass to overturn {t['majority']} -- the smallest count of agents committed to "
-             f"{t['challenger']} whose {R}-run, {W}-round experiment meets the published rule -- at {est}, "
-             f"{t['level']:.0%} interval {iv}, P(within one agent) = {t['p_within_one']:.2f} ({met} the target "
-             f"{t['target']:.2f}); it stopped because: {t['stopped']}.")
+    rule = (f"the smallest count of agents committed to {t['challenger']} whose {R}-run, {W}-round experiment meets "
+            f"the published rule")
+    if cm["estimate"] is None:
+        res = (f"finds no such count up to {N - 1} of {N} agents for the critical mass to overturn {t['majority']} "
+               f"({rule}): P(none meets it) = {t['p_within_one']:.2f}"
+               + ("" if cm["low"] is None else f", {t['level']:.0%} interval from {_f(cm['low'], 0)} to not reached")
+               + f" ({met} the target {t['target']:.2f})")
+    else:
+        res = (f"puts the critical mass to overturn {t['majority']} -- {rule} -- at {est}, {t['level']:.0%} interval "
+               f"{iv}, P(within one agent) = {t['p_within_one']:.2f} ({met} the target {t['target']:.2f})")
+    found = (f"Starting from the {t['baseline_runs']} population runs as known data, the search {what} and {res}; "
+             f"it stopped because: {t['stopped']}.")
     untested = [c for c in range(1, N) if str(c) not in t["counts"]]
     gaps = ("Counts without a run (" + ", ".join(map(str, untested)) + ") are read from the strategy table refitted "
             "on the populations' and the played runs, not observed"
@@ -981,7 +988,9 @@ def _glance(s, cfg, checks, winner, pfacts, pcrit, obs, cm_rows, free, names) ->
     if t:
         cm = t["critical_mass"]
         glance.append(f"<b>Tip search</b> (overturning {html.escape(t['majority'])}): critical mass "
-                      f"{_iv(cm, 0)} ({t['level']:.0%}), P(within one agent) {t['p_within_one']:.2f}, from "
+                      f"{_iv(cm, 0)} ({t['level']:.0%}), "
+                      + ("P(within one agent)" if cm["estimate"] is not None else "P(not reached)")
+                      + f" {t['p_within_one']:.2f}, from "
                       f"{t['runs_used']} committed runs (" + (", ".join(f"{p['runs']} at {p['committed']}"
                                                                         for p in t["played"]) or "none") + ").")
     n_in = int((checks["consistent"] == True).sum())  # noqa: E712
