@@ -83,15 +83,17 @@ def _check_tip(out: Path, s: dict, page: str) -> None:
     assert pop[t["majority"]]["runs"] >= pop[other]["runs"]  # the convention the populations reached (or a tie)
     assert t["baseline_runs"] == st["runs"]  # the populations' runs are the known data
     assert 0 <= t["runs_used"] <= t["run_budget"] == st["tip_runs"]
-    assert sum(t["counts"].values()) == t["runs_used"] == sum(p["runs"] for p in t["played"])
+    # runs at count 0 (nobody committed) are played outside the budget of committed runs
+    assert sum(n for c, n in t["counts"].items() if c != "0") == t["runs_used"]
+    assert sum(t["counts"].values()) == sum(p["runs"] for p in t["played"])
     assert all(0 <= p["flipped"] <= p["runs"] <= t["runs_per_count"] for p in t["played"])
     cm = t["critical_mass"]
     if cm["estimate"] is not None and cm["low"] is not None and cm["high"] is not None:
         assert cm["low"] <= cm["estimate"] <= cm["high"]
     runs = pd.read_parquet(out / "tables" / "tip_runs.parquet")
-    assert len(runs) == t["runs_used"] and set(runs["committed"].astype(str)) == set(t["counts"])
+    assert len(runs) == sum(t["counts"].values()) and set(runs["committed"].astype(str)) == set(t["counts"])
     assert (out / "tables" / "tip_path.parquet").exists() and (out / t["directory"]).is_dir()
-    assert f"played {t['runs_used']} committed-minority run" in t["text"][0]
+    assert f"played {t['runs_used'] or 'no'} committed-minority run" in t["text"][0]
     p = t["p_within_one"]
     assert (f"P(within one agent) = {p:.2f}" if cm["estimate"] is not None else f"P(none meets it) = {p:.2f}") \
         in t["text"][0]

@@ -131,7 +131,8 @@ def _headline(res) -> dict:
             f"{iv(cm, 0)} ({t['level']:.0%}), "
             + ("P(within one agent)" if cm["estimate"] is not None else f"P(not reached up to {st['n_agents'] - 1})")
             + f" {t['p_within_one']:.2f}; {t['runs_used']} of at most "
-            f"{t['run_budget']} committed runs, at " + (", ".join(f"{c} ({n})" for c, n in t["counts"].items()) or "none")
+            f"{t['run_budget']} committed runs; runs played at (count: runs) "
+            + (", ".join(f"{c}: {n}" for c, n in t["counts"].items()) or "none")
             + (f"; {secs[0]:.0f} s" if secs else ""))
     ok = sum(1 for c in s["checks"] if c["consistent"] is True)
     bad = sum(1 for c in s["checks"] if c["consistent"] is False)

@@ -703,12 +703,13 @@ def tip_text(t: dict, cfg: dict, model: str, embedded: bool) -> list[str]:
     iv = f"[{_f(cm['low'], 0) if cm['low'] is not None else 'not reached'}, " \
          f"{_f(cm['high'], 0) if cm['high'] is not None else 'not reached'}]"
     met = "reaching" if t["p_within_one"] >= t["target"] else "short of"
-    if t["runs_used"]:
-        what = (f"played {t['runs_used']} committed-minority run{'s' if t['runs_used'] != 1 else ''} of its budget of "
-                f"{t['run_budget']} (" + "; ".join(f"{p['flipped']} of {p['runs']} flipped at {p['committed']} "
-                                                   f"committed" for p in t["played"]) + ")")
-    else:
-        what = f"played no committed-minority run of its budget of {t['run_budget']}"
+    zero = sum(p["runs"] for p in t["played"] if p["committed"] == 0)
+    what = (f"played {t['runs_used'] or 'no'} committed-minority run{'s' if t['runs_used'] != 1 else ''} of its "
+            f"budget of {t['run_budget']}"
+            + (f" and {zero} run{'s' if zero != 1 else ''} with nobody committed (outside the budget)" if zero else ""))
+    if t["played"]:
+        what += " (" + "; ".join(f"{p['flipped']} of {p['runs']} flipped at {p['committed']} committed"
+                                 for p in t["played"]) + ")"
     rule = (f"the smallest count of agents committed to {t['challenger']} whose {R}-run, {W}-round experiment meets "
             f"the published rule")
     if cm["estimate"] is None:
