@@ -1150,6 +1150,9 @@ def _next_runs(cfg) -> list[tuple[str, str]]:
         ("the paper's generate-and-parse protocol instead of exact mode",
          f"normlab demo --out {od} --mode sample --runs 4 --reask unbounded"),
         ("a Bayesian fit with partial pooling on the population log (PyMC)", f"normlab demo --out {od} --fit hierarchical"),
+        ("a larger budget for the tip search (it stops earlier at its target; the runs already played are replayed "
+         "from their journals)",
+         f"normlab demo --out {od} --tip-runs 16"),
         ("your own model on an OpenAI-compatible server that returns logprobs (llama.cpp, vLLM)",
          "normlab demo --out report-mine --base-url http://127.0.0.1:8000/v1 --model MODEL"),
         ("the same analyses on your own runs or the published Llama runs", "normlab calibrate --help"),
