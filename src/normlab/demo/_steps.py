@@ -368,6 +368,11 @@ def tip_runs_per_count(cfg) -> int:
     return max(int(cfg["committed_runs"]), 2)
 
 
+def tip_draws(cfg) -> int:
+    """Posterior draws per step of the search: the demo's ``n_draws``, at least the 20 ``tip`` needs."""
+    return max(int(cfg["n_draws"]), 20)
+
+
 def tip_step(run: DemoRun, pop, obs, pfacts, cache) -> TipStep | None:
     """:func:`normlab.calibration.tip` on the demo's endpoint, starting from the populations' runs
     (baselines from empty memories, the known data), at most ``tip_runs`` committed runs against
@@ -393,7 +398,7 @@ def tip_step(run: DemoRun, pop, obs, pfacts, cache) -> TipStep | None:
                                endpoint=run.endpoint_for(where), runs_per_count=R, window=cfg["within_rounds"],
                                baselines=0, mode=cfg["mode"], sampling=cfg["sampling"], cache=cache, progress=False,
                                rng=s_src)
-            res = tip(source, log=pop.log, max_runs=cfg["tip_runs"], n_draws=cfg["n_draws"], confirm=R,
+            res = tip(source, log=pop.log, max_runs=cfg["tip_runs"], n_draws=tip_draws(cfg), confirm=R,
                       progress=say, rng=s_tip)
             if res.stopped.startswith("budget"):
                 raise BudgetExhausted("the tip search reached the budget")
