@@ -196,6 +196,13 @@ def test_demo_sample_mode_on_stub(tmp_path, capsys):
                   "--committed", "1", "--tip-runs", "0")
         assert stub.n_chat == sent and s3["tip"] is None and s3["settings"]["tip_runs"] == 0
         _check_report(out, s3)
+        # a larger budget replays the runs played and asks only for new ones
+        s4 = _run(capsys, out, "--base-url", stub.base_url, "--mode", "sample", "--sample-check", "0",
+                  "--committed", "1", "--tip-runs", "5")
+        tip4 = next(x for x in s4["timing"]["steps"] if x["step"].startswith("tip:"))
+        assert stub.n_chat - sent == tip4["llm_calls"] == s4["cost"]["llm_calls"]
+        assert s4["tip"]["runs_used"] >= t["runs_used"]
+        assert all(s4["tip"]["counts"].get(c, 0) >= n for c, n in t["counts"].items())
     assert s["settings"]["mode"] == "sample" and s["free_generation"] is None
     decisions = s["population"]["observed"]["decisions"]
     assert s["population"]["observed"]["covered_mass"] is None  # no exact distribution behind a sampled answer
