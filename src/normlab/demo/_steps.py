@@ -403,7 +403,8 @@ def tip_step(run: DemoRun, pop, obs, pfacts, cache) -> TipStep | None:
             if res.stopped.startswith("budget"):
                 raise BudgetExhausted("the tip search reached the budget")
     run.echo(f"  tip: critical mass to overturn {x} ({why}): {_num(res.estimate)} [{_num(res.low)}, "
-             f"{_num(res.high)}], P(within one agent) {res.p_within:.2f}, from {res.runs_used} committed runs at "
+             f"{_num(res.high)}], " + ("P(within one agent)" if np.isfinite(res.estimate) else "P(not reached)")
+             + f" {res.p_within:.2f}, from {res.runs_used} committed runs at "
              + (", ".join(f"{c} ({n})" for c, n in sorted(res.counts.items())) or "no count")
              + f"; {res.stopped}")
     return TipStep(result=res, majority=x, challenger=y, why=why, runs_per_count=R, directory=where)

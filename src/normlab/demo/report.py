@@ -578,8 +578,8 @@ def _write_figures(out: Path, ctx: dict) -> dict:
 
         tp.result.runs.to_parquet(tables / "tip_runs.parquet", index=False)
         tp.result.curves.to_parquet(tables / "tip_path.parquet", index=False)
-        fig = tp.result.plot("both", path=out / "tip.png")
-        plt.close(fig)
+        fig = tp.result.plot(tip_figure_kind(tp.result), path=out / "tip.png")
+        plt.close(fig if isinstance(fig, plt.Figure) else fig.figure)  # "path" alone returns its Axes
         figs["tip"] = out / "tip.png"
     return figs
 
@@ -668,6 +668,13 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
     return summary
 
 
+def tip_figure_kind(result) -> str:
+    """``both`` panels of :meth:`TipResult.plot`; the search path alone when no step had a
+    critical mass on the grid (the estimate panel would be empty)."""
+    ok = any(finite(float(st["estimate"])) is not None for st in result.steps if st.get("estimate") is not None)
+    return "both" if ok else "path"
+
+
 def tip_facts(tp, cfg: dict, model: str, embedded: bool, out: Path, llm_dir) -> dict | None:
     """The tip step in ``summary.json`` (None when ``--tip-runs 0`` turned it off): the critical
     mass with its interval, what the search played and the sentences the report prints."""
@@ -689,7 +696,7 @@ def tip_facts(tp, cfg: dict, model: str, embedded: bool, out: Path, llm_dir) -> 
          "baseline_runs": int(r.settings.get("baseline_runs", 0)),
          "counts": {str(c): int(n) for c, n in sorted(r.counts.items())}, "played": played,
          "tokens_used": r.tokens_used, "steps": len(r.steps) - 1, "stopped": r.stopped,
-         "fit": r.fit_summary, "figure": "tip.png", "tables": ["tables/tip_runs.parquet", "tables/tip_path.parquet"],
+         "fit": r.fit_summary, "figure": "tip.png", "figure_kind": tip_figure_kind(r), "tables": ["tables/tip_runs.parquet", "tables/tip_path.parquet"],
          "directory": Path(tp.directory).relative_to(out).as_posix()}
     t["text"] = tip_text(t, cfg, model, embedded)
     return t
@@ -929,8 +936,11 @@ def _tip_html(t: dict | None, figs: dict) -> str:
             f"<figure><img src='{_img(figs['tip'])}' alt='tip search'><figcaption>Left: probability that the "
             f"experiment at each committed count meets the published rule, one line per step of the search (darker: "
             f"later), with the runs played as points (their challenger share over the window's last three rounds; "
-            f"circles: flipped by their end). Right: the estimate and its {t['level']:.0%} interval against the "
-            f"committed runs used, with P(within one agent) (green) and its target.</figcaption></figure>"
+            f"circles: flipped by their end)."
+            + (f" Right: the estimate and its {t['level']:.0%} interval against the committed runs used, with "
+               f"P(within one agent) (green) and its target." if t.get("figure_kind") == "both" else
+               " (No step put the critical mass on the grid, so the estimate panel is left out.)")
+            + "</figcaption></figure>"
             f"<p><b>What it found.</b> {e(t['text'][0])} <b>What it cannot show.</b> {e(t['text'][1])}</p>")
 
 
