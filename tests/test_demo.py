@@ -18,7 +18,7 @@ from normlab.cli import main
 
 TINY = ["--n-agents", "4", "--memory", "1", "--runs", "3", "--max-rounds", "30", "--committed-runs", "2",
         "--sample-check", "3", "--draws", "30", "--within-rounds", "10", "--no-progress", "--json"]
-FIGURES = {"strategy.png", "population.png", "critical_mass.png", "committed.png", "calibration.png"}
+FIGURES = {"strategy.png", "population.png", "critical_mass.png", "committed.png", "calibration.png", "tip.png"}
 
 
 def _run(capsys, out, *extra) -> dict:
@@ -34,14 +34,15 @@ def _check_report(out: Path, s: dict) -> None:
 
     jsonschema.validate(s, SUMMARY_SCHEMA)
     assert json.loads((out / "summary.json").read_text()) == s
-    assert set(s["files"]["figures"]) == FIGURES
-    for f in FIGURES:
+    figures = FIGURES if s["tip"] else FIGURES - {"tip.png"}
+    assert set(s["files"]["figures"]) == figures
+    for f in figures:
         img = mpimg.imread(out / f)
         assert img.shape[0] > 300 and img.shape[1] > 500, f  # a real figure, not an empty canvas
         assert img[..., :3].std() > 0.05, f
     page = (out / "report.html").read_text(encoding="utf-8")
     # self-contained: every figure embedded, no script, no external resource
-    assert page.count("data:image/png;base64,") == len(FIGURES)
+    assert page.count("data:image/png;base64,") == len(figures)
     assert "<script" not in page.lower() and not re.search(r"(src|href)=['\"]https?://", page)
     for section in ("At a glance", "What these comparisons can and cannot show", "What to try next", "Every check",
                     "Cost and time"):
@@ -61,6 +62,42 @@ def _check_report(out: Path, s: dict) -> None:
     steps = {x["step"] for x in s["timing"]["steps"]}
     assert any(x.startswith("strategy table") for x in steps) and "LLM populations" in steps
     assert s["timing"]["cpu_s"] > 0 and s["timing"]["wall_s"] > 0
+    assert any(x.startswith("tip:") for x in steps) == (s["tip"] is not None)
+    if s["tip"]:
+        _check_tip(out, s, page)
+    else:
+        assert "The tip search" not in page
+
+
+def _check_tip(out: Path, s: dict, page: str) -> None:
+    """The tip step in summary.json, the report and its tables: the counts played add up to the
+    runs used (within the budget), the interval holds the estimate, the sentences carry the numbers."""
+    import html
+
+    import pandas as pd
+
+    t, st = s["tip"], s["settings"]
+    pop = s["population"]["observed"]["consensus"]
+    assert t["majority"] in st["names"] and t["challenger"] in st["names"] and t["majority"] != t["challenger"]
+    other = t["challenger"]
+    assert pop[t["majority"]]["runs"] >= pop[other]["runs"]  # the convention the populations reached (or a tie)
+    assert t["baseline_runs"] == st["runs"]  # the populations' runs are the known data
+    assert 0 <= t["runs_used"] <= t["run_budget"] == st["tip_runs"]
+    # runs at count 0 (nobody committed) are played outside the budget of committed runs
+    assert sum(n for c, n in t["counts"].items() if c != "0") == t["runs_used"]
+    assert sum(t["counts"].values()) == sum(p["runs"] for p in t["played"])
+    assert all(0 <= p["flipped"] <= p["runs"] <= t["runs_per_count"] for p in t["played"])
+    cm = t["critical_mass"]
+    if cm["estimate"] is not None and cm["low"] is not None and cm["high"] is not None:
+        assert cm["low"] <= cm["estimate"] <= cm["high"]
+    runs = pd.read_parquet(out / "tables" / "tip_runs.parquet")
+    assert len(runs) == sum(t["counts"].values()) and set(runs["committed"].astype(str)) == set(t["counts"])
+    assert (out / "tables" / "tip_path.parquet").exists() and (out / t["directory"]).is_dir()
+    assert f"played {t['runs_used'] or 'no'} committed-minority run" in t["text"][0]
+    p = t["p_within_one"]
+    assert (f"P(within one agent) = {p:.2f}" if cm["estimate"] is not None else f"P(none meets it) = {p:.2f}") \
+        in t["text"][0]
+    assert "The tip search" in page and html.escape(t["text"][0]) in page and html.escape(t["text"][1]) in page
 
 
 def test_demo_on_stub_server_and_rerun_from_cache(tmp_path, capsys):
@@ -80,8 +117,10 @@ def test_demo_on_stub_server_and_rerun_from_cache(tmp_path, capsys):
         s2 = _run(capsys, out, "--base-url", stub.base_url)
         assert stub.n_chat == sent  # every answer came from the journals
     assert s2["cost"]["llm_calls"] == 0 and s2["cost"]["llm_calls_total"] == s1["cost"]["llm_calls_total"]
-    for k in ("population", "critical_mass", "committed_check", "checks", "strategy_table", "free_generation"):
+    for k in ("population", "critical_mass", "committed_check", "checks", "strategy_table", "free_generation", "tip"):
         assert s2[k] == s1[k], k
+    tip_step = [x for x in s2["timing"]["steps"] if x["step"].startswith("tip:")]
+    assert len(tip_step) == 1 and tip_step[0]["llm_calls"] == 0
 
 
 def test_demo_dry_run_sends_and_writes_nothing(tmp_path, capsys):
@@ -96,12 +135,18 @@ def test_demo_dry_run_sends_and_writes_nothing(tmp_path, capsys):
         assert main(["demo", "--out", str(out), *TINY, "--base-url", stub.base_url, "--dry-run", "--mode", "sample",
                      "--price-input", "1", "--price-output", "2"]) == 0
         s = json.loads(capsys.readouterr().out)
+        # the tip search's runs are part of the sample-mode estimate; --tip-runs 0 drops them
+        assert main(["demo", "--out", str(out), *TINY, "--base-url", stub.base_url, "--dry-run", "--mode", "sample",
+                     "--price-input", "1", "--price-output", "2", "--tip-runs", "0"]) == 0
+        s0 = json.loads(capsys.readouterr().out)
         assert stub.n_chat == 0
     assert not out.exists() and est["nothing_sent"] is True
+    assert any(n.startswith("tip search: at most 8 committed-minority runs") for n in est["how"])
     # H = 1: 5 memory states x 2 orders (exact) + 3 free-generation answers; exact populations: none
     assert est["requests"] == {"typical": 13, "at_most": 13}
     assert s["requests"]["typical"] > 13 and s["requests"]["at_most"] > s["requests"]["typical"]
     assert s["cost_usd"]["typical"] > 0 and not out.exists()
+    assert s0["requests"]["typical"] < s["requests"]["typical"] and any(n.startswith("tip search: off (--tip-runs 0)") for n in s0["how"])
 
 
 def test_demo_budget_stops_cleanly_and_a_larger_one_continues(tmp_path, capsys):
@@ -132,9 +177,32 @@ def test_demo_sample_mode_on_stub(tmp_path, capsys):
     """Sample mode: the populations generate and parse (one request per decision), nothing cached."""
     from normlab.llm_runs.testing import StubServer
 
+    out = tmp_path / "r"
     with StubServer() as stub:
-        s = _run(capsys, tmp_path / "r", "--base-url", stub.base_url, "--mode", "sample", "--sample-check", "0",
-                 "--committed", "1")
+        s = _run(capsys, out, "--base-url", stub.base_url, "--mode", "sample", "--sample-check", "0",
+                 "--committed", "1", "--tip-runs", "3")
+        sent = stub.n_chat
+        # the tip step played live runs (sample mode: one request per decision at least), journaled
+        t = s["tip"]
+        tip_step = next(x for x in s["timing"]["steps"] if x["step"].startswith("tip:"))
+        assert 1 <= t["runs_used"] <= 3 and tip_step["llm_calls"] > 0 and t["tokens_used"] > 0
+        _check_report(out, s)
+        # a rerun asks nothing again: every tip run comes back from its journal, same search
+        s2 = _run(capsys, out, "--base-url", stub.base_url, "--mode", "sample", "--sample-check", "0",
+                  "--committed", "1", "--tip-runs", "3")
+        assert stub.n_chat == sent and s2["cost"]["llm_calls"] == 0 and s2["tip"] == t
+        # --tip-runs 0 turns the step off
+        s3 = _run(capsys, out, "--base-url", stub.base_url, "--mode", "sample", "--sample-check", "0",
+                  "--committed", "1", "--tip-runs", "0")
+        assert stub.n_chat == sent and s3["tip"] is None and s3["settings"]["tip_runs"] == 0
+        _check_report(out, s3)
+        # a larger budget replays the runs played and asks only for new ones
+        s4 = _run(capsys, out, "--base-url", stub.base_url, "--mode", "sample", "--sample-check", "0",
+                  "--committed", "1", "--tip-runs", "5")
+        tip4 = next(x for x in s4["timing"]["steps"] if x["step"].startswith("tip:"))
+        assert stub.n_chat - sent == tip4["llm_calls"] == s4["cost"]["llm_calls"]
+        assert s4["tip"]["runs_used"] >= t["runs_used"]
+        assert all(s4["tip"]["counts"].get(c, 0) >= n for c, n in t["counts"].items())
     assert s["settings"]["mode"] == "sample" and s["free_generation"] is None
     decisions = s["population"]["observed"]["decisions"]
     assert s["population"]["observed"]["covered_mass"] is None  # no exact distribution behind a sampled answer
@@ -186,6 +254,7 @@ def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
     (["--committed", "two"], "committed must be 'auto'"),
     (["--runs", "0"], "runs must be >= 1"),
     (["--draws", "3"], "--draws must be >= 10"),
+    (["--tip-runs", "-1"], "--tip-runs must be >= 0"),
     (["--model", "m"], "--model needs --base-url"),
     (["--top-p", "0.9"], "exact mode applies temperature and top-k locally"),
     (["--top-p", "2"], "--top-p must be a number in [0, 1]"),

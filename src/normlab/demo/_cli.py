@@ -54,7 +54,7 @@ def _demo(args) -> int:
     kw = dict(names=args.names, n_agents=args.n_agents, memory=args.memory, runs=args.runs,
               max_rounds=args.max_rounds, committed=args.committed, committed_runs=args.committed_runs,
               sample_check=args.sample_check, fit=args.fit, n_draws=args.draws, mode=args.mode or "exact",
-              within_rounds=args.within_rounds, endpoint=endpoint, sampling=settings)
+              within_rounds=args.within_rounds, tip_runs=args.tip_runs, endpoint=endpoint, sampling=settings)
     if args.dry_run:
         import json
 
@@ -123,6 +123,17 @@ def _headline(res) -> dict:
     if s["free_generation"]:
         f = s["free_generation"]
         out["free answers with no name"] = f"{f['invalid']}/{f['trials']} (probe predicts {f['predicted_invalid_share']:.2f})"
+    t = s.get("tip")
+    if t:
+        cm = t["critical_mass"]
+        secs = [x["wall_s"] for x in s["timing"]["steps"] if x["step"].startswith("tip:")]
+        out[f"tip: critical mass to overturn {t['majority']}"] = (
+            f"{iv(cm, 0)} ({t['level']:.0%}), "
+            + ("P(within one agent)" if cm["estimate"] is not None else f"P(not reached up to {st['n_agents'] - 1})")
+            + f" {t['p_within_one']:.2f}; {t['runs_used']} of at most "
+            f"{t['run_budget']} committed runs; runs played at (count: runs) "
+            + (", ".join(f"{c}: {n}" for c, n in t["counts"].items()) or "none")
+            + (f"; {secs[0]:.0f} s" if secs else ""))
     ok = sum(1 for c in s["checks"] if c["consistent"] is True)
     bad = sum(1 for c in s["checks"] if c["consistent"] is False)
     out["checks"] = f"{ok} inside their predicted interval, {bad} outside"
@@ -172,6 +183,10 @@ def register(subparsers) -> None:
     g.add_argument("--fit", default="empirical", choices=fit_kind_names(),
                    help="strategy model fitted on the populations' log (default %(default)s; hierarchical runs PyMC, "
                         "about a minute)")
+    g.add_argument("--tip-runs", type=int, default=8,
+                   help="the tip step: adaptive search (normlab tip) for the critical mass that overturns the "
+                        "populations' convention, starting from their runs, with at most this many committed runs; 0 "
+                        "skips it (default %(default)s)")
     g.add_argument("--draws", type=int, default=200, help="simulated experiments / posterior draws per prediction "
                                                          "(default %(default)s)")
     add_endpoint_args(p, run_controls=True)

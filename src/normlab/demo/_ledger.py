@@ -53,8 +53,10 @@ def journal_calls(directory) -> list:
 
 
 def ledger(directories) -> dict:
-    """Requests and tokens journaled in ``directories``."""
-    calls = [c for d in directories for c in journal_calls(d)]
+    """Requests and tokens journaled in ``directories`` and below them (a step whose runs journal in
+    sub-directories, the tip search's, is counted whole; a directory that does not exist yet adds none)."""
+    dirs = sorted({j.parent for d in directories if Path(d).is_dir() for j in Path(d).rglob(JOURNAL_FILE)})
+    calls = [c for d in dirs for c in journal_calls(d)]
     return {"calls": len(calls), "prompt_tokens": int(sum(c.prompt_tokens for c in calls)),
             "completion_tokens": int(sum(c.completion_tokens for c in calls)),
             "cached_tokens": int(sum(c.cached_tokens for c in calls))}
@@ -84,11 +86,13 @@ def stage_endpoint(ep, llm_root: Path, own: Path):
     The demo's ``budget_tokens`` / ``budget_usd`` cap everything journaled under ``OUT/llm``
     (earlier runs of the demo included). Each step's own client already counts its own journal
     (so a rerun with a larger budget continues it), so the step gets the budget less what the
-    *other* steps spent.
+    *other* steps spent; a step journaling in sub-directories of ``own`` (the tip search) accounts
+    for its own sub-steps.
     """
     if ep.budget_tokens is None and ep.budget_usd is None:
         return ep
-    others = [d for d in journal_dirs(llm_root) if d != Path(own)]
+    own = Path(own)
+    others = [d for d in journal_dirs(llm_root) if d != own and own not in d.parents]
     tok, usd = spent(others, ep)
     kw = {}
     for key, used in (("budget_tokens", tok), ("budget_usd", usd)):

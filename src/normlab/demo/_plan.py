@@ -30,7 +30,7 @@ __all__ = ["DEMO_DEFAULTS", "MARKER", "PROBE_SEED", "validate", "parse_committed
 DEMO_DEFAULTS = {
     "names": "X,Y", "n_agents": 8, "memory": 2, "runs": 8, "max_rounds": 100, "committed": "auto",
     "committed_runs": 4, "sample_check": 12, "fit": "empirical", "n_draws": 200, "mode": "exact",
-    "within_rounds": 30, "rng": 1,
+    "within_rounds": 30, "tip_runs": 8, "rng": 1,
 }
 #: Settings of the demo in its directory (marks a directory as a demo directory).
 MARKER = "demo.json"
@@ -54,7 +54,7 @@ def parse_committed(committed, n_agents: int):
 
 
 def validate(out, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
-             n_draws, mode, within_rounds, endpoint, sampling) -> dict:
+             n_draws, mode, within_rounds, endpoint, sampling, tip_runs=DEMO_DEFAULTS["tip_runs"]) -> dict:
     """Every setting checked before any work; returns them as the demo's ``cfg``."""
     if isinstance(names, str):
         names = [x.strip() for x in names.split(",")]
@@ -75,6 +75,7 @@ def validate(out, names, n_agents, memory, runs, max_rounds, committed, committe
     if mode not in ("exact", "sample"):
         raise ValueError(f"mode must be 'exact' or 'sample'; got {mode!r}")
     within_rounds = check_int(within_rounds, "within_rounds", 3)
+    tip_runs = check_int(tip_runs, "tip_runs", 0)
     if endpoint is None:
         endpoint = EndpointConfig.from_env()
     if not isinstance(endpoint, EndpointConfig):
@@ -95,7 +96,8 @@ def validate(out, names, n_agents, memory, runs, max_rounds, committed, committe
         raise ValueError(f"--out {out} is not empty and holds no normlab demo; choose an empty or new directory")
     return dict(out=out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
                 committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
-                n_draws=n_draws, mode=mode, within_rounds=within_rounds, endpoint=endpoint, sampling=sampling)
+                n_draws=n_draws, mode=mode, within_rounds=within_rounds, tip_runs=tip_runs, endpoint=endpoint,
+                sampling=sampling)
 
 
 def directory_key(cfg) -> str:
@@ -135,7 +137,8 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
                   committed_runs: int = DEMO_DEFAULTS["committed_runs"],
                   sample_check: int = DEMO_DEFAULTS["sample_check"], fit: str = DEMO_DEFAULTS["fit"],
                   n_draws: int = DEMO_DEFAULTS["n_draws"], mode: str = DEMO_DEFAULTS["mode"],
-                  within_rounds: int = DEMO_DEFAULTS["within_rounds"], endpoint=None, sampling: dict | None = None):
+                  within_rounds: int = DEMO_DEFAULTS["within_rounds"], tip_runs: int = DEMO_DEFAULTS["tip_runs"],
+                  endpoint=None, sampling: dict | None = None):
     """Requests, tokens and cost of :func:`run_demo` with the same arguments, before anything
     is sent (``normlab demo --dry-run``): nothing is sent and nothing is written.
 
@@ -145,12 +148,12 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
         ``typical`` and ``at_most`` per quantity, summed over the steps that call the model:
         the strategy table (one exact request per memory state and name order, less what
         ``out`` already journaled), the free-generation check (``sample_check`` requests), and
-        in sample mode the populations and committed-minority runs
-        (:func:`normlab.llm_runs.estimate_game`; in exact mode they are answered from the
-        table's cache). Tokens are estimated from the rendered prompts (UTF-8 bytes / 3).
+        in sample mode the populations, the committed-minority runs and the tip search's at most
+        ``tip_runs`` runs (:func:`normlab.llm_runs.estimate_game`; in exact mode they are answered
+        from the table's cache). Tokens are estimated from the rendered prompts (UTF-8 bytes / 3).
     """
     cfg = validate(out, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
-                   n_draws, mode, within_rounds, endpoint, sampling)
+                   n_draws, mode, within_rounds, endpoint, sampling, tip_runs=tip_runs)
     out, names, N, H = cfg["out"], cfg["names"], cfg["n_agents"], cfg["memory"]
     ep, smp = cfg["endpoint"], cfg["sampling"]
     llm_dir = out / "llm" / directory_key(cfg)
@@ -178,9 +181,12 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
                                        what="", prices=prices))
         notes.append(f"free-generation check: {n} requests (sample mode, no re-ask)")
     # 3. populations and committed-minority runs
+    tip_note = (f"tip search: at most {cfg['tip_runs']} committed-minority runs of at most {cfg['within_rounds']} "
+                f"rounds against the convention the populations reach" if cfg["tip_runs"] else "tip search: off (--tip-runs 0)")
     if cfg["mode"] == "exact":
-        notes.append("populations and committed-minority runs (exact mode): answered from the strategy table's "
-                     "cache, no request")
+        notes.append("populations, committed-minority runs and the tip search (exact mode): answered from the strategy "
+                     "table's cache, no request")
+        notes.append(tip_note)
     else:
         run_kw = dict(mode="sample", endpoint=ep, **smp)
         parts.append(estimate_game(N, H, names, max_interactions=cfg["max_rounds"] * N, runs=cfg["runs"],
@@ -196,6 +202,15 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
                          f"cap of {cfg['within_rounds']} rounds"
                          + ("; counts 'auto' come from the prediction: estimated with one count per direction"
                             if cfg["committed"] == "auto" else ""))
+        if cfg["tip_runs"]:
+            # the direction and counts come from the runs: one committed agent (the most uncommitted
+            # decisions a run can ask), each run to its cap (a run stops early at a 3N streak)
+            x, y = names
+            parts.append(estimate_game(N, H, names, max_interactions=cfg["within_rounds"] * N, runs=cfg["tip_runs"],
+                                       committed=1, committed_name=y, initial=f"consensus:{x}", stop="streak",
+                                       **run_kw))
+        notes.append(tip_note + ("; estimated at one committed agent (the most uncommitted decisions)"
+                                 if cfg["tip_runs"] else ""))
     keys = ("requests", "prompt_tokens", "completion_tokens", "cost_usd")
     rows = {k: tuple(None if any(p.rows[k][i] is None for p in parts) else float(sum(p.rows[k][i] for p in parts))
                      for i in (0, 1)) for k in keys}
@@ -269,9 +284,10 @@ def plan_rest(cfg, seed, ep, llm_dir: Path, states_b, dir_b: Path, speed: dict |
              + (f" = {est['prompt_tokens']:,} prompt tokens, expected {fmt_seconds(est['seconds'])} of model time"
                 if est["seconds"] is not None else "")
              + (f", ~${cost:.4f}" if cost else ""))
+    tip = (f" and the tip search (at most {cfg['tip_runs']} committed runs)" if cfg["tip_runs"] else "")
     if cfg["mode"] == "exact":
-        echo("        populations and committed runs (exact mode) are answered from the table's cache: 0 requests")
+        echo(f"        populations, committed runs{tip} (exact mode) are answered from the table's cache: 0 requests")
     else:
-        echo("        populations and committed runs (sample mode): estimated after the theory prediction")
+        echo(f"        populations, committed runs{tip} (sample mode): estimated after the theory prediction")
     echo("        theory simulations: seconds (a first run after installation also compiles them, ~1 min)")
     return est

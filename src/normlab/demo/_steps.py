@@ -21,6 +21,9 @@ from normlab._rng import spawn
 from normlab.calibration import (calibrate, challenger_shares, llm_trajectories, predict,
                                  theory_trajectories)
 from normlab.calibration.fit_kinds import fit_family
+from normlab.calibration.tip import tip
+from normlab.calibration.tip_sources import LLMSource
+from normlab.llm_runs import BudgetExhausted
 from normlab.llm_runs import enumerate_states, individual_bias, run_game, strategy_table
 from normlab.theory import StrategyTable, strategy_game
 from normlab.theory.criteria import shares_from_result
@@ -32,7 +35,8 @@ from ._plan import PROBE_SEED, measure_speed, plan_rest
 from ._progress import JournalBar, spinner
 
 __all__ = ["GROUPS", "DemoRun", "ProbeStep", "probe_step", "free_generation_step", "prediction_step",
-           "population_step", "committed_step", "calibration_step", "checks_step"]
+           "population_step", "committed_step", "TipStep", "tip_direction", "tip_step", "calibration_step",
+           "checks_step"]
 
 #: Groups of simulated experiments behind every predictive interval of a trajectory.
 GROUPS = 200
@@ -324,6 +328,90 @@ def llm_committed_shares(res, wr: int) -> pd.DataFrame:
             v[len(s):] = 1.0
         rows.append(pd.DataFrame({"run": k, "round": np.arange(1, wr + 1), "share": v}))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["run", "round", "share"])
+
+
+# ----------------------------------------------------------------------------- 5b. the tip search
+@dataclass
+class TipStep:
+    """The adaptive search for the critical mass that overturns the populations' convention."""
+
+    result: object  # normlab.calibration.TipResult
+    majority: str
+    challenger: str
+    why: str  # how the convention to overturn was chosen
+    runs_per_count: int
+    directory: Path
+
+
+def tip_direction(obs: dict, pfacts: dict, names) -> tuple[str, str]:
+    """The convention to overturn: the one more populations reached, else (a tie, or no consensus)
+    the one the probed table predicts. Returns ``(name, why)``."""
+    won = {nm: int(obs["consensus"][nm]["runs"]) for nm in names}
+    a, b = sorted(names, key=lambda nm: -won[nm])
+    if won[a] > won[b]:
+        return a, f"{won[a]} of {obs['runs']} populations reached {a}"
+    p = max(names, key=lambda nm: pfacts["consensus"].get(nm, {}).get("estimate", 0))
+    return p, (f"the populations reached {a} and {b} equally often ({won[a]} each), so the convention the probed "
+               f"table predicts (P = {pfacts['consensus'][p]['estimate']:.2f})")
+
+
+def tip_dir(run: DemoRun, majority: str, runs_per_count: int) -> Path:
+    """The search's journal directory (one sub-directory per step); not keyed by ``--tip-runs``, so
+    a rerun with a larger budget replays the steps played and goes on."""
+    cfg = run.cfg
+    return run.llm_dir / (f"tip-overturn_{majority}-N{cfg['n_agents']}-H{cfg['memory']}-R{runs_per_count}"
+                          f"-w{cfg['within_rounds']}-{cfg['mode']}-seed{run.seed}")
+
+
+def tip_runs_per_count(cfg) -> int:
+    """Runs per count of the experiment the search reads: the committed check's (at least 2)."""
+    return max(int(cfg["committed_runs"]), 2)
+
+
+def tip_draws(cfg) -> int:
+    """Posterior draws per step of the search: the demo's ``n_draws``, at least the 20 ``tip`` needs."""
+    return max(int(cfg["n_draws"]), 20)
+
+
+def tip_step(run: DemoRun, pop, obs, pfacts, cache) -> TipStep | None:
+    """:func:`normlab.calibration.tip` on the demo's endpoint, starting from the populations' runs
+    (baselines from empty memories, the known data), at most ``tip_runs`` committed runs against
+    the convention the populations reached; None when ``tip_runs`` is 0."""
+    cfg, N, names = run.cfg, run.cfg["n_agents"], run.cfg["names"]
+    if not cfg["tip_runs"]:
+        return None
+    x, why = tip_direction(obs, pfacts, names)
+    y = names[1 - names.index(x)]
+    R = tip_runs_per_count(cfg)
+    where = tip_dir(run, x, R)
+    s_src, s_tip = spawn(spawn(run.seed, 9)[8], 2)  # seeds 0-7 are the other steps'
+
+    def say(rec):
+        pl = rec.get("played")
+        what = "start" if not pl else f"+{pl['runs']} run(s) at {pl['count']} committed ({pl['flipped']} flipped)"
+        run.echo(f"    tip step {rec['step']}: {what}; critical mass {_num(rec['estimate'])} "
+                 f"[{_num(rec['low'])}, {_num(rec['high'])}], P(within 1) {rec['p_within_one']:.2f}")
+
+    with run.clock.step(f"tip: critical mass to overturn {x} (at most {cfg['tip_runs']} committed runs)", [where]):
+        with run.budget():
+            source = LLMSource(names=names, majority=x, memory=cfg["memory"], n_agents=N, out=where,
+                               endpoint=run.endpoint_for(where), runs_per_count=R, window=cfg["within_rounds"],
+                               baselines=0, mode=cfg["mode"], sampling=cfg["sampling"], cache=cache, progress=False,
+                               rng=s_src)
+            res = tip(source, log=pop.log, max_runs=cfg["tip_runs"], n_draws=tip_draws(cfg), confirm=R,
+                      progress=say, rng=s_tip)
+            if res.stopped.startswith("budget"):
+                raise BudgetExhausted("the tip search reached the budget")
+    run.echo(f"  tip: critical mass to overturn {x} ({why}): {_num(res.estimate)} [{_num(res.low)}, "
+             f"{_num(res.high)}], " + ("P(within one agent)" if np.isfinite(res.estimate) else "P(not reached)")
+             + f" {res.p_within:.2f}, from {res.runs_used} committed runs at "
+             + (", ".join(f"{c} ({n})" for c, n in sorted(res.counts.items())) or "no count")
+             + f"; {res.stopped}")
+    return TipStep(result=res, majority=x, challenger=y, why=why, runs_per_count=R, directory=where)
+
+
+def _num(v) -> str:
+    return "not reached" if v is None or not np.isfinite(v) else f"{v:.0f}"
 
 
 # ----------------------------------------------------------------------------- 6. calibration

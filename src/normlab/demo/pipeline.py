@@ -17,6 +17,10 @@ settings, so changing any of them starts fresh directories and never mixes runs)
    answered from its cache.
 5. **committed-minority check**: runs starting from a consensus attacked by committed agents
    (``stop="flip"``), compared with the predicted flip probability.
+5b. **tip** (:func:`normlab.calibration.tip`): the adaptive search for the published-rule critical
+   mass that overturns the convention the populations reached, starting from their runs as known
+   data and playing at most ``tip_runs`` committed runs (0: skipped) through the runner, journaled
+   under ``DIR/llm/<key>/tip-.../`` (exact mode: answered from the probe's cache).
 6. **calibration from the population's log** (:func:`normlab.calibration.calibrate`): what the
    game logs alone say, with the parameter uncertainty of the states they never visited.
 7. **report** (:mod:`normlab.demo.report`).
@@ -50,7 +54,7 @@ from ._ledger import Clock, ledger
 from ._plan import DEMO_DEFAULTS, MARKER, demo_ctx, directory_key, estimate_demo, seed_int, validate
 from ._progress import echo_to_stderr, spinner
 from ._steps import (DemoRun, calibration_step, checks_step, committed_step, free_generation_step,
-                     population_step, prediction_step, probe_step)
+                     population_step, prediction_step, probe_step, tip_step)
 from .report import checks_html, write_figures, write_report
 
 __all__ = ["run_demo", "estimate_demo", "DemoResult", "DEMO_DEFAULTS"]
@@ -70,11 +74,12 @@ class DemoResult:
         The content of ``summary.json`` (schema :data:`normlab.demo.report.SUMMARY_SCHEMA`).
     checks : pandas.DataFrame
         Predicted vs observed, one row per comparison (see :meth:`to_frame`).
-    probe, population, committed, prediction, calibration :
+    probe, population, committed, prediction, calibration, tip :
         The objects behind the report: :class:`~normlab.llm_runs.StrategyProbe`,
         :class:`~normlab.llm_runs.LLMRunResult`, a list of them (one per committed-minority
-        setting), :class:`~normlab.calibration.Prediction` (from the probed table) and
-        :class:`~normlab.calibration.Calibration` (from the population's log).
+        setting), :class:`~normlab.calibration.Prediction` (from the probed table),
+        :class:`~normlab.calibration.Calibration` (from the population's log) and
+        :class:`~normlab.calibration.TipResult` (the tip search; None with ``tip_runs=0``).
     """
 
     directory: Path
@@ -85,6 +90,7 @@ class DemoResult:
     committed: tuple = ()
     prediction: object = None
     calibration: object = None
+    tip: object = None
 
     @property
     def report(self) -> Path:
@@ -116,8 +122,9 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
              committed_runs: int = DEMO_DEFAULTS["committed_runs"], sample_check: int = DEMO_DEFAULTS["sample_check"],
              fit: str = DEMO_DEFAULTS["fit"], n_draws: int = DEMO_DEFAULTS["n_draws"],
              mode: str = DEMO_DEFAULTS["mode"], within_rounds: int = DEMO_DEFAULTS["within_rounds"],
-             endpoint=None, sampling: dict | None = None, rng=DEMO_DEFAULTS["rng"], progress: bool = True,
-             verbose: bool = True, command: str | None = None) -> DemoResult:
+             tip_runs: int = DEMO_DEFAULTS["tip_runs"], endpoint=None, sampling: dict | None = None,
+             rng=DEMO_DEFAULTS["rng"], progress: bool = True, verbose: bool = True,
+             command: str | None = None) -> DemoResult:
     """Probe an LLM, predict its populations with the theory, check with LLM runs, write a report.
 
     Parameters
@@ -156,6 +163,10 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
         and parsing, one request per decision and re-ask).
     within_rounds : int, optional
         Window of the flip criterion (30 rounds, Flint Ashery et al. 2025, Methods) and length of committed runs.
+    tip_runs : int, optional
+        Budget of the tip step in committed-minority runs (:func:`normlab.calibration.tip`: the
+        published-rule critical mass that overturns the populations' convention, on an experiment of
+        ``max(committed_runs, 2)`` runs per count, from the populations' runs as known data; 0 skips).
     endpoint : normlab.llm_runs.EndpointConfig, optional
         Default: ``NORMLAB_LLM_BASE_URL`` if set, else the embedded SmolLM2 server.
     sampling : dict, optional
@@ -190,17 +201,19 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     with shared_embedded_server():  # one embedded server (and prompt cache) for every step
         return _run_demo(out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
                          committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
-                         n_draws=n_draws, mode=mode, within_rounds=within_rounds, endpoint=endpoint,
-                         sampling=sampling, rng=rng, progress=progress, verbose=verbose, command=command)
+                         n_draws=n_draws, mode=mode, within_rounds=within_rounds, tip_runs=tip_runs,
+                         endpoint=endpoint, sampling=sampling, rng=rng, progress=progress, verbose=verbose,
+                         command=command)
 
 
 def _run_demo(out, *, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
-              n_draws, mode, within_rounds, endpoint, sampling, rng, progress, verbose, command) -> DemoResult:
+              n_draws, mode, within_rounds, tip_runs, endpoint, sampling, rng, progress, verbose,
+              command) -> DemoResult:
     """The steps, one after the other (module docstring), then the report."""
     run = _start(out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
                  committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
-                 n_draws=n_draws, mode=mode, within_rounds=within_rounds, endpoint=endpoint, sampling=sampling,
-                 rng=rng, progress=progress, verbose=verbose)
+                 n_draws=n_draws, mode=mode, within_rounds=within_rounds, tip_runs=tip_runs, endpoint=endpoint,
+                 sampling=sampling, rng=rng, progress=progress, verbose=verbose)
     cfg, out = run.cfg, run.cfg["out"]
     pr = probe_step(run)                                                          # 1. strategy table
     bias = free_generation_step(run)                                              # 2. free generation
@@ -208,6 +221,7 @@ def _run_demo(out, *, names, n_agents, memory, runs, max_rounds, committed, comm
     cache = list(pr.dirs) if cfg["mode"] == "exact" else None
     pop, obs = population_step(run, pred, pr.ptab, pr.speed, cache)               # 4. LLM populations
     committed_res, cm_rows, cm_curves = committed_step(run, pr.table, pred, pcrit, cache)  # 5. committed minority
+    tp = tip_step(run, pop, obs, pfacts, cache)                                   # 5b. the tip search
     cal, lfacts, lcrit = calibration_step(run, pop)                              # 6. calibration from the log
     checks, llm_curve = checks_step(run, pfacts, lfacts, obs, cm_rows, bias, pr.ptab, pop)
 
@@ -215,7 +229,7 @@ def _run_demo(out, *, names, n_agents, memory, runs, max_rounds, committed, comm
     ctx = dict(cfg=cfg, seed=run.seed, command=command, version=__version__, clock=run.clock, estimate=pr.estimate,
                speed=pr.speed, probe=pr.probe, bias=bias, pred=pred, pfacts=pfacts, pcrit=pcrit, traj_th=traj_th,
                llm_curve=llm_curve, pop=pop, obs=obs, cm_rows=cm_rows, cm_curves=cm_curves, cal=cal, lfacts=lfacts,
-               lcrit=lcrit, checks=checks, llm_dir=run.llm_dir,
+               lcrit=lcrit, checks=checks, llm_dir=run.llm_dir, tip=tp,
                ledger=ledger([p for p in run.llm_dir.iterdir() if p.is_dir()]))
     with run.clock.step("figures and tables"):
         with spinner("drawing the figures", progress):
@@ -225,15 +239,16 @@ def _run_demo(out, *, names, n_agents, memory, runs, max_rounds, committed, comm
     run.echo(f"  done in {fmt_seconds(t['wall_s'])} ({t['cpu_s']:.0f} s CPU); {summary['cost']['llm_calls']} LLM "
              f"requests this run ({summary['cost']['llm_calls_total']} journaled); report: {out / 'report.html'}")
     return DemoResult(directory=out, summary=summary, checks=checks, probe=pr.probe, population=pop,
-                      committed=tuple(committed_res), prediction=pred, calibration=cal)
+                      committed=tuple(committed_res), prediction=pred, calibration=cal,
+                      tip=None if tp is None else tp.result)
 
 
 def _start(out, *, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit, n_draws,
-           mode, within_rounds, endpoint, sampling, rng, progress, verbose) -> DemoRun:
+           mode, within_rounds, tip_runs, endpoint, sampling, rng, progress, verbose) -> DemoRun:
     """Settings checked, the seed fixed (or the stored one reused), ``OUT/demo.json`` written and
     the journal directory ``OUT/llm/<key>/`` made."""
     cfg = validate(out, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
-                   n_draws, mode, within_rounds, endpoint, sampling)
+                   n_draws, mode, within_rounds, endpoint, sampling, tip_runs=tip_runs)
     seed = seed_int(rng)
     out, names, N, H = cfg["out"], cfg["names"], cfg["n_agents"], cfg["memory"]
     ep = cfg["endpoint"]

@@ -30,9 +30,10 @@ from normlab.llm_runs.backend import redact_url
 from normlab.schema import memory_state_string
 from normlab.theory.criteria import FLIP_SUM, PUBLISHED_FLIP_THRESHOLD
 
-from ._common import cp_interval, fmt_seconds
+from ._common import cp_interval, finite, fmt_seconds
 
-__all__ = ["write_figures", "write_report", "SUMMARY_SCHEMA", "checks_html", "summary_paragraph"]
+__all__ = ["write_figures", "write_report", "SUMMARY_SCHEMA", "checks_html", "summary_paragraph", "tip_facts",
+           "tip_text"]
 
 _NUM = {"type": ["number", "null"]}
 _INTERVAL = {"type": "object", "required": ["estimate", "low", "high"],
@@ -43,7 +44,7 @@ SUMMARY_SCHEMA = {
     "title": "normlab demo summary",
     "type": "object",
     "required": ["schema", "normlab_version", "created", "settings", "endpoint", "cost", "estimate", "timing",
-                 "strategy_table", "free_generation", "population", "critical_mass", "committed_check", "checks",
+                 "strategy_table", "free_generation", "population", "critical_mass", "committed_check", "tip", "checks",
                  "files"],
     "properties": {
         "schema": {"const": "normlab.demo/1"},
@@ -75,6 +76,13 @@ SUMMARY_SCHEMA = {
         "committed_check": {"type": "array", "items": {
             "type": "object", "required": ["majority", "challenger", "committed", "runs", "flips", "predicted",
                                            "low", "high", "consistent"]}},
+        "tip": {"type": ["object", "null"],
+                "required": ["majority", "challenger", "why", "critical_mass", "level", "p_within_one", "target",
+                             "runs_used", "run_budget", "runs_per_count", "counts", "played", "baseline_runs",
+                             "stopped", "text", "figure"],
+                "properties": {"critical_mass": _INTERVAL, "runs_used": {"type": "integer", "minimum": 0},
+                               "run_budget": {"type": "integer", "minimum": 1},
+                               "text": {"type": "array", "items": {"type": "string"}}}},
         "checks": {"type": "array", "items": {"type": "object", "required": ["quantity", "key", "source", "predicted",
                                                                              "low", "high", "observed", "consistent"]}},
         "files": {"type": "object", "required": ["report", "figures", "tables", "llm"]},
@@ -564,6 +572,15 @@ def _write_figures(out: Path, ctx: dict) -> dict:
                                           out / "committed.png")
     figs["calibration"] = fig_calibration(ptab, cal, names, ctx["pfacts"], ctx["lfacts"], ctx["pcrit"], ctx["lcrit"],
                                           obs, out / "calibration.png")
+    tp = ctx.get("tip")
+    if tp is not None:
+        import matplotlib.pyplot as plt
+
+        tp.result.runs.to_parquet(tables / "tip_runs.parquet", index=False)
+        tp.result.curves.to_parquet(tables / "tip_path.parquet", index=False)
+        fig = tp.result.plot(tip_figure_kind(tp.result), path=out / "tip.png")
+        plt.close(fig if isinstance(fig, plt.Figure) else fig.figure)  # "path" alone returns its Axes
+        figs["tip"] = out / "tip.png"
     return figs
 
 
@@ -603,7 +620,7 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                      "committed_tested": [[r["majority"], r["challenger"], r["committed"]] for r in cm_rows],
                      "committed_runs": cfg["committed_runs"], "sample_check": cfg["sample_check"], "mode": cfg["mode"],
                      "fit": cfg["fit"], "n_draws": cfg["n_draws"], "within_rounds": cfg["within_rounds"], "seed": ctx["seed"],
-                     "sampling": cfg["sampling"]},
+                     "tip_runs": cfg["tip_runs"], "sampling": cfg["sampling"]},
         "endpoint": {"model": str(model), "embedded": bool(ep.embedded),
                      "base_url": None if ep.embedded else redact_url(str(ep.base_url)),
                      "threads": ep.embedded_threads},
@@ -634,6 +651,7 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                                                   f"{max(cfg['committed_runs'], 1)}-run experiments",
                                        "published": "the ensemble rule behind Table S3 on simulated 10-run experiments"}},
         "committed_check": cm_rows,
+        "tip": tip_facts(ctx.get("tip"), cfg, str(model), bool(ep.embedded), out, ctx["llm_dir"]),
         "checks": checks.to_dict(orient="records"),
         "files": {"report": "report.html", "figures": [p.name for p in figs.values()],
                   "tables": sorted(p.relative_to(out).as_posix() for p in tables.glob("*.parquet")),
@@ -648,6 +666,85 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                  clock, ctx["estimate"], ctx["speed"], names)
     (out / "report.html").write_text(page, encoding="utf-8")
     return summary
+
+
+def tip_figure_kind(result) -> str:
+    """``both`` panels of :meth:`TipResult.plot`; the search path alone when no step had a
+    critical mass on the grid (the estimate panel would be empty)."""
+    ok = any(finite(float(st["estimate"])) is not None for st in result.steps if st.get("estimate") is not None)
+    return "both" if ok else "path"
+
+
+def tip_facts(tp, cfg: dict, model: str, embedded: bool, out: Path, llm_dir) -> dict | None:
+    """The tip step in ``summary.json`` (None when ``--tip-runs 0`` turned it off): the critical
+    mass with its interval, what the search played and the sentences the report prints."""
+    if tp is None:
+        return None
+    r = tp.result
+    runs = r.runs
+    played = []
+    for c, n in sorted(r.counts.items()):
+        k = int(runs.loc[runs["committed"] == c, "flipped_at_end"].astype(bool).sum()) if len(runs) else 0
+        played.append({"committed": int(c), "runs": int(n), "flipped": k})
+    t = {"majority": tp.majority, "challenger": tp.challenger, "direction": r.direction, "why": tp.why,
+         "critical_mass": {"estimate": finite(float(r.estimate)), "low": finite(float(r.low)),
+                           "high": finite(float(r.high))},
+         "level": float(r.settings.get("level", 0.95)), "p_within_one": float(r.p_within),
+         "target": float(r.settings.get("target", 0.9)), "runs_used": int(r.runs_used),
+         "run_budget": int(cfg["tip_runs"]), "runs_per_count": int(tp.runs_per_count),
+         "window": int(cfg["within_rounds"]), "runs_available": int(r.runs_available),
+         "baseline_runs": int(r.settings.get("baseline_runs", 0)),
+         "counts": {str(c): int(n) for c, n in sorted(r.counts.items())}, "played": played,
+         "tokens_used": r.tokens_used, "steps": len(r.steps) - 1, "stopped": r.stopped,
+         "fit": r.fit_summary, "figure": "tip.png", "figure_kind": tip_figure_kind(r), "tables": ["tables/tip_runs.parquet", "tables/tip_path.parquet"],
+         "directory": Path(tp.directory).relative_to(out).as_posix()}
+    t["text"] = tip_text(t, cfg, model, embedded)
+    return t
+
+
+def tip_text(t: dict, cfg: dict, model: str, embedded: bool) -> list[str]:
+    """Two sentences from the tip step's numbers: what the search found, and what it cannot show."""
+    N, R, W = cfg["n_agents"], t["runs_per_count"], t["window"]
+    cm = t["critical_mass"]
+    est = "not reached" if cm["estimate"] is None else f"{cm['estimate']:.0f} of {N} agents"
+    iv = f"[{_f(cm['low'], 0) if cm['low'] is not None else 'not reached'}, " \
+         f"{_f(cm['high'], 0) if cm['high'] is not None else 'not reached'}]"
+    met = "reaching" if t["p_within_one"] >= t["target"] else "short of"
+    zero = sum(p["runs"] for p in t["played"] if p["committed"] == 0)
+    what = (f"played {t['runs_used'] or 'no'} committed-minority run{'s' if t['runs_used'] != 1 else ''} of its "
+            f"budget of {t['run_budget']}"
+            + (f" and {zero} run{'s' if zero != 1 else ''} with nobody committed (outside the budget)" if zero else ""))
+    if t["played"]:
+        what += " (" + "; ".join(f"{p['flipped']} of {p['runs']} flipped at {p['committed']} committed"
+                                 for p in t["played"]) + ")"
+    rule = (f"the smallest count of agents committed to {t['challenger']} whose {R}-run, {W}-round experiment meets "
+            f"the published rule")
+    if cm["estimate"] is None:
+        res = (f"finds no such count up to {N - 1} of {N} agents for the critical mass to overturn {t['majority']} "
+               f"({rule}): P(none meets it) = {t['p_within_one']:.2f}"
+               + ("" if cm["low"] is None else f", {t['level']:.0%} interval from {_f(cm['low'], 0)} to not reached")
+               + f" ({met} the target {t['target']:.2f})")
+    else:
+        res = (f"puts the critical mass to overturn {t['majority']} -- {rule} -- at {est}, {t['level']:.0%} interval "
+               f"{iv}, P(within one agent) = {t['p_within_one']:.2f} ({met} the target {t['target']:.2f})")
+    found = (f"Starting from the {t['baseline_runs']} population runs as known data, the search {what} and {res}; "
+             f"it stopped because: {t['stopped']}.")
+    untested = [c for c in range(1, N) if str(c) not in t["counts"]]
+    gaps = ("Counts without a run (" + ", ".join(map(str, untested)) + ") are read from the strategy table refitted "
+            "on the populations' and the played runs, not observed"
+            if untested else "Every count was played")
+    if embedded:
+        size = "a 135M-parameter model" if "135M" in model else "a small embedded model"
+        how = ("in exact mode the runs draw from its next-token probabilities renormalised over the two names, so "
+               "this is the critical mass of that table's dynamics" if cfg["mode"] == "exact" else
+               "its runs play a model that often names no pool name")
+        cannot = (f"{gaps}; and on {model}, {size}, {how}: it cannot show the critical mass of a model that follows "
+                  f"the prompt, nor whether the search lands on a known answer (`normlab tip --ainorms` replays the "
+                  f"published archives for that).")
+    else:
+        cannot = (f"{gaps}; with at most {t['run_budget']} runs the interval is as wide as the runs leave it "
+                  f"(`normlab tip` with a larger --budget narrows it).")
+    return [found, cannot]
 
 
 def _reading(ptab, by_order, names, H) -> dict:
@@ -790,6 +887,7 @@ committed-minority runs (Clopper-Pearson 95%).</figcaption></figure>
 weakly can collapse with no committed agent at all; one it holds firmly may resist any minority when even a full
 memory of the challenger's successes does not make the model answer it reliably. <b>Try next:</b>
 <code>--committed 1,2,3</code> tests more counts; <code>normlab critical-mass --help</code> sweeps theory models.</p>
+{_tip_html(s.get("tip"), figs)}
 
 <h2>4. Calibration: what the game logs alone say</h2>
 <figure><img src="{_img(figs['calibration'])}" alt="calibration"><figcaption>Left: the strategy fitted on the
@@ -823,6 +921,27 @@ each with its own simulated experiment). Observed intervals: Clopper-Pearson 95%
 <ul>{files}<li><code>summary.json</code></li></ul>
 </body></html>
 """
+
+
+def _tip_html(t: dict | None, figs: dict) -> str:
+    """The tip step's sub-section ("" when it was off)."""
+    if not t:
+        return ""
+    e = html.escape
+    return (f"<h3>The tip search: the critical mass for a few runs</h3>"
+            f"<p>Against the convention to overturn, {e(t['majority'])} ({e(t['why'])}), <code>normlab tip</code>'s "
+            f"search refits the strategy table on every run so far, reads each count's {t['runs_per_count']}-run "
+            f"experiment by the published rule (observed runs plus simulated ones) and plays the next runs where they "
+            f"teach the most, with at most {t['run_budget']} committed runs (<code>--tip-runs</code>).</p>"
+            f"<figure><img src='{_img(figs['tip'])}' alt='tip search'><figcaption>Left: probability that the "
+            f"experiment at each committed count meets the published rule, one line per step of the search (darker: "
+            f"later), with the runs played as points (their challenger share over the window's last three rounds; "
+            f"circles: flipped by their end)."
+            + (f" Right: the estimate and its {t['level']:.0%} interval against the committed runs used, with "
+               f"P(within one agent) (green) and its target." if t.get("figure_kind") == "both" else
+               " (No step put the critical mass on the grid, so the estimate panel is left out.)")
+            + "</figcaption></figure>"
+            f"<p><b>What it found.</b> {e(t['text'][0])} <b>What it cannot show.</b> {e(t['text'][1])}</p>")
 
 
 def _cm_line(v: dict, cfg: dict) -> str:
@@ -876,6 +995,15 @@ def _glance(s, cfg, checks, winner, pfacts, pcrit, obs, cm_rows, free, names) ->
                       f"model named no pool name in {free['invalid']} of {free['trials']} answers "
                       f"({_pct(free['invalid_share'])}, 95% CI {_pct(free['interval'][0])}-{_pct(free['interval'][1])}); "
                       f"the probe predicts {_pct(free['predicted_invalid_share'])}.")
+    t = s.get("tip")
+    if t:
+        cm = t["critical_mass"]
+        glance.append(f"<b>Tip search</b> (overturning {html.escape(t['majority'])}): critical mass "
+                      f"{_iv(cm, 0)} ({t['level']:.0%}), "
+                      + ("P(within one agent)" if cm["estimate"] is not None else "P(not reached)")
+                      + f" {t['p_within_one']:.2f}, from "
+                      f"{t['runs_used']} committed runs (" + (", ".join(f"{p['runs']} at {p['committed']}"
+                                                                        for p in t["played"]) or "none") + ").")
     n_in = int((checks["consistent"] == True).sum())  # noqa: E712
     n_out = int((checks["consistent"] == False).sum())  # noqa: E712
     glance.append(f"<b>All checks</b>: {n_in} observations inside their predicted interval, {n_out} outside "
@@ -1032,6 +1160,9 @@ def _next_runs(cfg) -> list[tuple[str, str]]:
         ("the paper's generate-and-parse protocol instead of exact mode",
          f"normlab demo --out {od} --mode sample --runs 4 --reask unbounded"),
         ("a Bayesian fit with partial pooling on the population log (PyMC)", f"normlab demo --out {od} --fit hierarchical"),
+        ("a larger budget for the tip search (it stops earlier at its target; the runs already played are replayed "
+         "from their journals)",
+         f"normlab demo --out {od} --tip-runs 16"),
         ("your own model on an OpenAI-compatible server that returns logprobs (llama.cpp, vLLM)",
          "normlab demo --out report-mine --base-url http://127.0.0.1:8000/v1 --model MODEL"),
         ("the same analyses on your own runs or the published Llama runs", "normlab calibrate --help"),
