@@ -114,44 +114,76 @@ def test_keep_alive_connections_are_reused():
 
 class _RawServer:
     """Answers every request with ``reply(body) -> bytes`` (the whole HTTP answer) and closes the
-    connection when ``close`` is set."""
+    connection when ``close`` is set.
+
+    :meth:`stop` ends the serving thread *before* it closes the listening socket. A thread left
+    blocked in (or about to enter) ``accept`` on a socket closed under it holds on to a stale file
+    descriptor number; once a later test's server reuses that number, the stale thread accepts
+    that server's connections and answers them with this server's ``reply`` (the intermittent
+    "same seed, different results" of the fault matrix under load).
+    """
+
+    POLL = 0.05  # seconds between checks of the stop flag
 
     def __init__(self, reply, close=False):
         self.reply, self.close = reply, close
+        self._stop = threading.Event()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
+        self.sock.settimeout(self.POLL)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     def _serve(self):
-        while True:
+        while not self._stop.is_set():
             try:
                 conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
             with conn:
-                buf = b""
-                while True:
-                    while b"\r\n\r\n" not in buf:
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        buf += chunk
-                    if b"\r\n\r\n" not in buf:
-                        break
-                    head, _, rest = buf.partition(b"\r\n\r\n")
-                    n = int([h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0])
-                    while len(rest) < n:
-                        rest += conn.recv(65536)
-                    body, buf = json.loads(rest[:n]), rest[n:]
-                    conn.sendall(self.reply(body))
-                    if self.close:
-                        break
+                conn.settimeout(self.POLL)
+                self._handle(conn)
+
+    def _recv(self, conn) -> bytes:
+        """The next bytes from ``conn``; ``b""`` at its end or when the server stops."""
+        while not self._stop.is_set():
+            try:
+                return conn.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return b""
+        return b""
+
+    def _handle(self, conn):
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                chunk = self._recv(conn)
+                if not chunk:
+                    return
+                buf += chunk
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            n = int([h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0])
+            while len(rest) < n:
+                chunk = self._recv(conn)
+                if not chunk:
+                    return
+                rest += chunk
+            body, buf = json.loads(rest[:n]), rest[n:]
+            conn.sendall(self.reply(body))
+            if self.close:
+                return
 
     def stop(self):
-        self.sock.close()
+        self._stop.set()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "the raw server's thread did not stop"
+        self.sock.close()  # only now: no thread can use its descriptor number any more
 
 
 def _answer(text="Q"):
@@ -178,6 +210,22 @@ def test_chunked_and_close_delimited_answers_are_read():
                 assert _call(srv.url, transport="lean").text == text
         finally:
             srv.stop()
+
+
+def test_raw_server_stop_leaves_no_thread_behind_its_socket():
+    """Regression (issue 23, the flaky fault matrix): a raw server's thread left blocked in
+    ``accept`` after :meth:`_RawServer.stop` kept its port listening and could later accept -- through
+    a reused descriptor number -- the connections of another test's stub server, answering that
+    test's requests with its own canned answer. Stopped, the thread is gone and the port refuses."""
+    srv = _RawServer(lambda body: b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+    port = int(srv.url.rsplit(":", 1)[1].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:  # one exchange, then back to accept
+        c.sendall(b"POST /v1/x HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}")
+        assert c.recv(100).startswith(b"HTTP/1.1 200")
+    srv.stop()
+    assert not srv.thread.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
 def test_not_http_and_oversized_answers_are_malformed():
