@@ -65,10 +65,10 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
 
     def old_predict():
         with old_draws():
-            return predict(fit, n_agents=24, n_draws=draws, engine="reference", rng=2)
+            return predict(fit, n_agents=24, n_draws=draws, engine="reference", run_effects=None, rng=2)
 
-    def new_predict():
-        return predict(fit, n_agents=24, n_draws=draws, rng=2)
+    def new_predict():  # like for like: the reference engine plays no run effects, so neither does this
+        return predict(fit, n_agents=24, n_draws=draws, run_effects=None, rng=2)
 
     def old_mean():
         with old_draws():
@@ -81,8 +81,8 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
     tasks = {"predict": (old_predict, new_predict), "mean_table": (old_mean, fit.mean_table),
              "table_draws": (old_tables, lambda: fit.sample_tables(draws, rng=1))}
     # warm-up: compile / load every kernel once
-    predict(fit, n_agents=6, n_draws=1, n_runs_consensus=2, n_runs_flip=2, rng=1)
-    predict(fit, n_agents=6, n_draws=1, n_runs_consensus=2, n_runs_flip=2, engine="reference", rng=1)
+    predict(fit, n_agents=6, n_draws=1, n_runs_consensus=2, n_runs_flip=2, run_effects=None, rng=1)
+    predict(fit, n_agents=6, n_draws=1, n_runs_consensus=2, n_runs_flip=2, engine="reference", run_effects=None, rng=1)
     times = {k: {"old": [], "new": []} for k in tasks}
     results = {}
     for _ in range(reps):

@@ -75,7 +75,7 @@ _PEAK = """
 import resource, sys
 from normlab.cli import main
 code = main(sys.argv[1:])
-print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, "CODE", code)
+print("PEAK", next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')) // 1024, "CODE", code)  # VmHWM: ru_maxrss would carry the parent's high-water mark
 """
 
 

@@ -203,7 +203,7 @@ _CLI_PEAK = """
 import resource, sys
 from normlab.cli import main
 rc = main(sys.argv[1:])
-print("rc", rc, "peak_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print("rc", rc, "peak_mb", next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')) / 1024)  # VmHWM: ru_maxrss would carry the parent's high-water mark
 """
 
 
