@@ -20,6 +20,7 @@ rest of normlab writes records with the writers of the section "record format" b
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -1201,20 +1202,28 @@ def environment() -> dict:
     working directory (``None`` outside a git checkout), for a manifest."""
     import platform
     import sys
-    from importlib import metadata
 
-    versions = {}
-    for pkg in MANIFEST_PACKAGES:
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
     return {
         "python": sys.version.split()[0], "platform": platform.platform(), "machine": platform.machine(),
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "packages": versions,
+        "packages": dict(_package_versions()),
         "git": {"normlab": _git(Path(__file__).resolve().parent), "cwd": _git(Path.cwd())},
     }
+
+
+@functools.lru_cache(maxsize=1)
+def _package_versions() -> tuple:
+    """``(package, version or None)`` of :data:`MANIFEST_PACKAGES`, read once per process (the
+    metadata parse cost 60 ms of CPU per session: a sweep of short runs paid it every time)."""
+    from importlib import metadata
+
+    out = []
+    for pkg in MANIFEST_PACKAGES:
+        try:
+            out.append((pkg, metadata.version(pkg)))
+        except metadata.PackageNotFoundError:
+            out.append((pkg, None))
+    return tuple(out)
 
 
 def _git(where: Path) -> dict | None:
