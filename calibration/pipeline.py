@@ -27,7 +27,7 @@ from normlab._display import (fmt, fmt_interval, html_card, load_result, new_fig
 from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.llm_runs.probes import check_table_size
-from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
+from normlab.llm_runs.published.ainorms import first_round_reaching, load_ainorms, mean_success_by_round
 from normlab.schema import GameLog
 from normlab.theory.criteria import published_max_round
 
@@ -66,6 +66,20 @@ def find_ainorms():
         if (cand / "llama31_data.zip").exists():
             return cand
     return None
+
+
+def ainorms_archives_log(archives=()) -> tuple[GameLog | None, list[Path]]:
+    """The AI-norms archives ``archives`` (default: every ``.zip`` in :func:`find_ainorms`) read
+    as one :class:`~normlab.schema.GameLog` of their baseline, swap and evolved runs, and their
+    paths; ``(None, [])`` when none are given or found. What the paper-figure checks start from."""
+    paths = [Path(a) for a in archives]
+    if not paths:
+        root = find_ainorms()
+        if root is None:
+            return None, []
+        paths = sorted(Path(root).glob("*.zip"))
+    logs = [load_ainorms(p, kinds=["baseline", "swap", "evolved"], on_inconsistency="warn") for p in paths]
+    return (logs[0] if len(logs) == 1 else GameLog.concat(logs)), paths
 
 
 def ainorms_file_patterns(names) -> list[str]:

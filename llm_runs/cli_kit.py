@@ -299,3 +299,19 @@ def save_summary(out, summary: dict) -> str:
     path = d / "summary.json"
     path.write_text(text.getvalue(), encoding="utf-8")
     return str(path)
+
+
+def report_summary(command: str, args, summary: dict, draw=None) -> int:
+    """How the commands that read a run end (``crsec analyse``, ``scene score``): ``summary``
+    printed (``--json``: as JSON) and, with ``--out DIR``, saved by :func:`save_summary`; then
+    ``draw()`` (the figure), all under :func:`guard`."""
+    from normlab.cli_output import emit
+
+    def go():
+        shown = summary if args.out is None else {**summary, "summary file": save_summary(args.out, summary)}
+        emit(shown, args.json)
+        if draw is not None:
+            draw()
+        return 0
+
+    return guard(command, go)

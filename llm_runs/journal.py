@@ -20,6 +20,7 @@ rest of normlab writes records with the writers of the section "record format" b
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -1300,6 +1301,18 @@ def record_session(directory, *, endpoints: list, budget: dict | None = None, sp
     m["updated"] = _now()
     _write_json_atomic(directory / MANIFEST_FILE, m)
     return m
+
+
+def session_outcome(exc: BaseException) -> str:
+    """The manifest's outcome of a session that ``exc`` ended: ``stopped: budget`` (a spending
+    cap), ``error: interrupted`` (Ctrl-C, cancellation) or ``error: <type>: <message>``."""
+    from .backend.config import BudgetExhausted
+
+    if isinstance(exc, BudgetExhausted):
+        return "stopped: budget"
+    if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+        return "error: interrupted"
+    return f"error: {type(exc).__name__}: {str(exc)[:200]}"
 
 
 def finish_session(directory, *, outcome: str, tables: dict | None = None, totals: dict | None = None) -> None:

@@ -337,6 +337,17 @@ class RunDirectory:
             with contextlib.suppress(OSError):
                 finish_session(self.directory, outcome=outcome, tables=tables, totals=totals)
 
+    @contextlib.contextmanager
+    def unfinished(self):
+        """Record in the manifest how a session that stops inside the block ended
+        (:func:`~normlab.llm_runs.journal.session_outcome`) and let the error go on; a block
+        that ends normally records nothing (the caller finishes with its tables)."""
+        try:
+            yield
+        except BaseException as exc:
+            self.finish(jr.session_outcome(exc))
+            raise
+
     def __exit__(self, *exc) -> None:
         if self.journal is not None:
             self.journal.close()

@@ -29,7 +29,6 @@ import json
 import math
 import sys
 import warnings
-from pathlib import Path
 
 ALPHA = 0.05
 STAT = "last3"  # the published rule's statistic
@@ -65,18 +64,11 @@ def check(argv=None):
 
     from normlab.calibration import check_adequacy, pair_agreement
     from normlab.calibration.critical_mass_check import committed_settings
-    from normlab.calibration.pipeline import find_ainorms
-    from normlab.llm_runs import load_ainorms
-    from normlab.schema import GameLog
+    from normlab.calibration.pipeline import ainorms_archives_log
 
-    paths = [Path(a) for a in args.archives]
-    if not paths:
-        root = find_ainorms()
-        if root is None:
-            return None, args
-        paths = sorted(Path(root).glob("*.zip"))
-    logs = [load_ainorms(p, kinds=["baseline", "swap", "evolved"], on_inconsistency="warn") for p in paths]
-    log = logs[0] if len(logs) == 1 else GameLog.concat(logs)
+    log, paths = ainorms_archives_log(args.archives)
+    if log is None:
+        return None, args
     rows, pairs, skipped = [], [], []
     for _, s in committed_settings(log).iterrows():
         model, names, H, N = s["model"], tuple(s["names"].split(",")), int(s["memory"]), int(s["n_agents"])

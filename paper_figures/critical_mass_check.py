@@ -17,7 +17,6 @@ import argparse
 import json
 import sys
 import warnings
-from pathlib import Path
 
 
 def check(argv=None):
@@ -32,18 +31,11 @@ def check(argv=None):
     args = ap.parse_args(argv)
 
     from normlab.calibration import check_critical_masses, load_fit
-    from normlab.calibration.pipeline import find_ainorms
-    from normlab.llm_runs import load_ainorms
-    from normlab.schema import GameLog
+    from normlab.calibration.pipeline import ainorms_archives_log
 
-    paths = [Path(a) for a in args.archives]
-    if not paths:
-        root = find_ainorms()
-        if root is None:
-            return None, args
-        paths = sorted(Path(root).glob("*.zip"))
-    logs = [load_ainorms(p, kinds=["baseline", "swap", "evolved"], on_inconsistency="warn") for p in paths]
-    log = logs[0] if len(logs) == 1 else GameLog.concat(logs)
+    log, paths = ainorms_archives_log(args.archives)
+    if log is None:
+        return None, args
     fits = None
     if args.shipped:
         fits = {"Llama-3.1-70B-Instruct": load_fit("llama31_70b_QM_H5"), "Llama-3-70B-Instruct": load_fit("llama3_70b_QM_H3")}

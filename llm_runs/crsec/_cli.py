@@ -11,7 +11,7 @@ import sys
 
 from normlab.cli_output import emit, exit_codes, show_progress
 
-from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, request_budget, save_summary
+from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, report_summary, request_budget
 
 _RUN_EXAMPLES = """\
 examples:
@@ -174,14 +174,7 @@ def _analyse(args) -> int:
                 return
             analysis.plot_emergence(None, analysis.event_counts(ev, bin_minutes=args.bin_minutes), path=plot)
 
-    def go():
-        shown = out if args.out is None else {**out, "summary file": save_summary(args.out, out)}
-        emit(shown, args.json)
-        if plot:
-            draw()
-        return 0
-
-    return guard("crsec analyse", go)
+    return report_summary("crsec analyse", args, out, draw if plot else None)
 
 
 def register(subparsers) -> None:

@@ -47,7 +47,6 @@ entrepreneurs), §3.2 and Fig. 2, Appendix A (5 initial norms, threshold 350).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
 import json
@@ -63,7 +62,7 @@ from normlab._rng import as_seed_sequence
 from normlab.schema import unique_names
 
 from .. import journal as jr
-from ..backend import BudgetExhausted, EndpointConfig, open_endpoint
+from ..backend import EndpointConfig, open_endpoint
 from ..journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context, charge_earlier,
                          gather_all, make_estimate, replay_index, spent)
 from ..runner import seed_list
@@ -360,22 +359,8 @@ def _seed_sequence(seed) -> np.random.SeedSequence:
 
 
 async def _finish(rd: RunDirectory, sim: "_Sim", jc) -> PopulationRun:
-    outcome = "error"
-    try:
+    with rd.unfinished():
         await sim.run(rd.journal)
-        outcome = "finished"
-    except BudgetExhausted:
-        outcome = "stopped: budget"
-        raise
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        outcome = "error: interrupted"
-        raise
-    except BaseException as exc:
-        outcome = f"error: {type(exc).__name__}: {str(exc)[:200]}"
-        raise
-    finally:
-        if outcome != "finished":
-            rd.finish(outcome)
     totals = spent(rd.journal.records)
     calls = {**totals, "sent": 0 if jc is None else jc.n_sent, "replayed": 0 if jc is None else jc.n_replayed}
     if isinstance(sim.ops, LLMOperations):

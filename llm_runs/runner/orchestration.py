@@ -17,7 +17,8 @@ from normlab._rng import as_seed_sequence
 from ..sync import run_sync
 from ..backend import EndpointConfig, open_endpoint
 from .. import journal as jr
-from ..journal import JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_session, read_settings, write_settings
+from ..journal import (JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_session, read_settings, session_outcome,
+                       write_settings)
 from ..prompts import load_template
 from .game import Agents, Game, load_cache, resume
 from .groups import group_prices, make_groups
@@ -162,21 +163,18 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
             pbar = Progress(s, played, {k: played[k] for k in ended})
         game = Game(s, tpl, nbrs, client, journal.open(), pbar, imported=imported, groups=agents, start=start)
         journal.forget()  # records live on disk only: memory stays flat
-        outcome = "error"
+        outcome, failed = "error", False
         try:
             await asyncio.gather(*(game.play(k, start.states[k], k in ended) for k in range(s.runs)))
             outcome = "stopped: budget" if game.stopped == "budget" else "finished"
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            outcome = "error: interrupted"
-            raise
         except BaseException as exc:
-            outcome = f"error: {type(exc).__name__}: {str(exc)[:200]}"
+            outcome, failed = session_outcome(exc), True
             raise
         finally:
             journal.close()
             if pbar is not None:
                 pbar.close()
-            if directory is not None and outcome.startswith("error"):
+            if directory is not None and failed:
                 with contextlib.suppress(OSError):
                     finish_session(directory, outcome=outcome)
     res = build_result(s, journal, directory, prices, elapsed=time.perf_counter() - t_start, replayed=replayed,

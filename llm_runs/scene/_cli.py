@@ -10,7 +10,7 @@ import json
 
 from normlab.cli_output import emit, exit_codes, show_progress
 
-from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, request_budget, save_summary
+from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, report_summary, request_budget
 
 _RUN_EXAMPLES = """\
 examples:
@@ -144,14 +144,7 @@ def _score(args) -> int:
     eps = scene.load_episodes(args.path)
     out = {**_sweep_lines(scene.sweep_summary(eps)), **_score_lines(res)}
 
-    def go():
-        shown = out if args.out is None else {**out, "summary file": save_summary(args.out, out)}
-        emit(shown, args.json)
-        if plot:
-            res.plot(path=plot)
-        return 0
-
-    return guard("scene score", go)
+    return report_summary("scene score", args, out, (lambda: res.plot(path=plot)) if plot else None)
 
 
 def register(subparsers) -> None:

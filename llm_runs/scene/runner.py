@@ -49,7 +49,7 @@ from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
 
 from .. import journal as jr
-from ..backend import BudgetExhausted, EndpointConfig, open_endpoint, redact_url
+from ..backend import EndpointConfig, open_endpoint, redact_url
 from ..journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context, charge_earlier,
                          gather_all, make_estimate, replay_index, spent)
 from ..runner import seed_list
@@ -932,22 +932,8 @@ def run_scene(items, *, endpoint=None, subject=None, model_label: str | None = N
                          budget={"tokens": endpoint.budget_tokens, "usd": endpoint.budget_usd, "requests": max_requests})
                 sess.journaled(rd.journal, max_requests=max_requests)
                 conc = concurrency or (1 if endpoint.embedded else endpoint.concurrency)
-                outcome = "error"
-                try:
+                with rd.unfinished():
                     eps = await _sweep(sess, items, children, model_label, judge, audit, conc, rd.journal, progress)
-                    outcome = "finished"
-                except BudgetExhausted:
-                    outcome = "stopped: budget"
-                    raise
-                except (KeyboardInterrupt, asyncio.CancelledError):
-                    outcome = "error: interrupted"
-                    raise
-                except BaseException as exc:
-                    outcome = f"error: {type(exc).__name__}: {str(exc)[:200]}"
-                    raise
-                finally:
-                    if outcome != "finished":
-                        rd.finish(outcome)
             if rd.directory is not None:
                 save_episodes(eps, rd.directory / EPISODES_FILE)
                 rd.finish("finished", tables={EPISODES_FILE: "one judged episode per line (scene.score reads it)",
