@@ -153,3 +153,35 @@ def test_runner_cpu_benchmark_prints_its_figures():
             assert rep[key] > 0, (key, rep)
         assert rep["decisions"] == 800
     assert out["lean"]["runner_play_cpu_ms_per_decision"] < out["openai"]["runner_play_cpu_ms_per_decision"]
+
+
+def test_a_run_freezes_older_objects_while_it_plays_and_hands_them_back(monkeypatch):
+    """The garbage collector's full passes skip the objects alive before a run (its CPU: README's
+    runner figure) and get them back after it; objects frozen by the caller are left as they are."""
+    import gc
+
+    from normlab.llm_runs.runner import orchestration
+    from normlab.llm_runs.testing import StubServer
+
+    seen = []
+    real = orchestration.build_result
+
+    def spy(*a, **k):
+        seen.append(gc.get_freeze_count())
+        return real(*a, **k)
+
+    monkeypatch.setattr(orchestration, "build_result", spy)
+    with StubServer(["Q", "M"]) as stub:
+        cfg = EndpointConfig(base_url=stub.base_url)
+        before = gc.get_freeze_count()
+        assert before == 0
+        run_game(4, 2, "Q,M", max_interactions=5, mode="sample", rng=1, endpoint=cfg, progress=False)
+        assert seen[-1] > 0 and gc.get_freeze_count() == 0
+        gc.freeze()
+        try:
+            mine = gc.get_freeze_count()
+            run_game(4, 2, "Q,M", max_interactions=5, mode="sample", rng=1, endpoint=cfg, progress=False)
+            # nothing more frozen, nothing handed back (the count only falls as frozen objects die)
+            assert 0 < seen[-1] <= mine and 0 < gc.get_freeze_count() <= mine and mine - seen[-1] < 1000
+        finally:
+            gc.unfreeze()

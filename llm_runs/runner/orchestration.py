@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import time
 import warnings
 from pathlib import Path
@@ -94,11 +95,27 @@ async def arun_game(
     directory = Path(out) if out is not None else None
     # the directory lock is taken before the settings are read or written (two runs started
     # together on one new directory would otherwise mix their settings and journals)
-    with DirectoryLock(directory) if directory is not None else contextlib.nullcontext():
+    with DirectoryLock(directory) if directory is not None else contextlib.nullcontext(), _older_objects_frozen():
         if restart and directory is not None:
             discard_run(directory)
         return await _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, imported, fsync_interval,
                                   progress, t_start, group_specs)
+
+
+@contextlib.contextmanager
+def _older_objects_frozen():
+    """The objects alive before the run (modules, the caller's data) left out of the garbage
+    collector's full passes while it plays and builds its tables, then handed back: each full pass
+    walked ~130 000 objects of NumPy, pandas and pyarrow (about 4 % of the runner's CPU). Left
+    alone when something else has frozen objects already."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, imported, fsync_interval, progress,
