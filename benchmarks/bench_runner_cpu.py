@@ -16,7 +16,8 @@ system, `time.process_time`) from the call to `arun_game` to its return -- inter
 imports excluded, tables included -- split into play (prompts, requests, parsing, journal,
 state) and the tables built at the end; separately, the whole child process's CPU (imports
 included, from `resource.getrusage`); the stub's CPU in the same window; the baseline's CPU per request and per decision
-(at the runner's requests per decision). Not a timed test: it prints figures.
+(at the runner's requests per decision), and the runner's figure over the baseline's, repetition by
+repetition (the machine's speed, which moves both, cancels). Not a timed test: it prints figures.
 """
 
 from __future__ import annotations
@@ -177,6 +178,8 @@ def main(argv=None) -> int:
         "baseline_cpu_ms_per_request": round(med(base), 3),
         "baseline_cpu_ms_per_decision": round(med(base) * per_dec, 3),
         "baseline_stub_cpu_ms_per_request": round(med(stub_b), 3),
+        # the runner against the bare client on the same machine, same minute (machine speed cancels)
+        "runner_to_baseline_ratio": round(med(r_ / (b_ * per_dec) for r_, b_ in zip(runner, base)), 2),
         "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
     print(json.dumps(out, indent=1))

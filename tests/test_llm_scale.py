@@ -149,7 +149,7 @@ def test_runner_cpu_benchmark_prints_its_figures():
         out[transport] = json.loads(r.stdout[r.stdout.index("{"):])
     for rep in out.values():
         for key in ("runner_cpu_ms_per_decision", "runner_play_cpu_ms_per_decision", "runner_tables_cpu_ms_per_decision",
-                    "stub_cpu_ms_per_decision", "baseline_cpu_ms_per_decision"):
+                    "stub_cpu_ms_per_decision", "baseline_cpu_ms_per_decision", "runner_to_baseline_ratio"):
             assert rep[key] > 0, (key, rep)
         assert rep["decisions"] == 800
     assert out["lean"]["runner_play_cpu_ms_per_decision"] < out["openai"]["runner_play_cpu_ms_per_decision"]
