@@ -7,12 +7,11 @@ and their command hooks are listed in :mod:`normlab.llm_runs.probes.registry`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from normlab.cli_output import emit, show_progress
 
-from .cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, sampling
+from .cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, sampling
 from .probes.registry import PROBES
 
 
@@ -48,8 +47,7 @@ def _run(args) -> int:
 
         est = estimate_game(args.n_agents, args.memory, args.names, max_interactions=args.max_interactions,
                             out=args.out, **design)
-        print(json.dumps(est.to_dict(), indent=2) if args.json else est)
-        return 0
+        return print_estimate(est, args.json)
 
     def go():
         from normlab.llm_runs.runner import run_game
@@ -90,8 +88,7 @@ def _probe(args) -> int:
         check_out_dir(args.out)
     if args.dry_run:
         est = _probe_estimate(args, dict(kw), endpoint, mode)
-        print(json.dumps(est.to_dict(), indent=2) if args.json else est)
-        return 0
+        return print_estimate(est, args.json)
     if endpoint.embedded and endpoint.embedded_ctx is None and spec.journal:
         endpoint = _sized(endpoint, args, kw, mode)
 

@@ -315,3 +315,21 @@ def report_summary(command: str, args, summary: dict, draw=None) -> int:
         return 0
 
     return guard(command, go)
+
+
+def print_estimate(est, as_json: bool) -> int:
+    """What ``--dry-run`` prints: the estimate (``--json``: its ``to_dict()`` as JSON); exit code 0."""
+    import json
+
+    print(json.dumps(est.to_dict(), indent=2) if as_json else est)
+    return 0
+
+
+def require_out(out, what: str) -> None:
+    """``--out DIR`` of a journaled run (``crsec run``, ``scene run``): required (its journal makes
+    the ``what`` resumable) and checked before any work."""
+    if out is None:
+        raise ValueError(f"--out DIR is required: the {what} directory (its journal makes the {what} resumable)")
+    from normlab._validate import check_out_dir
+
+    check_out_dir(out)

@@ -6,12 +6,12 @@ The endpoint, budget and error handling are :mod:`normlab.llm_runs.cli_kit`'s, a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from normlab.cli_output import emit, exit_codes, show_progress
 
-from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, report_summary, request_budget
+from ..cli_kit import (EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, report_summary,
+                      request_budget, require_out)
 
 _RUN_EXAMPLES = """\
 examples:
@@ -67,14 +67,8 @@ def _run(args) -> int:
     if args.dry_run:
         from normlab.llm_runs.crsec import estimate_population
 
-        est = estimate_population(agents, out=args.out, **kw)
-        print(json.dumps(est.to_dict(), indent=2) if args.json else est)
-        return 0
-    if args.out is None:
-        raise ValueError("--out DIR is required: the run directory (its journal makes the run resumable)")
-    from normlab._validate import check_out_dir
-
-    check_out_dir(args.out)
+        return print_estimate(estimate_population(agents, out=args.out, **kw), args.json)
+    require_out(args.out, "run")
 
     def go():
         from normlab.llm_runs.crsec import run_population

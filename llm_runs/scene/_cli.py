@@ -6,11 +6,11 @@ The endpoint, budget and error handling are :mod:`normlab.llm_runs.cli_kit`'s, a
 from __future__ import annotations
 
 import argparse
-import json
 
 from normlab.cli_output import emit, exit_codes, show_progress
 
-from ..cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, report_summary, request_budget
+from ..cli_kit import (EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, report_summary,
+                      request_budget, require_out)
 
 _RUN_EXAMPLES = """\
 examples:
@@ -78,14 +78,8 @@ def _run(args) -> int:
     items = _items(args)
     kw = dict(endpoint=endpoint, subject=subject, settings=settings, judge=not args.no_judge, audit=not args.no_audit)
     if args.dry_run:
-        est = scene.estimate_scene(items, out=args.out, rng=args.seed, **kw)
-        print(json.dumps(est.to_dict(), indent=2) if args.json else est)
-        return 0
-    if args.out is None:
-        raise ValueError("--out DIR is required: the sweep directory (its journal makes the sweep resumable)")
-    from normlab._validate import check_out_dir
-
-    check_out_dir(args.out)
+        return print_estimate(scene.estimate_scene(items, out=args.out, rng=args.seed, **kw), args.json)
+    require_out(args.out, "sweep")
 
     def go():
         eps = scene.run_scene(items, out=args.out, model_label=args.model_label, concurrency=args.episodes_at_once,

@@ -13,7 +13,7 @@ import sys
 
 from normlab.calibration import fit_kind_names
 from normlab.cli_output import emit, show_progress
-from normlab.llm_runs.cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, sampling
+from normlab.llm_runs.cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, sampling
 
 _EXAMPLES = """\
 examples:
@@ -56,13 +56,9 @@ def _demo(args) -> int:
               sample_check=args.sample_check, fit=args.fit, n_draws=args.draws, mode=args.mode or "exact",
               within_rounds=args.within_rounds, tip_runs=args.tip_runs, endpoint=endpoint, sampling=settings)
     if args.dry_run:
-        import json
-
         from normlab.demo.pipeline import estimate_demo
 
-        est = estimate_demo(args.out, **kw)
-        print(json.dumps(est.to_dict(), indent=2) if args.json else est)
-        return 0
+        return print_estimate(estimate_demo(args.out, **kw), args.json)
 
     def go():
         from normlab.demo.pipeline import run_demo
