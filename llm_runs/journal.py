@@ -21,6 +21,7 @@ rest of normlab writes records with the writers of the section "record format" b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -1153,6 +1154,18 @@ def write_settings(directory: Path, settings: dict, digest: str) -> None:
     os.replace(tmp, directory / SETTINGS_FILE)
 
 
+def check_new_run_dir(directory: Path, what: str) -> None:
+    """Refuse a directory without settings that holds anything but the run's lock, in one line
+    naming ``what`` a run there would be. A lone ``settings.json.tmp`` is removed first: the
+    settings are written whole and renamed into place, so that copy is a first write a kill cut
+    short (the fault matrix lands kills there) and the run starts afresh."""
+    with contextlib.suppress(FileNotFoundError):
+        (directory / (SETTINGS_FILE + ".tmp")).unlink()
+    if any(p.name != LOCK_FILE for p in directory.iterdir()):
+        raise ValueError(f"output directory {directory} is not empty and holds no {what}; choose an empty or new "
+                         "directory")
+
+
 def read_settings(directory: Path) -> dict | None:
     """The stored settings block of a run directory (``None`` when there is none)."""
     p = Path(directory) / SETTINGS_FILE
@@ -1258,7 +1271,9 @@ _MANIFEST_ORDER = ("format", "kind", "created", "updated", "model", "seed", "set
                    "ledger", "tables", "sessions")
 
 
-def _write_json_atomic(path: Path, obj: dict) -> None:
+def write_json_atomic(path: Path, obj: dict) -> None:
+    """Write ``obj`` as JSON to ``path`` whole or not at all (a temporary copy renamed into place:
+    a kill leaves the old file or the new one, never half of one)."""
     if obj.get("format") == MANIFEST_FORMAT:  # a readable order: what and where first, the sessions last
         obj = {**{k: obj[k] for k in _MANIFEST_ORDER if k in obj}, **{k: v for k, v in obj.items()
                                                                       if k not in _MANIFEST_ORDER}}
@@ -1299,7 +1314,7 @@ def record_session(directory, *, endpoints: list, budget: dict | None = None, sp
         "environment": environment(), "endpoints": endpoints, "budget": budget, "spent_before": spent_before,
     })
     m["updated"] = _now()
-    _write_json_atomic(directory / MANIFEST_FILE, m)
+    write_json_atomic(directory / MANIFEST_FILE, m)
     return m
 
 
@@ -1328,4 +1343,4 @@ def finish_session(directory, *, outcome: str, tables: dict | None = None, total
     if totals is not None:
         m["ledger"] = totals
     m["updated"] = _now()
-    _write_json_atomic(directory / MANIFEST_FILE, m)
+    write_json_atomic(directory / MANIFEST_FILE, m)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import journal as jr
 from .backend import BudgetExhausted, CallResult, SpendingCap
-from .journal import (JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_session, read_settings,
+from .journal import (JOURNAL_FILE, DirectoryLock, Journal, finish_session, read_settings,
                       record_session, write_settings)
 from .runner import BYTES_PER_TOKEN, RunEstimate, compare_settings
 
@@ -289,9 +289,8 @@ class RunDirectory:
             self._lock = DirectoryLock(d).__enter__()
             try:
                 self.stored = read_settings(d)
-                if self.stored is None and any(p.name != LOCK_FILE for p in d.iterdir()):
-                    raise ValueError(f"output directory {d} is not empty and holds no normlab run; choose an empty "
-                                     "or new directory")
+                if self.stored is None:
+                    jr.check_new_run_dir(d, "normlab run")
                 if self.stored is not None:
                     st = self.stored["settings"]
                     if st.get("kind") != self.kind:

@@ -561,13 +561,15 @@ def kill_resume_trials(n_trials: int = 20, *, rng=0, workdir=None, split_writes:
                        run_args: Sequence[str] = ("--n-agents", "6", "--memory", "2", "--names", "Q,M",
                                                   "--max-interactions", "90", "--runs", "2", "--mode", "sample",
                                                   "--seed", "7"),
-                       timeout: float = 120.0) -> dict:
+                       timeout: float = 120.0, kill_window: tuple[float, float] = (0.3, 0.95)) -> dict:
     """The crash part of the fault matrix: ``kill -9`` an ``llm-run`` at random points, resume it,
     and compare the result record for record with an uninterrupted run.
 
     A stub server runs in its own process (deterministic answers from per-request seeds). With
     ``split_writes`` every journal record is written in two halves with that pause between them
-    (:data:`normlab.llm_runs.journal._SPLIT_WRITES`), so many kills land inside a write.
+    (:data:`normlab.llm_runs.journal._SPLIT_WRITES`), so many kills land inside a write. Each kill
+    comes at a uniform fraction ``kill_window`` of the uninterrupted run's wall time (start-up,
+    the first settings write and play included).
 
     Returns
     -------
@@ -611,7 +613,7 @@ def kill_resume_trials(n_trials: int = 20, *, rng=0, workdir=None, split_writes:
         for k in range(n_trials):
             d = work / f"trial{k}"
             proc = subprocess.Popen(cmd(stub.base_url, d), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(float(gen.uniform(0.3, 0.95)) * wall)
+            time.sleep(float(gen.uniform(*kill_window)) * wall)
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             j = d / "journal.jsonl"

@@ -103,6 +103,20 @@ def test_dry_run_counts_the_scripted_requests(reference):
     assert estimate_population(AGENTS, **{**KW, "ops": "rule"}).rows["requests"] == (0, 0)
 
 
+def test_torn_first_settings_write_starts_afresh_and_foreign_files_are_refused(tmp_path):
+    """A kill inside the first settings write leaves settings.json.tmp alone (the fault matrix
+    landed one there): the run starts afresh; anybody else's file is refused in one line."""
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "settings.json.tmp").write_text('{"format"')
+    _same(run_population(AGENTS, minutes=60, rng=3, out=torn), run_population(AGENTS, minutes=60, rng=3))
+    assert not (torn / "settings.json.tmp").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty and holds no normlab run"):
+        run_population(AGENTS, minutes=60, rng=3, out=tmp_path / "mine")
+
+
 def test_rule_run_directory_and_display(tmp_path):
     run = run_population(AGENTS, minutes=120, rng=3, out=tmp_path / "r")
     assert (tmp_path / "r" / "states.parquet").is_file() and (tmp_path / "r" / "manifest.json").is_file()

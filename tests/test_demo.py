@@ -273,6 +273,11 @@ def test_demo_refuses_a_foreign_directory(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     assert main(["demo", "--out", str(tmp_path), "--no-progress"]) == 2
     assert "holds no normlab demo" in capsys.readouterr().err
+    torn = tmp_path / "torn"  # the marker's first write cut short by a kill: not a foreign file
+    torn.mkdir()
+    (torn / "demo.json.tmp").write_text('{"normlab_')
+    assert main(["demo", "--out", str(torn), "--no-progress", "--dry-run"]) == 0
+    capsys.readouterr()
     f = tmp_path / "file"
     f.write_text("x")
     assert main(["demo", "--out", str(f), "--no-progress"]) == 2

@@ -24,7 +24,7 @@ def embedded():
 def test_llm_run_same_seed_same_probabilities(embedded, tmp_path):
     from normlab.llm_runs import run_game
 
-    res = [run_game(6, 2, "F,J", max_interactions=40, runs=2, mode="exact", rng=3, out=tmp_path / f"r{k}",
+    res = [run_game(6, 2, "F,J", max_interactions=16, runs=2, mode="exact", rng=3, out=tmp_path / f"r{k}",
                     progress=False) for k in range(2)]
     a, b = (r.log.decisions for r in res)
     assert len(a) == len(b) > 0

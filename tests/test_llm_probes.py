@@ -97,6 +97,18 @@ def test_individual_bias_is_resumable(tmp_path):
         with pytest.raises(ValueError, match="different settings"):
             individual_bias("Q,M", trials=41, mode="sample", endpoint=_ep(stub), out=tmp_path / "b", progress=False)
     assert a.counts == b.counts
+    # a kill inside the first settings write leaves settings.json.tmp alone: a torn write, the probe starts afresh
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "settings.json.tmp").write_text('{"format"')
+    with StubServer(["Q", "M"]) as stub:
+        c = individual_bias("Q,M", trials=40, mode="sample", endpoint=_ep(stub), rng=3, progress=False, out=torn)
+    assert c.counts == a.counts and not (torn / "settings.json.tmp").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty and holds no normlab probe"):
+        individual_bias("Q,M", trials=4, endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"),
+                        out=tmp_path / "mine", progress=False)
 
 
 # ----------------------------------------------------------------------------- neutral names

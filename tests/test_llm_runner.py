@@ -390,6 +390,17 @@ def test_finished_directory_is_not_replayed_and_different_settings_are_refused(t
             with pytest.raises(ValueError, match="holds a run with different settings"):
                 run_game(6, 2, "Q,M", endpoint=_ep(stub), out=out, progress=False, **args)
         assert stub.n_chat == n
+    # a kill inside the first settings write (found by the fault matrix, trial 17 of CI's run):
+    # settings.json.tmp alone is a torn write, not somebody else's file; the run starts afresh
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "settings.json.tmp").write_text('{"format": "normlab.llm-run/')
+    with StubServer(["Q", "M"]) as stub:
+        kw = dict(max_interactions=40, mode="exact", endpoint=_ep(stub), progress=False, rng=3)
+        c = run_game(6, 2, "Q,M", out=torn, **kw)
+        fresh = run_game(6, 2, "Q,M", out=tmp_path / "fresh", **kw)
+    pd.testing.assert_frame_equal(_comparable(fresh.log.decisions), _comparable(c.log.decisions))
+    assert not (torn / "settings.json.tmp").exists()
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "notes.txt").write_text("mine")

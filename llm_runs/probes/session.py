@@ -38,8 +38,8 @@ class ProbeSession:
             return None
         check_out_dir(d)
         stored = read_settings(d) if d.exists() else None
-        if stored is None and d.exists() and any(d.iterdir()):
-            raise ValueError(f"output directory {d} is not empty and holds no normlab probe; choose another")
+        if stored is None and d.exists():
+            jr.check_new_run_dir(d, "normlab probe")
         if stored is not None:
             req = {**self.s.to_dict(), "probe": self.kind, **self.extra}
             free = ["model", "seed"]

@@ -18,8 +18,8 @@ from normlab._rng import as_seed_sequence
 from ..sync import run_sync
 from ..backend import EndpointConfig, open_endpoint
 from .. import journal as jr
-from ..journal import (JOURNAL_FILE, LOCK_FILE, DirectoryLock, Journal, finish_session, read_settings, session_outcome,
-                       write_settings)
+from ..journal import (JOURNAL_FILE, DirectoryLock, Journal, check_new_run_dir, finish_session,
+                       read_settings, session_outcome, write_settings)
 from ..prompts import load_template
 from .game import Agents, Game, load_cache, resume
 from .groups import group_prices, make_groups
@@ -125,9 +125,8 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
         if directory.exists() and not directory.is_dir():
             raise ValueError(f"--out {directory} exists and is not a directory")
         stored = read_settings(directory) if directory.exists() else None
-        if stored is None and directory.exists() and any(p.name != LOCK_FILE for p in directory.iterdir()):
-            raise ValueError(f"output directory {directory} is not empty and holds no normlab LLM run; "
-                             "choose an empty or new directory")
+        if stored is None and directory.exists():
+            check_new_run_dir(directory, "normlab LLM run")
         if stored is not None:
             check_journal_kept(directory)
             st = stored["settings"]

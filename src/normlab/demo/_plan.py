@@ -92,7 +92,8 @@ def validate(out, names, n_agents, memory, runs, max_rounds, committed, committe
     make_settings(n_agents, memory, names, max_interactions=1, mode=mode, embedded=endpoint.embedded, **sampling)
     out = Path(out)
     check_out_dir(out)
-    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+    # a lone demo.json.tmp is the marker's first write cut short by a kill, not somebody else's file
+    if out.exists() and any(p.name != MARKER + ".tmp" for p in out.iterdir()) and not (out / MARKER).exists():
         raise ValueError(f"--out {out} is not empty and holds no normlab demo; choose an empty or new directory")
     return dict(out=out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
                 committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,

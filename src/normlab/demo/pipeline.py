@@ -38,7 +38,6 @@ setup, Methods "Committed Minorities", Figs. 1-3, Table 1, Fig. S8, Table S3.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +46,7 @@ import pandas as pd
 from normlab import __version__
 from normlab._rng import spawn
 from normlab.llm_runs.backend import redact_url, shared_embedded_server
+from normlab.llm_runs.journal import write_json_atomic
 from normlab.user_files import read_user_json
 
 from ._common import fmt_seconds
@@ -266,10 +266,10 @@ def _start(out, *, names, n_agents, memory, runs, max_rounds, committed, committ
     stored = read_user_json(out / MARKER) if (out / MARKER).exists() else None  # a regular file, capped
     if rng is None and stored is not None:
         seed = int(stored["seed"])
-    (out / MARKER).write_text(json.dumps({"normlab_version": __version__, "seed": seed,
-                                          "settings": {k: (list(v) if isinstance(v, tuple) else v)
-                                                       for k, v in cfg.items() if k not in ("out", "endpoint")}},
-                                         indent=1, default=str))
+    # whole or not at all: a kill mid-write must not leave a marker the next run cannot read
+    write_json_atomic(out / MARKER, {"normlab_version": __version__, "seed": seed,
+                                     "settings": {k: (list(v) if isinstance(v, tuple) else v)
+                                                  for k, v in cfg.items() if k not in ("out", "endpoint")}})
     llm_dir = out / "llm" / directory_key(cfg)
     llm_dir.mkdir(parents=True, exist_ok=True)
     seeds = spawn(seed, 8)
