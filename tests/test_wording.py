@@ -509,6 +509,12 @@ def test_figs_s11_s12_table_s6_on_the_embedded_model(tmp_path, capsys, monkeypat
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "3 written, 0 skipped" in text and "model: SmolLM2-135M-Instruct" in text
+    # README: "no random pool we drew reached the threshold ... (with `--small`, 6 of the 40 runs)"
+    import re
+
+    assert len(re.findall(r"closest to neutral of 4 pools tried", text)) >= 4 and "neutral (JSD" not in text
+    agreed = [int(k) for k in re.findall(r"consensus on \S+ in (\d+) of 10 runs", text)]
+    assert sum(agreed) == 6 and text.count("no run reached consensus") + len(agreed) == 4, text
     journals = {p: p.stat().st_size for p in (out / "llm").rglob("journal.jsonl")}
     # S11: two pools; S12: two prompts; Table S6: the H = 2 probe of S11's first pool (its H = 1 answers reused)
     assert len(journals) == 5 and sum("-H2" in p.parent.name for p in journals) == 1, sorted(journals)

@@ -15,6 +15,7 @@ from normlab._validate import check_int, check_out_dir
 from normlab.calibration import fit_kind_names
 from normlab.llm_runs import EndpointConfig, RunEstimate, estimate_game, load_template
 from normlab.llm_runs.backend import ctx_for_prompt
+from normlab.llm_runs.journal import write_json_atomic
 from normlab.llm_runs.runner import (BYTES_PER_TOKEN, distinct_prompts, estimate_requests, longest_prompt_bytes,
                                      make_settings, prompt_tokens)
 from normlab.schema import parse_memory_state, validate_names
@@ -252,7 +253,7 @@ def measure_speed(stage_dir, states, cfg, wall_s: float, new_calls: int, speed_f
               "tokens_per_s": ptok / wall_s if wall_s > 0 else None, "s_per_call": wall_s / new_calls,
               "tokens_per_char": (sum(c.prompt_tokens for c in calls) / len(calls)) / (sum(chars) / len(chars)),
               "measured": "now"}
-        speed_file.write_text(json.dumps(sp, indent=1))
+        write_json_atomic(speed_file, sp)  # whole or not at all: a resumed demo reads it
         return sp
     if speed_file.exists():
         sp = read_user_json(speed_file)  # the demo directory is the user's: a regular file, capped

@@ -45,6 +45,7 @@ import pandas as pd
 
 from normlab.llm_runs import find_neutral_names, strategy_table
 from normlab.llm_runs.backend import embedded_available, shared_embedded_server
+from normlab.llm_runs.journal import write_json_atomic
 from normlab.theory import StrategyTable, strategy_game
 from normlab.theory.strategies import n_states
 
@@ -96,7 +97,7 @@ def neutral_pool(*, template: str, seed: int, max_pools: int, out=None, endpoint
            "tried": int(len(s.candidates)), "llm_calls": int(s.llm_calls), "template": template}
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(res))
+        write_json_atomic(path, res)  # whole or not at all: a rerun reads it
     return res
 
 
