@@ -50,3 +50,15 @@ def test_bench_calibration_engines_tiny():
     for k in ("predict", "mean_table", "table_draws"):
         assert res[k]["old_cpu_s"] > 0 and res[k]["new_cpu_s"] >= 0
     assert res["design_kernel"]["interactions"] > 0
+
+
+@pytest.mark.slow
+def test_bench_faults_aims_kills_at_the_start_and_checks_its_window():
+    """Kills early in the run (start-up, the first settings write; CI's trial 17 landed in that
+    write and stranded its directory before the fix): every trial resumes to the reference table."""
+    res = json.loads(_run("bench_faults.py", "--trials", "3", "--seed", "5", "--kill-window", "0.05,0.5"))
+    assert res["failures"] == [] and (res["trials"], res["survived"], res["lost"], res["hung"]) == (3, 3, 0, 0)
+    assert res["peak_rss_mb"]["children"] > 0
+    r = subprocess.run([sys.executable, str(BENCH / "bench_faults.py"), "--kill-window", "0.5"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "--kill-window must be LO,HI" in r.stderr and "Traceback" not in r.stderr
