@@ -142,8 +142,9 @@ def main(argv=None) -> int:
         return 0
     import logging
 
-    import pymc  # noqa: F401
+    from normlab.calibration.logit import import_pymc
 
+    import_pymc()  # its daily ArviZ notice silenced
     logging.getLogger("pymc").setLevel(logging.WARNING)
     from normlab.calibration import counts_from_log, fit_hierarchical, predict, select_runs
 

@@ -110,7 +110,9 @@ def _calibrate(args) -> int:
     from pathlib import Path
 
     if not args.list_tables and not args.table and fit_family(args.fit_model).uses_nuts:
-        import pymc  # noqa: F401  (pymc configures its logger on import; quieten it afterwards)
+        from .logit import import_pymc
+
+        import_pymc()  # pymc configures its logger on import; quieten it afterwards
 
         logging.getLogger("pymc").setLevel(logging.WARNING)
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .inputs import StateCounts
 from .logit import (CENTRED_ABOVE, TAU_SD, LogitFamily, _check_counts, _check_sampler, _log_sigmoid, _resolve_decay,
-                    _sigmoid)
+                    _sigmoid, import_pymc)
 from .posterior import StrategyFit
 
 __all__ = ["HierarchicalFamily", "HIERARCHICAL", "fit_hierarchical", "conditional_deltas"]
@@ -265,7 +265,7 @@ class HierarchicalFamily(LogitFamily):
 
     # ----------------------------------------------------------------- NUTS
     def _model_state_effects(self, eta, k, n, state_ids):
-        import pymc as pm
+        pm = import_pymc()
         import pytensor.tensor as pt
 
         tau = pm.HalfNormal("tau", TAU_SD)

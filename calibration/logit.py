@@ -89,8 +89,28 @@ def _quiet():
     """Silence the chatty import-time and sampling warnings of PyTensor/ArviZ/PyMC."""
     warnings.filterwarnings("ignore", message=".*BLAS.*")
     warnings.filterwarnings("ignore", category=FutureWarning, module="arviz.*")
-    warnings.filterwarnings("ignore", message=".*arviz.*migration.*")
-    warnings.filterwarnings("ignore", message=".*ArviZ.*")
+    # (?s): ArviZ's messages can start with a newline, which a plain ".*" does not cross
+    warnings.filterwarnings("ignore", message="(?s).*arviz.*migration.*")
+    warnings.filterwarnings("ignore", message="(?s).*ArviZ.*")
+
+
+def import_pymc():
+    """``pymc``, imported without the notices its first import may print: ArviZ (which PyMC
+    imports) warns on the first import of each day that it "is undergoing a major refactor" -- a
+    FutureWarning the CLI would print as a second line beside a one-line result or error.
+    Every module of normlab imports PyMC through this function."""
+    with warnings.catch_warnings():
+        _quiet()
+        import pymc
+    return pymc
+
+
+def import_arviz():
+    """``arviz``, imported as :func:`import_pymc` imports PyMC (its daily notice silenced)."""
+    with warnings.catch_warnings():
+        _quiet()
+        import arviz
+    return arviz
 
 
 # ----------------------------------------------------------------------------- fast MAP (decay choice)
@@ -173,8 +193,7 @@ def _resolve_decay(counts, decay, rng):
 
 # ----------------------------------------------------------------------------- sampler diagnostics
 def _diagnostics(idata, sampling_seconds):
-    import arviz as az
-
+    az = import_arviz()
     _quiet()
     rhat = az.rhat(idata)
     ess_b = az.ess(idata, method="bulk")
@@ -298,7 +317,7 @@ class LogitFamily(FitFamily):
 
     # ----------------------------------------------------------------- NUTS
     def _build_model(self, X, k, n, state_ids):
-        import pymc as pm
+        pm = import_pymc()
         import pytensor.tensor as pt
 
         cols = self.columns
@@ -319,7 +338,7 @@ class LogitFamily(FitFamily):
 
     def _fit_nuts(self, counts, *, decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata,
                   progress=False):
-        import pymc as pm
+        pm = import_pymc()
 
         _quiet()
         X = design_matrix(counts.memory, decay)
