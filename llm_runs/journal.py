@@ -1147,11 +1147,10 @@ def _repair_tail(path: Path) -> None:
 
 
 def write_settings(directory: Path, settings: dict, digest: str) -> None:
-    """Write ``settings.json`` atomically."""
+    """Write ``settings.json`` atomically (by way of ``settings.json.tmp``: :func:`check_new_run_dir`)."""
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / (SETTINGS_FILE + ".tmp")
-    tmp.write_text(json.dumps({"format": FORMAT, "hash": digest, "settings": settings}, indent=1, sort_keys=True))
-    os.replace(tmp, directory / SETTINGS_FILE)
+    write_json_atomic(directory / SETTINGS_FILE, {"format": FORMAT, "hash": digest, "settings": settings},
+                      sort_keys=True)
 
 
 def check_new_run_dir(directory: Path, what: str) -> None:
@@ -1271,14 +1270,14 @@ _MANIFEST_ORDER = ("format", "kind", "created", "updated", "model", "seed", "set
                    "ledger", "tables", "sessions")
 
 
-def write_json_atomic(path: Path, obj: dict) -> None:
-    """Write ``obj`` as JSON to ``path`` whole or not at all (a temporary copy renamed into place:
-    a kill leaves the old file or the new one, never half of one)."""
+def write_json_atomic(path: Path, obj: dict, *, sort_keys: bool = False) -> None:
+    """Write ``obj`` as JSON to ``path`` whole or not at all (a temporary copy, ``path`` + ``.tmp``,
+    renamed into place: a kill leaves the old file or the new one, never half of one)."""
     if obj.get("format") == MANIFEST_FORMAT:  # a readable order: what and where first, the sessions last
         obj = {**{k: obj[k] for k in _MANIFEST_ORDER if k in obj}, **{k: v for k, v in obj.items()
                                                                       if k not in _MANIFEST_ORDER}}
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
+    tmp.write_text(json.dumps(obj, indent=1, default=str, sort_keys=sort_keys))
     os.replace(tmp, path)
 
 
