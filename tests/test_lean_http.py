@@ -252,6 +252,8 @@ def test_auto_picks_lean_only_where_it_can(monkeypatch):
     assert not lean_transport_for("http://127.0.0.1:8000/v1?api_key=x")
     monkeypatch.setenv("http_proxy", "http://proxy:3128")
     assert not lean_transport_for("http://10.0.0.5:8000/v1")
+    for loopback in ("127.0.0.1", "127.1.2.3", "localhost", "[::1]"):  # never through a proxy
+        assert lean_transport_for(f"http://{loopback}:8000/v1")
     monkeypatch.setenv("no_proxy", "10.0.0.5")
     assert lean_transport_for("http://10.0.0.5:8000/v1")
     with pytest.raises(ValueError, match="transport must be"):

@@ -106,6 +106,23 @@ def test_multi_token_random_names_on_smollm2(server):
     assert 0 < r.covered_mass < 1
 
 
+def test_embedded_model_is_reached_with_a_proxy_in_the_environment(tmp_path, capsys, monkeypatch):
+    """HTTP_PROXY set and no NO_PROXY (a corporate laptop): the embedded server on 127.0.0.1 is
+    never sent to the proxy (its readiness check and the requests); before, the run ended with
+    "the embedded server did not become ready within 120 s"."""
+    from normlab.cli import main
+
+    for var in ("NORMLAB_LLM_BASE_URL", "OPENAI_BASE_URL", "NORMLAB_LLM_MODEL", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # nothing listens there
+    args = ["llm-run", "--n-agents", "4", "--memory", "1", "--names", "Q,M", "--max-interactions", "2",
+            "--stop", "max", "--mode", "exact", "--out", str(tmp_path / "p"), "--seed", "3", "--json",
+            "--no-progress"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["decisions"] == 4
+
+
 def test_cli_embedded_default(tmp_path, capsys, monkeypatch):
     from normlab.cli import main
 

@@ -10,10 +10,11 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from .config import EndpointConfig, EndpointError, NotOpenAICompatible, redact_text, redact_url
 from .embedded import EmbeddedServer
-from .http import HTTPConnection, HTTPStatus, LeanHTTP, lean_transport_for
+from .http import HTTPConnection, HTTPStatus, LeanHTTP, is_loopback, lean_transport_for
 from .spending import SpendingCap
 
 
@@ -189,9 +190,12 @@ class LLMClient:
     async def __aenter__(self) -> "LLMClient":
         import openai
 
+        kw = {}
+        if is_loopback(urlsplit(self.base_url).hostname or ""):  # the embedded or a local server: never a proxy
+            kw["http_client"] = openai.DefaultAsyncHttpxClient(trust_env=False)
         self._client = openai.AsyncOpenAI(
             base_url=self.base_url, api_key=self.config.resolve_api_key(),
-            timeout=self.config.timeout, max_retries=0,
+            timeout=self.config.timeout, max_retries=0, **kw,
         )
         self._sem = asyncio.Semaphore(self.config.concurrency)
         if self.transport == "lean" and not self.base_url.startswith("http://"):

@@ -218,10 +218,11 @@ class EmbeddedServer:
         import urllib.request
 
         url = self.base_url[: -len("/v1")] + "/health"
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(url, timeout=5) as r:
+                with direct.open(url, timeout=5) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, OSError):

@@ -48,14 +48,31 @@ class HTTPConnection(Exception):
         self.refused = refused
 
 
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def lean_transport_for(base_url: str) -> bool:
     """True when :class:`LeanHTTP` can serve ``base_url``: plain ``http://``, no credentials,
-    query or fragment in the URL, and no proxy configured for its host in the environment."""
+    query or fragment in the URL, and no proxy configured for its host in the environment. A
+    loopback host (the embedded server, a local inference server) is never sent to a proxy: the
+    proxy's own loopback is another machine's (with HTTP_PROXY set and no NO_PROXY, the embedded
+    model could not be reached)."""
     import urllib.request
 
     u = urlsplit(base_url)
     if u.scheme != "http" or u.username or u.password or u.query or u.fragment or not u.hostname:
         return False
+    if is_loopback(u.hostname):
+        return True
     proxies = urllib.request.getproxies_environment()
     if ("http" in proxies or "all" in proxies) and not urllib.request.proxy_bypass_environment(u.hostname, proxies):
         return False
