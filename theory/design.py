@@ -22,11 +22,10 @@ Table S3.
 from __future__ import annotations
 
 import math
-import types
 
 import numpy as np
 
-from normlab._jit import njit
+from normlab._jit import kernel_variant, njit
 
 from ._batch import S_ERR, S_FLIP, S_NINT, S_STOP, S_STREAK, SG_SCALARS
 from ._criteria_kernels import end_round, last3_sum, published_from_shares, window_flip_reached
@@ -302,16 +301,6 @@ def _sg_lean_play_py(seed, N, W, H, offsets, committed, cword, thr, init_name, m
 _choice_thresholds = njit(cache=True)(_choice_thresholds_py)
 _table_logits = njit(cache=True)(_table_logits_py)
 _effect_thresholds = njit(cache=True)(_effect_thresholds_py)
-def _specialised(fn, name: str, **constants):
-    """``fn`` with some of its globals replaced by constants, under its own name (Numba compiles the
-    globals of a kernel as constants, so a branch on one is compiled away; the name gives the
-    variant its own cache files)."""
-    g = dict(fn.__globals__)
-    g.update(constants)
-    out = types.FunctionType(fn.__code__, g, name, fn.__defaults__, fn.__closure__)
-    out.__qualname__ = name
-    out.__doc__ = fn.__doc__
-    return out
 
 
 # Two compiled variants of one source: without a name-order bias the order draws are compiled away,
@@ -319,7 +308,7 @@ def _specialised(fn, name: str, **constants):
 # on ``omode`` at run time cost 8% of the design's throughput).
 _ORDER_DRAWS = False
 _sg_lean_play = njit(cache=True)(_sg_lean_play_py)
-_sg_lean_order_play = njit(cache=True)(_specialised(_sg_lean_play_py, "_sg_lean_order_play_py", _ORDER_DRAWS=True))
+_sg_lean_order_play = kernel_variant(_sg_lean_play_py, "_sg_lean_order_play_py", _ORDER_DRAWS=True)
 
 
 @njit(inline="always")

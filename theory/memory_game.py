@@ -14,11 +14,10 @@ D. Centola, J. Becker, D. Brackbill, A. Baronchelli, Science 360, 1116 (2018) (b
 from __future__ import annotations
 
 import numbers
-import types
 
 import numpy as np
 
-from normlab._jit import njit, prange
+from normlab._jit import kernel_variant, njit, prange
 from normlab._rng import run_seeds
 from normlab._validate import check_int
 
@@ -573,14 +572,9 @@ _sg_batch_ragged = njit(cache=True)(_sg_batch_ragged_py)
 _USER_KERNELS: dict = {}
 
 
-def _rebind(fn, **globals_):
-    g = dict(fn.__globals__)
-    g.update(globals_)
-    return types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
-
-
 def _user_kernel(user_fn):
-    """The batch kernels with ``_strategy_probs`` bound to a user function (compiled once per fn)."""
+    """The batch kernels with ``_strategy_probs`` bound to a user function (compiled once per fn;
+    uncached variants with names of their own: :func:`normlab._jit.kernel_variant`)."""
     key = id(user_fn)
     if key not in _USER_KERNELS:
 
@@ -588,9 +582,9 @@ def _user_kernel(user_fn):
         def probs_fn(kind, own, partner, k, code, W, H, params, out):
             user_fn(own[:k], partner[:k], W, params, out)
 
-        play = njit(_rebind(_sg_play_py, _strategy_probs=probs_fn))
-        batch = njit(parallel=True)(_rebind(_sg_batch_py, _sg_play=play))
-        serial = njit(_rebind(_sg_batch_serial_py, _sg_play=play))
+        play = kernel_variant(_sg_play_py, cache=False, _strategy_probs=probs_fn)
+        batch = kernel_variant(_sg_batch_py, cache=False, parallel=True, _sg_play=play)
+        serial = kernel_variant(_sg_batch_serial_py, cache=False, _sg_play=play)
         _USER_KERNELS[key] = (user_fn, batch, serial)  # keep user_fn alive so id() stays unique
     return _USER_KERNELS[key][1:]
 

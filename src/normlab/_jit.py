@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import itertools
 import os
 import sys
 import types
@@ -45,4 +46,50 @@ _defer_scipy_blas()
 
 from numba import njit, prange  # noqa: E402
 
-__all__ = ["njit", "prange"]
+__all__ = ["kernel_variant", "njit", "prange"]
+
+# Names given to variants so far (a name given twice would share symbols and cache files).
+_VARIANT_NAMES: set = set()
+_USER_VARIANTS = itertools.count(1)
+
+
+def kernel_variant(fn, name: str | None = None, *, cache: bool = True, parallel: bool = False, **globals_):
+    """A kernel compiled from ``fn``'s code with some of its globals replaced, as a function of
+    its own: the one way normlab builds kernel variants.
+
+    Numba names the machine code of a function by its qualified name and a per-process counter,
+    and a cached library keeps the counters of the process that compiled it. A variant compiled
+    under its source's name can therefore take the place of the source's cached code (or the
+    reverse) in a process whose cache is warm: a user's strategy kernel answered for the built-in
+    one. Each variant gets its own name -- its own symbols and, with ``cache=True``, its own cache
+    files.
+
+    Parameters
+    ----------
+    fn : function
+        The pure-Python source of a kernel (its ``_py`` twin).
+    name : str, optional
+        The variant's name, unique in the process (a cached variant needs a fixed one, the same in
+        every process). ``None``: an uncached variant named after ``fn`` with a counter.
+    cache : bool
+        Compile with Numba's on-disk cache (needs a fixed ``name``; a variant holding a user's
+        function is never cached).
+    parallel : bool
+        Compile with ``parallel=True``.
+    **globals_
+        The globals replaced (functions, constants: Numba compiles globals as constants).
+    """
+    if name is None:
+        if cache:
+            raise ValueError("a cached kernel variant needs a fixed name")
+        name = f"{fn.__name__}__variant{next(_USER_VARIANTS)}"
+    if name == fn.__name__ or name in _VARIANT_NAMES:
+        raise ValueError(f"kernel variant name {name!r} is taken; each variant needs a name of its own")
+    _VARIANT_NAMES.add(name)
+    g = dict(fn.__globals__)
+    g.update(globals_)
+    out = types.FunctionType(fn.__code__, g, name, fn.__defaults__, fn.__closure__)
+    out.__qualname__ = name
+    out.__doc__ = fn.__doc__
+    out.__module__ = fn.__module__
+    return njit(cache=cache, parallel=parallel)(out)
