@@ -308,3 +308,41 @@ def register(subparsers) -> None:
             pp.add_argument("--cache", action="append", default=None, metavar="DIR",
                             help="exact mode: reuse next-token distributions journaled in DIR; repeatable")
         add_endpoint_args(pp, run_controls=True)
+    register_journal(subparsers)
+
+
+_JOURNAL_EXAMPLES = """\
+examples:
+  normlab journal check runs/qm            # is the journal whole, and this directory's run's?
+  normlab journal repair runs/qm           # keep the records before the first damage; then rerun
+                                           # the run's own command to play on from there
+"""
+
+
+def _journal(args) -> int:
+    from normlab.llm_runs import journal as jr
+
+    if args.action == "check":
+        out = jr.check_journal(args.directory)
+        emit(out, args.json)
+        return 0 if out["whole"] else 4
+    out = jr.repair_journal(args.directory)
+    emit(out, args.json)
+    return 0
+
+
+def register_journal(subparsers) -> None:
+    """``normlab journal check|repair DIR`` (any run directory: llm-run, probes, CRSEC, SCENE, the demo's)."""
+    p = subparsers.add_parser(
+        "journal", help="check or repair the journal of a run directory",
+        description="Every record of a journal carries its place and the fingerprint of its run's settings: a "
+                    "record missing, repeated or out of place, or a journal copied from another run, is refused "
+                    "when a run resumes. 'check' says whether a directory's journal is whole (exit 4 if not); "
+                    "'repair' keeps the records before the first damage and moves the rest to "
+                    "journal.after-gap-<n>.jsonl beside it (nothing is deleted), so that rerunning the run's "
+                    "command replays what is whole and plays on. A journal from another run is never cut.",
+        epilog=_JOURNAL_EXAMPLES + "\n" + EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=("check", "repair"))
+    p.add_argument("directory", metavar="DIR", help="a run directory (holding journal.jsonl)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_journal)

@@ -57,7 +57,8 @@ class Journal:
         record is flushed to the OS immediately whatever this setting.
     """
 
-    def __init__(self, path=None, *, fsync_interval: float | None = 1.0, load: bool = True):
+    def __init__(self, path=None, *, fsync_interval: float | None = 1.0, load: bool = True,
+                 fingerprint: str | None = None, repair: bool = False):
         self.path = Path(path) if path is not None else None
         self.fsync_interval = fsync_interval
         self._last_sync = 0.0
@@ -65,14 +66,31 @@ class Journal:
         self.records: list[dict] = []
         self._f = None
         self._identity = None
+        self.fingerprint = fingerprint
+        self._seq = 0
+        #: Records moved aside by ``repair`` (0: none), and the file that holds them.
+        self.set_aside, self.aside_path = 0, None
         if self.path is not None and self.path.exists():
-            if load:
-                self.records = read_journal(self.path)
-            else:  # read in bounded memory by whoever needs it (:meth:`reader`); checked the same way
-                for _ in iter_journal(self.path):
-                    pass
-                self._keep = False
+            try:
+                self._load(load)
+            except JournalDamaged as exc:
+                if not repair or exc.foreign:
+                    raise
+                self.set_aside, self.aside_path = _cut_at(self.path, exc)
+                self._load(load)
             _repair_tail(self.path)
+
+    def _load(self, load: bool) -> None:
+        fp = None if self.fingerprint is None else fingerprint_of(self.fingerprint)
+        if load:
+            self.records = [rec for _, rec in iter_journal(self.path, fingerprint=fp)]
+            self._seq = len(self.records)
+        else:  # read in bounded memory by whoever needs it (:meth:`reader`); checked the same way
+            n = 0
+            for _ in iter_journal(self.path, fingerprint=fp):
+                n += 1
+            self._seq = n
+            self._keep = False
 
     def open(self) -> "Journal":
         """Open for appending, holding an exclusive lock (one writer per run directory)."""
@@ -138,9 +156,14 @@ class Journal:
             return JournalReader(records=self.records)
         if self._f is not None:
             self._f.flush()
-        return JournalReader(self.path if self.path.exists() else None)
+        fp = None if self.fingerprint is None else fingerprint_of(self.fingerprint)
+        return JournalReader(self.path if self.path.exists() else None, fingerprint=fp)
 
     def write(self, record: dict, *, sync: bool = False) -> None:
+        if self._f is not None:  # on disk, every record says where it stands and whose it is
+            record = {**record, SEQ: self._seq}
+            if self.fingerprint is not None:
+                record[FP] = fingerprint_of(self.fingerprint)
         if self._keep:
             self.records.append(record)
         if self._f is None:
@@ -155,6 +178,7 @@ class Journal:
             line = line[half:]
         self._f.write(line)
         self._f.flush()
+        self._seq += 1
         if sync and self.fsync_interval is not None:
             now = time.monotonic()
             if now - self._last_sync >= self.fsync_interval:
@@ -195,6 +219,83 @@ def _open_locked(path: Path, directory: Path):
 
 class JournalLost(RuntimeError):
     """The journal file was deleted or replaced while a run was writing it."""
+
+
+class JournalDamaged(ValueError):
+    """A journal that is not whole (a record missing, repeated or out of place: ``at`` is the
+    first record out of place, ``offset`` where its line starts) or not this run's
+    (``foreign``: its records carry another run's settings fingerprint)."""
+
+    def __init__(self, message: str, *, at: int = 0, offset: int = 0, foreign: bool = False):
+        super().__init__(message)
+        self.at, self.offset, self.foreign = at, offset, foreign
+
+
+#: The keys every record written to a file ends with: its place in the journal (0, 1, ...) and
+#: the fingerprint of the settings of the run that wrote it (:func:`fingerprint_of`).
+SEQ, FP = "seq", "fp"
+_TAIL = re.compile(rb',"seq":(\d+)(?:,"fp":"([0-9a-f]*)")?\}\s*$')
+
+
+def fingerprint_of(digest: str) -> str:
+    """The short settings fingerprint a record carries (the first 16 hex digits of the digest)."""
+    return str(digest)[:16]
+
+
+class _Continuity:
+    """Checks, record after record, that a journal is whole and one run's: a record's ``seq`` is its
+    place among the records (records of earlier versions carry none and are not checked), and
+    every ``fp`` is the same -- the expected one when given."""
+
+    def __init__(self, path, fingerprint: str | None = None):
+        self.path, self.expected, self.seen, self.n = path, fingerprint, None, 0
+
+    def see(self, seq, fp, offset: int) -> None:
+        k = self.n
+        if seq is not None and seq != k:
+            if isinstance(seq, int) and seq > k:
+                what = f"{seq - k} record(s) before it are missing"
+            else:
+                what = "it is repeated or out of place"
+            raise JournalDamaged(
+                f"{self.path}: record {k + 1} carries place {seq + 1 if isinstance(seq, int) else seq!r}: {what} "
+                f"(the journal was edited or damaged). `normlab journal repair {Path(self.path).parent}` keeps the "
+                f"{k} records before it (the rest is moved aside, not deleted) and a rerun plays on from there; "
+                "or restore the journal", at=k, offset=offset)
+        if fp is not None:
+            want = self.expected if self.expected is not None else self.seen
+            if want is not None and fp != want:
+                whose = "this directory's settings" if self.expected is not None else "its first records"
+                raise JournalDamaged(
+                    f"{self.path}: record {k + 1} was written by a run with other settings (fingerprint {fp}, "
+                    f"{whose}: {want}): the journal was copied or moved here from another run; put it back "
+                    "in its own directory, or use another --out", at=k, offset=offset, foreign=True)
+            self.seen = fp
+        self.n += 1
+
+
+def _cut_at(path: Path, exc: JournalDamaged) -> tuple[int, Path]:
+    """Move the records from the first one out of place on into a file beside the journal
+    (``journal.after-gap-<n>.jsonl``), keeping those before it: ``(records moved, that file)``."""
+    aside = path.with_name(f"{path.stem}.after-gap-{exc.at}.jsonl")
+    k = 1
+    while aside.exists():
+        aside = path.with_name(f"{path.stem}.after-gap-{exc.at}-{k}.jsonl")
+        k += 1
+    with open(path, "rb+") as f, open(aside, "wb") as g:
+        f.seek(exc.offset)
+        moved = 0
+        while chunk := f.read(1 << 20):
+            g.write(chunk)
+            moved += chunk.count(b"\n")
+        g.flush()
+        os.fsync(g.fileno())
+        f.truncate(exc.offset)
+        f.flush()
+        os.fsync(f.fileno())
+    warnings.warn(f"{path}: kept the {exc.at} records before the damage; the {moved} lines from there on are in "
+                  f"{aside.name}", stacklevel=4)
+    return moved, aside
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
@@ -903,7 +1004,7 @@ def replayed(items, n_runs: int, *, n_agents: int | None = None, names=None):
             yield key, Reservation(r)
 
 
-def read_journal(path) -> list[dict]:
+def read_journal(path, *, fingerprint: str | None = None) -> list[dict]:
     """All records of a journal file (in memory: for small journals; long runs read theirs with
     :func:`iter_journal` or :class:`JournalReader`).
 
@@ -911,13 +1012,18 @@ def read_journal(path) -> list[dict]:
     before appending). Any other unreadable line, or a line that is valid JSON but not a record
     (``null``, a list, an object without ``"ev"``), makes the journal corrupt: ValueError.
     """
-    return [rec for _, rec in iter_journal(path)]
+    return [rec for _, rec in iter_journal(path, fingerprint=fingerprint)]
 
 
-def iter_journal(path):
+def iter_journal(path, *, fingerprint: str | None = None):
     """``(offset, record)`` for every record of a journal file, one line at a time (memory stays
     flat whatever the journal's size), with the rules of :func:`read_journal`; ``offset`` is
-    where the record's line starts (:meth:`JournalReader.at` reads it again)."""
+    where the record's line starts (:meth:`JournalReader.at` reads it again).
+
+    Every record's place and settings fingerprint are checked (:class:`JournalDamaged` for a
+    record missing, repeated or out of place, or one written by another run -- ``fingerprint``:
+    the run's, when known)."""
+    cont = _Continuity(path, fingerprint)
     with open(path, "rb") as f:
         pos, bad = 0, None
         for k, line in enumerate(f):
@@ -932,6 +1038,7 @@ def iter_journal(path):
                 continue
             if not isinstance(rec.get("ev"), str):
                 raise _corrupt(path, k)
+            cont.see(rec.get(SEQ), rec.get(FP), start)
             yield start, rec
 
 
@@ -1011,16 +1118,17 @@ class JournalReader:
         Records held in memory instead (a journal without a file).
     """
 
-    def __init__(self, path=None, *, records: list | None = None):
+    def __init__(self, path=None, *, records: list | None = None, fingerprint: str | None = None):
         self.path = None if path is None else Path(path)
         self.records = records
+        self.fingerprint = fingerprint
 
     def scan(self):
         """``(key, record)`` for every record, in journal order."""
         if self.records is not None:
             yield from enumerate(self.records)
         elif self.path is not None:
-            yield from iter_journal(self.path)
+            yield from iter_journal(self.path, fingerprint=self.fingerprint)
 
     def index(self, n_runs: int) -> JournalIndex:
         """A :class:`JournalIndex` of the journal (runs ``0 .. n_runs - 1``), read in one walk
@@ -1034,6 +1142,7 @@ class JournalReader:
             return ix
         if self.path is None:
             return ix
+        cont = _Continuity(self.path, self.fingerprint)
         with open(self.path, "rb") as f:
             pos, held = 0, None
             for k, line in enumerate(f):
@@ -1041,7 +1150,7 @@ class JournalReader:
                 if not line.strip():
                     continue
                 if held is not None:  # a line with another after it
-                    self._index_line(ix, *held)
+                    self._index_line(ix, *held, cont)
                 held = (start, line, k)
             if held is not None:  # the last line: decoded (a torn one is skipped, as by read_journal)
                 start, line, k = held
@@ -1049,12 +1158,14 @@ class JournalReader:
                 if rec is not None:
                     if not isinstance(rec.get("ev"), str):
                         raise _corrupt(self.path, k)
+                    cont.see(rec.get(SEQ), rec.get(FP), start)
                     self._index_record(ix, start, rec)
         return ix
 
-    def _index_line(self, ix: JournalIndex, key: int, line: bytes, k: int) -> None:
+    def _index_line(self, ix: JournalIndex, key: int, line: bytes, k: int, cont: _Continuity) -> None:
         m = _INT_HEAD.match(line)
         if m is not None:
+            _see_tail(cont, line, key)
             run, t, i, j = (int(x) for x in m.groups())
             if ix._count(key, run, t, i, j):
                 for f, b in _SIDE_FILLED.items():
@@ -1062,8 +1173,10 @@ class JournalReader:
                         ix.side_filled.add(f)
             return
         if line.startswith(_RESERVE_HEAD):
+            _see_tail(cont, line, key)
             return
         if line.startswith(_CALL_HEAD):
+            _see_tail(cont, line, key)
             ix.calls.append(key)
             for f, b in _CALL_FILLED.items():
                 if f not in ix.call_filled and b in line:
@@ -1072,6 +1185,7 @@ class JournalReader:
         rec = _parse(line)
         if rec is None or not isinstance(rec.get("ev"), str):
             raise _corrupt(self.path, k)
+        cont.see(rec.get(SEQ), rec.get(FP), key)
         self._index_record(ix, key, rec)
 
     @staticmethod
@@ -1104,6 +1218,16 @@ class JournalReader:
                     raise ValueError(f"{self.path}: the record at byte {k} changed while it was read; "
                                      "is another process writing this journal?")
                 yield rec
+
+
+def _see_tail(cont: _Continuity, line: bytes, key: int) -> None:
+    """:meth:`_Continuity.see` for a line read without decoding it (its place and fingerprint are
+    the last keys :meth:`Journal.write` put on it; a line of an earlier version has none)."""
+    m = _TAIL.search(line, max(0, len(line) - 64))
+    if m is None:
+        cont.see(None, None, key)
+    else:
+        cont.see(int(m.group(1)), None if m.group(2) is None else m.group(2).decode(), key)
 
 
 def _repair_tail(path: Path) -> None:
@@ -1144,6 +1268,41 @@ def _repair_tail(path: Path) -> None:
         if ends_nl:
             warnings.warn(f"{path}: the last line was not a journal record and was removed ({line[:80]!r})", stacklevel=3)
         f.truncate(start)
+
+
+def check_journal(directory) -> dict:
+    """Whether the journal of a run directory is whole and the directory's (``normlab journal
+    check``): ``{"journal", "records", "whole", "problem"}`` (``problem``: the first damage, or
+    ``None``). The journal is only read."""
+    directory = Path(directory)
+    path = directory / JOURNAL_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory} holds no {JOURNAL_FILE}")
+    stored = read_settings(directory)
+    fp = fingerprint_of(stored["hash"]) if stored and stored.get("hash") else None
+    n, problem = 0, None
+    try:
+        for _ in iter_journal(path, fingerprint=fp):
+            n += 1
+    except JournalDamaged as exc:
+        n, problem = exc.at, str(exc)
+    return {"journal": str(path), "records": n, "whole": problem is None, "problem": problem}
+
+
+def repair_journal(directory) -> dict:
+    """Keep the records of a damaged journal before its first damage and move the rest into
+    ``journal.after-gap-<n>.jsonl`` beside it (``normlab journal repair``), so that a rerun of
+    the same command replays what is whole and plays on from there. A journal written by another
+    run is refused, not cut. Returns ``{"journal", "kept", "moved", "aside"}``."""
+    directory = Path(directory)
+    path = directory / JOURNAL_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory} holds no {JOURNAL_FILE}")
+    with DirectoryLock(directory):
+        stored = read_settings(directory)
+        j = Journal(path, load=False, fingerprint=stored.get("hash") if stored else None, repair=True)
+        return {"journal": str(path), "kept": j._seq, "moved": j.set_aside,
+                "aside": None if j.aside_path is None else str(j.aside_path)}
 
 
 def write_settings(directory: Path, settings: dict, digest: str) -> None:

@@ -304,7 +304,8 @@ class RunDirectory:
             except BaseException:
                 self._lock.__exit__(None, None, None)
                 raise
-        self.journal = Journal(d / JOURNAL_FILE if d is not None else None, fsync_interval=self.fsync_interval)
+        self.journal = Journal(d / JOURNAL_FILE if d is not None else None, fsync_interval=self.fsync_interval,
+                               fingerprint=self.stored["hash"] if self.stored is not None else None)
         return self
 
     @property
@@ -322,7 +323,8 @@ class RunDirectory:
             if self.stored is None:
                 full = {**self.settings, "seed": list(seed), "model": model}
                 write_settings(self.directory, full, settings_digest(full))
-                self.stored = {"settings": full}
+                self.stored = {"settings": full, "hash": settings_digest(full)}
+                self.journal.fingerprint = self.stored["hash"]
             elif self.model is not None and model is not None and model != self.model:
                 raise ValueError(f"{self.directory} was run with model {self.model!r} but the endpoint serves "
                                  f"{model!r}; resume it with the same model or use another --out directory")

@@ -58,7 +58,8 @@ class ProbeSession:
 
     async def __aenter__(self):
         stored = self._check_dir()
-        self.journal = Journal(self.directory / JOURNAL_FILE if self.directory else None)
+        self.journal = Journal(self.directory / JOURNAL_FILE if self.directory else None,
+                               fingerprint=stored["hash"] if stored is not None else None)
         for a in jr.probe_answers(self.journal.records):
             self.done[a.key] = a.decision
         # the game's own prompts (bias, strategy, neutral): the embedded server's KV cache is sized to them
@@ -74,6 +75,7 @@ class ProbeSession:
                 self.s = GameSettings(**{**self.s.__dict__, "seed": tuple(seed), "model": self.client.model})
                 if self.directory is not None:
                     write_settings(self.directory, {**self.s.to_dict(), "probe": self.kind, **self.extra}, self.s.digest)
+                self.journal.fingerprint = self.s.digest
             self.game = Game(self.s, self.tpl, None, self.client, self.journal.open(), imported=self.imported)
             self.ss = self.s.seed_sequence()
         except BaseException:

@@ -250,6 +250,12 @@ def resume(s: GameSettings, reader: jr.JournalReader, prices: dict | None = None
     tok, usd = reserved.total()
     out.spent = (spent.tokens + tok, spent.usd + usd)
     out.next_reservation = reserved.next_id
+    for k, end in out.ended.items():  # a run's end must follow all of its interactions
+        if end.n != out.states[k].t:
+            raise jr.JournalDamaged(
+                f"{getattr(reader, 'path', None) or 'the journal'}: run {k} ended after {end.n} interactions but the "
+                f"journal holds {out.states[k].t} of them in order (it was edited or damaged); restore the journal, "
+                "or move the directory aside and start again")
     return out
 
 

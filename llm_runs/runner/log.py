@@ -12,6 +12,7 @@ stays flat whatever the length of the run (a million decisions: about the memory
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -311,6 +312,7 @@ def _build(s: GameSettings, reader: JournalReader, directory: Path | None, price
     runs_df = runs_frame(pd.DataFrame(runs))
     runs_df.to_parquet(dest["runs.parquet"], index=False)
     if directory is not None:  # all four in place together, each whole
+        _never_fewer_rows(directory, dest)
         for f in TABLE_FILES:
             os.replace(dest[f], directory / f)
     else:
@@ -318,6 +320,31 @@ def _build(s: GameSettings, reader: JournalReader, directory: Path | None, price
             b.seek(0)
     g = gcounts.summary() if s.groups else None
     return _Built(runs=runs_df, totals=totals, groups=g, buffers=buffers)
+
+
+def _never_fewer_rows(directory: Path, new: dict) -> None:
+    """Refuse to replace tables by ones with fewer decisions or requests (the journal they were
+    built from holds less than the one behind the tables in place): the new ones are removed, the
+    old ones kept."""
+    import pyarrow.parquet as pq
+
+    for f in ("decisions.parquet", "calls.parquet"):
+        old = directory / f
+        if not old.exists():
+            continue
+        try:
+            n_old = pq.ParquetFile(old).metadata.num_rows
+        except Exception:  # unreadable old table: nothing to keep
+            continue
+        n_new = pq.ParquetFile(new[f]).metadata.num_rows
+        if n_new < n_old:
+            for p in new.values():
+                with contextlib.suppress(OSError):
+                    os.unlink(p)
+            raise ValueError(
+                f"{old} holds {n_old} rows and the journal now gives only {n_new}: the journal holds less than the "
+                "tables built from it before (it was edited, truncated or replaced); the tables are kept -- "
+                "restore the journal, or move the directory aside and start again")
 
 
 def _write_decisions(s, reader, ix, dest, groups, models, filled, directory) -> tuple[list, _GroupCounts]:

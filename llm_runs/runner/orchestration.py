@@ -147,7 +147,7 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
             s = GameSettings(**{**s.__dict__, "seed": tuple(st["seed"]), "model": st["model"]})
     # the journal is read in one walk into each run's state (memory stays flat however long it is)
     journal = Journal(directory / JOURNAL_FILE if directory is not None else None, fsync_interval=fsync_interval,
-                      load=False)
+                      load=False, fingerprint=stored["hash"] if stored is not None else None)
     prices = group_prices(s, endpoint, groups)
     start = resume(s, journal.reader(), prices) if stored is not None else None  # a new run: after its seed is drawn
     ended = start.ended if start is not None else {}
@@ -171,6 +171,7 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
             s = GameSettings(**{**s.__dict__, "seed": tuple(seed), "model": client.model})
             if directory is not None:
                 write_settings(directory, s.to_dict(), s.digest)
+            journal.fingerprint = s.digest
         if start is None:
             start = resume(s, journal.reader(), prices)
         pbar = None
