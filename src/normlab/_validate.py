@@ -67,3 +67,120 @@ def max_agents() -> int:
     """Largest population a run or a run table may name: one 8-byte value per agent within
     :func:`memory_cap_bytes` (an analysis may hold one array over the population)."""
     return memory_cap_bytes() // 8
+
+
+# ----------------------------------------------------------------------------- declarative constraints
+# Modelled on scikit-learn's ``_param_validation``: a value object (or a function) declares, per
+# parameter, the constraints a value may meet; ``validate_params`` checks them in declaration order
+# and raises the first failure in one line. The messages are the ones the hand-written checks gave.
+class Constraint:
+    """One rule a parameter value may meet: ``check(value, name)`` returns the value (normalised,
+    e.g. ``int``) or raises ``TypeError``/``ValueError`` naming ``name``."""
+
+    def check(self, value, name: str):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class Int(Constraint):
+    """An int (bools refused) in ``[low, high]``: :func:`check_int`'s messages."""
+
+    def __init__(self, low: int | None = None, high: int | None = None):
+        self.low, self.high = low, high
+
+    def check(self, value, name):
+        return check_int(value, name, self.low, self.high)
+
+
+class Real(Constraint):
+    """A finite real number (bools refused) in ``[low, high]`` (``open_low``: ``> low``)."""
+
+    def __init__(self, low: float | None = None, high: float | None = None, *, open_low: bool = False):
+        self.low, self.high, self.open_low = low, high, open_low
+
+    def check(self, value, name):
+        import math
+
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+            raise TypeError(f"{name} must be a finite number; got {value!r}")
+        v = float(value)
+        if self.low is not None and (v <= self.low if self.open_low else v < self.low):
+            raise ValueError(f"{name} must be {'>' if self.open_low else '>='} {self.low}; got {v}")
+        if self.high is not None and v > self.high:
+            raise ValueError(f"{name} must be <= {self.high}; got {v}")
+        return v
+
+
+class Options(Constraint):
+    """One of a fixed set of values."""
+
+    def __init__(self, *values):
+        self.values = tuple(values)
+
+    def check(self, value, name):
+        if isinstance(value, (list, dict, set)) or value not in self.values:
+            raise ValueError(f"{name} must be one of {self.values}; got {value!r}")
+        return value
+
+
+class Boolean(Constraint):
+    """``True`` or ``False`` (NumPy bools too)."""
+
+    def check(self, value, name):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be a bool; got {type(value).__name__}")
+        return bool(value)
+
+
+class NoneOr(Constraint):
+    """``None``, or a value meeting ``inner``."""
+
+    def __init__(self, inner: Constraint):
+        self.inner = inner
+
+    def check(self, value, name):
+        return None if value is None else self.inner.check(value, name)
+
+
+class Check(Constraint):
+    """Any rule as a function ``fn(value, name) -> value`` raising one-line errors."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def check(self, value, name):
+        return self.fn(value, name)
+
+
+def validate_params(values, constraints, *, prefix: str = "") -> dict:
+    """Check ``values`` (a mapping of parameter name to value) against ``constraints`` (a mapping of
+    parameter name to a :class:`Constraint`, in the order they are checked) and return the values
+    normalised (ints as ``int``, reals as ``float``). The first failure raises a one-line
+    ``TypeError``/``ValueError`` naming the parameter (``prefix`` + name); parameters without a
+    constraint pass as they are."""
+    out = dict(values)
+    for name, rule in constraints.items():
+        if name in out:
+            out[name] = rule.check(out[name], prefix + name)
+    return out
+
+
+def validated(cls):
+    """Class decorator for a frozen dataclass with ``_parameter_constraints``: its fields are
+    checked (and normalised) by :func:`validate_params` when an instance is made."""
+    import dataclasses
+
+    rules = cls._parameter_constraints
+    unknown = set(rules) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise TypeError(f"{cls.__name__}._parameter_constraints names no field {sorted(unknown)}")
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)  # the dataclass's own __init__ (and its __post_init__, if any)
+        checked = validate_params({n: getattr(self, n) for n in rules}, rules)
+        for n, v in checked.items():
+            object.__setattr__(self, n, v)
+
+    __init__.__doc__, __init__.__wrapped__ = init.__doc__, init
+    cls.__init__ = __init__
+    return cls
