@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from normlab._validate import Boolean, Check, Int, NoneOr, Options, Real, validate_params, validated
+from normlab._validate import Boolean, Check, Int, NoneOr, Options, Real, Relation, validate_params, validated
 
 
 @validated
@@ -67,3 +67,29 @@ def test_constraints_must_name_fields():
         class _Bad:
             a: int
             _parameter_constraints = {"b": Int()}
+
+
+@validated
+@dataclass(frozen=True)
+class _Cap:
+    stop: str = "max"
+    unit: str = "rounds"
+    cap: object = None
+    note: object = None
+    _parameter_constraints = {
+        "unit": Options("rounds", "interactions"),
+        "cap": Relation(lambda v, name, vals: v if v is None else Int(1).check(v, f"max_{vals['unit']}")),
+        "stop": Relation(lambda v, name, vals: v if v != "cap" or vals["cap"] is not None
+                         else (_ for _ in ()).throw(ValueError("stop='cap' needs a cap"))),
+    }
+
+
+def test_relations_read_the_other_parameters_in_declaration_order():
+    assert _Cap(unit="interactions", cap=np.int64(5)).cap == 5
+    with pytest.raises(ValueError, match="^max_interactions must be >= 1; got 0$"):
+        _Cap(unit="interactions", cap=0)
+    with pytest.raises(ValueError, match="^max_rounds must be >= 1"):
+        _Cap(cap=0, stop="cap")  # cap is declared before stop: its error comes first
+    with pytest.raises(ValueError, match="needs a cap"):
+        _Cap(stop="cap")
+    assert validate_params({"a": 2, "b": 3}, {"b": Relation(lambda v, n, vals: v + vals["a"])}) == {"a": 2, "b": 5}

@@ -3,6 +3,9 @@
 - :func:`minimal_naming_game` -- Baronchelli et al. 2006 naming game, finite or unlimited pool,
   any networkx graph, committed agents, production bias, β-model.
 - :func:`strategy_game` -- the memory-H game of Flint Ashery et al. (2025) with strategy tables p(name | memory).
+- :class:`~normlab.theory.spec.GameSpec`, :class:`~normlab.theory.spec.RunLength` -- a game as values
+  (population, pool, committed agents, graph, initial memories, stop rule and cap), what the
+  engines :func:`play_naming_game` (with :class:`NamingRules`) and :func:`play_strategy_game` take.
 - :mod:`~normlab.theory.strategies` -- strategy tables, built-in strategies, state encoding.
 - :func:`strategy_mean_field` -- the strategy game as N -> infinity: the deterministic map on the
   distribution of memory states, its fixed point and stability (collective bias in the limit).
@@ -34,7 +37,12 @@ from normlab._lazy import lazy_exports
 
 _EXPORTS = {
     "minimal_naming_game": "naming_game",
+    "play_naming_game": "naming_game",
+    "NamingRules": "naming_game",
     "strategy_game": "memory_game",
+    "play_strategy_game": "memory_game",
+    "GameSpec": "spec",
+    "RunLength": "spec",
     "GameResult": "results",
     "binary_agreement": "committed_minority",
     "binary_agreement_ode": "committed_minority",

@@ -229,9 +229,11 @@ def scalar_times(scal, col):
     return v
 
 
-def game_result(out, *, model, n_agents, n_names, names, memory, committed, committed_name, stop,
-                max_interactions, seed, params, absorbing=None, interactions=None) -> GameResult:
-    """Assemble a :class:`GameResult` from the output of :func:`run_batches`.
+def game_result(out, spec, *, model, names, seed, params, absorbing=None, interactions=None) -> GameResult:
+    """Assemble a :class:`GameResult` from the output of :func:`run_batches` and the game's
+    :class:`~normlab.theory.spec.GameSpec` as the engine resolved it (its cap in interactions,
+    its challenger: ``committed_name`` an index, ``None`` for none); ``names`` are the pool's
+    labels.
 
     ``absorbing`` defaults to "stopped at consensus" (rules under which consensus cannot be left).
     """
@@ -240,14 +242,14 @@ def game_result(out, *, model, n_agents, n_names, names, memory, committed, comm
         absorbing = scal[:, S_STOP] == 1
     return GameResult(
         model=model,
-        n_agents=n_agents,
-        n_names=n_names,
+        n_agents=spec.n_agents,
+        n_names=spec.n_names or 0,
         names=names,
-        memory=memory,
-        committed=committed,
-        committed_name=committed_name,
-        stop=stop,
-        max_interactions=max_interactions,
+        memory=spec.memory or 0,
+        committed=spec.committed_mask(),
+        committed_name=-1 if spec.committed_name is None else spec.committed_name,
+        stop=spec.run.stop,
+        max_interactions=spec.run.interactions(spec.n_agents),
         n_interactions=scal[:, S_NINT].copy(),
         consensus_time=scalar_times(scal, S_CONS),
         winner=scal[:, S_WIN].copy(),

@@ -22,19 +22,22 @@ Table S3.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from normlab._jit import kernel_variant, njit
+from normlab._validate import Boolean, Check, Int, Real, Relation, validated
 
 from ._batch import S_ERR, S_FLIP, S_NINT, S_STOP, S_STREAK, SG_SCALARS
 from ._criteria_kernels import end_round, last3_sum, published_from_shares, window_flip_reached
 from ._prng import _INV53, _next4
 from .criteria import PUBLISHED_FLIP_THRESHOLD
-from .name_order import order_mode, order_tables
+from .name_order import check_order, order_mode, order_tables
+from .spec import _flip_threshold
 from .strategies import n_states
 
-__all__ = ["strategy_design"]
+__all__ = ["strategy_design", "DesignPlan"]
 
 
 # ----------------------------------------------------------------------------- one lean run
@@ -704,16 +707,112 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
 _sg_design = njit(cache=True)(_sg_design_py)
 
 
-def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_rounds, directions, counts, n_flip,
-                    n_design, within, window, monotone, level, flip_sum, strength, mix_kx,
-                    flip_threshold=PUBLISHED_FLIP_THRESHOLD, experiment=None, effects=None, order_bias=0.0,
-                    name_order=("independent", "shared")) -> dict:
+def _pair_of_orders(value, name):
+    if isinstance(value, str) or len(value) != 2:
+        raise ValueError(f"name_order must be a pair (convergence runs, committed runs); got {value!r}")
+    return tuple(value)
+
+
+def _order_bias_for(value, name, values):
+    g = value
+    for order in values["name_order"]:
+        g, _ = check_order(value, order)
+    return g
+
+
+def _int64_array(value, name):
+    return np.ascontiguousarray(value, np.int64)
+
+
+def _directions(value, name):
+    return np.asarray(value, np.int64).reshape(-1, 2)
+
+
+@validated
+@dataclass(frozen=True, eq=False, kw_only=True)
+class DesignPlan:
+    """What a prediction design simulates for every draw (:func:`strategy_design`): the stages,
+    their run counts and lengths, the committed-minority grid and the flip rule.
+
+    Parameters
+    ----------
+    consensus : bool
+        Play the convergence runs (``n_cons`` runs from empty memories, ``stop="streak"``, at
+        most ``cons_rounds`` rounds).
+    n_cons, cons_rounds : int
+    directions : array_like of int, shape (n_dirs, 2)
+        ``(x, y)`` name index pairs: a consensus on ``x`` attacked by agents committed to ``y``.
+    counts : array_like of int
+        Committed counts of every direction.
+    n_flip, n_design : int
+        Runs per count read by the first-passage criterion / by the published ensemble rule.
+    within, window : int
+        Rounds of the first-passage criterion / of the published rule's window.
+    monotone : bool
+        Stop a sweep after two counts where every run flipped and the rule was met.
+    level : float
+        Share of flipping runs the first-passage critical mass needs.
+    flip_sum : float
+        The published rule's threshold on the sum of the last three round shares.
+    strength : bool
+        Play the relative-strength runs (0 and 1 committed agent, and the mixtures ``mix_kx``).
+    mix_kx : array_like of int
+        Agents starting on ``x`` in each mixture of the strength runs.
+    flip_threshold : float
+        The running flip check's per-round threshold.
+    order_bias : float
+        First-listed bias ``gamma`` (:mod:`normlab.theory.name_order`); 0 plays the tables as they are.
+    name_order : pair of str
+        Name order of the convergence runs and of the committed-minority runs (default the
+        authors' protocols, ``("independent", "shared")``).
+    """
+
+    consensus: bool
+    n_cons: int
+    cons_rounds: int
+    directions: np.ndarray
+    counts: np.ndarray
+    n_flip: int
+    n_design: int
+    within: int
+    window: int
+    monotone: bool
+    level: float
+    flip_sum: float
+    strength: bool
+    mix_kx: np.ndarray
+    flip_threshold: float = PUBLISHED_FLIP_THRESHOLD
+    order_bias: float = 0.0
+    name_order: tuple = ("independent", "shared")
+
+    _parameter_constraints = {
+        "consensus": Boolean(), "n_cons": Int(0), "cons_rounds": Int(0), "directions": Check(_directions),
+        "counts": Check(_int64_array), "n_flip": Int(0), "n_design": Int(0), "within": Int(0), "window": Int(0),
+        "monotone": Boolean(), "level": Real(), "flip_sum": Real(), "strength": Boolean(),
+        "mix_kx": Check(_int64_array), "flip_threshold": Check(_flip_threshold),
+        "name_order": Check(_pair_of_orders), "order_bias": Relation(_order_bias_for),
+    }
+
+
+def _check_tables(tables, memory) -> np.ndarray:
+    tables = np.ascontiguousarray(tables, dtype=np.float64)
+    D, S, W = tables.shape
+    H = int(memory)
+    if S != n_states(W, H):
+        raise ValueError(f"tables must have {n_states(W, H)} states for W={W}, H={H}; got {S}")
+    return tables
+
+
+def strategy_design(tables, seeds, n_agents, memory, plan: DesignPlan | None = None, *, experiment=None, effects=None,
+                    **keywords) -> dict:
     """Run :func:`_sg_design` (one compiled call for every draw) and return its reductions.
 
     ``tables``: ``(D, n_states, W)`` probabilities; ``seeds``: ``(D, n_groups, n_runs_max, 4)``
-    kernel seed words laid out as :func:`_sg_design` reads them; ``directions``: ``(x, y)`` name
-    index pairs. Used by :func:`normlab.calibration.predict`; no input checks beyond shapes (the
-    caller validates).
+    kernel seed words laid out as :func:`_sg_design` reads them; ``plan``: the stages and their
+    sizes (:class:`DesignPlan`). Used by :func:`normlab.calibration.predict`; no input checks
+    beyond shapes and the plan's own (the caller validates). Without ``plan`` the
+    :class:`DesignPlan` fields are taken as keywords (``consensus=..., n_cons=..., ...``), a
+    convenience that builds the plan.
 
     ``experiment`` (optional): a dict with ``directions`` (``(x, y)`` pairs) and, one entry per
     count of each direction's grid (sorted by direction; one seed group each, after the other
@@ -723,10 +822,9 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
     ``max_rounds`` (rounds of the longest run); optionally ``stop`` (per entry: 0 play every run to its length, 3 stop
     a run at a streak of ``3N`` successes; default 0). ``effects`` (optional): ``(b,
     kappa)``, arrays shaped like ``seeds[..., 0]``: per run the shift and sharpness of its table
-    (two names). ``order_bias`` (optional): the first-listed bias ``gamma``
-    (:mod:`normlab.theory.name_order`), with ``name_order`` = (order of the convergence runs, of
-    the committed-minority runs) -- default the authors' protocols, ``("independent", "shared")``;
-    0 plays the tables as they are (bit-identical, no draw for the order).
+    (two names). The plan's ``order_bias`` (:mod:`normlab.theory.name_order`), with its
+    ``name_order`` = (order of the convergence runs, of the committed-minority runs); 0 plays the
+    tables as they are (bit-identical, no draw for the order).
 
     Returns
     -------
@@ -738,33 +836,34 @@ def strategy_design(tables, seeds, *, n_agents, memory, consensus, n_cons, cons_
         ``ex_ok``, ``ex_last3`` ``(D, n_entries)``, ``ex_cm (D, n_exp_dirs)`` and ``ex_share
         (D, kept runs, max_rounds)``.
     """
-    tables = np.ascontiguousarray(tables, dtype=np.float64)
+    if plan is None:
+        _check_tables(tables, memory)
+        plan = DesignPlan(**keywords)
+    elif keywords:
+        raise TypeError(f"strategy_design takes a plan or its fields as keywords, not both; got {sorted(keywords)}")
+    tables = _check_tables(tables, memory)
     D, S, W = tables.shape
     H = int(memory)
-    if S != n_states(W, H):
-        raise ValueError(f"tables must have {n_states(W, H)} states for W={W}, H={H}; got {S}")
-    if isinstance(name_order, str) or len(name_order) != 2:
-        raise ValueError(f"name_order must be a pair (convergence runs, committed runs); got {name_order!r}")
-    om = (order_mode(order_bias, name_order[0]), order_mode(order_bias, name_order[1]))
+    om = (order_mode(plan.order_bias, plan.name_order[0]), order_mode(plan.order_bias, plan.name_order[1]))
     if om != (0, 0):  # W per-order tables per draw, block f for name f listed first
-        tables = np.ascontiguousarray(np.moveaxis(order_tables(tables, float(order_bias)), 0, 1).reshape(D, W * S, W))
+        tables = np.ascontiguousarray(np.moveaxis(order_tables(tables, plan.order_bias), 0, 1).reshape(D, W * S, W))
     flat = np.ascontiguousarray(tables.reshape(D, -1))
     seeds = np.require(seeds, np.uint64, ["C", "W"])
-    dirs = np.asarray(directions, np.int64).reshape(-1, 2)
-    nd, nc, nm = len(dirs), len(counts), len(mix_kx)
+    dirs = plan.directions
+    nd, nc, nm = len(dirs), len(plan.counts), len(plan.mix_kx)
+    n_cons, cons_rounds = plan.n_cons, plan.cons_rounds
     out_cons = (np.zeros((D, W + 1), np.int64), np.zeros((D, cons_rounds)), np.zeros((D, cons_rounds), np.int64),
                 np.full((D, n_cons), np.nan))
     out_flips = (np.zeros((D, nd, nc), np.int64), np.zeros((D, nd, nc), np.bool_), np.zeros((D, nd, nc)),
                  np.zeros((D, nd, nc), np.bool_), np.zeros((D, nd, nc), np.bool_), np.full((D, nd), np.inf),
                  np.full((D, nd), np.inf))
     out_strength = (np.full((D, nd, 2), np.nan), np.zeros((D, nd, nm), np.int64))
-    game = (int(n_agents), W, H, float(flip_threshold), om[0], om[1])
-    plan_cons = (bool(consensus), int(n_cons), int(cons_rounds))
-    plan_flips = (np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]),
-                  np.ascontiguousarray(counts, np.int64), int(n_flip), int(n_design), int(within), int(window),
-                  bool(monotone), float(level), float(flip_sum))
-    plan_strength = (bool(strength), np.ascontiguousarray(mix_kx, np.int64))
-    plan_exp, out_exp = _experiment_plan(experiment, D, flip_sum)
+    game = (int(n_agents), W, H, plan.flip_threshold, om[0], om[1])
+    plan_cons = (plan.consensus, n_cons, cons_rounds)
+    plan_flips = (np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]), plan.counts, plan.n_flip,
+                  plan.n_design, plan.within, plan.window, plan.monotone, plan.level, plan.flip_sum)
+    plan_strength = (plan.strength, plan.mix_kx)
+    plan_exp, out_exp = _experiment_plan(experiment, D, plan.flip_sum)
     if effects is None:
         eff = (False, np.zeros((1, 1, 1)), np.ones((1, 1, 1)))
     else:

@@ -14,6 +14,7 @@ D. Centola, J. Becker, D. Brackbill, A. Baronchelli, Science 360, 1116 (2018) (b
 from __future__ import annotations
 
 import numbers
+from dataclasses import replace
 
 import numpy as np
 
@@ -31,12 +32,13 @@ from ._prng import _INV53, _next4
 from .criteria import PUBLISHED_FLIP_THRESHOLD
 # the prediction design lives in design.py; its names stay importable from here (calibration, tests)
 from .design import _choice_thresholds, _sg_design, _sg_lean_run, strategy_design  # noqa: F401
-from .population import committed_mask, graph_to_csr
+from .population import committed_mask
 from .name_order import order_mode, order_tables
 from .results import GameResult
+from .spec import GameSpec, Network, RunLength, _flip_threshold
 from .strategies import KIND_BEST_RESPONSE, KIND_TABLE, KIND_USER, KIND_WSLS, _strategy_probs, resolve_strategy
 
-__all__ = ["strategy_game", "strategy_design"]
+__all__ = ["strategy_game", "play_strategy_game", "strategy_design"]
 
 
 # Per-agent fields of the kernel's state array ``st`` (row ``a * _NF``): memory ring head and
@@ -682,6 +684,11 @@ def strategy_game(
 ) -> GameResult:
     """Simulate the memory-H naming game with agents that choose by a strategy table.
 
+    The keywords are a convenience: they are checked, then built into a
+    :class:`~normlab.theory.spec.GameSpec` (population, memory, pool, committed agents and
+    their name, initial memories, graph, stop rule and cap, name order) for
+    :func:`play_strategy_game`, the engine.
+
     Parameters
     ----------
     strategy : Strategy, str or list of them
@@ -767,33 +774,62 @@ def strategy_game(
     H = check_int(memory, "memory", low=1)
     R = check_int(n_runs, "n_runs", low=1)
     strats, group = _resolve_groups(strategy, groups, n_names, N)
-    strat = strats[0]
-    W = strat.n_names
-    stop_code = check_stop(stop)
-    omode = order_mode(order_bias, name_order)
-    if omode and any(s.kind != KIND_TABLE for s in strats):
-        raise ValueError("order_bias needs strategy tables (tabulate other strategies with to_table first)")
-    if not 0.0 < float(flip_threshold) <= 1.0:
-        raise ValueError(f"flip_threshold must be in (0, 1]; got {flip_threshold!r}")
-    for s in strats:
-        if s.kind == KIND_TABLE and H != s.memory:
-            raise ValueError(f"the strategy table is for memory H={s.memory}; got memory={H}")
-    B = W * W
-    if B ** (H - 1) > 2**62 // max(B, 1):
-        raise ValueError(f"W={W}, H={H} overflows the 64-bit memory-state code; use fewer names or a shorter memory")
+    W = strats[0].n_names
+    check_stop(stop)
+    _check_order_for(strats, order_bias, name_order)
+    _flip_threshold(flip_threshold, "flip_threshold")
+    _check_memory(strats, W, H)
+    given = names
     names = _sg_names(strats, names, W)
     mask = committed_mask(committed, N)
     cword = _challenger(committed_name, names, W, mask)
     if stop == "flip" and cword < 0:
         raise ValueError("stop='flip' needs committed agents or a committed_name (the challenger)")
-    init_own, init_len, init_label, init_idx = _parse_sg_initial(initial, N, W, H, names)
-    indptr, nbrs = graph_to_csr(graph, N)
-    T = check_int(1000 * N if max_interactions is None else max_interactions, "max_interactions", low=1)
+    _parse_sg_initial(initial, N, W, H, names)
+    net = Network.of(graph, N)
+    run = RunLength(stop, 1000 * N if max_interactions is None else max_interactions)
+    spec = GameSpec(n_agents=N, memory=H, n_names=W, names=None if given is None else names, committed=committed,
+                    committed_name=cword if cword >= 0 else None, initial=initial, graph=net, run=run,
+                    flip_threshold=flip_threshold, order_bias=order_bias, name_order=name_order)
+    return play_strategy_game(spec, strats[0] if groups is None else strats, None if groups is None else group, n_runs=R,
+                              record_decisions=record_decisions, progress=progress, rng=rng)
+
+
+def play_strategy_game(spec: GameSpec, strategy, groups=None, *, n_runs: int = 1, record_decisions: bool = False,
+                       progress=None, rng=None) -> GameResult:
+    """The engine of :func:`strategy_game`: the game ``spec`` describes, played by ``strategy``.
+
+    ``strategy`` and ``groups`` as in :func:`strategy_game` (a list of resolved strategies with
+    one group id per agent for a mixed population); ``spec.memory`` is required and
+    ``spec.n_names`` must be the strategies' pool size (or ``None``); ``spec.committed_name``
+    ``None``: the last name of the pool when agents are committed; a cap of ``None``: 1000
+    rounds. Same seeds, same runs as the keyword call.
+    """
+    R = check_int(n_runs, "n_runs", low=1)
+    N, H, stop = spec.n_agents, spec.memory, spec.run.stop
+    if H is None:
+        raise ValueError("the strategy game needs a memory length (GameSpec.memory)")
+    strats, group = _resolve_groups(strategy, groups, spec.n_names, N)
+    strat = strats[0]
+    W = strat.n_names
+    omode = _check_order_for(strats, spec.order_bias, spec.name_order)
+    _check_memory(strats, W, H)
+    names = _sg_names(strats, spec.names, W)
+    mask = spec.committed_mask()
+    cword = _challenger(spec.committed_name, names, W, mask)
+    if stop == "flip" and cword < 0:
+        raise ValueError("stop='flip' needs committed agents or a committed_name (the challenger)")
+    init_own, init_len, init_label, init_idx = _parse_sg_initial(spec.initial, N, W, H, names)
+    indptr, nbrs = spec.csr()
+    T = spec.run.interactions(N, default=1000 * N)
+    if spec.run.cap is None or spec.run.unit != "interactions" or spec.n_names != W \
+            or spec.committed_name != (cword if cword >= 0 else None):
+        spec = replace(spec, n_names=W, run=RunLength(stop, T), committed_name=cword if cword >= 0 else None)
     if record_decisions and T * R > 50_000_000:
         raise ValueError(f"record_decisions keeps every interaction: {T * R:,} is too many; lower max_interactions or n_runs")
     if progress is None:
         progress = R > 1000
-    params, kinds, poffs = _kernel_params(strats, group, H, float(order_bias) if omode else 0.0)
+    params, kinds, poffs = _kernel_params(strats, group, H, spec.order_bias if omode else 0.0)
     if strat.kind == KIND_USER:
         strat.check(H)
         kernel = choose_kernel(*_user_kernel(strat.fn), R, T)
@@ -801,16 +837,36 @@ def strategy_game(
         kernel = choose_kernel(_sg_batch, _sg_batch_serial, R, T)
     ss, seeds = run_seeds(rng, R)
     args = ((N, W, H, indptr, nbrs, mask, cword, kinds, poffs, params, init_own, init_len),  # game
-            (T, stop_code, float(flip_threshold), int(omode)))  # rule
+            (T, spec.run.code, spec.flip_threshold, int(omode)))  # rule
     out = run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
                       n_scalars=SG_SCALARS, ragged=_sg_batch_ragged if kernel is _sg_batch_serial else None)
-    return _sg_result(out, strats, group, stop=stop, N=N, W=W, H=H, T=T, names=names, mask=mask, cword=cword,
-                      seed=ss, record_decisions=record_decisions, init_idx=init_idx, params=dict(
+    net = spec.graph
+    return _sg_result(out, spec, strats, group, names=names, seed=ss, record_decisions=record_decisions,
+                      init_idx=init_idx, params=dict(
                           strategy=type(strat).__name__ if len(strats) == 1 else [type(s).__name__ for s in strats],
                           groups=None if groups is None else group.tolist(), initial_label=init_label,
-                          flip_threshold=float(flip_threshold), order_bias=float(order_bias),
-                          name_order=str(name_order),
-                          graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes)"))
+                          flip_threshold=spec.flip_threshold, order_bias=spec.order_bias,
+                          name_order=spec.name_order,
+                          graph=None if net is None else f"{net.kind}({net.n_nodes} nodes)"))
+
+
+def _check_order_for(strats, order_bias, name_order) -> int:
+    """The name-order mode (:func:`normlab.theory.name_order.order_mode`), refused for strategies
+    other than tables."""
+    omode = order_mode(order_bias, name_order)
+    if omode and any(s.kind != KIND_TABLE for s in strats):
+        raise ValueError("order_bias needs strategy tables (tabulate other strategies with to_table first)")
+    return omode
+
+
+def _check_memory(strats, W: int, H: int) -> None:
+    """Tables match the memory; the memory-state code fits in 64 bits."""
+    for s in strats:
+        if s.kind == KIND_TABLE and H != s.memory:
+            raise ValueError(f"the strategy table is for memory H={s.memory}; got memory={H}")
+    B = W * W
+    if B ** (H - 1) > 2**62 // max(B, 1):
+        raise ValueError(f"W={W}, H={H} overflows the 64-bit memory-state code; use fewer names or a shorter memory")
 
 
 def _sg_names(strats, names, W: int) -> tuple:
@@ -852,10 +908,12 @@ def _kernel_params(strats, group, H: int, order_bias: float = 0.0):
     return params, np.array([s.kind for s in strats], np.int64)[group], starts[group]
 
 
-def _sg_result(out, strats, group, *, stop, N, W, H, T, names, mask, cword, seed, record_decisions, init_idx,
-               params) -> GameResult:
-    """The :class:`GameResult` of a batch: invalid vectors refused, unfinished runs warned about,
-    absorbing consensuses marked, decisions and initial memories attached."""
+def _sg_result(out, spec, strats, group, *, names, seed, record_decisions, init_idx, params) -> GameResult:
+    """The :class:`GameResult` of a batch of the game ``spec`` (as :func:`play_strategy_game`
+    resolved it): invalid vectors refused, unfinished runs warned about, absorbing consensuses
+    marked, decisions and initial memories attached."""
+    N, H, T, stop = spec.n_agents, spec.memory, spec.run.cap, spec.run.stop
+    mask = spec.committed_mask()
     scal = out["scal"]
     bad = scal[:, S_ERR] >= 0
     if bad.any():
@@ -863,7 +921,7 @@ def _sg_result(out, strats, group, *, stop, N, W, H, T, names, mask, cword, seed
             f"the strategy returned an invalid probability vector (negative, NaN or not summing to 1) in "
             f"{int(bad.sum())} run(s), first at interaction {int(scal[bad, S_ERR].min())}"
         )
-    warn_unfinished(stop, scal[:, S_STOP], T, stacklevel=4)  # names strategy_game's caller
+    warn_unfinished(stop, scal[:, S_STOP], T, stacklevel=5)  # names strategy_game's caller
     winner = scal[:, S_WIN].copy()
     # A consensus is absorbing when the strategy plays the winner surely from a full-winner memory.
     absorbing = np.zeros(len(scal), bool)
@@ -882,8 +940,5 @@ def _sg_result(out, strats, group, *, stop, N, W, H, T, names, mask, cword, seed
                   initial_memory=initial_memory, flip_threshold=params["flip_threshold"], graph=params["graph"],
                   **({"order_bias": params["order_bias"], "name_order": params["name_order"]}
                      if params["order_bias"] else {}))
-    return game_result(
-        out, model="strategy", n_agents=N, n_names=W, names=tuple(names), memory=H, committed=mask,
-        committed_name=cword, stop=stop, max_interactions=T, seed=seed, absorbing=absorbing,
-        interactions=interactions, params=params,
-    )
+    return game_result(out, spec, model="strategy", names=tuple(names), seed=seed, absorbing=absorbing,
+                       interactions=interactions, params=params)

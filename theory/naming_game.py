@@ -18,12 +18,13 @@ A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025), Su
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from normlab._jit import njit, prange
 from normlab._rng import run_seeds
-from normlab._validate import check_int
+from normlab._validate import Check, Relation, check_int, validated
 
 from ._batch import (
     S_CONS, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN,
@@ -33,10 +34,11 @@ from ._common import check_stop, default_max_interactions, warn_unfinished
 from ._criteria_kernels import end_round, window_flip_reached
 from ._prng import _INV53, _next4
 from .criteria import PUBLISHED_FLIP_THRESHOLD
-from .population import committed_mask, graph_to_csr
+from .population import committed_mask
 from .results import GameResult
+from .spec import GameSpec, Network, RunLength, _flip_threshold
 
-__all__ = ["minimal_naming_game"]
+__all__ = ["minimal_naming_game", "play_naming_game", "NamingRules"]
 
 
 @njit
@@ -515,6 +517,62 @@ def _production_bias(production_bias, W: int) -> np.ndarray:
     return bias
 
 
+def _invent(value, name):
+    if not isinstance(value, str) or value not in ("keep", "discard"):
+        raise ValueError(f"invent must be 'keep' or 'discard'; got {value!r}")
+    return value
+
+
+def _true_or_false(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def _bias_empty(value, name, values):
+    value = _true_or_false(value, name)
+    if value and values["production_bias"] is None:
+        raise ValueError("bias_empty=True needs a production_bias")
+    return value
+
+
+def _beta(value, name):
+    if not isinstance(value, numbers.Real) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"beta must be a probability in [0, 1]; got {value!r}")
+    return float(value)
+
+
+@validated
+@dataclass(frozen=True, eq=False)
+class NamingRules:
+    """How the minimal naming game's agents speak and listen (:func:`minimal_naming_game` has the
+    details of each rule).
+
+    Parameters
+    ----------
+    production_bias : array_like of float, optional
+        Weights over the ``W`` names of a finite pool for a speaker holding several names
+        (checked against the pool by the game).
+    beta : float
+        Probability that a success collapses the inventories (β-model; 1 = minimal game).
+    invent : {"keep", "discard"}
+        Whether an empty speaker keeps the name it invents or only utters it.
+    bias_empty : bool
+        An empty speaker draws its name from the bias weights too (needs ``production_bias``).
+    per_interaction : bool
+        Also record every interaction's success, summed over runs.
+    """
+
+    production_bias: object = None
+    beta: float = 1.0
+    invent: str = "keep"
+    bias_empty: bool = False
+    per_interaction: bool = False
+
+    _parameter_constraints = {"invent": Check(_invent), "per_interaction": Check(_true_or_false),
+                              "bias_empty": Relation(_bias_empty), "beta": Check(_beta)}
+
+
 def minimal_naming_game(
     n_agents: int,
     *,
@@ -536,6 +594,11 @@ def minimal_naming_game(
     rng=None,
 ) -> GameResult:
     """Simulate the minimal naming game (replicates in parallel, one child seed per run).
+
+    The keywords are a convenience: they are checked, then built into a
+    :class:`~normlab.theory.spec.GameSpec` (population, pool, committed agents, initial
+    inventories, graph, stop rule and cap) and :class:`NamingRules` (production bias, β,
+    invention, per-interaction record) for :func:`play_naming_game`, the engine.
 
     Parameters
     ----------
@@ -615,19 +678,11 @@ def minimal_naming_game(
     N = check_int(n_agents, "n_agents", low=2)
     W = 0 if n_words is None else check_int(n_words, "n_words", low=1)
     R = check_int(n_runs, "n_runs", low=1)
-    stop_code = check_stop(stop)
-    if not isinstance(invent, str) or invent not in ("keep", "discard"):
-        raise ValueError(f"invent must be 'keep' or 'discard'; got {invent!r}")
-    if not isinstance(per_interaction, (bool, np.bool_)):
-        raise TypeError(f"per_interaction must be True or False; got {per_interaction!r}")
-    if not isinstance(bias_empty, (bool, np.bool_)):
-        raise TypeError(f"bias_empty must be True or False; got {bias_empty!r}")
-    if bias_empty and production_bias is None:
-        raise ValueError("bias_empty=True needs a production_bias")
-    if not isinstance(beta, numbers.Real) or not 0.0 <= float(beta) <= 1.0:
-        raise ValueError(f"beta must be a probability in [0, 1]; got {beta!r}")
-    if not 0.0 < float(flip_threshold) <= 1.0:
-        raise ValueError(f"flip_threshold must be in (0, 1]; got {flip_threshold!r}")
+    check_stop(stop)
+    rules = NamingRules(production_bias=production_bias, beta=beta, invent=invent, bias_empty=bias_empty,
+                        per_interaction=per_interaction)
+    _flip_threshold(flip_threshold, "flip_threshold")
+    given = names
     names = _pool_names(names, W)
     mask = committed_mask(committed, N)
     cword = -1
@@ -635,27 +690,69 @@ def minimal_naming_game(
         cword = W - 1 if W else 0
     if stop == "flip" and cword < 0:
         raise ValueError("stop='flip' needs committed agents")
-    bias = _production_bias(production_bias, W)
-    init, init_label = _parse_initial(initial, N, W, names)
+    _production_bias(rules.production_bias, W)
+    init, _ = _parse_initial(initial, N, W, names)
     if W == 0 and init.max() >= 0 and cword == 0 and np.any(init == 0):
         raise ValueError("for the unlimited pool, word 0 is reserved for committed agents; start others on ids >= 1")
-    indptr, nbrs = graph_to_csr(graph, N)
-    if max_interactions is None:
-        max_interactions = default_max_interactions(N, stop, W == 0)
-    T = check_int(max_interactions, "max_interactions", low=1)
+    net = Network.of(graph, N)
+    run = RunLength(stop, default_max_interactions(N, stop, W == 0) if max_interactions is None else max_interactions)
+    spec = GameSpec(n_agents=N, n_names=W or None, names=None if given is None else names, committed=committed,
+                    committed_name=cword if cword >= 0 else None, initial=initial, graph=net, run=run,
+                    flip_threshold=flip_threshold)
+    return play_naming_game(spec, rules, n_runs=R, progress=progress, rng=rng)
+
+
+def play_naming_game(spec: GameSpec, rules: NamingRules | None = None, *, n_runs: int = 1, progress=None,
+                     rng=None) -> GameResult:
+    """The engine of :func:`minimal_naming_game`: the game ``spec`` describes under ``rules``.
+
+    ``spec.n_names`` ``None`` is the unlimited pool; ``spec.memory`` is not read (inventories
+    have no window); ``spec.committed_name`` ``None``: the last name of the pool (word 0 of the
+    unlimited pool) when agents are committed; a cap of ``None``: 1000 rounds, or ``40 N^1.5``
+    interactions for the unlimited pool. Same seeds, same runs as the keyword call.
+    """
+    rules = NamingRules() if rules is None else rules
+    R = check_int(n_runs, "n_runs", low=1)
+    N, W, stop = spec.n_agents, spec.n_names or 0, spec.run.stop
+    names = _pool_names(spec.names, W)
+    mask = spec.committed_mask()
+    cword = _naming_challenger(spec.committed_name, names, W, mask)
+    if stop == "flip" and cword < 0:
+        raise ValueError("stop='flip' needs committed agents")
+    bias = _production_bias(rules.production_bias, W)
+    init, init_label = _parse_initial(spec.initial, N, W, names)
+    if W == 0 and init.max() >= 0 and cword == 0 and np.any(init == 0):
+        raise ValueError("for the unlimited pool, word 0 is reserved for committed agents; start others on ids >= 1")
+    indptr, nbrs = spec.csr()
+    T = spec.run.interactions(N, default=default_max_interactions(N, stop, W == 0))
+    if spec.run.cap is None or spec.run.unit != "interactions" or spec.memory is not None \
+            or spec.committed_name != (cword if cword >= 0 else None):  # the spec as resolved, for the result
+        spec = replace(spec, memory=None, run=RunLength(stop, T), committed_name=cword if cword >= 0 else None)
     if progress is None:
         progress = R > 1000
     ss, seeds = run_seeds(rng, R)
-    args = ((N, W, indptr, nbrs, mask, cword, bias, float(beta), init, invent == "keep", bool(bias_empty)),  # game
-            (T, stop_code, float(flip_threshold)))  # rule
+    args = ((N, W, indptr, nbrs, mask, cword, bias, rules.beta, init, rules.invent == "keep", rules.bias_empty),  # game
+            (T, spec.run.code, spec.flip_threshold))  # rule
     kernel = choose_kernel(_ng_batch, _ng_batch_serial, R, T)
-    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if per_interaction else 0,
+    out = run_batches(kernel, seeds, N, W, T, args, progress, "naming game", hits=T if rules.per_interaction else 0,
                       ragged=_ng_batch_ragged if kernel is _ng_batch_serial else None)
-    warn_unfinished(stop, out["scal"][:, S_STOP], T)
+    warn_unfinished(stop, out["scal"][:, S_STOP], T, stacklevel=4)  # names the caller of minimal_naming_game
+    net = spec.graph
     return game_result(
-        out, model="minimal", n_agents=N, n_names=W, names=names, memory=0, committed=mask,
-        committed_name=cword, stop=stop, max_interactions=T, seed=ss,
-        params=dict(beta=float(beta), production_bias=bias.tolist() or None, initial_label=init_label,
-                    graph=None if graph is None else f"{type(graph).__name__}({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)",
-                    flip_threshold=float(flip_threshold), invent=invent, bias_empty=bool(bias_empty)),
+        out, spec, model="minimal", names=names, seed=ss,
+        params=dict(beta=rules.beta, production_bias=bias.tolist() or None, initial_label=init_label,
+                    graph=None if net is None else f"{net.kind}({net.n_nodes} nodes, {net.n_edges} edges)",
+                    flip_threshold=spec.flip_threshold, invent=rules.invent, bias_empty=rules.bias_empty),
     )
+
+
+def _naming_challenger(committed_name, names, W: int, mask) -> int:
+    """The committed agents' word: given (index, or label of a finite pool), else the last name
+    of the pool (word 0 of the unlimited pool) when agents are committed, else -1."""
+    if committed_name is None:
+        return (W - 1 if W else 0) if mask.any() else -1
+    if isinstance(committed_name, str):
+        if committed_name not in names:
+            raise ValueError(f"committed_name {committed_name!r} is not in {names}")
+        return names.index(committed_name)
+    return int(committed_name)

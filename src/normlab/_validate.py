@@ -151,6 +151,18 @@ class Check(Constraint):
         return self.fn(value, name)
 
 
+class Relation(Constraint):
+    """A rule that reads other parameters, ``fn(value, name, values) -> value``: ``values`` maps
+    every parameter to its value, those declared before this one already checked and normalised
+    (a cap named after its unit, a flag that needs another parameter)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def check(self, value, name, values=None):
+        return self.fn(value, name, {} if values is None else values)
+
+
 def validate_params(values, constraints, *, prefix: str = "") -> dict:
     """Check ``values`` (a mapping of parameter name to value) against ``constraints`` (a mapping of
     parameter name to a :class:`Constraint`, in the order they are checked) and return the values
@@ -160,26 +172,31 @@ def validate_params(values, constraints, *, prefix: str = "") -> dict:
     out = dict(values)
     for name, rule in constraints.items():
         if name in out:
-            out[name] = rule.check(out[name], prefix + name)
+            if isinstance(rule, Relation):
+                out[name] = rule.check(out[name], prefix + name, out)
+            else:
+                out[name] = rule.check(out[name], prefix + name)
     return out
 
 
 def validated(cls):
     """Class decorator for a frozen dataclass with ``_parameter_constraints``: its fields are
-    checked (and normalised) by :func:`validate_params` when an instance is made."""
+    checked (and normalised) by :func:`validate_params` when an instance is made, in the order
+    the constraints are declared (a :class:`Relation` sees every field)."""
     import dataclasses
 
     rules = cls._parameter_constraints
-    unknown = set(rules) - {f.name for f in dataclasses.fields(cls)}
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    unknown = set(rules) - set(names)
     if unknown:
         raise TypeError(f"{cls.__name__}._parameter_constraints names no field {sorted(unknown)}")
     init = cls.__init__
 
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)  # the dataclass's own __init__ (and its __post_init__, if any)
-        checked = validate_params({n: getattr(self, n) for n in rules}, rules)
-        for n, v in checked.items():
-            object.__setattr__(self, n, v)
+        checked = validate_params({n: getattr(self, n) for n in names}, rules)  # every field: Relation reads them
+        for n in rules:
+            object.__setattr__(self, n, checked[n])
 
     __init__.__doc__, __init__.__wrapped__ = init.__doc__, init
     cls.__init__ = __init__

@@ -32,11 +32,13 @@ from .equations import (
 )
 from .ltrha import (
     ContributionRanker,
+    LTRHAParams,
     LTRHAResult,
     MatrixInput,
     RandomRanker,
     Ranker,
     ResourceRanker,
+    play_ltrha,
     simulate_ltrha,
 )
 
@@ -64,5 +66,7 @@ __all__ = [
     "ResourceRanker",
     "RandomRanker",
     "LTRHAResult",
+    "LTRHAParams",
     "simulate_ltrha",
+    "play_ltrha",
 ]

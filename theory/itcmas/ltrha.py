@@ -23,9 +23,10 @@ import pandas as pd
 
 from normlab._display import html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import as_generator, as_seed_sequence, spawn
+from normlab._validate import Check, Relation, validated
 
 from ._checks import _int, _real, _scalar, _sigmoid
-from .allocation import _allocation_table, _changes, _check_range, _check_ranks, _min_ranks, gini
+from .allocation import _allocation_table, _changes, _check_ranks, _min_ranks, gini
 from .equations import _recency_weights, _topic_by_env, _weights
 
 
@@ -509,18 +510,21 @@ def _apply_floor(S, dS, floor):
     return scaled - loss
 
 
-def _run_ltrha(gen, *, N, T, E, ranker, lo, hi, S0, floor, share, habitus, habitus_mean, habitus_sd,
-               action_noise, p_move, attraction, retention, weights, env0, agents, env_names, out, k):
-    """One LTRHA run; writes step rows into ``out[name][k]``.
+def _run_ltrha(gen, world: "LTRHAParams", out, k):
+    """One LTRHA run of ``world``; writes step rows into ``out[name][k]``.
 
     Draws: first ``N`` normals for the habitus (only when it is not given); then per step, in
     order: (steps > 1, ``p_move > 0``) ``N`` uniforms for moving and ``N`` locale choices; ``N``
     uniforms for acting; ``N`` normals for the valences; then whatever the ranker draws.
     """
-    h = gen.normal(habitus_mean, habitus_sd, N) if habitus is None else habitus.copy()
-    env = env0.copy()
-    S = S0.copy()
-    wp, wa, wd = weights
+    w = world
+    N, T, E, ranker, lo, hi = w.n_agents, w.n_steps, w.n_envs, w.ranker, w.s_min, w.s_max
+    floor, share, retention, p_move, attraction = w.floor, w.share, w.retention, w.p_move, w.attraction
+    action_noise, agents, env_names = w.action_noise, w.agent_names, w.env_names
+    h = gen.normal(w.habitus_mean, w.habitus_sd, N) if w.habitus is None else w.habitus.copy()
+    env = w.env0.copy()
+    S = w.initial_resources.copy()
+    wp, wa, wd = w.weights
     hist = np.empty((T, N))
     A_prev = np.zeros(N)
     db_prev = np.zeros(N)
@@ -590,35 +594,143 @@ def _parent_seed(rng) -> np.random.SeedSequence:
     return as_seed_sequence(rng)
 
 
-def _resources(initial_resources, floor, rate_input, N: int):
-    """``(S0, floor, share)``: initial resources per agent, the floor and whether Eq. 18 reads shares, checked."""
-    S0 = _per_agent(initial_resources, N, "initial_resources")
-    if floor is not None:
-        floor = _scalar(floor, "floor")
-        if S0.min() < floor:
-            raise ValueError(f"initial_resources must be >= floor={floor}; got min {S0.min():.6g}")
-    if rate_input not in _RATE_INPUTS:
-        raise ValueError(f"rate_input must be one of {_RATE_INPUTS}; got {rate_input!r}")
-    share = rate_input == "share"
-    if share and S0.sum() <= 0:
+def _n_agents(value, name):
+    N = _int(value, name)
+    if N <= 2:
+        raise ValueError(f"n_agents must be >= 3: the matrix allocation (Eq. 19) is defined for n > 2; got {N}")
+    return N
+
+
+def _at_least_one(value, name):
+    return _int(value, name, low=1)
+
+
+def _ranker(value, name):
+    ranker = ContributionRanker() if value is None else value
+    if not callable(ranker):
+        raise TypeError(f"ranker must be callable as ranker(obs, rng=...); got {type(ranker).__name__}")
+    return ranker
+
+
+def _s_min(value, name):
+    return _scalar(value, name, low=0.0)
+
+
+def _s_max(value, name, values):
+    hi = _scalar(value, name, low=0.0)
+    if values["s_min"] > hi:
+        raise ValueError(f"s_min must be <= s_max; got s_min={values['s_min']}, s_max={hi}")
+    return hi
+
+
+def _initial_resources(value, name, values):
+    return _per_agent(value, values["n_agents"], name)
+
+
+def _floor(value, name, values):
+    if value is None:
+        return None
+    floor = _scalar(value, name)
+    S0 = values["initial_resources"]
+    if S0.min() < floor:
+        raise ValueError(f"initial_resources must be >= floor={floor}; got min {S0.min():.6g}")
+    return floor
+
+
+def _rate_input(value, name, values):
+    if value not in _RATE_INPUTS:
+        raise ValueError(f"rate_input must be one of {_RATE_INPUTS}; got {value!r}")
+    if value == "share" and values["initial_resources"].sum() <= 0:
         raise ValueError("rate_input='share' needs a positive total of initial_resources")
-    return S0, floor, share
+    return value
 
 
-def _behaviour(habitus_mean, habitus_sd, action_noise, p_move, attraction, retention, weights):
-    """The agents' behaviour settings, checked: ``(habitus_mean, habitus_sd, action_noise, p_move,
-    attraction, retention, (w_P, w_A, w_D))``."""
-    hm = _scalar(habitus_mean, "habitus_mean")
-    hs = _scalar(habitus_sd, "habitus_sd", low=0.0)
-    noise = _scalar(action_noise, "action_noise", low=0.0)
-    pm = _scalar(p_move, "p_move", low=0.0, high=1.0)
-    att = _scalar(attraction, "attraction")
-    if retention is not None:
-        retention = _int(retention, "retention", low=1)
-    w = _weights(weights)
+def _habitus(value, name, values):
+    return None if value is None else _per_agent(value, values["n_agents"], name)
+
+
+def _real_number(value, name):
+    return _scalar(value, name)
+
+
+def _non_negative(value, name):
+    return _scalar(value, name, low=0.0)
+
+
+def _probability(value, name):
+    return _scalar(value, name, low=0.0, high=1.0)
+
+
+def _retention(value, name):
+    return None if value is None else _int(value, name, low=1)
+
+
+def _three_weights(value, name):
+    w = _weights(value)
     if any(x.ndim != 0 for x in w):
         raise ValueError("simulate_ltrha takes three scalar weights (w_P, w_A, w_D)")
-    return hm, hs, noise, pm, att, retention, tuple(float(x) for x in w)
+    return tuple(float(x) for x in w)
+
+
+def _env0(value, name, values):
+    return _initial_locales(value, values["n_agents"], values["n_envs"])
+
+
+def _agent_names(value, name, values):
+    return _names(value, values["n_agents"], "a", "agent_names")
+
+
+def _env_names(value, name, values):
+    return _names(value, values["n_envs"], "loc", "env_names")
+
+
+@validated
+@dataclass(frozen=True, eq=False)
+class LTRHAParams:
+    """The world of an LTRHA simulation (:func:`simulate_ltrha` describes every parameter):
+    population, locales, the matrix and its range, resources, habitus, emotions and movement.
+
+    Checked in the order below with :func:`simulate_ltrha`'s messages and kept normalised:
+    ``ranker`` ``None`` becomes ``ContributionRanker()``, ``initial_resources`` (and a given
+    ``habitus``) one value per agent, ``weights`` three floats, ``env0`` one locale per agent,
+    ``agent_names``/``env_names`` tuples (defaults ``"a0", ...`` and ``"loc0", ...``).
+    """
+
+    n_agents: int = 6
+    n_steps: int = 75
+    n_envs: int = 8
+    ranker: Callable | None = None
+    s_min: float = 0.1
+    s_max: float = 0.5
+    initial_resources: object = 1.0
+    floor: float | None = None
+    rate_input: str = "resources"
+    habitus: object = None
+    habitus_mean: float = 0.25
+    habitus_sd: float = 0.5
+    action_noise: float = 0.5
+    p_move: float = 0.2
+    attraction: float = 2.0
+    retention: int | None = None
+    weights: tuple = (1 / 3, 1 / 3, 1 / 3)
+    env0: object = None
+    agent_names: object = None
+    env_names: object = None
+
+    _parameter_constraints = {
+        "n_agents": Check(_n_agents), "n_steps": Check(_at_least_one), "n_envs": Check(_at_least_one),
+        "ranker": Check(_ranker), "s_min": Check(_s_min), "s_max": Relation(_s_max),
+        "initial_resources": Relation(_initial_resources), "floor": Relation(_floor),
+        "rate_input": Relation(_rate_input), "habitus": Relation(_habitus), "habitus_mean": Check(_real_number),
+        "habitus_sd": Check(_non_negative), "action_noise": Check(_non_negative), "p_move": Check(_probability),
+        "attraction": Check(_real_number), "retention": Check(_retention), "weights": Check(_three_weights),
+        "env0": Relation(_env0), "agent_names": Relation(_agent_names), "env_names": Relation(_env_names),
+    }
+
+    @property
+    def share(self) -> bool:
+        """Whether Eq. 18 reads resource shares (``rate_input="share"``)."""
+        return self.rate_input == "share"
 
 
 def _initial_locales(env0, N: int, E: int) -> np.ndarray:
@@ -681,6 +793,9 @@ def simulate_ltrha(
     rng=None,
 ) -> LTRHAResult:
     """Simulate the LTRHA loop: PAD emotions, Eq. 18 actions, Eq. 17 topics, Eq. 19 matrix.
+
+    The keywords are a convenience: they are checked and built into :class:`LTRHAParams` for
+    :func:`play_ltrha`, the engine.
 
     The paper's world is an LLM sandbox (IrollanValley: six agents, eight areas, 75 steps).
     This is normlab's minimal closed-form world around the paper's equations; its rules and the
@@ -781,45 +896,41 @@ def simulate_ltrha(
     >>> res = simulate_ltrha(rng=1)
     >>> res.inequality().tail(1)  # doctest: +SKIP
     """
-    N = _int(n_agents, "n_agents")
-    if N <= 2:
-        raise ValueError(f"n_agents must be >= 3: the matrix allocation (Eq. 19) is defined for n > 2; got {N}")
-    T = _int(n_steps, "n_steps", low=1)
-    E = _int(n_envs, "n_envs", low=1)
+    _n_agents(n_agents, "n_agents")
+    _at_least_one(n_steps, "n_steps")
+    _at_least_one(n_envs, "n_envs")
     R = _int(n_runs, "n_runs", low=1)
-    if ranker is None:
-        ranker = ContributionRanker()
-    if not callable(ranker):
-        raise TypeError(f"ranker must be callable as ranker(obs, rng=...); got {type(ranker).__name__}")
-    lo, hi = _check_range(s_min, s_max)
-    S0, floor, share = _resources(initial_resources, floor, rate_input, N)
-    if habitus is not None:
-        habitus = _per_agent(habitus, N, "habitus")
-    hm, hs, noise, pm, att, retention, w = _behaviour(habitus_mean, habitus_sd, action_noise, p_move, attraction,
-                                                      retention, weights)
-    e0 = _initial_locales(env0, N, E)
-    agents = _names(agent_names, N, "a", "agent_names")
-    envs = _names(env_names, E, "loc", "env_names")
+    params = LTRHAParams(
+        n_agents=n_agents, n_steps=n_steps, n_envs=n_envs, ranker=ranker, s_min=s_min, s_max=s_max,
+        initial_resources=initial_resources, floor=floor, rate_input=rate_input, habitus=habitus,
+        habitus_mean=habitus_mean, habitus_sd=habitus_sd, action_noise=action_noise, p_move=p_move,
+        attraction=attraction, retention=retention, weights=weights, env0=env0, agent_names=agent_names,
+        env_names=env_names)
+    return play_ltrha(params, n_runs=R, progress=progress, rng=rng)
 
+
+def play_ltrha(params: LTRHAParams, *, n_runs: int = 1, progress: bool | None = None, rng=None) -> LTRHAResult:
+    """The engine of :func:`simulate_ltrha`: ``n_runs`` replicates of the world ``params`` (run
+    ``k`` uses child ``k`` of the seed; same runs as the keyword call)."""
+    p = params
+    R = _int(n_runs, "n_runs", low=1)
+    N, T, E, S0 = p.n_agents, p.n_steps, p.n_envs, p.initial_resources
     seed = _parent_seed(rng)
     # spawn from a pristine copy: a user's SeedSequence is not advanced, so run k is always child k
     children = spawn(np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size), R)
     out = _outputs(R, T, N, E)
     for k in _runs(R, progress):
-        gen = as_generator(children[k])
-        _run_ltrha(gen, N=N, T=T, E=E, ranker=ranker, lo=lo, hi=hi, S0=S0, floor=floor, share=share,
-                   habitus=habitus, habitus_mean=hm, habitus_sd=hs, action_noise=noise, p_move=pm,
-                   attraction=att, retention=retention, weights=w, env0=e0, agents=agents,
-                   env_names=envs, out=out, k=k)
-    params = dict(n_agents=N, n_steps=T, n_envs=E, ranker=repr(ranker), s_min=lo, s_max=hi, floor=floor,
-                  rate_input=rate_input, habitus_mean=hm, habitus_sd=hs, action_noise=noise, p_move=pm,
-                  attraction=att, retention=retention, weights=w, n_runs=R)
+        _run_ltrha(as_generator(children[k]), p, out, k)
+    summary = dict(n_agents=N, n_steps=T, n_envs=E, ranker=repr(p.ranker), s_min=p.s_min, s_max=p.s_max,
+                   floor=p.floor, rate_input=p.rate_input, habitus_mean=p.habitus_mean, habitus_sd=p.habitus_sd,
+                   action_noise=p.action_noise, p_move=p.p_move, attraction=p.attraction, retention=p.retention,
+                   weights=p.weights, n_runs=R)
     return LTRHAResult(
-        agents=agents,
-        env_names=envs,
+        agents=p.agent_names,
+        env_names=p.env_names,
         habitus=out.pop("habitus"),
         initial_resources=np.broadcast_to(S0, (R, N)).copy(),
         seed=seed,
-        params=params,
+        params=summary,
         **out,
     )
