@@ -1312,6 +1312,19 @@ def write_settings(directory: Path, settings: dict, digest: str) -> None:
                       sort_keys=True)
 
 
+def compare_settings(stored: dict, requested: dict, free) -> list[str]:
+    """What differs between the stored settings of a run directory and the requested ones (``free``:
+    keys a resumed run may change), one ``"key: stored ... != requested ..."`` line per key."""
+    diffs = []
+    for k in sorted(set(stored) | set(requested)):
+        if k in free:
+            continue
+        a, b = stored.get(k), requested.get(k)
+        if a != b:
+            diffs.append(f"{k}: stored {a!r} != requested {b!r}")
+    return diffs
+
+
 def check_new_run_dir(directory: Path, what: str) -> None:
     """Refuse a directory without settings that holds anything but the run's lock, in one line
     naming ``what`` a run there would be. A lone ``settings.json.tmp`` is removed first: the

@@ -45,15 +45,14 @@ from string import Template
 
 import numpy as np
 
-from normlab._rng import as_seed_sequence
+from normlab._rng import as_seed_sequence, seed_list
 from normlab._validate import check_int
 
 from .. import journal as jr
 from ..backend import EndpointConfig, open_endpoint, redact_url
-from ..journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context, charge_earlier,
-                         gather_all, make_estimate, replay_index, spent)
-from ..runner import seed_list
-from ..sync import run_sync
+from ..core.journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context,
+                              charge_earlier, gather_all, make_estimate, replay_index, spent)
+from ..core.sync import run_sync
 from .episode import LABELS, Episode, Turn, as_episode, count_events, event, render_transcript, save_episodes
 from .scripted import responder as scripted_responder
 from .schemas import SchemaValidationError, validate
@@ -317,7 +316,7 @@ class _Session:
             await self._ep.__aexit__(*exc)
 
     def journaled(self, journal, *, max_requests=None) -> None:
-        """Route every call through the run's journal (:class:`~normlab.llm_runs.journaled.JournaledClient`),
+        """Route every call through the run's journal (:class:`~normlab.llm_runs.core.journaled.JournaledClient`),
         earlier sessions' calls answered from it and counted against the caps."""
         self.journal = journal
         replay, ids = replay_index(journal.records), itertools.count(jr.count(journal.records, jr.CALL) + 1)
