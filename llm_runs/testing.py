@@ -38,7 +38,7 @@ def kill_resume_trials(n_trials: int = 20, *, rng=0, workdir=None, split_writes:
 
     A stub server runs in its own process (deterministic answers from per-request seeds). With
     ``split_writes`` every journal record is written in two halves with that pause between them
-    (:data:`normlab.llm_runs.journal._SPLIT_WRITES`), so many kills land inside a write. Each kill
+    (:data:`normlab.llm_runs.journal.files._SPLIT_WRITES`), so many kills land inside a write. Each kill
     comes at a uniform fraction ``kill_window`` of the uninterrupted run's wall time (start-up,
     the first settings write and play included).
 
