@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from normlab.cli_output import add_progress_flags, emit, show_progress
-from normlab.llm_runs.cli_kit import add_api_key_args, endpoint_config, guard
+from normlab.llm_runs.core.cli_kit import add_api_key_args, endpoint_config, guard
 
 from ._cli_format import format_probe_summary
 

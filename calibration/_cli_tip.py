@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from normlab.cli_output import emit, exit_codes, show_progress
-from normlab.llm_runs.cli_kit import add_endpoint_args, endpoint_config, guard, sampling
+from normlab.llm_runs.core.cli_kit import add_endpoint_args, endpoint_config, guard, sampling
 
 from .fit_kinds import FIT_KINDS
 

@@ -70,10 +70,10 @@ from normlab._display import plotting
 from normlab._rng import as_generator, spawn
 from normlab._validate import check_int
 from normlab.llm_runs import EndpointConfig, enumerate_states, load_template, open_endpoint, strategy_table
-from normlab.llm_runs.exact import name_normaliser, sampler_probs
+from normlab.llm_runs.runner.exact import name_normaliser, sampler_probs
 from normlab.llm_runs import journal
 from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
-from normlab.llm_runs.sync import run_sync
+from normlab.llm_runs.core.sync import run_sync
 from normlab.schema import parse_memory_state, validate_names
 from normlab.theory import StrategyTable
 from normlab.theory.strategies import n_states
@@ -227,7 +227,7 @@ class ProbeFit:
     order_mixing : {"average", "dirichlet"}
     approx : numpy.ndarray, shape (S, O)
         A normalising constant or a branch was approximated (see
-        :func:`normlab.llm_runs.exact.name_distribution`).
+        :func:`normlab.llm_runs.runner.exact.name_distribution`).
     meta : dict
         Model, template, sampler, probe directory, cost.
 

@@ -9,7 +9,7 @@ Heavy modules (openai, xllamacpp, the runner) are imported on first use.
 
 from __future__ import annotations
 
-from normlab._lazy import lazy_exports
+from normlab._lazy import lazy_exports, moved_modules
 
 _EXPORTS = {
     # runner
@@ -19,10 +19,10 @@ _EXPORTS = {
     "GameSettings": "runner",
     "MODES": "runner",
     "STOP_RULES": "runner",
-    "ReaskLimitError": "runner",
+    "ReaskLimitError": "backend",
     "REASK_SAFETY_LIMIT": "runner",
     "estimate_game": "runner",
-    "RunEstimate": "runner",
+    "RunEstimate": "core.estimate",
     "ledger_for_directory": "runner",
     # endpoints
     "EndpointConfig": "backend",
@@ -34,15 +34,15 @@ _EXPORTS = {
     "SpendingCap": "backend",
     "BudgetExhausted": "backend",
     # prompts
-    "PromptTemplate": "prompts",
-    "Prompt": "prompts",
-    "load_template": "prompts",
-    "parse_answer": "prompts",
-    "WRAPS": "prompts",
-    "parse_answer_authors": "prompts",
+    "PromptTemplate": "runner.prompts",
+    "Prompt": "runner.prompts",
+    "load_template": "runner.prompts",
+    "parse_answer": "runner.prompts",
+    "WRAPS": "runner.prompts",
+    "parse_answer_authors": "runner.prompts",
     # exact mode
-    "name_distribution": "exact",
-    "NameDistribution": "exact",
+    "name_distribution": "runner.exact",
+    "NameDistribution": "runner.exact",
     # probes
     "individual_bias": "probes",
     "BiasResult": "probes",
@@ -61,9 +61,9 @@ _EXPORTS = {
     "matrix_template": "rankers",
     # testing
     "StubServer": "testing",
-    "EMBEDDED_MODELS": "embedded_models",
-    "embedded_model_path": "embedded_models",
-    "serve_embedded": "embedded_models",
+    "EMBEDDED_MODELS": "backend.models",
+    "embedded_model_path": "backend.models",
+    "serve_embedded": "backend.models",
     # published data (llm_runs/published/)
     "load_ainorms": "published.ainorms",
     "load_ainorms_probes": "published.ainorms",
@@ -77,3 +77,14 @@ _EXPORTS = {
 _SUBMODULES = {"crsec", "scene", "published"}
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
+
+#: Modules that moved in the regroup (issue 30): their old paths import the very modules of the new ones.
+_MOVED = {
+    "journaled": "core.journaled",
+    "cli_kit": "core.cli_kit",
+    "sync": "core.sync",
+    "embedded_models": "backend.models",
+    "exact": "runner.exact",
+    "prompts": "runner.prompts",
+}
+moved_modules(__name__, _MOVED)

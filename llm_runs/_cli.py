@@ -1,6 +1,6 @@
 """``normlab llm-run`` and ``normlab llm-probe`` (argparse only; heavy imports in the handlers).
 
-The shared flags, settings and error handling are :mod:`normlab.llm_runs.cli_kit`; the probes
+The shared flags, settings and error handling are :mod:`normlab.llm_runs.core.cli_kit`; the probes
 and their command hooks are listed in :mod:`normlab.llm_runs.probes.registry`.
 """
 
@@ -11,7 +11,7 @@ import sys
 
 from normlab.cli_output import emit, show_progress
 
-from .cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, sampling
+from .core.cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, sampling
 from .probes.registry import PROBES
 
 

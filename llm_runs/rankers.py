@@ -28,7 +28,7 @@ from normlab import theory
 from normlab.user_files import read_user_json
 
 from .backend import EmbeddedServer, EndpointConfig, LLMClient
-from .sync import run_sync
+from .core.sync import run_sync
 
 if TYPE_CHECKING:
     from normlab.theory.itcmas import MatrixInput

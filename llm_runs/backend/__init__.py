@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .client import RETRY_AFTER_CAP, CallResult, LLMClient, _retry_after
 from .config import (EMBEDDED_GGUF, EMBEDDED_MODEL, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, PROTOCOL_FIELDS,
-                     BudgetExhausted, EndpointConfig, EndpointError, NotOpenAICompatible, redact_command,
+                     BudgetExhausted, EndpointConfig, EndpointError, NotOpenAICompatible, ReaskLimitError, redact_command,
                      redact_text, redact_url)
 from .embedded import (CHAT_TEMPLATE_ALLOWANCE, DEFAULT_EMBEDDED_CTX, DEFAULT_PROMPT_CACHE_MIB, EmbeddedServer,
                        ctx_for_prompt, default_threads, embedded_available, shared_embedded_server, smollm2_path)
@@ -26,7 +26,7 @@ __all__ = [
     "CHAT_TEMPLATE_ALLOWANCE", "DEFAULT_EMBEDDED_CTX", "DEFAULT_PROMPT_CACHE_MIB", "EMBEDDED_GGUF", "EMBEDDED_MODEL",
     "ENV_API_KEY", "ENV_BASE_URL", "ENV_MODEL", "PROTOCOL_FIELDS", "RETRY_AFTER_CAP",
     "BudgetExhausted", "CallResult", "EmbeddedServer", "EndpointConfig", "EndpointError", "LLMClient",
-    "NotOpenAICompatible", "SpendingCap",
+    "NotOpenAICompatible", "ReaskLimitError", "SpendingCap",
     "ctx_for_prompt", "default_threads", "embedded_available", "open_endpoint", "redact_command", "redact_text", "redact_url",
     "shared_embedded_server", "smollm2_path",
 ]

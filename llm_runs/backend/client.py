@@ -369,7 +369,7 @@ class LLMClient:
         Parameters
         ----------
         prompt : str
-            The exact text to continue (:meth:`normlab.llm_runs.prompts.Prompt.text`).
+            The exact text to continue (:meth:`normlab.llm_runs.runner.prompts.Prompt.text`).
         max_tokens, temperature, top_k, top_p, min_p, seed
             As for :meth:`chat`.
         logprobs : bool

@@ -22,6 +22,11 @@ class EndpointError(RuntimeError):
     """The LLM endpoint is unreachable, refuses requests, or keeps failing after retries."""
 
 
+class ReaskLimitError(EndpointError):
+    """``max_reasks="unbounded"`` reached :data:`~normlab.llm_runs.runner.REASK_SAFETY_LIMIT` requests
+    for one decision."""
+
+
 class BudgetExhausted(RuntimeError):
     """A spending cap (:attr:`EndpointConfig.budget_tokens` / ``budget_usd``) was reached: the
     request was not sent. Completed work is kept; a larger cap continues the run."""

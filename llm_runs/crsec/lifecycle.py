@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..sync import run_sync
+from ..core.sync import run_sync
 from .records import REJECTIONS, NormDatabase, NormRecord
 
 #: The four steps of the paper's sanity check, in order.

@@ -27,7 +27,7 @@ from string import Template
 
 from normlab._rng import as_generator
 
-from ..journaled import call_context, call_seed, current_context
+from ..core.journaled import call_context, call_seed, current_context
 from .operations import NormOperations
 from .records import NormRecord
 from .topics import classify_type
@@ -227,7 +227,7 @@ class LLMOperations(NormOperations):
 
     def _seed(self) -> int:
         """The call's sampling seed: drawn from ``rng`` in call order, or -- inside a population
-        step, where the runner names a scope per agent and phase (:func:`~normlab.llm_runs.journaled.call_context`)
+        step, where the runner names a scope per agent and phase (:func:`~normlab.llm_runs.core.journaled.call_context`)
         -- from the scope and the call's number within it, whatever order concurrent scopes run in."""
         scope = current_context().get("scope")
         if scope is None:

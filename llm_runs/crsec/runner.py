@@ -21,7 +21,7 @@ What one agent does within a phase depends only on its own database, so the agen
 concurrently (up to the endpoint's ``concurrency`` requests in flight); every random draw of the
 simulation is made before a phase starts, and every LLM call's sampling seed comes from the run's
 seed, the step, the phase, the agent and the call's number within them
-(:func:`~normlab.llm_runs.journaled.call_seed`), so the outcome does not depend on the concurrency.
+(:func:`~normlab.llm_runs.core.journaled.call_seed`), so the outcome does not depend on the concurrency.
 
 Beliefs (a qualified norm on a topic with the standard's stance), plans and actions are recorded
 per agent, topic and step, so the adoption curves of Fig. 2 follow
@@ -30,7 +30,7 @@ per agent, topic and step, so the adoption curves of Fig. 2 follow
 :class:`~normlab.llm_runs.crsec.llm_operations.LLMOperations` (``ops="llm"``: the embedded model
 by default, any endpoint through ``endpoint=``).
 
-An LLM run is protected like a naming-game run (:mod:`~normlab.llm_runs.journaled`): with
+An LLM run is protected like a naming-game run (:mod:`~normlab.llm_runs.core.journaled`): with
 ``out=DIR`` every LLM call is journaled before its answer is used and every step when it is done;
 a killed run rerun with the same arguments replays itself from the journal (no completed call is
 sent again) and ends identical to an uninterrupted run; ``endpoint`` caps (tokens, USD) and
@@ -58,15 +58,14 @@ import numpy as np
 import pandas as pd
 
 from normlab._display import html_card, plain, plotting
-from normlab._rng import as_seed_sequence
+from normlab._rng import as_seed_sequence, seed_list
 from normlab.schema import unique_names
 
 from .. import journal as jr
 from ..backend import EndpointConfig, open_endpoint
-from ..journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context, charge_earlier,
-                         gather_all, make_estimate, replay_index, spent)
-from ..runner import seed_list
-from ..sync import run_sync
+from ..core.journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context,
+                              charge_earlier, gather_all, make_estimate, replay_index, spent)
+from ..core.sync import run_sync
 from .analysis import adoption_curves, event_counts, norm_funnel, plot_emergence, reach_times, write_crsec_run
 from .lifecycle import SYNTHESIS_THRESHOLD, _resolve_steps, aevaluate, asynthesise, maybe_await
 from .llm_operations import PROMPTS, LLMOperations

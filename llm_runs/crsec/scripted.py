@@ -24,6 +24,7 @@ import json
 import random
 import re
 
+from ..core.stub import register_scripted
 from .operations import RuleOperations
 from .records import NormRecord
 from .topics import classify_type, load_agents, load_topics
@@ -184,3 +185,5 @@ def _default():
         _DEFAULT.append(responder())
     return _DEFAULT[0]
 
+
+register_scripted("crsec", responder)  # StubServer(scripted="crsec"), --scripted crsec

@@ -14,8 +14,8 @@ from normlab._rng import as_generator
 from normlab.schema import GameLog
 from normlab.cli_output import show_progress
 
-from ..sync import run_sync
 from ..backend import EndpointConfig
+from ..core.sync import run_sync
 from ..runner.estimate import prompt_tokens
 from .common import bias_stats, clopper_pearson, none_nan, probe_settings, reject_unknown, resolve_endpoint
 from .session import ProbeSession

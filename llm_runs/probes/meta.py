@@ -17,11 +17,11 @@ from normlab._rng import as_seed_sequence
 from normlab.schema import GameLog, memory_state_string, parse_memory_state
 from normlab.cli_output import show_progress
 
-from ..sync import run_sync
-from ..backend import EndpointConfig, open_endpoint
-from ..prompts import _fmt, answer_value, load_meta_template
+from ..backend import EndpointConfig, ReaskLimitError, open_endpoint
+from ..core.sync import run_sync
 from ..runner.estimate import prompt_tokens
-from ..runner.game import REASK_SAFETY_LIMIT, ReaskLimitError
+from ..runner.game import REASK_SAFETY_LIMIT
+from ..runner.prompts import _fmt, answer_value, load_meta_template
 from ..runner.settings import UNBOUNDED, check_reasks, make_settings
 from .common import resolve_endpoint
 

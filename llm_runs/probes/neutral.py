@@ -16,8 +16,8 @@ from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
 from normlab.cli_output import show_progress
 
-from ..sync import run_sync
 from ..backend import EndpointConfig
+from ..core.sync import run_sync
 from ..runner.estimate import prompt_tokens
 from .common import bias_stats, probe_settings, reject_unknown, resolve_endpoint
 from .session import ProbeSession

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from normlab._rng import as_seed_sequence
+from normlab._rng import as_seed_sequence, seed_list
 from normlab._validate import check_out_dir
 
 from .. import journal as jr
 from ..backend import open_endpoint
-from ..journal import JOURNAL_FILE, Journal, read_settings, write_settings
+from ..journal import JOURNAL_FILE, Journal, compare_settings, read_settings, write_settings
 from ..runner.game import Game, load_cache
-from ..runner.settings import GameSettings, compare_settings, longest_prompt_bytes, seed_list
+from ..runner.settings import GameSettings, longest_prompt_bytes
 
 
 class ProbeSession:

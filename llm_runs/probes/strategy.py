@@ -16,8 +16,8 @@ from normlab._display import fmt, html_card, legend_outside, load_result, new_ax
 from normlab.schema import memory_state_string, parse_memory_state, relabel_state, validate_names
 from normlab.cli_output import show_progress
 
-from ..sync import run_sync
 from ..backend import EndpointConfig
+from ..core.sync import run_sync
 from ..runner.estimate import distinct_prompts, prompt_tokens
 from .common import clopper_pearson, none_nan, probe_settings, reject_unknown, resolve_endpoint
 from .session import ProbeSession

@@ -7,6 +7,8 @@ journaled (append-only JSONL) so that a killed run resumes exactly; the output i
 
 The rooms, in the order a run passes through them:
 
+- :mod:`.prompts` -- the prompt templates, their rendering and the answer parsers;
+- :mod:`.exact` -- exact mode: a name's probability from the next-token distributions;
 - :mod:`.settings` -- :class:`GameSettings` and their validation (:func:`make_settings`);
 - :mod:`.groups` -- mixed populations (:func:`make_groups`: a model, template or sampler per group);
 - :mod:`.state` -- the state of one run (memories, stop rules, the running flip check) and its start;
@@ -16,30 +18,32 @@ The rooms, in the order a run passes through them:
 - :mod:`.result` -- :class:`LLMRunResult`;
 - :mod:`.estimate` -- :func:`estimate_game` and :class:`RunEstimate` (``--dry-run``);
 - :mod:`.orchestration` -- :func:`run_game` / :func:`arun_game`: the directory, resumption, the endpoints.
+
+Names are imported on first use (``normlab.llm_runs.runner.prompts`` does not load the game loop);
+``from normlab.llm_runs.runner import game`` gives the module.
 """
 
 from __future__ import annotations
 
-from .estimate import (BYTES_PER_TOKEN, RunEstimate, distinct_prompts, estimate_game, estimate_requests,
-                       prompt_tokens)
-from .game import REASK_SAFETY_LIMIT, Agents, Game, ReaskLimitError, exact_cache_entries, load_cache
-from .groups import GROUP_KEYS, GroupSpec, agent_groups, group_prices, make_groups
-from .ledger import build_ledger, ledger_for_directory, ledger_totals
-from .log import RUN_TABLES, build_result
-from .orchestration import arun_game, run_game
-from .progress import Progress, expected_interactions
-from .result import LLMRunResult
-from .settings import (COMMITTED_MODES, COMMITTED_PLACEMENTS, MODES, NAME_ORDERS, STOP_RULES, UNBOUNDED,
-                       GameSettings, check_reasks, compare_settings, longest_prompt_bytes, make_settings, seed_list)
-from .state import FLIP_THRESHOLD, RunState, run_setup
+from normlab._lazy import lazy_exports
 
-__all__ = [
-    "BYTES_PER_TOKEN", "COMMITTED_MODES", "COMMITTED_PLACEMENTS", "FLIP_THRESHOLD", "GROUP_KEYS", "MODES",
-    "NAME_ORDERS", "REASK_SAFETY_LIMIT", "RUN_TABLES", "STOP_RULES", "UNBOUNDED",
-    "Agents", "Game", "GameSettings", "GroupSpec", "LLMRunResult", "Progress", "ReaskLimitError", "RunEstimate",
-    "RunState",
-    "agent_groups", "arun_game", "build_ledger", "build_result", "check_reasks", "compare_settings",
-    "distinct_prompts", "estimate_game", "estimate_requests", "exact_cache_entries", "expected_interactions",
-    "group_prices", "ledger_for_directory", "ledger_totals", "load_cache", "longest_prompt_bytes", "make_groups",
-    "make_settings", "prompt_tokens", "run_game", "run_setup", "seed_list",
-]
+_EXPORTS = {
+    "BYTES_PER_TOKEN": "estimate", "RunEstimate": "estimate", "distinct_prompts": "estimate",
+    "estimate_game": "estimate", "estimate_requests": "estimate", "prompt_tokens": "estimate",
+    "REASK_SAFETY_LIMIT": "game", "Agents": "game", "Game": "game", "ReaskLimitError": "game",
+    "exact_cache_entries": "game", "load_cache": "game",
+    "GROUP_KEYS": "groups", "GroupSpec": "groups", "agent_groups": "groups", "group_prices": "groups",
+    "make_groups": "groups",
+    "build_ledger": "ledger", "ledger_for_directory": "ledger", "ledger_totals": "ledger",
+    "RUN_TABLES": "log", "build_result": "log",
+    "arun_game": "orchestration", "run_game": "orchestration",
+    "Progress": "progress", "expected_interactions": "progress",
+    "LLMRunResult": "result",
+    "COMMITTED_MODES": "settings", "COMMITTED_PLACEMENTS": "settings", "MODES": "settings",
+    "NAME_ORDERS": "settings", "STOP_RULES": "settings", "UNBOUNDED": "settings", "GameSettings": "settings",
+    "check_reasks": "settings", "compare_settings": "settings", "longest_prompt_bytes": "settings",
+    "make_settings": "settings", "seed_list": "settings",
+    "FLIP_THRESHOLD": "state", "RunState": "state", "run_setup": "state",
+}
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backend import BudgetExhausted, EndpointError, SpendingCap
-from ..exact import choose, name_distribution
+from ..backend import BudgetExhausted, EndpointError, ReaskLimitError, SpendingCap
 from .. import journal as jr
 from ..journal import JOURNAL_FILE, Journal, read_journal, record_session
-from ..prompts import PromptTemplate, parse_answer, parse_answer_authors, sha256_hex
+from .exact import choose, name_distribution
 from .groups import agent_groups
+from .prompts import PromptTemplate, parse_answer, parse_answer_authors, sha256_hex
 from .settings import UNBOUNDED, GameSettings
 from .state import RunState, run_setup
 
@@ -157,10 +157,6 @@ class _FastDraws:
 
     def random(self) -> float:
         return (self.next64() >> 11) * (1.0 / 9007199254740992.0)
-
-
-class ReaskLimitError(EndpointError):
-    """``max_reasks="unbounded"`` reached :data:`REASK_SAFETY_LIMIT` requests for one decision."""
 
 
 def exact_cache_entries(records) -> dict:

@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..backend import EMBEDDED_MODEL, EndpointConfig
-from ..prompts import PromptTemplate, load_template
+from .prompts import PromptTemplate, load_template
 from .settings import GameSettings, _check_unit
 
 #: Keys a group may set (``--group 12:model=A,temperature=0.7``); the rest come from the run.

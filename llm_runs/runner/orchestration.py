@@ -13,21 +13,20 @@ from pathlib import Path
 
 import numpy as np
 
-from normlab._rng import as_seed_sequence
+from normlab._rng import as_seed_sequence, seed_list
 
-from ..sync import run_sync
 from ..backend import EndpointConfig, open_endpoint
 from .. import journal as jr
-from ..journal import (JOURNAL_FILE, DirectoryLock, Journal, check_new_run_dir, finish_session,
+from ..core.sync import run_sync
+from ..journal import (JOURNAL_FILE, DirectoryLock, Journal, check_new_run_dir, compare_settings, finish_session,
                        read_settings, session_outcome, write_settings)
-from ..prompts import load_template
 from .game import Agents, Game, load_cache, resume
 from .groups import group_prices, make_groups
 from .log import TABLE_FILES, build_result, write_tables
 from .progress import Progress
+from .prompts import load_template
 from .result import LLMRunResult
-from .settings import (_RESUMABLE_FREE, GameSettings, compare_settings, longest_prompt_bytes, make_settings,
-                       seed_list)
+from .settings import _RESUMABLE_FREE, GameSettings, longest_prompt_bytes, make_settings
 
 
 async def arun_game(
@@ -344,20 +343,20 @@ def run_game(n_agents: int, memory: int, names, *, max_interactions: int, **kwar
         Required in exact mode; default in sample mode: on for the embedded server (SmolLM2
         ignores the format otherwise), off for remote endpoints (the paper's protocol).
     multi_token : {"expand", "first_token"}, optional
-        Exact-mode scoring of multi-token names (:func:`normlab.llm_runs.exact.name_distribution`).
+        Exact-mode scoring of multi-token names (:func:`normlab.llm_runs.runner.exact.name_distribution`).
     case_sensitive : bool, optional
         Match answers to names exactly (default: case-insensitively when unambiguous).
     wrap : {"chat", "raw-llama3", "raw-llama2"}, optional
         ``"chat"``: system and user messages to ``/chat/completions`` (the server's chat
         template adds its own tokens; Llama-3.1's adds a "Cutting Knowledge Date" block).
         ``"raw-llama3"`` / ``"raw-llama2"``: the exact text of
-        :meth:`~normlab.llm_runs.prompts.Prompt.text` -- the authors' hand-written header
+        :meth:`~normlab.llm_runs.runner.prompts.Prompt.text` -- the authors' hand-written header
         tokens and whitespace -- to ``/completions`` (the authors' protocol).
     parse : {"normlab", "authors"}, optional
         Sample mode: how a name is read from an answer. ``"normlab"`` (default):
-        :func:`~normlab.llm_runs.prompts.parse_answer` (the answer field must hold exactly one
+        :func:`~normlab.llm_runs.runner.prompts.parse_answer` (the answer field must hold exactly one
         pool name). ``"authors"``: their ``get_response`` -- any pool name between single
-        quotes anywhere in the generation (:func:`~normlab.llm_runs.prompts.parse_answer_authors`).
+        quotes anywhere in the generation (:func:`~normlab.llm_runs.runner.prompts.parse_answer_authors`).
         The paper's full sample protocol is ``wrap="raw-llama3", max_reasks="unbounded",
         parse="authors"``.
     top_p, min_p : float or None, optional

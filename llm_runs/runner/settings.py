@@ -7,16 +7,17 @@ import json
 import math
 import numbers
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 
+from normlab._rng import seed_list  # noqa: F401 (a name of the runner's: normlab.llm_runs.runner.seed_list)
 from normlab._validate import check_int, max_agents, memory_cap_bytes
 from normlab.schema import normalise_name, validate_names
 from normlab.theory import graph_to_csr
 
-from ..exact import MULTI_TOKEN_MODES
-from ..prompts import PARSERS, PromptTemplate, check_wrap, load_template, sha256_hex
+from ..journal import compare_settings  # noqa: F401 (a name of the runner's: normlab.llm_runs.runner.compare_settings)
+from .exact import MULTI_TOKEN_MODES
+from .prompts import PARSERS, PromptTemplate, check_wrap, load_template, sha256_hex
 
 MODES = ("exact", "sample")
 STOP_RULES = ("max", "streak", "success95", "consensus", "flip")
@@ -309,21 +310,6 @@ def make_settings(
         committed_mode=committed_mode, graph=gdigest,
     )
     return s, tpl, nbrs
-
-
-def seed_list(ss: np.random.SeedSequence) -> tuple:
-    return (int(ss.entropy),) + tuple(int(x) for x in ss.spawn_key)
-
-
-def compare_settings(stored: dict, requested: dict, free: Sequence[str]) -> list[str]:
-    diffs = []
-    for k in sorted(set(stored) | set(requested)):
-        if k in free:
-            continue
-        a, b = stored.get(k), requested.get(k)
-        if a != b:
-            diffs.append(f"{k}: stored {a!r} != requested {b!r}")
-    return diffs
 
 
 def longest_prompt_bytes(s: GameSettings, tpl: PromptTemplate) -> int:

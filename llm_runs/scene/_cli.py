@@ -1,6 +1,6 @@
 """``normlab scene run`` and ``normlab scene score`` (argparse only; heavy imports in the handlers).
 
-The endpoint, budget and error handling are :mod:`normlab.llm_runs.cli_kit`'s, as for ``llm-run``.
+The endpoint, budget and error handling are :mod:`normlab.llm_runs.core.cli_kit`'s, as for ``llm-run``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 
 from normlab.cli_output import emit, exit_codes, show_progress
 
-from ..cli_kit import (EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, report_summary,
+from ..core.cli_kit import (EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, report_summary,
                       request_budget, require_out)
 
 _RUN_EXAMPLES = """\

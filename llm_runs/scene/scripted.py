@@ -33,6 +33,7 @@ import json
 import random
 import re
 
+from ..core.stub import register_scripted
 from .taxonomy import TAXONOMY
 
 __all__ = ["responder", "TAGS", "CAST", "SANCTION_EMOJI"]
@@ -214,3 +215,6 @@ def responder(*, p_breach: float = 0.8, p_repair: float = 0.6):
         if not 0 <= p <= 1:
             raise ValueError(f"{name} must be in [0, 1]; got {p!r}")
     return _Scripted(p_breach, p_repair).answer
+
+
+register_scripted("scene", responder)  # StubServer(scripted="scene"), --scripted scene

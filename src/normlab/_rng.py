@@ -50,6 +50,12 @@ def as_seed_sequence(rng=None) -> np.random.SeedSequence:
     )
 
 
+def seed_list(ss: np.random.SeedSequence) -> tuple:
+    """``(entropy, *spawn_key)`` of a seed sequence: how a run directory stores its seed (plain
+    ints, so ``np.random.SeedSequence(entropy, spawn_key=...)`` rebuilds it)."""
+    return (int(ss.entropy),) + tuple(int(x) for x in ss.spawn_key)
+
+
 def as_generator(rng=None) -> np.random.Generator:
     """Return a :class:`numpy.random.Generator` for ``rng`` (a Generator is returned unchanged).
 

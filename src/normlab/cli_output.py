@@ -6,7 +6,7 @@ command -- bars on a terminal, none in a pipe or a log file unless ``--progress`
 
 A leaf module (standard library only; NumPy is imported when a value needs it): :mod:`normlab.cli`,
 which reaches every layer's ``_cli.py``, and those ``_cli.py`` modules and the LLM commands' kit
-(:mod:`normlab.llm_runs.cli_kit`) all import it at the top, so no command imports the dispatcher
+(:mod:`normlab.llm_runs.core.cli_kit`) all import it at the top, so no command imports the dispatcher
 that imports it.
 """
 

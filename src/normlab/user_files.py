@@ -28,13 +28,15 @@ import re
 import stat
 from pathlib import Path
 
-__all__ = ["MAX_TEXT_BYTES", "MAX_TABLE_BYTES", "MAX_DECODED_BYTES", "MAX_JSON_DEPTH", "UserFileError", "open_user_file", "read_user_bytes",
+__all__ = ["MAX_TEXT_BYTES", "TEMPLATE_MAX_BYTES", "MAX_TABLE_BYTES", "MAX_DECODED_BYTES", "MAX_JSON_DEPTH", "UserFileError", "open_user_file", "read_user_bytes",
            "read_user_text", "read_user_json", "read_user_parquet", "loads_json", "check_json_depth", "user_file",
            "write_user_text"]
 
 #: Largest text, JSON or CSV file a loader reads unless it says otherwise (templates, fitted
 #: tables, topics, episodes: the largest shipped one is well under 1 MiB).
 MAX_TEXT_BYTES = 16 * 2**20
+#: Largest prompt template file read (the built-in ones are under 4 KB).
+TEMPLATE_MAX_BYTES = 1 * 2**20
 #: Largest Parquet table a loader reads (a game log of a million decisions is about 30 MB).
 MAX_TABLE_BYTES = 2 * 2**30
 #: Most bytes a Parquet table may take once decoded: checked from its metadata before any data

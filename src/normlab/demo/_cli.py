@@ -1,7 +1,7 @@
 """``normlab demo`` (argparse only; heavy imports in the handler).
 
 The endpoint and sampling flags, their parsing and the one-line error handling are those of
-``normlab llm-run`` (the shared kit :mod:`normlab.llm_runs.cli_kit`), so the demo talks to an
+``normlab llm-run`` (the shared kit :mod:`normlab.llm_runs.core.cli_kit`), so the demo talks to an
 endpoint exactly as the runs it orchestrates do; the ``--fit`` choices are the registered fit kinds
 (:func:`normlab.calibration.fit_kind_names`).
 """
@@ -13,7 +13,7 @@ import sys
 
 from normlab.calibration import fit_kind_names
 from normlab.cli_output import emit, show_progress
-from normlab.llm_runs.cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, sampling
+from normlab.llm_runs.core.cli_kit import EXIT_CODES, add_endpoint_args, endpoint_config, guard, print_estimate, sampling
 
 _EXAMPLES = """\
 examples:

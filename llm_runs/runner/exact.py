@@ -118,7 +118,7 @@ async def name_distribution(
         then completes the name); prefixes shared by several names are still expanded.
     case_sensitive : bool
         Match tokens to names exactly; by default case-insensitively when that is unambiguous
-        (as :func:`normlab.llm_runs.prompts.parse_answer`).
+        (as :func:`normlab.llm_runs.runner.prompts.parse_answer`).
     min_branch : float
         Prefixes with probability below this are not expanded (their mass counts as uncovered).
     max_queries : int

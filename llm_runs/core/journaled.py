@@ -31,11 +31,11 @@ import itertools
 import json
 from pathlib import Path
 
-from . import journal as jr
-from .backend import BudgetExhausted, CallResult, SpendingCap
-from .journal import (JOURNAL_FILE, DirectoryLock, Journal, finish_session, read_settings,
-                      record_session, write_settings)
-from .runner import BYTES_PER_TOKEN, RunEstimate, compare_settings
+from .. import journal as jr
+from ..backend import BudgetExhausted, CallResult, SpendingCap
+from ..journal import (JOURNAL_FILE, DirectoryLock, Journal, compare_settings, finish_session, read_settings,
+                       record_session, write_settings)
+from .estimate import BYTES_PER_TOKEN, RunEstimate
 
 __all__ = ["CALL_CONTEXT", "call_context", "current_context", "request_key", "call_seed", "RequestCap", "Halted",
            "gather_all", "charge_earlier",
@@ -227,7 +227,7 @@ class ScriptedClient:
     """The interface of :class:`~normlab.llm_runs.backend.LLMClient` answered offline by
     ``responder(body) -> str`` (no request, no server): the requests a run would make of a model
     that answers like the responder, counted with their tokens (UTF-8 bytes /
-    :data:`~normlab.llm_runs.runner.BYTES_PER_TOKEN`). Used by ``--dry-run``."""
+    :data:`~normlab.llm_runs.core.estimate.BYTES_PER_TOKEN`). Used by ``--dry-run``."""
 
     def __init__(self, responder, model: str = "scripted"):
         self.responder = responder
@@ -366,7 +366,7 @@ def charge_earlier(client, records) -> None:
 
 def make_estimate(what: str, *, requests: tuple, prompt_tokens: tuple, completion_tokens: tuple, prices: tuple,
                   notes=(), done=None) -> RunEstimate:
-    """A :class:`~normlab.llm_runs.runner.RunEstimate` (``typical``, ``at_most`` pairs; ``None``:
+    """A :class:`~normlab.llm_runs.core.estimate.RunEstimate` (``typical``, ``at_most`` pairs; ``None``:
     no bound) priced at ``prices`` (USD per million prompt / completion tokens)."""
     pi, po = prices
     cost = tuple(None if a is None or b is None else (a * pi + b * po) / 1e6

@@ -16,7 +16,7 @@ from pathlib import Path
 from string import Template
 from typing import Sequence
 
-from normlab.user_files import read_user_json
+from normlab.user_files import TEMPLATE_MAX_BYTES, read_user_json
 
 _TEMPLATE_KEYS = (
     "name", "version", "answer_key", "prefill", "rules", "history_block", "history_entry",
@@ -25,8 +25,6 @@ _TEMPLATE_KEYS = (
 )
 
 BUILTIN_TEMPLATES = ("main", "bullet", "narrative")
-#: Largest template file read (the built-in ones are under 4 KB).
-TEMPLATE_MAX_BYTES = 1 * 2**20
 
 #: How a prompt is sent: chat messages, or one raw text with the authors' Llama-3 / Llama-2 header
 #: tokens (``templates/wraps.json``) to the completions endpoint.

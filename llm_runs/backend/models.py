@@ -13,7 +13,8 @@ import contextlib
 import importlib.util
 from pathlib import Path
 
-from .backend import EndpointError, EmbeddedServer, smollm2_path
+from .config import EndpointError
+from .embedded import EmbeddedServer, smollm2_path
 
 #: Embedded model name -> model name the server reports.
 EMBEDDED_MODELS = {"smollm2": "SmolLM2-135M-Instruct", "gemma3-270m": "gemma-3-270m"}

@@ -196,8 +196,7 @@ def template_arg(text: str) -> str:
 
     path = Path(text)
     if path.suffix == ".json" and (path.exists() or path.is_symlink()):
-        from normlab.llm_runs.prompts import TEMPLATE_MAX_BYTES
-        from normlab.user_files import read_user_json
+        from normlab.user_files import TEMPLATE_MAX_BYTES, read_user_json
 
         read_user_json(path, f"--template {text}", max_bytes=TEMPLATE_MAX_BYTES)
     return text
@@ -227,9 +226,8 @@ def guard(command: str, fn, out=None):
 
     saved = out is not None and (Path(out) / "journal.jsonl").exists()
     hint = f"completed work is kept in {out}; rerun the same command to resume"
-    from normlab.llm_runs.backend import BudgetExhausted
+    from normlab.llm_runs.backend import BudgetExhausted, ReaskLimitError
     from normlab.llm_runs.journal import JournalLost
-    from normlab.llm_runs.runner import ReaskLimitError
 
     try:
         return fn()
