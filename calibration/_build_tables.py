@@ -36,12 +36,12 @@ from pathlib import Path
 import numpy as np
 
 from normlab.llm_runs import load_ainorms
+from normlab.llm_runs.published.ainorms_archive import ainorms_file_patterns
 
 from .bayes import compare_models
 from .fit_kinds import DEFAULT, fit_family, fit_strategy
 from .inputs import counts_from_log, select_runs
 from .logit import select_decay
-from .pipeline import ainorms_file_patterns
 from .posterior import StrategyFit
 from .run_effects import RunEffects, fit_run_effects
 

@@ -156,7 +156,7 @@ def _calibrate(args) -> int:
         if args.memory is not None and args.memory != fit.memory:
             raise ValueError(f"memory length mismatch: --memory {args.memory} but the table is for H={fit.memory}")
         n = args.n_agents or int((fit.meta.get("source") or {}).get("n_agents", [24])[0])
-        from normlab.calibration.pipeline import elapsed_bar
+        from normlab._display import elapsed_bar
 
         with _warnings_as_lines(), elapsed_bar(f"predicting ({args.draws} posterior draws)", enabled=progress):
             pred = predict(fit, n_agents=n, n_draws=args.draws, within_rounds=args.within_rounds,
@@ -183,7 +183,7 @@ def _calibrate(args) -> int:
 
     names = _check_names(args.names)
     if args.ainorms:
-        from normlab.calibration.pipeline import ainorms_file_patterns
+        from normlab.llm_runs.published.ainorms import ainorms_file_patterns
         from normlab.llm_runs import load_ainorms
 
         path = Path(args.ainorms)

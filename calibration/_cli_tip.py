@@ -186,7 +186,7 @@ def _tip(args) -> int:
 
             log = GameLog.concat(logs) if len(logs) > 1 else logs[0]
         if not live:
-            from normlab.calibration.pipeline import ainorms_file_patterns
+            from normlab.llm_runs.published.ainorms import ainorms_file_patterns
             from normlab.llm_runs import load_ainorms
 
             from ._cli_format import _LLM_ALIASES

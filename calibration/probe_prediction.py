@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import plotting
+from normlab._display import elapsed_bar, plotting
 from normlab._rng import as_generator, spawn
 from normlab._validate import check_int
 from normlab.llm_runs import EndpointConfig, enumerate_states, load_template, open_endpoint, strategy_table
@@ -80,9 +80,9 @@ from normlab.theory.strategies import n_states
 from normlab.user_files import read_user_json, write_user_text
 
 from .inputs import _state_tables, state_labels
-from .pipeline import Calibration, elapsed_bar
 from .posterior import _jsonable, table_shape
 from .prediction import check_predicted_agents, predict
+from .summary import calibration_summary
 
 __all__ = ["ProbeFit", "ProbeCost", "ProbePrediction", "probe_cost", "probe_fit", "probe_predict", "ORDER_MIXING"]
 
@@ -693,10 +693,10 @@ class ProbePrediction:
         """The ``normlab predict --probe --json`` object: the schema of ``normlab calibrate
         --json`` (built by the same code) plus ``success_curve`` (mean and interval per round,
         until the mean reaches 0.999), ``underlying`` and ``probe`` (cost, table uncertainty)."""
-        out = Calibration(fit=self.fit, prediction=self.prediction, observed={},
-                          settings={"llm": self.fit.meta.get("model"), "source": self.settings.get("source"),
-                                    "fit_on": None, "asymmetry": None,
-                                    "seconds": self.settings.get("seconds")}).summary()
+        out = calibration_summary(self.fit, self.prediction,
+                                  {"llm": self.fit.meta.get("model"), "source": self.settings.get("source"),
+                                   "fit_on": None, "asymmetry": None, "seconds": self.settings.get("seconds")},
+                                  observed={})
         out["fit"]["decisions"] = None
         sc = self.prediction.success_curve()
         done = sc.loc[sc["mean"] >= 0.999, "round"]

@@ -43,13 +43,13 @@ from normlab._display import plotting
 from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.llm_runs import load_ainorms
+from normlab.llm_runs.published.ainorms_archive import find_ainorms
 from normlab.schema import GameLog
 from normlab.theory import StrategyTable
 from normlab.theory.criteria import published_max_round
 from normlab.theory.strategies import decode_state, encode_state, n_states
 
 from .inputs import _check_names
-from .pipeline import find_ainorms
 from .posterior import StrategyFit, load_fit
 from .prediction import predict
 from .rivals import RIVAL_LABELS, design_rounds
