@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .wording import strength_meanings
+from .prediction.wording import strength_meanings
 
 __all__ = ["format_summary", "format_probe_summary", "strength_meanings"]
 

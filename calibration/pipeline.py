@@ -31,17 +31,17 @@ from normlab.llm_runs.published.ainorms_archive import ainorms_file_patterns, fi
 from normlab.schema import GameLog
 from normlab.theory.criteria import published_max_round
 
-from .asymmetry import strategy_asymmetry
-from .experiment import experiment_designs
-from .fit_kinds import DEFAULT, fit_family, fit_strategy
-from .inputs import FIT_ON, _check_names, counts_from_log, select_runs
-from .observed_critical_mass import EmpiricalCriticalMass, empirical_critical_mass
-from .posterior import StrategyFit
-from .prediction import Prediction, check_predicted_agents, predict
-from .run_effects import fit_run_effects
-from .sensitivity import StateSensitivity, state_sensitivity
-from .summary import calibration_summary
-from .scoring import score
+from .evaluate.asymmetry import strategy_asymmetry
+from .evaluate.observed_critical_mass import EmpiricalCriticalMass, empirical_critical_mass
+from .evaluate.scores import score
+from .fit.inputs import FIT_ON, _check_names, counts_from_log, select_runs
+from .fit.posterior import StrategyFit
+from .fit.registry import DEFAULT, fit_family, fit_strategy
+from .fit.run_effects import fit_run_effects
+from .prediction.api import Prediction, check_predicted_agents, predict
+from .prediction.experiment import experiment_designs
+from .prediction.sensitivity import StateSensitivity, state_sensitivity
+from .prediction.summary import calibration_summary
 
 #: ``elapsed_bar`` (:mod:`normlab._display`) and the archive locators ``find_ainorms``, ``ainorms_file_patterns``,
 #: ``ainorms_archives_log`` (:mod:`normlab.llm_runs.published`) are re-exported here, where they used to live.
@@ -350,8 +350,8 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         every N.
     fit_on : {"baseline", "evolved", "swap", "all"}, optional
     model : str, optional
-        A registered fit kind (:func:`normlab.calibration.fit_kinds.fit_kind_names`; default
-        ``"hierarchical"``, :data:`normlab.calibration.fit_kinds.DEFAULT`).
+        A registered fit kind (:func:`normlab.calibration.fit.registry.fit_kind_names`; default
+        ``"hierarchical"``, :data:`normlab.calibration.fit.registry.DEFAULT`).
     llm : str, optional
         Value of the ``model`` run column to keep (required when the log holds several LLMs
         with runs of this pool).

@@ -20,7 +20,7 @@ Public functions
     The population success curve of Fig. 1 of Flint Ashery et al. (2025) and the round at which it first reaches a
     threshold (published: 0.95 at round 10 for Llama-3 and 13 for Llama-3.1, W = 10); the rule itself, on any
     sequence of values, is :func:`first_position_reaching` (also behind
-    :func:`normlab.calibration.prediction_common.first_round_reaching`, the simulated curves' reading).
+    :func:`normlab.calibration.prediction.readings.first_round_reaching`, the simulated curves' reading).
 
 What the published files contain (checked on both archives)
 -----------------------------------------------------------

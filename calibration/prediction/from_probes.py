@@ -79,9 +79,9 @@ from normlab.theory import StrategyTable
 from normlab.theory.strategies import n_states
 from normlab.user_files import read_user_json, write_user_text
 
-from .inputs import _state_tables, state_labels
-from .posterior import _jsonable, table_shape
-from .prediction import check_predicted_agents, predict
+from ..fit.inputs import _state_tables, state_labels
+from ..fit.posterior import _jsonable, table_shape
+from .api import check_predicted_agents, predict
 from .summary import calibration_summary
 
 __all__ = ["ProbeFit", "ProbeCost", "ProbePrediction", "probe_cost", "probe_fit", "probe_predict", "ORDER_MIXING"]

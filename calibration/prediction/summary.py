@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from normlab._display import plain
 
-from .run_effects import RunEffects
+from ..fit.run_effects import RunEffects
 
 __all__ = ["calibration_summary"]
 

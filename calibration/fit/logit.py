@@ -4,7 +4,7 @@ For two names (``p = p(names[1] | s)``; counts aggregated per state, so the like
 term per observed state):
 
 ``logit``
-    ``logit p_s = x_s . beta`` on the memory features of :mod:`normlab.calibration.features`
+    ``logit p_s = x_s . beta`` on the memory features of :mod:`normlab.calibration.fit.features`
     (relabelling-symmetric columns plus bias columns), ``beta_j ~ N(0, 5)``. Generalises to every
     state but is only as good as the features.
 ``logit_symmetric``
@@ -13,7 +13,7 @@ term per observed state):
     2025, Table 1).
 
 A fit keeps the posterior draws of ``beta``; a draw of the table is ``sigmoid(X @ beta)``. This
-module also holds what every NUTS-fitted family shares (:mod:`normlab.calibration.hierarchical`
+module also holds what every NUTS-fitted family shares (:mod:`normlab.calibration.fit.hierarchical`
 extends :class:`LogitFamily`): the sampler settings and their checks, the diagnostics (R-hat,
 bulk/tail ESS, divergences, from ArviZ) and the choice of the feature decay by held-out
 log-likelihood of the MAP fit (:func:`select_decay`).

@@ -43,16 +43,16 @@ Relative strength (Supplementary Text "Characterizing Relative Strength", Fig. S
 
 Engines
 -------
-``engine="kernel"`` (default, :mod:`~normlab.calibration.prediction_design`) runs every
+``engine="kernel"`` (default, :mod:`~normlab.calibration.prediction.engine_kernel`) runs every
 simulation of every draw in one compiled call (:func:`normlab.theory.memory_game.strategy_design`),
 with the reductions above inside it and the seed words of all runs derived at once;
-``engine="reference"`` (:mod:`~normlab.calibration.prediction_reference`) makes one
+``engine="reference"`` (:mod:`~normlab.calibration.prediction.engine_reference`) makes one
 :func:`~normlab.theory.strategy_game` call per draw and setting and reduces in Python. Run ``k``
 of seed group ``g`` (consensus; each committed count; each strength setting, in that order) of
 draw ``d`` uses the same child seed in both, so they simulate the same runs and return the same
 prediction (tested; float means may differ in the last bits). Both return the per-draw tables of a
-:class:`~normlab.calibration.Prediction` (:mod:`~normlab.calibration.prediction_result`), which
-reads them over draws; what they share is in :mod:`~normlab.calibration.prediction_common`.
+:class:`~normlab.calibration.Prediction` (:mod:`~normlab.calibration.prediction.result`), which
+reads them over draws; what they share is in :mod:`~normlab.calibration.prediction.readings`.
 
 References
 ----------
@@ -71,13 +71,13 @@ from normlab._validate import check_int
 from normlab.theory.criteria import published_max_round
 from normlab.theory.name_order import check_order
 
+from ..fit.posterior import StrategyFit
+from ..fit.run_effects import RunEffects
+from .engine_kernel import _predict_kernel
+from .engine_reference import _predict_reference
 from .experiment import ExperimentDesign
-from .posterior import StrategyFit
-from .prediction_common import DESIGN_RUNS, FLIP_LEVEL, _directions, _fit_llm, table_draws
-from .prediction_design import _predict_kernel
-from .prediction_reference import _predict_reference
-from .prediction_result import Prediction
-from .run_effects import RunEffects
+from .readings import DESIGN_RUNS, FLIP_LEVEL, _directions, _fit_llm, table_draws
+from .result import Prediction
 
 __all__ = ["Prediction", "predict", "table_draws", "MAX_PREDICTED_AGENTS", "check_predicted_agents"]
 
@@ -177,7 +177,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         :meth:`Prediction.critical_mass`'s ``experiment`` entry: the critical mass *this*
         experiment would report, with its interval. Default: none (the paper's design only).
     run_effects : "fit", RunEffects or None, optional
-        Between-run heterogeneity of the strategy (:mod:`normlab.calibration.run_effects`): every
+        Between-run heterogeneity of the strategy (:mod:`normlab.calibration.fit.run_effects`): every
         simulated run plays the draw's table under its own run effect. ``"fit"`` (default): the
         effects stored with the fit (``fit.meta["run_effects"]``, written by
         :func:`~normlab.calibration.calibrate`), none if it has none; None: identical runs.

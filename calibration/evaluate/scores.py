@@ -24,7 +24,7 @@ gives every outcome the same probability (the coin) scores Brier 0.25 and log ``
 flips, and ``1 - 1/K`` and ``ln K`` on consensus winners (``reference`` in :meth:`Scores.summary`).
 
 Beside its rivals -- every score is computed, on the same runs, for the forecasts that need no
-strategy table (:mod:`normlab.calibration.rivals`): the **direction rule** (the convention the
+strategy table (:mod:`normlab.calibration.evaluate.rivals`): the **direction rule** (the convention the
 fit's runs converged to holds, the other flips: the challenger's base rate among the fit runs'
 winners), the **committed-fraction logistic** (four parameters, trained on another LLM's
 committed runs, else leave-one-run-out), the **base rate** of the fit runs' winners for
@@ -86,7 +86,7 @@ from normlab.schema import GameLog
 from normlab.theory import clopper_pearson
 
 from .observed_critical_mass import empirical_critical_mass, run_flips
-from .prediction_result import Prediction
+from ..prediction.result import Prediction
 from .rivals import (
     RIVAL_LABELS,
     RIVALS,
@@ -599,7 +599,7 @@ class Scores:
         The scoring settings; ``settings["rivals"]`` says how each rival was made (the fit runs'
         winners, the strong convention, what the logistic was trained on and its coefficients).
     rivals : pandas.DataFrame
-        The rivals' forecasts of the same runs (:mod:`normlab.calibration.rivals`): ``run``,
+        The rivals' forecasts of the same runs (:mod:`normlab.calibration.evaluate.rivals`): ``run``,
         ``target``, ``majority``, ``committed``, ``observed``, ``forecaster`` (``"direction_rule"``,
         ``"logistic"``, ``"base_rate"``, ``"coin"``), ``p_event``, ``p_observed``, ``brier``,
         ``log_score``.

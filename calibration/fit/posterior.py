@@ -6,15 +6,15 @@ kind by name: :func:`normlab.calibration.fit_strategy`) and what the predictions
 keeps the data (the counts per memory state) and *sufficient* parameters to draw complete
 tables -- ``prior`` (the Dirichlet table), ``decay``, ``coef_names`` and ``coef_draws`` (the
 feature models), ``tau_draws`` (the state-effect scale of the hierarchical model) -- and asks the
-*family* of its ``kind`` (:class:`FitFamily`, registered in :mod:`normlab.calibration.fit_kinds`)
+*family* of its ``kind`` (:class:`FitFamily`, registered in :mod:`normlab.calibration.fit.registry`)
 for everything that depends on the model: draws of the table, its mean, the description of the
 parameters, their validation and their save/load. The families and how they draw:
 
-- ``empirical`` (:mod:`~normlab.calibration.empirical`): an independent Dirichlet per state
+- ``empirical`` (:mod:`~normlab.calibration.fit.empirical`): an independent Dirichlet per state
   (``Dirichlet(counts + prior)``; an unseen state gets the flat prior, i.e. "anything goes").
-- ``logit`` / ``logit_symmetric`` (:mod:`~normlab.calibration.logit`): posterior draws of the
-  feature coefficients (:mod:`normlab.calibration.features`); a draw is ``sigmoid(X @ beta)``.
-- ``hierarchical`` (:mod:`~normlab.calibration.hierarchical`): posterior draws of ``beta`` and of
+- ``logit`` / ``logit_symmetric`` (:mod:`~normlab.calibration.fit.logit`): posterior draws of the
+  feature coefficients (:mod:`normlab.calibration.fit.features`); a draw is ``sigmoid(X @ beta)``.
+- ``hierarchical`` (:mod:`~normlab.calibration.fit.hierarchical`): posterior draws of ``beta`` and of
   the state-effect scale ``tau``, plus the counts; a draw samples every state effect from its
   exact one-dimensional conditional -- what makes a fit small enough to ship (:func:`load_fit`).
 
@@ -44,13 +44,13 @@ from normlab.theory.strategies import n_states
 from normlab.user_files import read_user_json, write_user_text
 
 from .features import design_matrix
-from .fit_kinds import MODELS, fit_family
 from .inputs import StateCounts, _state_tables, state_labels
+from .registry import MODELS, fit_family
 from .shipped import shipped_document, shipped_fits
 
 __all__ = ["StrategyFit", "FitFamily", "KINDS", "load_fit", "shipped_fits", "posterior_predictive_check"]
 
-#: The built-in fit kinds (:data:`normlab.calibration.fit_kinds.MODELS`).
+#: The built-in fit kinds (:data:`normlab.calibration.fit.registry.MODELS`).
 KINDS = MODELS
 FORMAT_VERSION = 1
 _COEF_COLUMNS = ["parameter", "kind", "mean", "sd", "low", "high"]
@@ -58,7 +58,7 @@ _COEF_COLUMNS = ["parameter", "kind", "mean", "sd", "low", "high"]
 
 class FitFamily:
     """The interface of a fit kind: one family of strategy models, one module, one registration
-    line in :mod:`normlab.calibration.fit_kinds`.
+    line in :mod:`normlab.calibration.fit.registry`.
 
     :class:`StrategyFit` holds the data and the parameters (``prior``; ``decay``, ``coef_names``,
     ``coef_draws``; ``tau_draws``; ``stored_mean``) and calls its family for everything the model
@@ -72,7 +72,7 @@ class FitFamily:
     conjugate = False
     #: :meth:`mean_table` is exact (otherwise a Monte Carlo mean: ``to_frame`` uses its draws').
     exact_mean = False
-    #: Coefficients on the memory features of :mod:`normlab.calibration.features` (``to_logit_strategy``,
+    #: Coefficients on the memory features of :mod:`normlab.calibration.fit.features` (``to_logit_strategy``,
     #: feature-based memory transfer).
     features = False
     #: State effects with a scale ``tau`` (memory transfer ``"prior"``).
@@ -170,7 +170,7 @@ class StrategyFit:
     Attributes
     ----------
     kind : str
-        A registered fit kind (:func:`normlab.calibration.fit_kinds.fit_kind_names`); its
+        A registered fit kind (:func:`normlab.calibration.fit.registry.fit_kind_names`); its
         family (:attr:`family`) draws, describes and saves the fit.
     names : tuple of str
     memory : int
@@ -238,7 +238,7 @@ class StrategyFit:
     # ----------------------------------------------------------------- basic views
     @property
     def family(self) -> FitFamily:
-        """The family of :attr:`kind` (:mod:`normlab.calibration.fit_kinds`)."""
+        """The family of :attr:`kind` (:mod:`normlab.calibration.fit.registry`)."""
         return fit_family(self.kind)
 
     @property
@@ -356,7 +356,7 @@ class StrategyFit:
         pandas.DataFrame
             Columns ``parameter``, ``kind`` (``symmetric`` / ``bias`` / ``scale``), ``mean``,
             ``sd``, ``low``, ``high`` and ``meaning`` (one line: what a positive value does,
-            :data:`normlab.calibration.features.COLUMN_MEANINGS`).
+            :data:`normlab.calibration.fit.features.COLUMN_MEANINGS`).
         """
         return self.family.coef_frame(self, level)
 
@@ -662,3 +662,8 @@ def load_fit(name_or_path) -> StrategyFit:
                                     f"StrategyFit.to_json, or a shipped table: {', '.join(avail)})")
         raise ValueError(f"unknown fitted table {name!r}; shipped: {avail} (or pass a .json path)")
     return StrategyFit.from_dict(shipped_document(name))
+
+
+# The type tag of saved results (normlab.load) and pickles name StrategyFit by its path before the regroup into
+# sub-packages (issue 30), which still imports it: folders saved before and after load alike.
+StrategyFit.__module__ = "normlab.calibration.posterior"

@@ -58,14 +58,14 @@ from normlab._validate import check_int
 from normlab.schema import GameLog
 from normlab.theory.criteria import FLIP_SUM, LAST_ROUNDS, published_rule
 
-from .experiment import PAPER_RUNS, ExperimentDesign
-from .fit_kinds import fit_family, fit_strategy
-from .inputs import StateCounts, counts_from_log
-from .observed_critical_mass import challenger_shares
-from .posterior import StrategyFit
-from .prediction import predict
-from .run_effects import MIN_RUNS, RunEffects, fit_run_effects
-from .tip_sources import Batch, RunSource
+from ..evaluate.observed_critical_mass import challenger_shares
+from ..fit.inputs import StateCounts, counts_from_log
+from ..fit.posterior import StrategyFit
+from ..fit.registry import fit_family, fit_strategy
+from ..fit.run_effects import MIN_RUNS, RunEffects, fit_run_effects
+from ..prediction.api import predict
+from ..prediction.experiment import PAPER_RUNS, ExperimentDesign
+from .sources import Batch, RunSource
 
 __all__ = ["tip", "TipResult", "STRATEGIES", "count_met"]
 
@@ -85,8 +85,8 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
     Parameters
     ----------
     source : RunSource
-        Where runs come from: :class:`~normlab.calibration.tip_sources.ArchiveReplay` (a published
-        or synthetic archive) or :class:`~normlab.calibration.tip_sources.LLMSource` (an endpoint);
+        Where runs come from: :class:`~normlab.calibration.tip.sources.ArchiveReplay` (a published
+        or synthetic archive) or :class:`~normlab.calibration.tip.sources.LLMSource` (an endpoint);
         its ``design`` is the experiment whose critical mass is sought.
     target : float, optional
         Stop when ``P(|CM - estimate| <= 1)`` reaches it (0.9).
@@ -906,3 +906,8 @@ def _json_step(s: dict) -> dict:
     out["p_met"] = {str(k): round(float(v), 4) for k, v in (out.get("p_met") or {}).items()}
     out["p_within_one"] = round(float(out["p_within_one"]), 4)
     return out
+
+
+# The type tag of saved results (normlab.load) and pickles name TipResult by its path before the regroup into
+# sub-packages (issue 30), which still imports it: folders saved before and after load alike.
+TipResult.__module__ = "normlab.calibration.tip"

@@ -7,7 +7,7 @@ estimate (many decisions: ``delta_s`` follows the data) and the feature model (f
 as large as the model's typical misfit). The empty state has its own bias column and no
 ``delta``. States with more than 20 decisions use the centred parametrisation, the others the
 non-centred one (the sampler needs both: a thousand decisions pin ``delta_s`` down far more
-tightly than ``tau``). Sampling is NUTS, as for :mod:`normlab.calibration.logit`.
+tightly than ``tau``). Sampling is NUTS, as for :mod:`normlab.calibration.fit.logit`.
 
 A fit keeps the posterior draws of ``beta`` and ``tau`` plus the counts. Given ``(beta, tau)``
 the state effects ``delta_s`` are independent, each with density
