@@ -17,8 +17,8 @@ Main entry points (imported lazily; PyMC is only imported by the Bayesian fitter
 - fit kinds: :data:`FIT_KINDS`, :func:`register_fit_kind` (a new family of strategy models:
   one :class:`FitFamily` module, one registration line; see :mod:`.fit.registry`)
 - asymmetry: :func:`strategy_asymmetry` (Flint Ashery et al. 2025, Table 1)
-- prediction: :func:`predict` -> :class:`Prediction`; :func:`calibrate` (the whole pipeline,
-  also ``normlab calibrate``)
+- prediction: :func:`predict` -> :class:`Prediction` (its settings: :class:`PredictSettings`);
+  :func:`calibrate` (the whole pipeline, also ``normlab calibrate``)
 - observed: :func:`empirical_critical_mass` (published, per_run and end_of_run critical masses),
   :func:`run_flips`, :func:`challenger_shares`
 - scores: :func:`score` (Brier and log scores of flips and consensus winners beside the rivals
@@ -81,6 +81,7 @@ _EXPORTS = {
     "strategy_asymmetry": "evaluate.asymmetry",
     "AsymmetryResult": "evaluate.asymmetry",
     "predict": "prediction.api",
+    "PredictSettings": "prediction.settings",
     "Prediction": "prediction.result",
     "ExperimentDesign": "prediction.experiment",
     "experiment_designs": "prediction.experiment",

@@ -38,7 +38,7 @@ from .fit.inputs import FIT_ON, _check_names, counts_from_log, select_runs
 from .fit.posterior import StrategyFit
 from .fit.registry import DEFAULT, fit_family, fit_strategy
 from .fit.run_effects import fit_run_effects
-from .prediction.api import Prediction, check_predicted_agents, predict
+from .prediction.api import Prediction, check_predicted_agents, predict_settings, run_prediction
 from .prediction.experiment import experiment_designs
 from .prediction.sensitivity import StateSensitivity, state_sensitivity
 from .prediction.summary import calibration_summary
@@ -451,7 +451,8 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr, design=designs or None)
     pk.update(predict_kwargs or {})
     with elapsed_bar(f"predicting ({pk['n_draws']} posterior draws)", enabled=progress):
-        pred = predict(fit, n_agents=int(n_agents), rng=seeds[1], **pk)
+        settings, run = predict_settings(n_agents=int(n_agents), rng=seeds[1], **pk)
+        pred = run_prediction(fit, settings, **run)
     observed, emp, scores = {}, None, None
     if compare_observed:
         observed = observed_summary(log, names=names, memory=memory, n_agents=int(n_agents),

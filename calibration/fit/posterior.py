@@ -7,9 +7,10 @@ keeps the data (the counts per memory state) and *sufficient* parameters to draw
 tables, in a frozen dataclass its family owns (``fit.params``) -- ``prior`` (the Dirichlet table,
 ``EmpiricalParams``), ``decay``, ``coef_names`` and ``coef_draws`` (the feature models,
 ``LogitParams``), ``tau_draws`` (the state-effect scale of the hierarchical model,
-``HierarchicalParams``) -- and asks the *family* of its ``kind`` (:class:`FitFamily`, registered in :mod:`normlab.calibration.fit.registry`)
-for everything that depends on the model: draws of the table, its mean, the description of the
-parameters, their validation and their save/load. The families and how they draw:
+``HierarchicalParams``) -- and asks the *family* of its ``kind`` (:class:`FitFamily`, registered in
+:mod:`normlab.calibration.fit.registry`) for everything that depends on the model: draws of the
+table, its mean, the description of the parameters, their validation and their save/load. The
+families and how they draw:
 
 - ``empirical`` (:mod:`~normlab.calibration.fit.empirical`): an independent Dirichlet per state
   (``Dirichlet(counts + prior)``; an unseen state gets the flat prior, i.e. "anything goes").

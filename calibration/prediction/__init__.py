@@ -11,8 +11,10 @@ from normlab._lazy import lazy_exports
 
 _EXPORTS = {
     "predict": "api",
-    "check_predicted_agents": "api",
-    "MAX_PREDICTED_AGENTS": "api",
+    "run_prediction": "api",
+    "PredictSettings": "settings",
+    "check_predicted_agents": "settings",
+    "MAX_PREDICTED_AGENTS": "settings",
     "Prediction": "result",
     "table_draws": "readings",
 }
