@@ -96,6 +96,7 @@ _EXPORTS = {
     "PairAgreement": "evaluate.adequacy",
     "pair_agreement": "evaluate.adequacy",
     "TipResult": "tip.search",
+    "TipSettings": "tip.settings",
     "RunSource": "tip.sources",
     "ArchiveReplay": "tip.sources",
     "LLMSource": "tip.sources",

@@ -26,7 +26,7 @@ from normlab._display import (elapsed_bar, fmt, fmt_interval, html_card, load_re
 from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.llm_runs.probes import check_table_size
-from normlab.llm_runs.published.ainorms import ainorms_archives_log, first_round_reaching, mean_success_by_round
+from normlab.llm_runs.published.ainorms import ainorms_archives_log, first_round_reaching, mean_success_by_round  # noqa: F401
 from normlab.llm_runs.published.ainorms_archive import ainorms_file_patterns, find_ainorms
 from normlab.schema import GameLog
 from normlab.theory.criteria import published_max_round

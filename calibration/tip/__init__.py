@@ -11,8 +11,10 @@ from normlab._lazy import lazy_exports
 
 _EXPORTS = {
     "tip": "search",
+    "run_tip": "search",
     "TipResult": "search",
-    "STRATEGIES": "search",
+    "TipSettings": "settings",
+    "STRATEGIES": "settings",
     "count_met": "search",
     "_rule": "search",
     "_rule_draws": "search",
