@@ -134,6 +134,7 @@ _EXPORTS = {
     "probe_cost": "prediction.from_probes",
     "probe_fit": "prediction.from_probes",
     "probe_predict": "prediction.from_probes",
+    "ProbeSettings": "prediction.settings",
     "measure_jitter": "prediction.from_probes",
     "ProbeCheck": "evaluate.probe_comparison",
     "probe_check": "evaluate.probe_comparison",

@@ -16,6 +16,7 @@ _EXPORTS = {
     "check_predicted_agents": "settings",
     "MAX_PREDICTED_AGENTS": "settings",
     "Prediction": "result",
+    "ProbeSettings": "settings",
     "table_draws": "readings",
 }
 

@@ -1,7 +1,8 @@
-"""The settings of a prediction, one value object: what :func:`normlab.calibration.predict` is asked to
-simulate and read (population size, draws, runs, windows, committed counts, directions, levels, the
-engine, experiment designs, run effects, name order), checked when it is made with the messages of
-the hand-written checks they replace."""
+"""The settings of a prediction as value objects, checked when they are made with the messages of the
+hand-written checks they replace: :class:`PredictSettings`, what :func:`normlab.calibration.predict` is
+asked to simulate and read (population size, draws, runs, windows, committed counts, directions,
+levels, the engine, experiment designs, run effects, name order); :class:`ProbeSettings`, those of a
+prediction from probes alone (:func:`normlab.calibration.probe_predict`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from normlab._validate import Check, Int, NoneOr, validated
+from normlab._validate import Check, Int, NoneOr, check_int, validated
 
 from ..fit.run_effects import RunEffects
 from .readings import DESIGN_RUNS, FLIP_LEVEL
 
-__all__ = ["PredictSettings", "MAX_PREDICTED_AGENTS", "check_predicted_agents"]
+__all__ = ["PredictSettings", "ProbeSettings", "MAX_PREDICTED_AGENTS", "check_predicted_agents", "ORDER_MIXING"]
 
 #: Largest population a prediction simulates: every committed count up to ``N - 1`` is played for
 #: every posterior draw (the paper's populations hold at most 200 agents; beyond this the
@@ -117,4 +118,56 @@ class PredictSettings:
         "flip_level": Check(_flip_level),
         "design_runs": Int(1),
         "max_round": NoneOr(Int(3)),
+    }
+
+
+# ----------------------------------------------------------------------------- prediction from probes
+#: How the two name orders of an exact probe are mixed into table draws (:class:`~normlab.calibration.ProbeFit`).
+ORDER_MIXING = ("average", "dirichlet")
+
+
+def _probe_agents(value, name):
+    return check_predicted_agents(check_int(value, name, 2))
+
+
+def _order_mixing(value, name):
+    if value not in ORDER_MIXING:
+        raise ValueError(f"{name} must be one of {ORDER_MIXING}; got {value!r}")
+    return value
+
+
+@validated
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What :func:`~normlab.calibration.probe_predict` probes and predicts (see it for each field; the
+    defaults are its defaults): made by it from its keywords, or directly and passed to the engine
+    :func:`~normlab.calibration.prediction.from_probes.run_probe_prediction`.
+
+    ``n_agents``, ``memory``, ``n_draws``, ``jitter_states`` and ``order_mixing`` are checked when the
+    object is made, before any request (in the order :func:`probe_predict` always checked them); the
+    prediction's sizes (``n_runs_consensus`` ... ``strength``) by the prediction, after the probe, as
+    always.
+    """
+
+    n_agents: int
+    memory: int
+    n_draws: int = 200
+    jitter_states: int = 16
+    order_mixing: str = "average"
+    underlying: bool = True
+    template: object = "main"
+    n_runs_consensus: int = 40
+    n_runs_flip: int = 16
+    within_rounds: int = 30
+    max_rounds: int = 200
+    max_round: int | None = None
+    strength: bool = True
+
+    #: Checked in this order when the object is made (the order :func:`probe_predict` reports them in).
+    _parameter_constraints = {
+        "n_agents": Check(_probe_agents),
+        "memory": Int(1),
+        "n_draws": Int(1),
+        "jitter_states": Int(0),
+        "order_mixing": Check(_order_mixing),
     }
