@@ -48,7 +48,7 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
     import numpy as np
 
     from normlab.calibration import load_fit, predict
-    from normlab.calibration import hierarchical as post
+    from normlab.calibration.fit import hierarchical as post
 
     numba.set_num_threads(1)
     fit = load_fit("llama31_70b_QM_H5")
@@ -98,7 +98,7 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
                   "old_all": [round(x, 3) for x in v["old"]], "new_all": [round(x, 3) for x in v["new"]]}
     # the compiled design alone (tables drawn beforehand): interactions per CPU second
     from normlab._rng import spawn
-    from normlab.calibration.prediction_design import _run_design
+    from normlab.calibration.prediction.engine_kernel import _run_design
     from normlab.theory.criteria import published_max_round
 
     tabs = fit.tables(draws, rng=1)
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
         return 0
     import logging
 
-    from normlab.calibration.logit import import_pymc
+    from normlab.calibration.fit.logit import import_pymc
 
     import_pymc()  # its daily ArviZ notice silenced
     logging.getLogger("pymc").setLevel(logging.WARNING)

@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from normlab.calibration import predict
-    from normlab.calibration.probe_prediction import UNDERLYING_RUNS, probe_cost, probe_fit
+    from normlab.calibration.prediction.from_probes import UNDERLYING_RUNS, probe_cost, probe_fit
     from normlab.llm_runs import EndpointConfig, journal, strategy_table
     from normlab.llm_runs.backend import EmbeddedServer
     from normlab.llm_runs.probes import enumerate_states

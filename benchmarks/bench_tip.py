@@ -20,7 +20,7 @@ were played: 20 baseline runs from empty memories (stopped at a 3N success strea
 full grid -- 10 runs at every committed count 0 .. N - 1, each at most 30 rounds and stopped at a 3N
 streak. The **true critical mass** is that grid's published-rule critical mass (what the full grid
 would report, :func:`normlab.theory.criteria.published_critical_mass`). Then, on the same archive
-(replayed by :class:`normlab.calibration.tip_sources.ArchiveReplay`: runs drawn without replacement,
+(replayed by :class:`normlab.calibration.tip.sources.ArchiveReplay`: runs drawn without replacement,
 never a run not paid for):
 
 - ``tip`` (``strategy="eig"``, and ``"half"`` with ``--strategies eig,half``): runs used, estimate, whether it lands within one
@@ -305,7 +305,7 @@ def bisection(source, *, per_probe, rule):
 def run_case(archive, *, truth_cm, names, majority, memory, n_agents, window, seed, draws, strategies, label,
              full_runs, stop=None, verbose=True):
     from normlab.calibration.tip import tip
-    from normlab.calibration.tip_sources import ArchiveReplay
+    from normlab.calibration.tip.sources import ArchiveReplay
 
     rows = []
 
@@ -370,7 +370,7 @@ def bench_archives(seeds, draws, strategies, verbose=True):
             print(f"# {path} not found: skipped", file=sys.stderr)
             continue
         arch = load_ainorms(path, kinds=["baseline", "swap", "evolved"])
-        from normlab.calibration.tip_sources import ArchiveReplay
+        from normlab.calibration.tip.sources import ArchiveReplay
 
         full = ArchiveReplay(arch, names=("Q", "M"), majority="M", memory=H, n_agents=N).runs_available
         for seed in seeds:

@@ -8,10 +8,10 @@ For each shipped setting (LLM, names Q/M, memory H) the script
 
 1. loads the baseline (convergence) runs only -- the validation protocol: never the committed runs;
 2. picks the feature decay by run-grouped held-out log-likelihood (:func:`select_decay`);
-3. compares the registered fit kinds (:mod:`.fit_kinds`) by 5-fold cross-validated log predictive
+3. compares the registered fit kinds (:mod:`.fit.registry`) by 5-fold cross-validated log predictive
    density, holding out whole runs and, separately, whole memory states (:func:`compare_models`);
-4. fits the default kind (:data:`.fit_kinds.DEFAULT`, ``hierarchical``: the choice; see the module
-   docstring of :mod:`.bayes`) with NUTS, 4 chains x 1000 draws, and stores 500 thinned draws
+4. fits the default kind (:data:`.fit.registry.DEFAULT`, ``hierarchical``: the choice; see the module
+   docstring of :mod:`.fit.model_choice`) with NUTS, 4 chains x 1000 draws, and stores 500 thinned draws
    (for ``hierarchical``: of ``beta`` and ``tau``) with the counts;
 5. estimates how much the baseline runs differ from one another (run effects relative to the
    stored mean table, :func:`.run_effects.fit_run_effects`) and stores them in ``meta["run_effects"]``,
@@ -36,14 +36,14 @@ from pathlib import Path
 import numpy as np
 
 from normlab.llm_runs import load_ainorms
+from normlab.llm_runs.published.ainorms_archive import ainorms_file_patterns
 
-from .bayes import compare_models
-from .fit_kinds import DEFAULT, fit_family, fit_strategy
-from .inputs import counts_from_log, select_runs
-from .logit import select_decay
-from .pipeline import ainorms_file_patterns
-from .posterior import StrategyFit
-from .run_effects import RunEffects, fit_run_effects
+from .fit.inputs import counts_from_log, select_runs
+from .fit.logit import select_decay
+from .fit.model_choice import compare_models
+from .fit.posterior import StrategyFit
+from .fit.registry import DEFAULT, fit_family, fit_strategy
+from .fit.run_effects import RunEffects, fit_run_effects
 
 SETTINGS = (
     # (file stem, LLM, names, H, N of the baselines)

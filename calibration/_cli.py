@@ -10,7 +10,7 @@ from normlab.cli_output import add_progress_flags, emit, json_default, show_prog
 from ._cli_format import _LLM_ALIASES, format_summary
 from ._cli_predict import register_predict
 from ._cli_tip import register_tip
-from .fit_kinds import DEFAULT, FIT_KINDS, fit_family
+from .fit.registry import DEFAULT, FIT_KINDS, fit_family
 
 __all__ = ["register", "format_summary"]
 
@@ -110,7 +110,7 @@ def _calibrate(args) -> int:
     from pathlib import Path
 
     if not args.list_tables and not args.table and fit_family(args.fit_model).uses_nuts:
-        from .logit import import_pymc
+        from .fit.logit import import_pymc
 
         import_pymc()  # pymc configures its logger on import; quieten it afterwards
 
@@ -130,7 +130,7 @@ def _calibrate(args) -> int:
     if args.n_agents is not None and args.n_agents < 2:
         raise ValueError(f"--n-agents must be >= 2; got {args.n_agents}")
     if args.n_agents is not None:
-        from normlab.calibration.prediction import check_predicted_agents
+        from normlab.calibration.prediction.api import check_predicted_agents
 
         check_predicted_agents(args.n_agents, "--n-agents")
     if args.memory is not None and args.memory < 1:
@@ -156,7 +156,7 @@ def _calibrate(args) -> int:
         if args.memory is not None and args.memory != fit.memory:
             raise ValueError(f"memory length mismatch: --memory {args.memory} but the table is for H={fit.memory}")
         n = args.n_agents or int((fit.meta.get("source") or {}).get("n_agents", [24])[0])
-        from normlab.calibration.pipeline import elapsed_bar
+        from normlab._display import elapsed_bar
 
         with _warnings_as_lines(), elapsed_bar(f"predicting ({args.draws} posterior draws)", enabled=progress):
             pred = predict(fit, n_agents=n, n_draws=args.draws, within_rounds=args.within_rounds,
@@ -179,11 +179,11 @@ def _calibrate(args) -> int:
         return 0
     if args.names is None:
         raise ValueError("--names is required with --ainorms/--log (e.g. --names Q,M)")
-    from normlab.calibration.inputs import _check_names
+    from normlab.calibration.fit.inputs import _check_names
 
     names = _check_names(args.names)
     if args.ainorms:
-        from normlab.calibration.pipeline import ainorms_file_patterns
+        from normlab.llm_runs.published.ainorms import ainorms_file_patterns
         from normlab.llm_runs import load_ainorms
 
         path = Path(args.ainorms)
@@ -215,7 +215,7 @@ def _calibrate(args) -> int:
     summary = cal.summary()
     adequacy = None
     if args.adequacy:
-        from normlab.calibration.adequacy import check_adequacy
+        from normlab.calibration.evaluate.adequacy import check_adequacy
 
         try:
             with _warnings_as_lines():

@@ -117,7 +117,7 @@ def _predict(args) -> int:
     def go():
         import contextlib
 
-        from normlab.calibration.probe_prediction import probe_predict
+        from normlab.calibration.prediction.from_probes import probe_predict
         from normlab.llm_runs import serve_embedded
 
         ctx = (serve_embedded(args.embedded_model, n_threads=args.embedded_threads)

@@ -8,7 +8,7 @@ import sys
 from normlab.cli_output import emit, exit_codes, show_progress
 from normlab.llm_runs.core.cli_kit import add_endpoint_args, endpoint_config, guard, sampling
 
-from .fit_kinds import FIT_KINDS
+from .fit.registry import FIT_KINDS
 
 __all__ = ["register_tip"]
 
@@ -171,8 +171,8 @@ def _tip(args) -> int:
     def go():
         import contextlib
 
-        from normlab.calibration.tip import tip
-        from normlab.calibration.tip_sources import ArchiveReplay, LLMSource
+        from normlab.calibration.tip.search import tip
+        from normlab.calibration.tip.sources import ArchiveReplay, LLMSource
 
         prior = None
         if args.table:
@@ -186,7 +186,7 @@ def _tip(args) -> int:
 
             log = GameLog.concat(logs) if len(logs) > 1 else logs[0]
         if not live:
-            from normlab.calibration.pipeline import ainorms_file_patterns
+            from normlab.llm_runs.published.ainorms import ainorms_file_patterns
             from normlab.llm_runs import load_ainorms
 
             from ._cli_format import _LLM_ALIASES

@@ -14,7 +14,6 @@ Fig. 3, Tables S2-S3, Methods.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,74 +21,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import (fmt, fmt_interval, html_card, load_result, new_figure, plain, plotting, save_result,
-                              short_repr)
+from normlab._display import (elapsed_bar, fmt, fmt_interval, html_card, load_result, new_figure, plotting,
+                              save_result, short_repr)
 from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.llm_runs.probes import check_table_size
-from normlab.llm_runs.published.ainorms import first_round_reaching, load_ainorms, mean_success_by_round
+from normlab.llm_runs.published.ainorms import ainorms_archives_log, first_round_reaching, mean_success_by_round  # noqa: F401
+from normlab.llm_runs.published.ainorms_archive import ainorms_file_patterns, find_ainorms
 from normlab.schema import GameLog
 from normlab.theory.criteria import published_max_round
 
-from .asymmetry import strategy_asymmetry
-from .experiment import experiment_designs
-from .fit_kinds import DEFAULT, fit_family, fit_strategy
-from .inputs import FIT_ON, _check_names, counts_from_log, select_runs
-from .observed_critical_mass import EmpiricalCriticalMass, empirical_critical_mass
-from .posterior import StrategyFit
-from .prediction import Prediction, check_predicted_agents, predict
-from .run_effects import RunEffects, fit_run_effects
-from .sensitivity import StateSensitivity, state_sensitivity
-from .scoring import score
+from .evaluate.asymmetry import strategy_asymmetry
+from .evaluate.observed_critical_mass import EmpiricalCriticalMass, empirical_critical_mass
+from .evaluate.scores import score
+from .fit.inputs import FIT_ON, _check_names, counts_from_log, select_runs
+from .fit.posterior import StrategyFit
+from .fit.registry import DEFAULT, fit_family, fit_strategy
+from .fit.run_effects import fit_run_effects
+from .prediction.api import Prediction, check_predicted_agents, predict_settings, run_prediction
+from .prediction.experiment import experiment_designs
+from .prediction.sensitivity import StateSensitivity, state_sensitivity
+from .prediction.summary import calibration_summary
 
+#: ``elapsed_bar`` (:mod:`normlab._display`) and the archive locators ``find_ainorms``, ``ainorms_file_patterns``,
+#: ``ainorms_archives_log`` (:mod:`normlab.llm_runs.published`) are re-exported here, where they used to live.
 __all__ = ["Calibration", "calibrate", "observed_summary", "ainorms_file_patterns", "find_ainorms", "streak_rounds"]
-
-
-def find_ainorms():
-    """Locate the published AI-norms data folder, or return None.
-
-    Looks at ``$NORMLAB_AINORMS`` first, then for ``shared/data/ai-norms`` (holding
-    ``llama31_data.zip``) beside the current directory or any of its parents, and beside the
-    installed package's parents (an editable install in ``<root>/main`` finds ``<root>/shared``).
-
-    Returns
-    -------
-    pathlib.Path or None
-    """
-    env = os.environ.get("NORMLAB_AINORMS")
-    if env:
-        p = Path(env)
-        return p if p.exists() else None
-    here = Path.cwd().resolve()
-    for base in [here, *here.parents, *Path(__file__).resolve().parents]:
-        cand = base / "shared" / "data" / "ai-norms"
-        if (cand / "llama31_data.zip").exists():
-            return cand
-    return None
-
-
-def ainorms_archives_log(archives=()) -> tuple[GameLog | None, list[Path]]:
-    """The AI-norms archives ``archives`` (default: every ``.zip`` in :func:`find_ainorms`) read
-    as one :class:`~normlab.schema.GameLog` of their baseline, swap and evolved runs, and their
-    paths; ``(None, [])`` when none are given or found. What the paper-figure checks start from."""
-    paths = [Path(a) for a in archives]
-    if not paths:
-        root = find_ainorms()
-        if root is None:
-            return None, []
-        paths = sorted(Path(root).glob("*.zip"))
-    logs = [load_ainorms(p, kinds=["baseline", "swap", "evolved"], on_inconsistency="warn") for p in paths]
-    return (logs[0] if len(logs) == 1 else GameLog.concat(logs)), paths
-
-
-def ainorms_file_patterns(names) -> list[str]:
-    """File-name patterns of the AI-norms runs of a two-name pool (both orders), for
-    :func:`normlab.llm_runs.published.ainorms.load_ainorms` ``files=``."""
-    names = _check_names(names)
-    if len(names) != 2:
-        return ["*" + "_".join(names) + "_*"]
-    a, b = names
-    return [f"*_{a}_{b}_*", f"*_{b}_{a}_*"]
 
 
 def streak_rounds(log: GameLog, streak_factor: int = 3) -> float:
@@ -225,38 +181,8 @@ class Calibration:
 
     def summary(self) -> dict:
         """The JSON object printed by ``normlab calibrate --json``."""
-        s = self.prediction.summary()
-        fs = self.fit.summary()
-        out = {
-            "llm": self.settings.get("llm"),
-            "source": self.settings.get("source"),
-            "names": s["names"],
-            "memory": s["memory"],
-            "n_agents": s["n_agents"],
-            "fit_on": self.settings.get("fit_on"),
-            "model": self.fit.kind,
-            "p_consensus": s["p_consensus"],
-            "p_no_consensus": s["p_no_consensus"],
-            "p_consensus_interval": s["p_consensus_interval"],
-            "rounds_to_95": s["rounds_to_95"],
-            "consensus_rounds": s["consensus_rounds"],
-            "critical_mass": s["critical_mass"],
-            "relative_strength": s["relative_strength"],
-            "within_rounds": s["within_rounds"],
-            "draws": s["draws"],
-            "level": s["level"],
-            "fit": {"runs": fs["meta"].get("source", {}).get("n_runs"), "decisions": fs["decisions"],
-                    "states_observed": fs["states_observed"], "states_total": fs["states_total"],
-                    "decay": fs["decay"], "diagnostics": fs["diagnostics"]},
-            "run_effects": RunEffects.from_dict(self.fit.meta.get("run_effects")).summary(),
-            "designs": {f"overturn_{d['majority']}": d for d in self.prediction.settings.get("designs") or ()},
-            "asymmetry": self.settings.get("asymmetry"),
-            "decisive_states": {k: v.summary(k=8) for k, v in self.sensitivity.items()},
-            "observed": self.observed,
-            "scores": None if self.scores is None else self.scores.summary(),
-            "seconds": self.settings.get("seconds"),
-        }
-        return plain(out)
+        return calibration_summary(self.fit, self.prediction, self.settings, observed=self.observed,
+                                   sensitivity=self.sensitivity, scores=self.scores)
 
     def to_frame(self) -> pd.DataFrame:
         """Predicted vs observed, long format: ``quantity``, ``key``, ``predicted``, ``low``,
@@ -388,39 +314,6 @@ class Calibration:
                    observed=meta["observed"], empirical=emp, settings=meta["settings"], sensitivity=sens)
 
 
-class elapsed_bar:
-    """Context manager: a progress line on stderr showing the elapsed time of a step whose length
-    is not known in advance (a tqdm bar without total, refreshed twice a second by a thread)."""
-
-    def __init__(self, desc: str, *, enabled: bool = True):
-        self.desc, self.enabled = desc, bool(enabled)
-        self._bar = self._thread = self._stop = None
-
-    def __enter__(self):
-        if self.enabled:
-            import threading
-
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=None, desc=self.desc, bar_format="{desc}: {elapsed} elapsed", leave=False)
-            self._stop = threading.Event()
-
-            def tick():
-                while not self._stop.wait(0.5):
-                    self._bar.refresh()
-
-            self._thread = threading.Thread(target=tick, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self._bar is not None:
-            self._stop.set()
-            self._thread.join()
-            self._bar.close()
-        return False
-
-
 def _size_from_log(value, column: str, what: str, flag: str) -> int:
     """A size read from a log's runs table (the most common value of ``column``): a whole number
     >= 1, else one line naming the column (a damaged or hand-made ``runs.parquet``)."""
@@ -457,8 +350,8 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         every N.
     fit_on : {"baseline", "evolved", "swap", "all"}, optional
     model : str, optional
-        A registered fit kind (:func:`normlab.calibration.fit_kinds.fit_kind_names`; default
-        ``"hierarchical"``, :data:`normlab.calibration.fit_kinds.DEFAULT`).
+        A registered fit kind (:func:`normlab.calibration.fit.registry.fit_kind_names`; default
+        ``"hierarchical"``, :data:`normlab.calibration.fit.registry.DEFAULT`).
     llm : str, optional
         Value of the ``model`` run column to keep (required when the log holds several LLMs
         with runs of this pool).
@@ -558,7 +451,8 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     pk = dict(n_draws=n_draws, within_rounds=within_rounds, max_round=mxr, design=designs or None)
     pk.update(predict_kwargs or {})
     with elapsed_bar(f"predicting ({pk['n_draws']} posterior draws)", enabled=progress):
-        pred = predict(fit, n_agents=int(n_agents), rng=seeds[1], **pk)
+        settings, run = predict_settings(n_agents=int(n_agents), rng=seeds[1], **pk)
+        pred = run_prediction(fit, settings, **run)
     observed, emp, scores = {}, None, None
     if compare_observed:
         observed = observed_summary(log, names=names, memory=memory, n_agents=int(n_agents),

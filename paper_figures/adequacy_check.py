@@ -10,11 +10,11 @@ For each LLM the setting with the most committed-minority runs (as README's crit
 is checked with its shipped baseline fit (:func:`normlab.calibration.load_fit`; a model without
 one is listed and skipped): the fitted table is played under the exact design of the committed
 runs, without and with the run effects estimated on the baselines
-(:func:`normlab.calibration.adequacy.check_adequacy`), and per direction the published rule's
+(:func:`normlab.calibration.evaluate.adequacy.check_adequacy`), and per direction the published rule's
 statistic (its ``last3`` sum, the global statistic over counts) is tested, with every per-count
 check of p < 0.05 listed. The partners' agreement beyond the table and the first-listed bias of
 a shared name order that would explain it come from
-:func:`normlab.calibration.adequacy.pair_agreement` (the committed runs' N).
+:func:`normlab.calibration.evaluate.adequacy.pair_agreement` (the committed runs' N).
 
 References
 ----------
@@ -43,7 +43,7 @@ def _f(x, nd=3) -> str:
 
 def _fit_for(model: str, names, memory: int):
     from normlab.calibration import load_fit
-    from normlab.calibration.shipped import shipped_fits
+    from normlab.calibration.fit.shipped import shipped_fits
 
     want = tuple(sorted(names))
     for n in shipped_fits():
@@ -64,7 +64,7 @@ def check(argv=None):
 
     from normlab.calibration import check_adequacy, pair_agreement
     from normlab.calibration.critical_mass_check import committed_settings
-    from normlab.calibration.pipeline import ainorms_archives_log
+    from normlab.llm_runs.published.ainorms import ainorms_archives_log
 
     log, paths = ainorms_archives_log(args.archives)
     if log is None:

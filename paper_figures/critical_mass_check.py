@@ -31,7 +31,7 @@ def check(argv=None):
     args = ap.parse_args(argv)
 
     from normlab.calibration import check_critical_masses, load_fit
-    from normlab.calibration.pipeline import ainorms_archives_log
+    from normlab.llm_runs.published.ainorms import ainorms_archives_log
 
     log, paths = ainorms_archives_log(args.archives)
     if log is None:

@@ -101,7 +101,7 @@ def collect(data, *, exact=EXACT, sampled=SAMPLED, groups=GROUPS, predict=PREDIC
     chk = probe_check(fit, sampled=[data / s for s in smp], populations=grp, n_draws=n_draws, rng=rng)
     runs = []
     for g in grp:
-        from normlab.calibration.probe_comparison import _label, read_population
+        from normlab.calibration.evaluate.probe_comparison import _label, read_population
 
         pop = read_population(g)
         t = [_times(data, Path(d).name) for d in g]

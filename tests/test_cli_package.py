@@ -90,7 +90,8 @@ def test_console_script():
 
 
 @pytest.mark.parametrize("pkg", ["normlab.theory", "normlab.llm_runs", "normlab.calibration", "normlab.llm_runs.scene",
-                                 "normlab.figures", "normlab.llm_runs.runner"])
+                                 "normlab.figures", "normlab.llm_runs.runner", "normlab.calibration.prediction",
+                                 "normlab.calibration.tip"])
 def test_lazy_exports_are_never_shadowed_by_submodules(pkg):
     # Importing every submodule first must not replace an exported function by a module of the
     # same name (regression: normlab.theory.strategy_game once became the module).

@@ -20,7 +20,7 @@ Public functions
     The population success curve of Fig. 1 of Flint Ashery et al. (2025) and the round at which it first reaches a
     threshold (published: 0.95 at round 10 for Llama-3 and 13 for Llama-3.1, W = 10); the rule itself, on any
     sequence of values, is :func:`first_position_reaching` (also behind
-    :func:`normlab.calibration.prediction_common.first_round_reaching`, the simulated curves' reading).
+    :func:`normlab.calibration.prediction.readings.first_round_reaching`, the simulated curves' reading).
 
 What the published files contain (checked on both archives)
 -----------------------------------------------------------
@@ -98,6 +98,7 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -111,7 +112,7 @@ from ._unpickle import UnsafePickleError
 # re-exported here, where they were defined before the split.
 from .ainorms_archive import (MAX_ARCHIVE_BYTES, MAX_COMPRESSION_RATIO, MAX_FILE_BYTES, MODEL_NAMES,  # noqa: F401
                               _as_list, _check_on_inconsistency, _classify, _collect_members, _load_member,
-                              _resolve_choice, _resolve_models)
+                              _resolve_choice, _resolve_models, ainorms_file_patterns, find_ainorms)
 from .ainorms_tables import (CONVERGENCE_STREAK, CRITICAL_MASS_THRESHOLD, ISSUE_COLUMNS, PROBE_COLUMNS,  # noqa: F401
                              RUN_EXTRA_COLUMNS, STRATEGY_PROBE_NAMES, _committed_share_windows, _convert_run_file,
                              _finish_runs, _Issues, _meta_items, _meta_score, _new_columns, _probe_frame, _probe_rows,
@@ -122,6 +123,9 @@ __all__ = [
     "load_ainorms",
     "load_ainorms_probes",
     "load_ainorms_meta",
+    "ainorms_archives_log",
+    "find_ainorms",
+    "ainorms_file_patterns",
     "mean_success_by_round",
     "first_round_reaching",
     "first_position_reaching",
@@ -308,6 +312,20 @@ def load_ainorms(path, *, models=None, kinds=None, files: str | Sequence[str] | 
     _report(errors, issues, on_inconsistency)
     runs = _finish_runs(run_rows)
     return AINormsLog(decisions_frame(cols), runs, issues.frame())
+
+
+def ainorms_archives_log(archives=()) -> tuple[GameLog | None, list[Path]]:
+    """The AI-norms archives ``archives`` (default: every ``.zip`` in :func:`find_ainorms`) read
+    as one :class:`~normlab.schema.GameLog` of their baseline, swap and evolved runs, and their
+    paths; ``(None, [])`` when none are given or found. What the paper-figure checks start from."""
+    paths = [Path(a) for a in archives]
+    if not paths:
+        root = find_ainorms()
+        if root is None:
+            return None, []
+        paths = sorted(Path(root).glob("*.zip"))
+    logs = [load_ainorms(p, kinds=["baseline", "swap", "evolved"], on_inconsistency="warn") for p in paths]
+    return (logs[0] if len(logs) == 1 else GameLog.concat(logs)), paths
 
 
 def load_ainorms_probes(path, *, models=None, probes=None, on_inconsistency: str = "raise",

@@ -6,12 +6,15 @@ for the format."""
 
 from __future__ import annotations
 
+import os
 import re
 import zipfile
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
+
+from normlab.schema import validate_names
 
 from ._unpickle import restricted_loads
 
@@ -267,3 +270,43 @@ def _check_on_inconsistency(value: str) -> str:
 
 def _load_member(mem: _Member):
     return restricted_loads(mem.read(), source=mem.where)
+
+
+# --------------------------------------------------------------------------------------------
+# where the archives are, and the file names of a name pool's runs
+# --------------------------------------------------------------------------------------------
+def find_ainorms():
+    """Locate the published AI-norms data folder, or return None.
+
+    Looks at ``$NORMLAB_AINORMS`` first, then for ``shared/data/ai-norms`` (holding
+    ``llama31_data.zip``) beside the current directory or any of its parents, and beside the
+    installed package's parents (an editable install in ``<root>/main`` finds ``<root>/shared``).
+
+    Returns
+    -------
+    pathlib.Path or None
+    """
+    env = os.environ.get("NORMLAB_AINORMS")
+    if env:
+        p = Path(env)
+        return p if p.exists() else None
+    here = Path.cwd().resolve()
+    for base in [here, *here.parents, *Path(__file__).resolve().parents]:
+        cand = base / "shared" / "data" / "ai-norms"
+        if (cand / "llama31_data.zip").exists():
+            return cand
+    return None
+
+
+def ainorms_file_patterns(names) -> list[str]:
+    """File-name patterns of the AI-norms runs of a two-name pool (both orders), for
+    :func:`normlab.llm_runs.published.ainorms.load_ainorms` ``files=``."""
+    if names is None:
+        raise ValueError("names must be given (e.g. ('Q', 'M'))")
+    names = validate_names(names)
+    if len(names) < 2:
+        raise ValueError(f"a strategy needs a pool of at least two names; got {names}")
+    if len(names) != 2:
+        return ["*" + "_".join(names) + "_*"]
+    a, b = names
+    return [f"*_{a}_{b}_*", f"*_{b}_{a}_*"]

@@ -34,7 +34,7 @@ from pathlib import Path
 import normlab
 
 __all__ = ["fmt", "fmt_interval", "plain", "short_repr", "html_card", "plotting", "new_axes", "new_figure", "legend_outside",
-           "rc", "style", "save_figure", "save_result", "load_result", "load"]
+           "rc", "style", "save_figure", "save_result", "load_result", "load", "elapsed_bar"]
 
 #: File holding the type tag, version and scalar content of a saved result.
 MANIFEST = "result.json"
@@ -494,3 +494,37 @@ def load(path):
         return cls.load(path)
     except (KeyError, IndexError) as exc:  # a field or column the class needs is missing or out of range
         raise ValueError(f"{str(path)!r} is a damaged saved {qualname}: {type(exc).__name__} {exc}") from None
+
+
+# ----------------------------------------------------------------------------- progress
+class elapsed_bar:
+    """Context manager: a progress line on stderr showing the elapsed time of a step whose length
+    is not known in advance (a tqdm bar without total, refreshed twice a second by a thread)."""
+
+    def __init__(self, desc: str, *, enabled: bool = True):
+        self.desc, self.enabled = desc, bool(enabled)
+        self._bar = self._thread = self._stop = None
+
+    def __enter__(self):
+        if self.enabled:
+            import threading
+
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=None, desc=self.desc, bar_format="{desc}: {elapsed} elapsed", leave=False)
+            self._stop = threading.Event()
+
+            def tick():
+                while not self._stop.wait(0.5):
+                    self._bar.refresh()
+
+            self._thread = threading.Thread(target=tick, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._stop.set()
+            self._thread.join()
+            self._bar.close()
+        return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 
@@ -36,6 +37,15 @@ def lazy_exports(package: str, exports: dict[str, str], submodules=()):
 _MOVED: dict[str, str] = {}
 
 
+class _AliasSpec(importlib.machinery.ModuleSpec):
+    """The spec of an old path: its parent package is the new path's, so that ``python -m OLD`` runs the
+    new module's code with the relative imports of its new place (``from ..fit import ...``)."""
+
+    @property
+    def parent(self):
+        return self.origin.rpartition(".")[0]
+
+
 class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Old paths of moved modules: importing one gives the very module of its new path (one class
     identity, so monkeypatching, pickles and saved-result tags keep working), and ``python -m OLD``
@@ -45,7 +55,7 @@ class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def find_spec(self, name, path=None, target=None):
         new = _MOVED.get(name)
-        return None if new is None else importlib.util.spec_from_loader(name, self, origin=new)
+        return None if new is None else _AliasSpec(name, self, origin=new)
 
     def create_module(self, spec):
         module = importlib.import_module(_MOVED[spec.name])

@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from normlab.calibration.pipeline import elapsed_bar
+from normlab._display import elapsed_bar
 from normlab.llm_runs import journal
 from normlab.llm_runs.journal import JOURNAL_FILE
 

@@ -20,9 +20,9 @@ import pandas as pd
 from normlab._rng import spawn
 from normlab.calibration import (calibrate, challenger_shares, llm_trajectories, predict,
                                  theory_trajectories)
-from normlab.calibration.fit_kinds import fit_family
-from normlab.calibration.tip import tip
-from normlab.calibration.tip_sources import LLMSource
+from normlab.calibration.fit.registry import fit_family
+from normlab.calibration.tip.search import tip
+from normlab.calibration.tip.sources import LLMSource
 from normlab.llm_runs import BudgetExhausted
 from normlab.llm_runs import enumerate_states, individual_bias, run_game, strategy_table
 from normlab.theory import StrategyTable, strategy_game

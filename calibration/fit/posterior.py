@@ -4,17 +4,19 @@
 :func:`normlab.calibration.fit_logit`, :func:`normlab.calibration.fit_hierarchical`, or any fit
 kind by name: :func:`normlab.calibration.fit_strategy`) and what the predictions consume. It
 keeps the data (the counts per memory state) and *sufficient* parameters to draw complete
-tables -- ``prior`` (the Dirichlet table), ``decay``, ``coef_names`` and ``coef_draws`` (the
-feature models), ``tau_draws`` (the state-effect scale of the hierarchical model) -- and asks the
-*family* of its ``kind`` (:class:`FitFamily`, registered in :mod:`normlab.calibration.fit_kinds`)
-for everything that depends on the model: draws of the table, its mean, the description of the
-parameters, their validation and their save/load. The families and how they draw:
+tables, in a frozen dataclass its family owns (``fit.params``) -- ``prior`` (the Dirichlet table,
+``EmpiricalParams``), ``decay``, ``coef_names`` and ``coef_draws`` (the feature models,
+``LogitParams``), ``tau_draws`` (the state-effect scale of the hierarchical model,
+``HierarchicalParams``) -- and asks the *family* of its ``kind`` (:class:`FitFamily`, registered in
+:mod:`normlab.calibration.fit.registry`) for everything that depends on the model: draws of the
+table, its mean, the description of the parameters, their validation and their save/load. The
+families and how they draw:
 
-- ``empirical`` (:mod:`~normlab.calibration.empirical`): an independent Dirichlet per state
+- ``empirical`` (:mod:`~normlab.calibration.fit.empirical`): an independent Dirichlet per state
   (``Dirichlet(counts + prior)``; an unseen state gets the flat prior, i.e. "anything goes").
-- ``logit`` / ``logit_symmetric`` (:mod:`~normlab.calibration.logit`): posterior draws of the
-  feature coefficients (:mod:`normlab.calibration.features`); a draw is ``sigmoid(X @ beta)``.
-- ``hierarchical`` (:mod:`~normlab.calibration.hierarchical`): posterior draws of ``beta`` and of
+- ``logit`` / ``logit_symmetric`` (:mod:`~normlab.calibration.fit.logit`): posterior draws of the
+  feature coefficients (:mod:`normlab.calibration.fit.features`); a draw is ``sigmoid(X @ beta)``.
+- ``hierarchical`` (:mod:`~normlab.calibration.fit.hierarchical`): posterior draws of ``beta`` and of
   the state-effect scale ``tau``, plus the counts; a draw samples every state effect from its
   exact one-dimensional conditional -- what makes a fit small enough to ship (:func:`load_fit`).
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +39,7 @@ import pandas as pd
 
 from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
 from normlab._rng import as_generator, as_seed_sequence
-from normlab._validate import check_int
+from normlab._validate import Check, check_int, validated
 from normlab.llm_runs.probes import check_table_size
 from normlab.schema import validate_names
 from normlab.theory import StrategyTable
@@ -44,27 +47,154 @@ from normlab.theory.strategies import n_states
 from normlab.user_files import read_user_json, write_user_text
 
 from .features import design_matrix
-from .fit_kinds import MODELS, fit_family
 from .inputs import StateCounts, _state_tables, state_labels
+from .registry import MODELS, fit_family
 from .shipped import shipped_document, shipped_fits
 
-__all__ = ["StrategyFit", "FitFamily", "KINDS", "load_fit", "shipped_fits", "posterior_predictive_check"]
+__all__ = ["StrategyFit", "FitFamily", "FitParams", "GenericParams", "KINDS", "load_fit", "shipped_fits",
+           "posterior_predictive_check"]
 
-#: The built-in fit kinds (:data:`normlab.calibration.fit_kinds.MODELS`).
+#: The built-in fit kinds (:data:`normlab.calibration.fit.registry.MODELS`).
 KINDS = MODELS
 FORMAT_VERSION = 1
 _COEF_COLUMNS = ["parameter", "kind", "mean", "sd", "low", "high"]
 
 
+# ----------------------------------------------------------------------------- a family's parameters
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+#: The parameter entries of a fit document (format 1), in their order, and the value a family without
+#: that parameter reads and writes (every document holds all five, whatever its kind).
+PARAMETER_DEFAULTS = {"prior": 1.0, "decay": float("nan"), "coef_names": (),
+                      "coef_draws": _read_only(np.zeros((0, 0))), "tau_draws": _read_only(np.zeros(0))}
+
+
+def _default(name: str):
+    return PARAMETER_DEFAULTS[name]
+
+
+def _is_default(name: str, value) -> bool:
+    """``value`` is what a fit without the parameter ``name`` holds (so passing it says nothing)."""
+    if name.endswith("_draws") or name == "coef_names":
+        return np.size(value) == 0
+    if name == "decay":
+        return isinstance(value, float) and math.isnan(value)
+    return value == PARAMETER_DEFAULTS[name]
+
+
+def _positive_prior(value, name):
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0; got {value}")
+    return value
+
+
+class FitParams:
+    """The parameters of a fit, as its family declares them: the base of each family's frozen
+    dataclass (:class:`~normlab.calibration.fit.empirical.EmpiricalParams`,
+    :class:`~normlab.calibration.fit.logit.LogitParams`,
+    :class:`~normlab.calibration.fit.hierarchical.HierarchicalParams`; :class:`GenericParams` for a
+    family that declares none). Draw arrays are stored as read-only float arrays (``tau_draws`` flat).
+
+    A fit document (format 1) holds the five entries of :data:`PARAMETER_DEFAULTS` for every kind: a
+    family's parameters write theirs and the defaults for the others (:meth:`to_dict`), and read
+    their own back (:meth:`from_dict`), so documents keep their keys and bytes.
+    """
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            if f.name == "coef_draws":
+                a = np.asarray(self.coef_draws, dtype=float)
+            elif f.name == "tau_draws":
+                a = np.asarray(self.tau_draws, dtype=float).reshape(-1)
+            else:
+                continue
+            a.setflags(write=False)
+            object.__setattr__(self, f.name, a)
+
+    @classmethod
+    def names(cls) -> tuple:
+        """The parameters this family has."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def get(self, name: str):
+        """The parameter ``name``, or the value of a fit without it (:data:`PARAMETER_DEFAULTS`)."""
+        return getattr(self, name) if name in self.names() else _default(name)
+
+    def to_dict(self) -> dict:
+        """The entries of a fit document (format 1) between ``memory`` and ``counts``."""
+        decay = self.get("decay")
+        return {
+            "prior": self.get("prior"),
+            "decay": None if np.isnan(decay) else decay,
+            "coef_names": list(self.get("coef_names")),
+            "coef_draws": np.round(self.get("coef_draws"), 5).tolist(),
+            "tau_draws": np.round(self.get("tau_draws"), 5).tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FitParams":
+        """Inverse of :meth:`to_dict` (the entries of parameters this family does not have are ignored)."""
+        ncoef = len(d.get("coef_names", []))
+        every = dict(
+            prior=float(d.get("prior", 1.0)),
+            decay=float("nan") if d.get("decay") is None else float(d["decay"]),
+            coef_names=tuple(d.get("coef_names", [])),
+            coef_draws=np.asarray(d.get("coef_draws", []), dtype=float).reshape(-1, ncoef) if ncoef else np.zeros((0, 0)),
+            tau_draws=np.asarray(d.get("tau_draws", []), dtype=float),
+        )
+        return cls(**{k: v for k, v in every.items() if k in cls.names()})
+
+
+@validated
+@dataclass(frozen=True)
+class GenericParams(FitParams):
+    """The parameters of a family that declares none of its own (``FitFamily.Params``): the five
+    entries of a fit document, as every fit held them before each family owned its parameters."""
+
+    prior: float = 1.0
+    decay: float = float("nan")
+    coef_names: tuple = ()
+    coef_draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    tau_draws: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    _parameter_constraints = {"prior": Check(_positive_prior)}
+
+
+def _fit_params(family, kind: str, params, given: dict) -> FitParams:
+    """The parameters of a new fit: ``params`` (the family's dataclass, or None) with the parameters
+    given by name (``prior=``, ``coef_draws=`` ...: the keywords of :class:`StrategyFit` before each family
+    owned its parameters) put in; a name the family does not have must hold its default."""
+    P = family.Params
+    if params is None:
+        values = {}
+    elif isinstance(params, P):
+        values = {n: getattr(params, n) for n in P.names()}
+    else:
+        raise TypeError(f"params of a {kind} fit must be a {P.__name__}; got {type(params).__name__}")
+    for name, v in given.items():
+        if name in values or name in P.names():
+            values[name] = v
+        elif not _is_default(name, v):
+            raise TypeError(f"a fit of kind {kind!r} has no parameter {name!r} "
+                            f"(its parameters: {', '.join(P.names()) or 'none'})")
+    if params is not None and not given:
+        return params
+    return P(**values)
+
+
 class FitFamily:
     """The interface of a fit kind: one family of strategy models, one module, one registration
-    line in :mod:`normlab.calibration.fit_kinds`.
+    line in :mod:`normlab.calibration.fit.registry`.
 
-    :class:`StrategyFit` holds the data and the parameters (``prior``; ``decay``, ``coef_names``,
-    ``coef_draws``; ``tau_draws``; ``stored_mean``) and calls its family for everything the model
-    decides. A family implements :meth:`fit` and :meth:`sample_tables`; every other method has a
-    default (a Monte Carlo mean, no coefficients, the parameters saved as the fields above).
-    ``fit`` is the ``fit`` argument of the other methods.
+    :class:`StrategyFit` holds the data and the family's parameters (:attr:`Params`, a frozen
+    dataclass the family owns: ``fit.params``; :class:`GenericParams` unless the family declares its
+    own) and calls its family for everything the model decides. A family implements :meth:`fit` and
+    :meth:`sample_tables`; every other method has a default (a Monte Carlo mean, no coefficients, the
+    parameters saved by :meth:`FitParams.to_dict`). ``fit`` is the ``fit`` argument of the other
+    methods.
     """
 
     #: A conjugate posterior: no stored draws (``n_draws`` is inf), and held-out scores use the
@@ -72,7 +202,7 @@ class FitFamily:
     conjugate = False
     #: :meth:`mean_table` is exact (otherwise a Monte Carlo mean: ``to_frame`` uses its draws').
     exact_mean = False
-    #: Coefficients on the memory features of :mod:`normlab.calibration.features` (``to_logit_strategy``,
+    #: Coefficients on the memory features of :mod:`normlab.calibration.fit.features` (``to_logit_strategy``,
     #: feature-based memory transfer).
     features = False
     #: State effects with a scale ``tau`` (memory transfer ``"prior"``).
@@ -82,6 +212,8 @@ class FitFamily:
     #: Fitted by PyMC's NUTS: :meth:`fit` takes ``draws``, ``tune``, ``chains``, ``cores``,
     #: ``target_accept``, ``progress`` (``normlab calibrate`` passes its sampler flags).
     uses_nuts = False
+    #: The family's parameters: a frozen dataclass derived from :class:`FitParams` (``StrategyFit.params``).
+    Params = GenericParams
 
     def fit(self, counts, *, rng=None, **kwargs):
         """Fit the family to a :class:`~normlab.calibration.StateCounts` (``meta=`` is stored in
@@ -124,25 +256,13 @@ class FitFamily:
 
     def to_dict(self, fit) -> dict:
         """The parameters as JSON (the entries of :meth:`StrategyFit.to_dict` between ``memory``
-        and ``counts``)."""
-        return {
-            "prior": fit.prior,
-            "decay": None if np.isnan(fit.decay) else fit.decay,
-            "coef_names": list(fit.coef_names),
-            "coef_draws": np.round(fit.coef_draws, 5).tolist(),
-            "tau_draws": np.round(fit.tau_draws, 5).tolist(),
-        }
+        and ``counts``; default: :meth:`FitParams.to_dict`)."""
+        return fit.params.to_dict()
 
     def from_dict(self, d: dict) -> dict:
-        """Inverse of :meth:`to_dict`: :class:`StrategyFit` keyword arguments."""
-        ncoef = len(d.get("coef_names", []))
-        return dict(
-            prior=float(d.get("prior", 1.0)),
-            decay=float("nan") if d.get("decay") is None else float(d["decay"]),
-            coef_names=tuple(d.get("coef_names", [])),
-            coef_draws=np.asarray(d.get("coef_draws", []), dtype=float).reshape(-1, ncoef) if ncoef else np.zeros((0, 0)),
-            tau_draws=np.asarray(d.get("tau_draws", []), dtype=float),
-        )
+        """Inverse of :meth:`to_dict`: :class:`StrategyFit` keyword arguments (default: ``params``,
+        read by :meth:`FitParams.from_dict` of :attr:`Params`)."""
+        return {"params": self.Params.from_dict(d)}
 
 
 
@@ -163,21 +283,28 @@ def table_shape(names, memory, what: str = "a fitted table") -> tuple[tuple[str,
     check_table_size(len(names), H)
     return names, H
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class StrategyFit:
     """A fitted strategy table with posterior uncertainty.
 
     Attributes
     ----------
     kind : str
-        A registered fit kind (:func:`normlab.calibration.fit_kinds.fit_kind_names`); its
+        A registered fit kind (:func:`normlab.calibration.fit.registry.fit_kind_names`); its
         family (:attr:`family`) draws, describes and saves the fit.
     names : tuple of str
     memory : int
     counts : numpy.ndarray, shape (n_states, W)
         Training counts per state (the data the fit saw).
+    params : FitParams
+        The parameters, a frozen dataclass of the kind's family (``family.Params``:
+        :class:`~normlab.calibration.fit.empirical.EmpiricalParams` ``(prior)``,
+        :class:`~normlab.calibration.fit.logit.LogitParams` ``(decay, coef_names, coef_draws)``,
+        :class:`~normlab.calibration.fit.hierarchical.HierarchicalParams` ``(+ tau_draws)``). A fit is
+        made with ``params=`` or with the parameters by name (``prior=``, ``coef_draws=`` ...), and each
+        is read as an attribute (a parameter the family does not have reads as the default below):
     prior : float
-        Dirichlet concentration per name (``empirical``).
+        Dirichlet concentration per name (``empirical``; 1.0 otherwise).
     decay : float
         Recency decay of the features (``logit``/``hierarchical``; NaN otherwise).
     coef_names : tuple of str
@@ -204,41 +331,59 @@ class StrategyFit:
     names: tuple
     memory: int
     counts: np.ndarray
-    prior: float = 1.0
-    decay: float = float("nan")
-    coef_names: tuple = ()
-    coef_draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    tau_draws: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    params: FitParams = None
     diagnostics: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
     stored_mean: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
-    def __post_init__(self):
-        family = fit_family(self.kind)
-        names = tuple(self.names)
+    def __init__(self, kind: str, names, memory: int, counts, *, params: FitParams | None = None,
+                 diagnostics: dict | None = None, meta: dict | None = None, stored_mean=None, **parameters):
+        unknown = sorted(set(parameters) - set(PARAMETER_DEFAULTS))
+        if unknown:
+            raise TypeError(f"StrategyFit.__init__() got an unexpected keyword argument {unknown[0]!r}")
+        family = fit_family(kind)
+        names = tuple(names)
         W = len(names)
-        c = np.asarray(self.counts, dtype=float)
-        if c.shape != (n_states(W, int(self.memory)), W):
-            raise ValueError(f"counts must have shape (n_states, W) = ({n_states(W, int(self.memory))}, {W}); got {c.shape}")
-        object.__setattr__(self, "names", names)
-        object.__setattr__(self, "memory", int(self.memory))
-        object.__setattr__(self, "counts", c)
-        object.__setattr__(self, "coef_draws", np.asarray(self.coef_draws, dtype=float))
-        object.__setattr__(self, "tau_draws", np.asarray(self.tau_draws, dtype=float).reshape(-1))
+        c = np.asarray(counts, dtype=float)
+        if c.shape != (n_states(W, int(memory)), W):
+            raise ValueError(f"counts must have shape (n_states, W) = ({n_states(W, int(memory))}, {W}); got {c.shape}")
+        for k, v in (("kind", kind), ("names", names), ("memory", int(memory)), ("counts", c),
+                     ("params", _fit_params(family, kind, params, parameters)),
+                     ("diagnostics", {} if diagnostics is None else diagnostics), ("meta", {} if meta is None else meta)):
+            object.__setattr__(self, k, v)
         family.check(self)
-        if not self.prior > 0:
-            raise ValueError(f"prior must be > 0; got {self.prior}")
-        sm = np.asarray(self.stored_mean, dtype=float)
+        sm = np.asarray(np.zeros((0, 0)) if stored_mean is None else stored_mean, dtype=float)
         if sm.size and sm.shape != c.shape:
             raise ValueError(f"stored_mean must have the shape of counts {c.shape}; got {sm.shape}")
-        for a in (c, self.coef_draws, self.tau_draws, sm):
+        for a in (c, sm):
             a.setflags(write=False)
         object.__setattr__(self, "stored_mean", sm)
+
+    # ----------------------------------------------------------------- the parameters by name
+    @property
+    def prior(self) -> float:
+        return self.params.get("prior")
+
+    @property
+    def decay(self) -> float:
+        return self.params.get("decay")
+
+    @property
+    def coef_names(self) -> tuple:
+        return self.params.get("coef_names")
+
+    @property
+    def coef_draws(self) -> np.ndarray:
+        return self.params.get("coef_draws")
+
+    @property
+    def tau_draws(self) -> np.ndarray:
+        return self.params.get("tau_draws")
 
     # ----------------------------------------------------------------- basic views
     @property
     def family(self) -> FitFamily:
-        """The family of :attr:`kind` (:mod:`normlab.calibration.fit_kinds`)."""
+        """The family of :attr:`kind` (:mod:`normlab.calibration.fit.registry`)."""
         return fit_family(self.kind)
 
     @property
@@ -356,7 +501,7 @@ class StrategyFit:
         pandas.DataFrame
             Columns ``parameter``, ``kind`` (``symmetric`` / ``bias`` / ``scale``), ``mean``,
             ``sd``, ``low``, ``high`` and ``meaning`` (one line: what a positive value does,
-            :data:`normlab.calibration.features.COLUMN_MEANINGS`).
+            :data:`normlab.calibration.fit.features.COLUMN_MEANINGS`).
         """
         return self.family.coef_frame(self, level)
 
@@ -662,3 +807,8 @@ def load_fit(name_or_path) -> StrategyFit:
                                     f"StrategyFit.to_json, or a shipped table: {', '.join(avail)})")
         raise ValueError(f"unknown fitted table {name!r}; shipped: {avail} (or pass a .json path)")
     return StrategyFit.from_dict(shipped_document(name))
+
+
+# The type tag of saved results (normlab.load) and pickles name StrategyFit by its path before the regroup into
+# sub-packages (issue 30), which still imports it: folders saved before and after load alike.
+StrategyFit.__module__ = "normlab.calibration.posterior"

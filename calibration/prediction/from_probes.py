@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import plotting
+from normlab._display import elapsed_bar, plotting
 from normlab._rng import as_generator, spawn
 from normlab._validate import check_int
 from normlab.llm_runs import EndpointConfig, enumerate_states, load_template, open_endpoint, strategy_table
@@ -79,14 +79,15 @@ from normlab.theory import StrategyTable
 from normlab.theory.strategies import n_states
 from normlab.user_files import read_user_json, write_user_text
 
-from .inputs import _state_tables, state_labels
-from .pipeline import Calibration, elapsed_bar
-from .posterior import _jsonable, table_shape
-from .prediction import check_predicted_agents, predict
+from ..fit.inputs import _state_tables, state_labels
+from ..fit.posterior import _jsonable, table_shape
+from .api import predict
+from .settings import ORDER_MIXING, ProbeSettings
+from .summary import calibration_summary
 
-__all__ = ["ProbeFit", "ProbeCost", "ProbePrediction", "probe_cost", "probe_fit", "probe_predict", "ORDER_MIXING"]
+__all__ = ["ProbeFit", "ProbeCost", "ProbePrediction", "probe_cost", "probe_fit", "probe_predict", "run_probe_prediction",
+           "ProbeSettings", "ORDER_MIXING"]
 
-ORDER_MIXING = ("average", "dirichlet")
 #: Characters per prompt token of the cost estimate (SmolLM2's tokenizer on the main template:
 #: 3.6 for the states of H <= 1, 3.2 for H <= 4, whose history lines are denser; the estimate is
 #: good to about 10 %).
@@ -693,10 +694,10 @@ class ProbePrediction:
         """The ``normlab predict --probe --json`` object: the schema of ``normlab calibrate
         --json`` (built by the same code) plus ``success_curve`` (mean and interval per round,
         until the mean reaches 0.999), ``underlying`` and ``probe`` (cost, table uncertainty)."""
-        out = Calibration(fit=self.fit, prediction=self.prediction, observed={},
-                          settings={"llm": self.fit.meta.get("model"), "source": self.settings.get("source"),
-                                    "fit_on": None, "asymmetry": None,
-                                    "seconds": self.settings.get("seconds")}).summary()
+        out = calibration_summary(self.fit, self.prediction,
+                                  {"llm": self.fit.meta.get("model"), "source": self.settings.get("source"),
+                                   "fit_on": None, "asymmetry": None, "seconds": self.settings.get("seconds")},
+                                  observed={})
         out["fit"]["decisions"] = None
         sc = self.prediction.success_curve()
         done = sc.loc[sc["mean"] >= 0.999, "round"]
@@ -830,13 +831,35 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
     Flint Ashery, Aiello, Baronchelli, Sci. Adv. 11, eadu9368 (2025): Table 1, Fig. S8, Figs. 1-3,
     Tables S2-S3.
     """
+    settings = ProbeSettings(n_agents=n_agents, memory=memory, n_draws=n_draws, jitter_states=jitter_states,
+                             order_mixing=order_mixing, underlying=underlying, template=template,
+                             n_runs_consensus=n_runs_consensus, n_runs_flip=n_runs_flip, within_rounds=within_rounds,
+                             max_rounds=max_rounds, max_round=max_round, strength=strength)  # before any request
+    return run_probe_prediction(names, settings, endpoint=endpoint, out=out, cache=cache, progress=progress,
+                                announce=announce, rng=rng, **sampling)
+
+
+def run_probe_prediction(names, settings: ProbeSettings, *, endpoint=None, out=None, cache=None, progress: bool = True,
+                         announce: bool | None = None, rng=None, **sampling) -> ProbePrediction:
+    """The engine of :func:`probe_predict`, its settings in one :class:`ProbeSettings`.
+
+    Parameters
+    ----------
+    names : str or sequence of str
+    settings : ProbeSettings
+    endpoint, out, cache, progress, announce, rng, **sampling
+        As for :func:`probe_predict`.
+
+    Returns
+    -------
+    ProbePrediction
+    """
     t_start = time.perf_counter()
-    N = check_predicted_agents(check_int(n_agents, "n_agents", 2))  # before any request
-    H = check_int(memory, "memory", 1)
-    D = check_int(n_draws, "n_draws", 1)
-    js = check_int(jitter_states, "jitter_states", 0)
-    if order_mixing not in ORDER_MIXING:
-        raise ValueError(f"order_mixing must be one of {ORDER_MIXING}; got {order_mixing!r}")
+    if not isinstance(settings, ProbeSettings):
+        raise TypeError(f"settings must be a ProbeSettings; got {type(settings).__name__}")
+    s = settings
+    N, H, D, js, order_mixing, template = s.n_agents, s.memory, s.n_draws, s.jitter_states, s.order_mixing, s.template
+    n_runs_flip, underlying = s.n_runs_flip, s.underlying
     if endpoint is None:
         endpoint = EndpointConfig.from_env()
     if not isinstance(endpoint, EndpointConfig):
@@ -872,11 +895,11 @@ def probe_predict(names, memory: int, *, n_agents: int, endpoint=None, out=None,
             tmp.cleanup()
     if out is None:
         fit = dataclasses.replace(fit, meta={**fit.meta, "probe_directory": None})
-    pk = dict(n_agents=N, within_rounds=within_rounds, max_rounds=max_rounds, max_round=max_round,
-              strength=strength)
+    pk = dict(n_agents=N, within_rounds=s.within_rounds, max_rounds=s.max_rounds, max_round=s.max_round,
+              strength=s.strength)
     t1 = time.perf_counter()
     with elapsed_bar(f"predicting ({D} table draws)", enabled=progress):
-        pred = predict(fit.tables(D, rng=t_seeds[0]), n_draws=D, n_runs_consensus=n_runs_consensus,
+        pred = predict(fit.tables(D, rng=t_seeds[0]), n_draws=D, n_runs_consensus=s.n_runs_consensus,
                        n_runs_flip=n_runs_flip, rng=p_seeds[0], **pk)
         und = None
         if underlying:

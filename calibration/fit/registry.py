@@ -1,7 +1,7 @@
 """The registry of fit kinds: every strategy family :func:`normlab.calibration.calibrate` can fit.
 
 A fit kind is a name (``"hierarchical"``), a one-line title and a *family*: an object
-implementing :class:`normlab.calibration.posterior.FitFamily` -- fit from decision counts,
+implementing :class:`normlab.calibration.fit.posterior.FitFamily` -- fit from decision counts,
 posterior draws of the whole table, save/load of its parameters, its description -- that
 :class:`~normlab.calibration.StrategyFit` dispatches to by its ``kind``. Everything that names
 the models reads this registry: :func:`fit_strategy`, ``calibrate(model=...)``, ``normlab
@@ -66,7 +66,7 @@ class FitKind:
 #: Every registered fit kind, by name, in registration order.
 FIT_KINDS: dict[str, FitKind] = {}
 #: The kind ``calibrate`` fits by default: the only one close to the best held-out
-#: log-likelihood both across runs and across memory states (see :mod:`normlab.calibration.bayes`).
+#: log-likelihood both across runs and across memory states (see :mod:`normlab.calibration.fit.model_choice`).
 DEFAULT = "hierarchical"
 
 
@@ -78,7 +78,7 @@ def register_fit_kind(key: str, family, title: str) -> FitKind:
     key : str
         Its name; must not be registered yet.
     family : FitFamily or str
-        The family (a :class:`~normlab.calibration.posterior.FitFamily`), or ``"module:ATTRIBUTE"``.
+        The family (a :class:`~normlab.calibration.fit.posterior.FitFamily`), or ``"module:ATTRIBUTE"``.
     title : str
         One line describing the model.
 
@@ -141,13 +141,13 @@ def fit_strategy(counts, model: str = DEFAULT, *, rng=None, **kwargs):
 
 # ----------------------------------------------------------------------------- the built-in kinds
 # One line per kind; the order is that of the model comparison (and of its seeds).
-register_fit_kind("empirical", "normlab.calibration.empirical:EMPIRICAL",
+register_fit_kind("empirical", "normlab.calibration.fit.empirical:EMPIRICAL",
                   "a Dirichlet table per memory state (any number of names; unseen states keep the flat prior)")
-register_fit_kind("logit_symmetric", "normlab.calibration.logit:LOGIT_SYMMETRIC",
+register_fit_kind("logit_symmetric", "normlab.calibration.fit.logit:LOGIT_SYMMETRIC",
                   "the feature logit without bias columns: invariant under relabelling the names")
-register_fit_kind("logit", "normlab.calibration.logit:LOGIT",
+register_fit_kind("logit", "normlab.calibration.fit.logit:LOGIT",
                   "a logit on memory features with name-bias columns (two names)")
-register_fit_kind("hierarchical", "normlab.calibration.hierarchical:HIERARCHICAL",
+register_fit_kind("hierarchical", "normlab.calibration.fit.hierarchical:HIERARCHICAL",
                   "the feature logit plus partially pooled state effects (two names)")
 
 #: The built-in kinds (registered at import); :func:`fit_kind_names` is the live list.

@@ -453,3 +453,8 @@ def empirical_critical_mass(log: GameLog, *, within_rounds: int = 30, max_round:
                                                                      "max_round (plotter.ipynb cells 9-10)",
                                                         "per_run": "first passage at a complete round within the window",
                                                         "end_of_run": "last 3N interactions of each run"}})
+
+
+# The type tag of saved results (normlab.load) and pickles name EmpiricalCriticalMass by its path before the regroup into
+# sub-packages (issue 30), which still imports it: folders saved before and after load alike.
+EmpiricalCriticalMass.__module__ = "normlab.calibration.observed_critical_mass"

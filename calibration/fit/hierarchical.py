@@ -7,7 +7,7 @@ estimate (many decisions: ``delta_s`` follows the data) and the feature model (f
 as large as the model's typical misfit). The empty state has its own bias column and no
 ``delta``. States with more than 20 decisions use the centred parametrisation, the others the
 non-centred one (the sampler needs both: a thousand decisions pin ``delta_s`` down far more
-tightly than ``tau``). Sampling is NUTS, as for :mod:`normlab.calibration.logit`.
+tightly than ``tau``). Sampling is NUTS, as for :mod:`normlab.calibration.fit.logit`.
 
 A fit keeps the posterior draws of ``beta`` and ``tau`` plus the counts. Given ``(beta, tau)``
 the state effects ``delta_s`` are independent, each with density
@@ -26,14 +26,16 @@ S8-S10; A. Gelman et al., Bayesian Data Analysis, 3rd ed. (2013), ch. 5 (hierarc
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from .inputs import StateCounts
-from .logit import (CENTRED_ABOVE, TAU_SD, LogitFamily, _check_counts, _check_sampler, _log_sigmoid, _resolve_decay,
-                    _sigmoid, import_pymc)
+from .logit import (CENTRED_ABOVE, TAU_SD, LogitFamily, LogitParams, _check_counts, _check_sampler, _log_sigmoid,
+                    _resolve_decay, _sigmoid, import_pymc)
 from .posterior import StrategyFit
 
-__all__ = ["HierarchicalFamily", "HIERARCHICAL", "fit_hierarchical", "conditional_deltas"]
+__all__ = ["HierarchicalFamily", "HierarchicalParams", "HIERARCHICAL", "fit_hierarchical", "conditional_deltas"]
 
 _GRID = 161
 _GRID_HALF_WIDTH = 10.0
@@ -209,6 +211,15 @@ def _conditional_deltas(mu, k, n, tau, u):
 
 
 # ----------------------------------------------------------------------------- the family
+@dataclass(frozen=True)
+class HierarchicalParams(LogitParams):
+    """The parameters of a ``hierarchical`` fit: those of the feature logit (:class:`LogitParams`) and
+    the posterior draws of the state-effect scale (``tau_draws``, one positive draw per coefficient
+    draw; checked by :meth:`HierarchicalFamily.check`)."""
+
+    tau_draws: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
 class HierarchicalFamily(LogitFamily):
     """The feature logit plus state effects: posterior draws of ``beta`` and ``tau``; a table draw
     adds state effects drawn from their exact conditionals (unseen states: from ``N(0, tau)``).
@@ -217,6 +228,7 @@ class HierarchicalFamily(LogitFamily):
 
     exact_mean = False
     state_effects = True
+    Params = HierarchicalParams
 
     def __init__(self, kind: str = "hierarchical"):
         super().__init__(kind)

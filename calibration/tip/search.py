@@ -58,19 +58,17 @@ from normlab._validate import check_int
 from normlab.schema import GameLog
 from normlab.theory.criteria import FLIP_SUM, LAST_ROUNDS, published_rule
 
-from .experiment import PAPER_RUNS, ExperimentDesign
-from .fit_kinds import fit_family, fit_strategy
-from .inputs import StateCounts, counts_from_log
-from .observed_critical_mass import challenger_shares
-from .posterior import StrategyFit
-from .prediction import predict
-from .run_effects import MIN_RUNS, RunEffects, fit_run_effects
-from .tip_sources import Batch, RunSource
+from ..evaluate.observed_critical_mass import challenger_shares
+from ..fit.inputs import StateCounts, counts_from_log
+from ..fit.posterior import StrategyFit
+from ..fit.registry import fit_strategy
+from ..fit.run_effects import MIN_RUNS, RunEffects, fit_run_effects
+from ..prediction.api import predict
+from ..prediction.experiment import PAPER_RUNS, ExperimentDesign
+from .settings import STRATEGIES, TipSettings
+from .sources import Batch, RunSource
 
-__all__ = ["tip", "TipResult", "STRATEGIES", "count_met"]
-
-#: How the next batch is chosen (see the module docstring).
-STRATEGIES = ("eig", "half")
+__all__ = ["tip", "run_tip", "TipResult", "TipSettings", "STRATEGIES", "count_met"]
 #: A count "can still change the answer" (a candidate of either strategy) when P(CM >= c) is at least this.
 RELEVANT = 0.05
 
@@ -85,8 +83,8 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
     Parameters
     ----------
     source : RunSource
-        Where runs come from: :class:`~normlab.calibration.tip_sources.ArchiveReplay` (a published
-        or synthetic archive) or :class:`~normlab.calibration.tip_sources.LLMSource` (an endpoint);
+        Where runs come from: :class:`~normlab.calibration.tip.sources.ArchiveReplay` (a published
+        or synthetic archive) or :class:`~normlab.calibration.tip.sources.LLMSource` (an endpoint);
         its ``design`` is the experiment whose critical mass is sought.
     target : float, optional
         Stop when ``P(|CM - estimate| <= 1)`` reaches it (0.9).
@@ -136,24 +134,43 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Fig. 3, Table S3;
     Lindley (1956); Chaloner & Verdinelli (1995).
     """
+    _check_source(source)
+    settings = TipSettings(target=target, level=level, batch=batch, n_draws=n_draws, strategy=strategy,
+                           fit_model=fit_model, run_effects=run_effects, max_runs=max_runs, max_steps=max_steps,
+                           confirm=confirm)
+    return run_tip(source, settings, prior=prior, log=log, progress=progress, rng=rng)
+
+
+def _check_source(source) -> None:
     if not isinstance(source, RunSource):
         raise TypeError(f"source must be a RunSource (ArchiveReplay, LLMSource); got {type(source).__name__}")
-    if not 0 < float(target) < 1:
-        raise ValueError(f"target must be in (0, 1); got {target}")
-    if not 0 < float(level) < 1:
-        raise ValueError(f"level must be in (0, 1); got {level}")
-    B = check_int(batch, "batch", low=1)
-    D = check_int(n_draws, "n_draws", low=20)
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}")
-    fit_family(fit_model, "fit_model")
-    if max_runs is not None:
-        max_runs = check_int(max_runs, "max_runs", low=0)
-    max_steps = check_int(max_steps, "max_steps", low=1)
+
+
+def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLog | None = None, progress=None,
+            rng=None) -> "TipResult":
+    """The search engine: :func:`tip` with its settings in one :class:`TipSettings`.
+
+    Parameters
+    ----------
+    source : RunSource
+    settings : TipSettings
+    prior, log, progress, rng : optional
+        As for :func:`tip`.
+
+    Returns
+    -------
+    TipResult
+    """
+    _check_source(source)
+    if not isinstance(settings, TipSettings):
+        raise TypeError(f"settings must be a TipSettings; got {type(settings).__name__}")
+    s = settings
+    target, level, B, D, strategy = s.target, s.level, s.batch, s.n_draws, s.strategy
+    fit_model, run_effects, max_runs, max_steps = s.fit_model, s.run_effects, s.max_runs, s.max_steps
     prior_counts, prior_effects = _prior(prior, source)
     if log is not None and not isinstance(log, GameLog):
         raise TypeError(f"log must be a normlab.schema.GameLog; got {type(log).__name__}")
-    confirm_mode = check_int(confirm, "confirm", low=0)
+    confirm_mode = check_int(s.confirm, "confirm", low=0)
     say = _printer(progress)
     ss = as_seed_sequence(rng)
     design = source.design
@@ -906,3 +923,8 @@ def _json_step(s: dict) -> dict:
     out["p_met"] = {str(k): round(float(v), 4) for k, v in (out.get("p_met") or {}).items()}
     out["p_within_one"] = round(float(out["p_within_one"]), 4)
     return out
+
+
+# The type tag of saved results (normlab.load) and pickles name TipResult by its path before the regroup into
+# sub-packages (issue 30), which still imports it: folders saved before and after load alike.
+TipResult.__module__ = "normlab.calibration.tip"

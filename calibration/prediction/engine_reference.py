@@ -2,7 +2,7 @@
 :func:`normlab.theory.strategy_game` call per posterior draw and setting, reduced in Python.
 
 It is the original implementation, kept as the reference of the compiled design
-(:mod:`normlab.calibration.prediction_design`): run ``k`` of seed group ``g`` of draw ``d`` uses
+(:mod:`normlab.calibration.prediction.engine_kernel`): run ``k`` of seed group ``g`` of draw ``d`` uses
 the same child seed in both, so they simulate the same runs (tested).
 
 References
@@ -25,7 +25,7 @@ from normlab._rng import spawn
 from normlab.theory import strategy_game
 from normlab.theory.criteria import published_rule, shares_from_result
 
-from .prediction_common import (NONE, WIDTH_FRACTIONS, _basin_boundary, _numba_threads, _padded_success, _winners,
+from .readings import (NONE, WIDTH_FRACTIONS, _basin_boundary, _numba_threads, _padded_success, _winners,
                                 first_round_reaching)
 
 __all__ = []

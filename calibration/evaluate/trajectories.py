@@ -35,8 +35,8 @@ from normlab._rng import as_generator, spawn
 from normlab.schema import GameLog
 from normlab.theory import strategy_game
 
-from .posterior import StrategyFit
-from .prediction_common import _numba_threads, _winners, table_draws
+from ..fit.posterior import StrategyFit
+from ..prediction.readings import _numba_threads, _winners, table_draws
 
 __all__ = [
     "llm_trajectories",

@@ -24,7 +24,7 @@ gives every outcome the same probability (the coin) scores Brier 0.25 and log ``
 flips, and ``1 - 1/K`` and ``ln K`` on consensus winners (``reference`` in :meth:`Scores.summary`).
 
 Beside its rivals -- every score is computed, on the same runs, for the forecasts that need no
-strategy table (:mod:`normlab.calibration.rivals`): the **direction rule** (the convention the
+strategy table (:mod:`normlab.calibration.evaluate.rivals`): the **direction rule** (the convention the
 fit's runs converged to holds, the other flips: the challenger's base rate among the fit runs'
 winners), the **committed-fraction logistic** (four parameters, trained on another LLM's
 committed runs, else leave-one-run-out), the **base rate** of the fit runs' winners for
@@ -79,188 +79,24 @@ import numpy as np
 import pandas as pd
 
 from normlab._display import plotting
-from normlab._rng import as_generator
 from normlab._validate import check_int
-from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 from normlab.schema import GameLog
-from normlab.theory import clopper_pearson
 
-from .observed_critical_mass import empirical_critical_mass, run_flips
-from .prediction_result import Prediction
-from .rivals import (
-    RIVAL_LABELS,
-    RIVALS,
-    base_rate,
-    committed_flips,
-    fit_fraction_logistic,
-    from_empty,
-    leave_one_run_out,
-    winner_counts,
-)
+from ..prediction.result import Prediction
+from .coverage import (_consensus_coverage, _consensus_rows, _coverage_block, _flip_coverage, _flip_rows,
+                       _fraction_coverage_summary, _groups, _matching, _published_observed, _rounds_coverage,
+                       summarize_coverage)
+from .rivals import (RIVAL_LABELS, RIVALS, base_rate, committed_flips, fit_fraction_logistic, leave_one_run_out,
+                     winner_counts)
+# The proper scores and intervals live in scoring_rules.py, the coverage in coverage.py (split from this
+# module, issue 30); the names callers import from here (normlab.calibration.scoring) are re-exported.
+from .scoring_rules import (NONE, RELIABILITY_BINS, _binomial_interval, _covers_at_resolution, _digits,  # noqa: F401
+                            _distinct, _reliability, beta_summary, brier_binary, brier_categorical,
+                            denoised_probabilities, experiment_interval, kt_probability, log_score_binary,
+                            log_score_categorical)
 
 __all__ = ["Scores", "score", "rival_wins", "compare_forecasts", "summarize_coverage", "brier_binary", "log_score_binary", "brier_categorical", "log_score_categorical",
            "kt_probability", "beta_summary", "denoised_probabilities", "experiment_interval"]
-
-NONE = "none"
-RELIABILITY_BINS = 10
-
-
-# ----------------------------------------------------------------------------- scoring rules
-def kt_probability(k, n, n_outcomes: int = 2):
-    """Predictive probability of an outcome seen ``k`` times in ``n``: ``(k + 1/2) / (n + K/2)``.
-
-    Parameters
-    ----------
-    k, n : array_like
-    n_outcomes : int, optional
-        ``K``, the number of possible outcomes.
-
-    Returns
-    -------
-    numpy.ndarray or float
-
-    References
-    ----------
-    Krichevsky & Trofimov, IEEE Trans. Inf. Theory 27, 199 (1981).
-    """
-    k = np.asarray(k, float)
-    n = np.asarray(n, float)
-    return (k + 0.5) / (n + 0.5 * n_outcomes)
-
-
-def brier_binary(p, y):
-    """Brier score ``(p - y) ** 2`` of a forecast probability ``p`` of an event that happened
-    (``y = 1``) or not (``y = 0``)."""
-    p = np.asarray(p, float)
-    return (p - np.asarray(y, float)) ** 2
-
-
-def log_score_binary(p, y):
-    """Log score ``-ln p`` (event happened) or ``-ln(1 - p)`` (it did not), natural log."""
-    p = np.asarray(p, float)
-    y = np.asarray(y, bool)
-    return -np.log(np.where(y, p, 1.0 - p))
-
-
-def brier_categorical(probs, observed: int) -> float:
-    """Brier's multi-category score ``sum_j (p_j - 1[j = observed]) ** 2`` (in [0, 2])."""
-    p = np.asarray(probs, float)
-    o = np.zeros_like(p)
-    o[int(observed)] = 1.0
-    return float(((p - o) ** 2).sum())
-
-
-def log_score_categorical(probs, observed: int) -> float:
-    """``-ln p_observed``."""
-    return float(-np.log(np.asarray(probs, float)[int(observed)]))
-
-
-def denoised_probabilities(k, n) -> np.ndarray:
-    """Per-draw probabilities from ``k_d`` events in ``n_d`` simulated runs, Monte Carlo noise removed.
-
-    The frequencies ``f_d = k_d / n_d`` spread more than the draws' true probabilities: their
-    variance ``V`` adds the binomial ``B = mean(f_d (1 - f_d) / (n_d - 1))``. They are shrunk
-    linearly towards their mean ``f``, ``p_d = f + s (f_d - f)`` with
-    ``s = min(1, sqrt(max(V - B, f (1 - f) / sum(n_d)) / V))``: their variance becomes the
-    method-of-moments between-draw variance, but never less than the Monte Carlo variance of the
-    pooled mean (what all the simulated runs together leave unknown). Mean and order are kept
-    and every ``p_d`` stays within ``[min f_d, max f_d]``.
-
-    Parameters
-    ----------
-    k, n : array_like of int
-        Events and simulated runs per draw.
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    k = np.asarray(k, float)
-    n = np.asarray(n, float)
-    f = k / n
-    if f.size < 2:
-        return f
-    V = float(f.var(ddof=1))
-    if V <= 0:
-        return f
-    m = float(f.mean())
-    B = float(np.mean(f * (1.0 - f) / np.maximum(n - 1.0, 1.0)))
-    floor = m * (1.0 - m) / float(n.sum())
-    s = min(1.0, math.sqrt(max(V - B, floor) / V))
-    return m + s * (f - m)
-
-
-def beta_summary(k, n) -> tuple[float, float]:
-    """Beta distribution of the per-draw probability behind ``k_d`` events in ``n_d`` runs.
-
-    Mean ``m = (sum k + 1/2) / (sum n + 1)`` (pooled, Krichevsky-Trofimov); variance
-    ``v = max(V - B, m (1 - m) / sum n)`` with ``V`` the variance of the frequencies ``k_d / n_d``
-    over draws and ``B = mean(f_d (1 - f_d) / (n_d - 1))`` their binomial Monte Carlo part; the
-    floor is the Monte Carlo variance of the pooled mean. Then ``a = m c``, ``b = (1 - m) c`` with
-    ``c = m (1 - m) / v - 1`` (at least 1e-3).
-
-    Parameters
-    ----------
-    k, n : array_like of int
-        Events and simulated runs per draw.
-
-    Returns
-    -------
-    (float, float)
-        ``(a, b)``.
-    """
-    k = np.asarray(k, float).reshape(-1)
-    n = np.asarray(n, float).reshape(-1)
-    N = float(n.sum())
-    m = (float(k.sum()) + 0.5) / (N + 1.0)
-    f = k / n
-    V = float(f.var(ddof=1)) if f.size > 1 else 0.0
-    B = float(np.mean(f * (1.0 - f) / np.maximum(n - 1.0, 1.0)))
-    v = max(V - B, m * (1.0 - m) / N)
-    c = max(m * (1.0 - m) / v - 1.0, 1e-3)
-    return m * c, (1.0 - m) * c
-
-
-def experiment_interval(a: float, b: float, n_obs: int, level: float = 0.95) -> tuple[int, int]:
-    """Equal-tailed interval of the count an experiment of ``n_obs`` runs would report:
-    quantiles of ``BetaBinomial(n_obs, a, b)``.
-
-    Returns
-    -------
-    (int, int)
-        Smallest counts whose CDF reaches ``(1 - level) / 2`` and ``(1 + level) / 2``.
-    """
-    from scipy.stats import betabinom
-
-    x = np.arange(int(n_obs) + 1)
-    cdf = np.cumsum(betabinom.pmf(x, int(n_obs), a, b))
-    al = (1.0 - level) / 2.0
-    lo = int(np.searchsorted(cdf, al - 1e-12))
-    hi = int(np.searchsorted(cdf, 1.0 - al - 1e-12))
-    return lo, min(hi, int(n_obs))
-
-
-def _underlying(a: float, b: float, level: float) -> tuple[float, float]:
-    from scipy.stats import beta
-
-    al = (1.0 - level) / 2.0
-    return float(beta.ppf(al, a, b)), float(beta.ppf(1.0 - al, a, b))
-
-
-def _q(x, level):
-    """Median and equal-tailed interval without interpolation (inf allowed)."""
-    x = np.asarray(x, float)
-    x = x[~np.isnan(x)]
-    if not x.size:
-        return float("nan"), float("nan"), float("nan")
-    a = (1.0 - level) / 2.0
-    return tuple(float(np.quantile(x, q, method="inverted_cdf")) for q in (0.5, a, 1.0 - a))
-
-
-def _covers_at_resolution(lo: float, hi: float, k_obs: int, n_obs: int) -> bool:
-    """Whether ``k_obs / n_obs`` is the nearest attainable fraction to some point of ``[lo, hi]``
-    (an ``n_obs``-run experiment reads a probability only to within ``1 / (2 n_obs)``)."""
-    return bool(math.floor(lo * n_obs + 0.5) <= k_obs <= math.floor(hi * n_obs + 0.5))
 
 
 # ----------------------------------------------------------------------------- beside the rivals
@@ -268,72 +104,6 @@ _RIVAL_COLUMNS = ["run", "target", "majority", "committed", "observed", "forecas
                   "log_score"]
 _RIVAL_COVERAGE_COLUMNS = ["quantity", "key", "committed", "observed", "n_obs", "forecaster", "low", "high",
                            "zero_width", "covered"]
-
-
-def _groups(fc: pd.DataFrame):
-    """(target, majority, rows) of the comparison: all flips, each direction, the winners."""
-    fl = fc[fc["target"] == "flip"]
-    if len(fl):
-        yield "flip", "all", fl
-        for x in sorted(fl["majority"].unique()):
-            yield "flip", str(x), fl[fl["majority"] == x]
-    cr = fc[fc["target"] == "consensus"]
-    if len(cr):
-        yield "consensus", "all", cr
-
-
-def _row_group(quantity: str, key: str) -> str:
-    if quantity in ("p_consensus", "rounds_to_95"):
-        return "winners"
-    return f"{str(key).split('_', 1)[1]}-majority" if str(key).startswith("overturn_") else "all"
-
-
-def _coverage_groups(cv: pd.DataFrame):
-    if cv.empty:
-        return
-    grp = np.array([_row_group(q, k) for q, k in zip(cv["quantity"], cv["key"])], dtype=object)
-    yield "all", cv
-    for g in sorted(set(grp) - {"winners", "all"}):
-        yield g, cv[grp == g]
-    if (grp == "winners").any():
-        yield "winners", cv[grp == "winners"]
-
-
-def _coverage_block(cs: pd.DataFrame, group: str) -> dict:
-    """``experiment``, ``n_experiment``, ``zero_width_experiment``, ``experiment_other``
-    (coverage of the rows that are not zero-width) and the same for ``underlying``."""
-    out = {}
-    for kind in ("experiment", "underlying"):
-        g = cs[(cs["group"] == group) & (cs["interval"] == kind)]
-        if g.empty:
-            out.update({kind: None, f"n_{kind}": 0, f"zero_width_{kind}": None, f"{kind}_other": None})
-            continue
-        r = g.iloc[0]
-        out.update({kind: float(r["covered"]), f"n_{kind}": int(r["n"]), f"zero_width_{kind}": float(r["zero_width"]),
-                    f"{kind}_other": None if not np.isfinite(r["covered_other"]) else float(r["covered_other"])})
-    return out
-
-
-def _fraction_coverage_summary(rc: pd.DataFrame) -> dict:
-    """(target, majority) -> {forecaster: share inside, ..., "n": rows, "zero_width": {forecaster: share}}."""
-    out = {}
-    if rc is None or rc.empty:
-        return out
-    tgt = np.where(rc["quantity"] == "p_consensus", "consensus", "flip")
-    maj = np.array([str(k).split("_", 1)[1] if str(k).startswith("overturn_") else "all" for k in rc["key"]],
-                   dtype=object)
-    for t in ("flip", "consensus"):
-        for m in (["all"] + (sorted(set(maj[tgt == "flip"])) if t == "flip" else [])):
-            sel = (tgt == t) & ((maj == m) if m != "all" else True)
-            g = rc[sel]
-            if g.empty:
-                continue
-            d = {"n": int((g["forecaster"] == "normlab").sum()), "zero_width": {}}
-            for name, h in g.groupby("forecaster", sort=False):
-                d[str(name)] = float(h["covered"].astype(bool).mean())
-                d["zero_width"][str(name)] = float(h["zero_width"].astype(bool).mean())
-            out[(t, m)] = d
-    return out
 
 
 def compare_forecasts(forecasts: pd.DataFrame, *, strong=None) -> pd.DataFrame:
@@ -376,23 +146,6 @@ def compare_forecasts(forecasts: pd.DataFrame, *, strong=None) -> pd.DataFrame:
             rows.append(row)
     return pd.DataFrame(rows, columns=["target", "majority", "convention", "forecaster", "n", "brier", "log_score",
                                        "brier_diff", "brier_diff_se", "log_diff", "log_diff_se"])
-
-
-def summarize_coverage(coverage: pd.DataFrame) -> pd.DataFrame:
-    """Coverage per group of rows and interval kind with the share of zero-width rows (the
-    columns of :meth:`Scores.coverage_summary`; works on the rows of several scores together)."""
-    rows = []
-    for grp, g in _coverage_groups(coverage):
-        for kind in ("experiment", "underlying"):
-            h = g[g["interval"] == kind]
-            if h.empty:
-                continue
-            zw = (h["low"] == h["high"]).to_numpy(bool)
-            cov = h["covered"].to_numpy(bool)
-            rows.append({"group": grp, "interval": kind, "n": int(len(h)), "covered": float(cov.mean()),
-                         "zero_width": float(zw.mean()),
-                         "covered_other": float(cov[~zw].mean()) if (~zw).any() else np.nan})
-    return pd.DataFrame(rows, columns=["group", "interval", "n", "covered", "zero_width", "covered_other"])
 
 
 def _what(target: str, majority: str, convention) -> str:
@@ -442,30 +195,6 @@ def rival_wins(comparison: pd.DataFrame, *, where: str = "") -> list:
                 out.append(f"{where}{RIVAL_LABELS.get(r['forecaster'], r['forecaster'])} beats normlab on "
                            f"{_what(tgt, maj, r['convention'])}, {int(r['n'])} runs: " + "; ".join(bits))
     return out
-
-
-def _distinct(a: float, b: float) -> tuple[str, str]:
-    """Two scores with enough decimals (3 to 6) to tell them apart."""
-    for d in range(3, 7):
-        x, y = f"{a:.{d}f}", f"{b:.{d}f}"
-        if x != y:
-            return x, y
-    return x, y
-
-
-def _digits(diff: float, se: float) -> int:
-    m = max(abs(diff) if np.isfinite(diff) else 0.0, se if np.isfinite(se) else 0.0)
-    return 3 if m >= 0.01 or m == 0 else min(6, 2 - int(math.floor(math.log10(m))))
-
-
-def _binomial_interval(p: float, n: int, level: float) -> tuple[int, int]:
-    """Equal-tailed interval of a binomial count (the convention of :func:`experiment_interval`)."""
-    from scipy.stats import binom
-
-    x = np.arange(int(n) + 1)
-    cdf = np.cumsum(binom.pmf(x, int(n), float(p)))
-    al = (1.0 - level) / 2.0
-    return int(np.searchsorted(cdf, al - 1e-12)), min(int(np.searchsorted(cdf, 1.0 - al - 1e-12)), int(n))
 
 
 def _rival_forecasts(rows: pd.DataFrame, sub: GameLog, log: GameLog, prediction, exclude):
@@ -599,7 +328,7 @@ class Scores:
         The scoring settings; ``settings["rivals"]`` says how each rival was made (the fit runs'
         winners, the strong convention, what the logistic was trained on and its coefficients).
     rivals : pandas.DataFrame
-        The rivals' forecasts of the same runs (:mod:`normlab.calibration.rivals`): ``run``,
+        The rivals' forecasts of the same runs (:mod:`normlab.calibration.evaluate.rivals`): ``run``,
         ``target``, ``majority``, ``committed``, ``observed``, ``forecaster`` (``"direction_rule"``,
         ``"logistic"``, ``"base_rate"``, ``"coin"``), ``p_event``, ``p_observed``, ``brier``,
         ``log_score``.
@@ -842,224 +571,6 @@ class Scores:
                ylabel="observed frequency", title="reliability of the predicted outcomes")
         ax.legend(frameon=False, fontsize=8, loc="upper left")
         return ax
-
-
-# ----------------------------------------------------------------------------- observed runs
-def _matching(log: GameLog, prediction, llm, exclude):
-    runs = log.runs
-    target = frozenset(prediction.names)
-    mask = np.array(runs["names"].map(lambda s: frozenset(str(s).split(",")) == target), dtype=bool)
-    mask &= (runs["memory"] == prediction.memory).to_numpy() & (runs["n_agents"] == prediction.n_agents).to_numpy()
-    mask &= (runs["kind"] != "probe").to_numpy()
-    if llm is not None:
-        models = [llm] if isinstance(llm, str) else list(llm)
-        mask &= runs["model"].isin(models).to_numpy()
-    sel = runs[mask]
-    ex = set(int(r) for r in (exclude if exclude is not None else []))
-    used = sel["run"].isin(ex).to_numpy()
-    excluded = pd.DataFrame({"run": sel.loc[used, "run"].to_numpy(), "reason": "used by the fit"})
-    keep = sel[~used]
-    return GameLog(log.decisions[log.decisions["run"].isin(keep["run"])], keep), excluded
-
-
-def _consensus_rows(sub: GameLog, prediction):
-    runs = sub.runs
-    cons = runs[from_empty(runs).to_numpy()]
-    if cons.empty or prediction.consensus.empty:
-        return pd.DataFrame(), cons
-    names = list(prediction.names)
-    cats = names + [NONE]
-    K = len(cats)
-    c = prediction.consensus
-    tot = c.groupby("name")["runs"].sum()
-    n = int(c.drop_duplicates("draw")["n_runs"].sum())
-    p = np.array([kt_probability(tot.get(nm, 0), n, K) for nm in cats])
-    rows = []
-    for _, r in cons.iterrows():
-        w = r["consensus"]
-        obs = NONE if (w is None or (isinstance(w, float) and np.isnan(w)) or str(w) not in names) else str(w)
-        j = cats.index(obs)
-        rows.append({"run": int(r["run"]), "target": "consensus", "majority": "", "challenger": "",
-                     "committed": np.nan, "observed": obs, "p_observed": float(p[j]), "p_event": np.nan,
-                     "brier": brier_categorical(p, j), "log_score": log_score_categorical(p, j)})
-    return pd.DataFrame(rows), cons
-
-
-def _flip_rows(sub: GameLog, prediction):
-    runs = sub.runs
-    if not runs["initial"].astype(str).str.startswith("consensus:").any():
-        return pd.DataFrame(), pd.DataFrame(columns=["run", "reason"]), pd.DataFrame()
-    rf = run_flips(sub, within_rounds=prediction.within_rounds)
-    f = prediction.flips
-    g = f.groupby(["majority", "challenger", "committed"])[["n_flips", "n_runs"]].sum()
-    dirs = set(zip(f["majority"], f["challenger"]))
-    rows, excluded = [], []
-    for _, r in rf.iterrows():
-        key = (r["majority"], r["challenger"], int(r["committed"]))
-        if (r["majority"], r["challenger"]) not in dirs:
-            excluded.append((int(r["run"]), "direction not predicted"))
-            continue
-        if key not in g.index:
-            excluded.append((int(r["run"]), "count not predicted"))
-            continue
-        if bool(r["censored"]):
-            excluded.append((int(r["run"]), "censored"))
-            continue
-        k, n = g.loc[key]
-        p = float(kt_probability(k, n))
-        y = bool(r["flipped"])
-        rows.append({"run": int(r["run"]), "target": "flip", "majority": r["majority"], "challenger": r["challenger"],
-                     "committed": int(r["committed"]), "observed": int(y), "p_observed": p if y else 1.0 - p,
-                     "p_event": p, "brier": float(brier_binary(p, y)), "log_score": float(log_score_binary(p, y))})
-    return pd.DataFrame(rows), pd.DataFrame(excluded, columns=["run", "reason"]), rf
-
-
-# ----------------------------------------------------------------------------- coverage
-def _flip_coverage(flip_rows, prediction, level, rng, n_resample):
-    """Coverage rows of flip fractions and critical masses at the observed counts."""
-    out = []
-    f = prediction.flips
-    for (x, y), obs in flip_rows.groupby(["majority", "challenger"], sort=False):
-        fd = f[(f["majority"] == x) & (f["challenger"] == y)]
-        counts = sorted(int(c) for c in obs["committed"].unique())
-        kk, nn, pub = {}, {}, {}
-        for c in counts:
-            d = fd[fd["committed"] == c].sort_values("draw")
-            kk[c], nn[c] = d["n_flips"].to_numpy(float), d["n_runs"].to_numpy(float)
-            pub[c] = d["published_success"].to_numpy(bool)
-            oc = obs[obs["committed"] == c]
-            k_obs, n_obs = int(oc["observed"].sum()), int(len(oc))
-            ab = beta_summary(kk[c], nn[c])
-            lo_u, hi_u = _underlying(*ab, level)
-            lo_e, hi_e = experiment_interval(*ab, n_obs, level)
-            base = {"quantity": "flip_fraction", "key": f"overturn_{x}", "committed": c, "observed": k_obs / n_obs,
-                    "n_obs": n_obs}
-            out.append({**base, "interval": "underlying", "low": lo_u, "high": hi_u, "n_sim": int(np.median(nn[c])),
-                        "covered": _covers_at_resolution(lo_u, hi_u, k_obs, n_obs)})
-            out.append({**base, "interval": "experiment", "low": lo_e / n_obs, "high": hi_e / n_obs,
-                        "n_sim": int(np.median(nn[c])), "covered": bool(lo_e <= k_obs <= hi_e)})
-        # critical masses at the tested counts
-        cs = np.asarray(counts, float)
-        n_obs_c = {c: int((obs["committed"] == c).sum()) for c in counts}
-        obs_frac = np.array([obs.loc[obs["committed"] == c, "observed"].mean() for c in counts])
-        first = np.flatnonzero(obs_frac >= 0.5 - 1e-12)
-        obs_cm = float(cs[first[0]]) if first.size else math.inf
-        Pd = np.column_stack([denoised_probabilities(kk[c], nn[c]) for c in counts])  # draws x counts
-        Nn = np.column_stack([nn[c] for c in counts])
-        hit = Pd >= 0.5 - 1e-12
-        under = np.where(hit.any(axis=1), cs[np.argmax(hit, axis=1)], math.inf)
-        # experiment: n_obs runs per count, n_resample replicate experiments per draw
-        D = Pd.shape[0]
-        g = as_generator(rng)
-        nob = np.array([n_obs_c[c] for c in counts])
-        ko = g.binomial(nob[None, None, :], np.broadcast_to(np.clip(Pd, 0, 1)[:, None, :], (D, n_resample, len(counts))))
-        hit_e = ko / nob[None, None, :] >= 0.5 - 1e-12
-        exper = np.where(hit_e.any(axis=2), cs[np.argmax(hit_e, axis=2)], math.inf).reshape(-1)
-        base = {"quantity": "critical_mass_per_run", "key": f"overturn_{x}", "committed": np.nan, "observed": obs_cm,
-                "n_obs": int(len(obs))}
-        for kind, v, nsim in (("underlying", under, int(np.median(Nn))), ("experiment", exper, int(np.median(Nn)))):
-            _, lo, hi = _q(v, level)
-            out.append({**base, "interval": kind, "low": lo, "high": hi, "n_sim": nsim,
-                        "covered": bool(lo <= obs_cm <= hi)})
-        # published rule: the draw's replication of the paper's design at the tested counts
-        P = np.column_stack([pub[c] for c in counts])
-        pub_cm = np.where(P.any(axis=1), cs[np.argmax(P, axis=1)], math.inf)
-        out.append({"quantity": "critical_mass_published", "key": f"overturn_{x}", "committed": np.nan,
-                    "observed": np.nan, "n_obs": int(len(obs)), "interval": "experiment",
-                    "low": _q(pub_cm, level)[1], "high": _q(pub_cm, level)[2],
-                    "n_sim": int(prediction.settings.get("design_runs", 10)), "covered": False,
-                    "_pub_counts": counts})
-    return out
-
-
-def _published_observed(sub: GameLog, prediction, rows):
-    """Fill in the observed published critical mass (the authors' rule at the tested counts)."""
-    todo = [r for r in rows if r["quantity"] == "critical_mass_published"]
-    if not todo:
-        return rows
-    mr = prediction.settings.get("max_round")
-    e = empirical_critical_mass(sub, within_rounds=prediction.within_rounds, max_round=mr, n_boot=0)
-    keep = []
-    for r in rows:
-        if r["quantity"] != "critical_mass_published":
-            keep.append(r)
-            continue
-        counts = r.pop("_pub_counts")
-        x = r["key"].split("_", 1)[1]
-        cur = e.curves[(e.curves["majority"] == x) & e.curves["committed"].isin(counts)].sort_values("committed")
-        ok = cur["published_success"]
-        if ok.isna().any():  # runs shorter than the window at some count: the rule cannot be read
-            continue
-        hit = cur.loc[ok.astype(bool), "committed"]
-        obs = float(hit.min()) if len(hit) else math.inf
-        r["observed"] = obs
-        r["covered"] = bool(r["low"] <= obs <= r["high"])
-        keep.append(r)
-    return keep
-
-
-def _consensus_coverage(cons_runs, prediction, level):
-    out = []
-    c = prediction.consensus
-    n_obs = int(len(cons_runs))
-    names = list(prediction.names)
-    won = cons_runs["consensus"].astype(object).where(cons_runs["consensus"].notna(), NONE).astype(str)
-    for nm in names + [NONE]:
-        d = c[c["name"] == nm].sort_values("draw")
-        k, n = d["runs"].to_numpy(float), d["n_runs"].to_numpy(float)
-        k_obs = int((won == nm).sum())
-        ab = beta_summary(k, n)
-        lo_u, hi_u = _underlying(*ab, level)
-        lo_e, hi_e = experiment_interval(*ab, n_obs, level)
-        base = {"quantity": "p_consensus", "key": nm, "committed": np.nan, "observed": k_obs / n_obs, "n_obs": n_obs}
-        out.append({**base, "interval": "underlying", "low": lo_u, "high": hi_u, "n_sim": int(np.median(n)),
-                    "covered": _covers_at_resolution(lo_u, hi_u, k_obs, n_obs)})
-        out.append({**base, "interval": "experiment", "low": lo_e / n_obs, "high": hi_e / n_obs,
-                    "n_sim": int(np.median(n)), "covered": bool(lo_e <= k_obs <= hi_e)})
-    return out
-
-
-def _rounds_coverage(sub_cons: GameLog, prediction, level):
-    x = prediction.draw_stats["rounds_to_95"].to_numpy(float)
-    if not x.size:
-        return []
-    obs = first_round_reaching(mean_success_by_round(sub_cons), 0.95)
-    obs = math.inf if obs is None else float(obs)
-    x = np.where(np.isnan(x), math.inf, x)
-    _, lo, hi = _q(x, level)
-    return [{"quantity": "rounds_to_95", "key": "", "committed": np.nan, "observed": obs,
-             "n_obs": int(len(sub_cons.runs)), "interval": "experiment", "low": lo, "high": hi,
-             "n_sim": int(prediction.consensus["n_runs"].iloc[0]) if len(prediction.consensus) else 0,
-             "covered": bool(lo <= obs <= hi)}]
-
-
-def _reliability(rows: pd.DataFrame, names, bins: int = RELIABILITY_BINS) -> pd.DataFrame:
-    ev = []
-    fl = rows[rows["target"] == "flip"]
-    ev += [("flip", p, y) for p, y in zip(fl["p_event"], fl["observed"])]
-    cr = rows[rows["target"] == "consensus"]
-    if len(cr):
-        for nm in names:
-            # one-vs-rest: predicted P(consensus on nm) for every consensus run
-            p_nm = cr.attrs.get("p", {}).get(nm)
-            if p_nm is None:
-                continue
-            ev += [(f"consensus on {nm}", p_nm, int(o == nm)) for o in cr["observed"]]
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    out = []
-    df = pd.DataFrame(ev, columns=["target", "p", "y"])
-    for tgt, g in df.groupby("target", sort=False):
-        b = np.clip(np.searchsorted(edges, g["p"].to_numpy(), side="right") - 1, 0, bins - 1)
-        for i in range(bins):
-            m = b == i
-            n = int(m.sum())
-            if not n:
-                continue
-            k = int(g["y"].to_numpy()[m].sum())
-            lo, hi = (float(v) for v in clopper_pearson(k, n))
-            out.append({"target": tgt, "bin_low": edges[i], "bin_high": edges[i + 1], "n": n,
-                        "mean_p": float(g["p"].to_numpy()[m].mean()), "freq": k / n, "low": lo, "high": hi})
-    return pd.DataFrame(out, columns=["target", "bin_low", "bin_high", "n", "mean_p", "freq", "low", "high"])
 
 
 # ----------------------------------------------------------------------------- entry point

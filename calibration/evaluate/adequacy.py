@@ -33,7 +33,7 @@ interaction choose independently given their memories -- against the partners' a
 estimates the first-listed bias of the prompts' name order that a shared order would need to
 explain the excess (:mod:`normlab.theory.name_order`).
 
-Unlike :mod:`normlab.calibration.compare` (mean curves of convergence runs with bootstrap bands),
+Unlike :mod:`normlab.calibration.evaluate.trajectories` (mean curves of convergence runs with bootstrap bands),
 this module reproduces a committed-minority experiment run by run and tests it.
 
 References
@@ -60,12 +60,12 @@ from normlab.schema import GameLog
 from normlab.theory.criteria import FLIP_SUM, published_rule
 from normlab.theory.name_order import pair_agreement_probability
 
-from .experiment import committed_runs, experiment_designs
-from .fit_kinds import fit_strategy
-from .inputs import _check_names, _state_index_map, counts_from_log, select_runs
+from ..fit.inputs import _check_names, _state_index_map, counts_from_log, select_runs
+from ..fit.posterior import StrategyFit
+from ..fit.registry import fit_strategy
+from ..prediction.api import predict
+from ..prediction.experiment import committed_runs, experiment_designs
 from .observed_critical_mass import challenger_shares
-from .posterior import StrategyFit
-from .prediction import predict
 
 __all__ = ["Adequacy", "check_adequacy", "ADEQUACY_STATISTICS", "PairAgreement", "pair_agreement"]
 
@@ -626,3 +626,8 @@ def pair_agreement(log: GameLog, *, names, memory: int | None = None, n_agents: 
                 "fit": f"{fit.kind} on {fit.meta.get('fit_on')}",
                 "run_shift_sd": float(np.std(b)) if b.size else float("nan")}
     return PairAgreement(table=pd.DataFrame(rows), settings=settings)
+
+
+# The type tag of saved results (normlab.load) and pickles name Adequacy by its path before the regroup into
+# sub-packages (issue 30), which still imports it: folders saved before and after load alike.
+Adequacy.__module__ = "normlab.calibration.adequacy"

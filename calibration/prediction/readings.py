@@ -20,7 +20,7 @@ from normlab.llm_runs.published.ainorms import first_position_reaching
 from normlab.theory import StrategyTable
 from normlab.theory.stats import interval_crossing
 
-from .posterior import StrategyFit
+from ..fit.posterior import StrategyFit
 
 __all__ = ["table_draws", "first_round_reaching", "NONE", "FLIP_LEVEL", "DESIGN_RUNS", "WIDTH_FRACTIONS"]
 

@@ -44,8 +44,8 @@ from normlab._validate import check_int
 from normlab.schema import GameLog, validate_names
 from normlab.theory.criteria import published_max_round
 
-from .experiment import PAPER_RUNS, ExperimentDesign
-from .inputs import select_runs
+from ..fit.inputs import select_runs
+from ..prediction.experiment import PAPER_RUNS, ExperimentDesign
 
 __all__ = ["Batch", "RunSource", "ArchiveReplay", "LLMSource", "archive_design"]
 

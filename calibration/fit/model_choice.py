@@ -1,11 +1,11 @@
 """Choosing and checking the strategy models: cross-validated model comparison, predictive density
 of new decisions, posterior predictive checks.
 
-The models are the registered fit kinds (:mod:`normlab.calibration.fit_kinds`), one module per
-family: ``empirical`` (:mod:`~normlab.calibration.empirical`, a Dirichlet table per state),
-``logit`` and ``logit_symmetric`` (:mod:`~normlab.calibration.logit`, a logit on the memory
+The models are the registered fit kinds (:mod:`normlab.calibration.fit.registry`), one module per
+family: ``empirical`` (:mod:`~normlab.calibration.fit.empirical`, a Dirichlet table per state),
+``logit`` and ``logit_symmetric`` (:mod:`~normlab.calibration.fit.logit`, a logit on the memory
 features, with and without bias columns) and ``hierarchical``
-(:mod:`~normlab.calibration.hierarchical`, the feature logit plus partially pooled state
+(:mod:`~normlab.calibration.fit.hierarchical`, the feature logit plus partially pooled state
 effects); the PyMC ones are fitted with NUTS, their diagnostics (R-hat, bulk/tail ESS,
 divergences) from ArviZ. :func:`compare_models` chooses among the registered kinds by K-fold
 cross-validated log predictive density, holding out whole runs (or, with ``by="state"``, whole
@@ -21,7 +21,7 @@ runs only): holding out whole runs, ``hierarchical`` is best for every shipped s
 H = 5: -1389 vs -1663 ``empirical``). Holding out whole states, ``logit`` (Llama-3.1) or
 ``logit_symmetric`` (Llama-3 H = 3) is ahead of ``hierarchical`` by less than one fold-to-fold
 standard error, and ``empirical`` collapses (it can only say 1/2 there). ``hierarchical`` is the
-default (:data:`normlab.calibration.fit_kinds.DEFAULT`): it is the only model close to the best in
+default (:data:`normlab.calibration.fit.registry.DEFAULT`): it is the only model close to the best in
 both regimes, and it says how unsure it is where data are thin.
 
 PyMC, PyTensor and ArviZ are imported inside the fitters, so ``import normlab.calibration``
@@ -45,7 +45,7 @@ import pandas as pd
 from normlab._display import html_card, new_axes, plain, plotting, short_repr
 from normlab._rng import as_seed_sequence, spawn
 
-from .fit_kinds import MODELS, fit_kind_names, fit_strategy
+from .registry import MODELS, fit_kind_names, fit_strategy
 from .hierarchical import fit_hierarchical
 from .inputs import StateCounts
 from .logit import (DECAY_GRID, _check_counts, _check_pos_int, _folds, _heldout_ll, _resolve_decay, divergence_warning,
@@ -208,7 +208,7 @@ def compare_models(counts: StateCounts, *, models=None, by: str = "run", k: int 
         Two-name counts with one group per run.
     models : sequence of str, optional
         Registered fit kinds to compare (default: every one,
-        :func:`normlab.calibration.fit_kinds.fit_kind_names`).
+        :func:`normlab.calibration.fit.registry.fit_kind_names`).
     by : {"run", "state"}, optional
         ``"run"``: each fold holds out whole runs (the decisions of new populations);
         ``"state"``: each fold holds out every decision in a subset of the non-empty observed

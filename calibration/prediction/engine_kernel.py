@@ -6,7 +6,7 @@ draws -> the design of every simulation of every draw -> one
 The seed words of all runs are derived at once: run ``k`` of seed group ``g`` (consensus; each
 committed count; each strength setting, in that order) of draw ``d`` is child ``k`` of child ``g``
 of child ``d`` of the prediction's seed -- the seeds the reference engine
-(:mod:`normlab.calibration.prediction_reference`) gives its ``strategy_game`` calls, so both
+(:mod:`normlab.calibration.prediction.engine_reference`) gives its ``strategy_game`` calls, so both
 simulate the same runs. The reductions (winners, flip readings, the published rule, mixtures)
 happen inside the kernel; :func:`_frames_from_design` only lays its arrays out as tables.
 
@@ -26,9 +26,9 @@ from normlab._rng import descendant_seed_words
 from normlab.theory.criteria import FLIP_SUM
 from normlab.theory.design import strategy_design
 
-from .prediction_common import NONE, WIDTH_FRACTIONS, _basin_boundary
-from .prediction_result import EXPERIMENT_CM_COLUMNS, EXPERIMENT_COLUMNS, EXPERIMENT_SHARE_COLUMNS
-from .run_effects import run_effect_values
+from ..fit.run_effects import run_effect_values
+from .readings import NONE, WIDTH_FRACTIONS, _basin_boundary
+from .result import EXPERIMENT_CM_COLUMNS, EXPERIMENT_COLUMNS, EXPERIMENT_SHARE_COLUMNS
 
 __all__ = []
 

@@ -38,9 +38,9 @@ import pandas as pd
 from normlab._display import fmt, fmt_interval, html_card, plain, plotting, short_repr
 from normlab.theory.strategies import encode_state
 
-from .compare import plot_asymmetry
-from .inputs import StateCounts, _state_tables, state_labels
-from .posterior import StrategyFit
+from ..fit.inputs import StateCounts, _state_tables, state_labels
+from ..fit.posterior import StrategyFit
+from .trajectories import plot_asymmetry
 
 __all__ = ["AsymmetryResult", "strategy_asymmetry", "mirror_states"]
 

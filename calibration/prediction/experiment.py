@@ -36,7 +36,7 @@ from normlab._validate import check_int
 from normlab.schema import GameLog
 from normlab.theory.criteria import PUBLISHED_WINDOW, published_max_round
 
-from .inputs import select_runs
+from ..fit.inputs import select_runs
 
 __all__ = ["ExperimentDesign", "experiment_designs", "committed_runs", "PAPER_RUNS"]
 

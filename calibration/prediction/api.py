@@ -43,16 +43,16 @@ Relative strength (Supplementary Text "Characterizing Relative Strength", Fig. S
 
 Engines
 -------
-``engine="kernel"`` (default, :mod:`~normlab.calibration.prediction_design`) runs every
+``engine="kernel"`` (default, :mod:`~normlab.calibration.prediction.engine_kernel`) runs every
 simulation of every draw in one compiled call (:func:`normlab.theory.memory_game.strategy_design`),
 with the reductions above inside it and the seed words of all runs derived at once;
-``engine="reference"`` (:mod:`~normlab.calibration.prediction_reference`) makes one
+``engine="reference"`` (:mod:`~normlab.calibration.prediction.engine_reference`) makes one
 :func:`~normlab.theory.strategy_game` call per draw and setting and reduces in Python. Run ``k``
 of seed group ``g`` (consensus; each committed count; each strength setting, in that order) of
 draw ``d`` uses the same child seed in both, so they simulate the same runs and return the same
 prediction (tested; float means may differ in the last bits). Both return the per-draw tables of a
-:class:`~normlab.calibration.Prediction` (:mod:`~normlab.calibration.prediction_result`), which
-reads them over draws; what they share is in :mod:`~normlab.calibration.prediction_common`.
+:class:`~normlab.calibration.Prediction` (:mod:`~normlab.calibration.prediction.result`), which
+reads them over draws; what they share is in :mod:`~normlab.calibration.prediction.readings`.
 
 References
 ----------
@@ -67,43 +67,20 @@ from __future__ import annotations
 import numpy as np
 
 from normlab._rng import spawn
-from normlab._validate import check_int
 from normlab.theory.criteria import published_max_round
 from normlab.theory.name_order import check_order
 
+from ..fit.posterior import StrategyFit
+from ..fit.run_effects import RunEffects
+from .engine_kernel import _predict_kernel
+from .engine_reference import _predict_reference
 from .experiment import ExperimentDesign
-from .posterior import StrategyFit
-from .prediction_common import DESIGN_RUNS, FLIP_LEVEL, _directions, _fit_llm, table_draws
-from .prediction_design import _predict_kernel
-from .prediction_reference import _predict_reference
-from .prediction_result import Prediction
-from .run_effects import RunEffects
+from .readings import DESIGN_RUNS, FLIP_LEVEL, _directions, _fit_llm, table_draws
+from .result import Prediction
+from .settings import MAX_PREDICTED_AGENTS, PredictSettings, check_predicted_agents
 
-__all__ = ["Prediction", "predict", "table_draws", "MAX_PREDICTED_AGENTS", "check_predicted_agents"]
-
-#: Largest population a prediction simulates: every committed count up to ``N - 1`` is played for
-#: every posterior draw (the paper's populations hold at most 200 agents; beyond this the
-#: simulations would run for days and their arrays outgrow a laptop's memory -- ``calibrate
-#: --n-agents 10000000`` ended in a 5.7 GB allocation). Larger populations: the mean-field limit
-#: (:func:`normlab.theory.strategy_mean_field`, :func:`normlab.calibration.group_size_curve`).
-MAX_PREDICTED_AGENTS = 10_000
-
-
-def check_predicted_agents(value, what: str = "n_agents") -> int:
-    """``value`` as the ``N`` of a prediction: an integer in ``[2, MAX_PREDICTED_AGENTS]`` (a float
-    read from a table must be a whole number), else one ``ValueError`` naming ``what``."""
-    import numbers
-
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
-            or value != int(value):
-        raise ValueError(f"{what} must be a whole number of agents; got {value!r}")
-    n = int(value)
-    if not 2 <= n <= MAX_PREDICTED_AGENTS:
-        raise ValueError(f"{what} must be in [2, {MAX_PREDICTED_AGENTS:,}] for a prediction (every committed count up "
-                         f"to N - 1 is simulated for every posterior draw; larger populations: the mean-field limit, "
-                         f"group_size_curve); got {n:,}")
-    return n
-
+__all__ = ["Prediction", "predict", "run_prediction", "PredictSettings", "table_draws", "MAX_PREDICTED_AGENTS",
+           "check_predicted_agents"]
 
 # ----------------------------------------------------------------------------- entry point
 def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, n_runs_consensus: int = 40,
@@ -177,7 +154,7 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         :meth:`Prediction.critical_mass`'s ``experiment`` entry: the critical mass *this*
         experiment would report, with its interval. Default: none (the paper's design only).
     run_effects : "fit", RunEffects or None, optional
-        Between-run heterogeneity of the strategy (:mod:`normlab.calibration.run_effects`): every
+        Between-run heterogeneity of the strategy (:mod:`normlab.calibration.fit.run_effects`): every
         simulated run plays the draw's table under its own run effect. ``"fit"`` (default): the
         effects stored with the fit (``fit.meta["run_effects"]``, written by
         :func:`~normlab.calibration.calibrate`), none if it has none; None: identical runs.
@@ -206,26 +183,41 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Tables S2-S3,
     Methods "Committed Minorities", Supplementary Text "Characterizing Relative Strength".
     """
-    if engine not in ("kernel", "reference"):
-        raise ValueError(f"engine must be 'kernel' or 'reference'; got {engine!r}")
-    effects = _run_effects(fit, run_effects)
-    if isinstance(n_agents, (bool, np.bool_)) or not isinstance(n_agents, (int, np.integer)):
-        raise TypeError(f"n_agents must be an int; got {type(n_agents).__name__} {n_agents!r}")
-    N = check_predicted_agents(n_agents)
-    D = check_int(n_draws, "n_draws", low=1)
-    wr = check_int(within_rounds, "within_rounds", low=3)
-    nrc = check_int(n_runs_consensus, "n_runs_consensus", low=1)
-    nrf = check_int(n_runs_flip, "n_runs_flip", low=1)
-    mr = check_int(max_rounds, "max_rounds", low=3)
-    if not 0 < float(level) < 1:
-        raise ValueError(f"level must be in (0, 1); got {level}")
-    if not 0 < float(flip_level) <= 1:
-        raise ValueError(f"flip_level must be in (0, 1]; got {flip_level}")
-    nd = check_int(design_runs, "design_runs", low=1)
-    if max_round is None:
-        mxr = published_max_round(_fit_llm(fit), N)
-    else:
-        mxr = check_int(max_round, "max_round", low=3)
+    settings = PredictSettings(
+        n_agents=n_agents, n_draws=n_draws, within_rounds=within_rounds, n_runs_consensus=n_runs_consensus,
+        n_runs_flip=n_runs_flip, max_rounds=max_rounds, committed=committed, directions=directions, consensus=consensus,
+        strength=strength, assume_monotone=assume_monotone, level=level, flip_level=flip_level, design_runs=design_runs,
+        max_round=max_round, engine=engine, design=design, run_effects=run_effects, order_bias=order_bias,
+        name_order=name_order)
+    return run_prediction(fit, settings, threads=threads, executor=executor, rng=rng)
+
+
+def run_prediction(fit, settings: PredictSettings, *, threads: int | None = 1, executor=None, rng=None) -> Prediction:
+    """The prediction engine: :func:`predict` with its settings in one :class:`PredictSettings`.
+
+    Parameters
+    ----------
+    fit : StrategyFit, StrategyTable or list of StrategyTable
+    settings : PredictSettings
+        What to simulate and how to read it (checked when it was made; the committed counts,
+        directions, designs and name order are checked here, against the fit's pool and ``n_agents``).
+    threads, executor, rng : optional
+        As for :func:`predict`.
+
+    Returns
+    -------
+    Prediction
+    """
+    if not isinstance(settings, PredictSettings):
+        raise TypeError(f"settings must be a PredictSettings; got {type(settings).__name__}")
+    s = settings
+    effects = _run_effects(fit, s.run_effects)
+    N, D, wr, nrc, nrf, mr = s.n_agents, s.n_draws, s.within_rounds, s.n_runs_consensus, s.n_runs_flip, s.max_rounds
+    nd, level, flip_level, engine = s.design_runs, s.level, s.flip_level, s.engine
+    committed, directions, design = s.committed, s.directions, s.design
+    order_bias, name_order = s.order_bias, s.name_order
+    consensus, strength, assume_monotone = s.consensus, s.strength, s.assume_monotone
+    mxr = published_max_round(_fit_llm(fit), N) if s.max_round is None else s.max_round
     if committed is None:
         counts = list(range(0, N))
     else:
@@ -264,18 +256,34 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     else:
         cons, success, stats, flips, cmd, strg = _predict_reference(tables, ids, draw_seeds, cfg, threads, executor)
         exp = {}
-    settings = dict(cfg, committed=list(counts), directions=[list(d) for d in dirs], flip_level=float(flip_level),
-                    n_draws=D, stop="streak (3N consecutive successes)", winner_rule="majority of the last 3 rounds",
-                    criteria={"published": f"ensemble rule of Flint Ashery et al. 2025, Table S3 (plotter.ipynb cells 9-10) on "
-                                           f"{nd} runs per count, window {mxr} rounds",
-                              "per_run": f"first passage within {wr} rounds, {nrf} runs per count, "
-                                         f"flip frequency >= {float(flip_level)}"},
-                    designs=[d.to_dict() for d in designs], run_effects=effects.to_dict() if effects.active else None,
-                    **({"order_bias": gamma, "name_order": [str(o) for o in name_order]} if gamma else {}))
+    record = dict(cfg, committed=list(counts), directions=[list(d) for d in dirs], flip_level=float(flip_level),
+                  n_draws=D, stop="streak (3N consecutive successes)", winner_rule="majority of the last 3 rounds",
+                  criteria={"published": f"ensemble rule of Flint Ashery et al. 2025, Table S3 (plotter.ipynb cells 9-10) on "
+                                         f"{nd} runs per count, window {mxr} rounds",
+                            "per_run": f"first passage within {wr} rounds, {nrf} runs per count, "
+                                       f"flip frequency >= {float(flip_level)}"},
+                  designs=[d.to_dict() for d in designs], run_effects=effects.to_dict() if effects.active else None,
+                  **({"order_bias": gamma, "name_order": [str(o) for o in name_order]} if gamma else {}))
     fs = fit.summary() if isinstance(fit, StrategyFit) else {"kind": "fixed table"}
     return Prediction(names=tuple(names), memory=H, n_agents=N, n_draws=D, within_rounds=wr, level=float(level),
                       consensus=cons, success=success, draw_stats=stats, flips=flips, critical_mass_draws=cmd,
-                      strength=strg, settings=settings, fit_summary=fs, **exp)
+                      strength=strg, settings=record, fit_summary=fs, **exp)
+
+
+#: Keywords of :func:`predict` that are not settings: how the engine runs.
+_RUN_OPTIONS = ("threads", "executor", "rng")
+
+
+def predict_settings(**keywords) -> tuple[PredictSettings, dict]:
+    """``(settings, run options)`` from :func:`predict`'s keywords (``threads``, ``executor``, ``rng``
+    are the run options): what :func:`~normlab.calibration.calibrate` hands :func:`run_prediction` for
+    its ``predict_kwargs``. A keyword :func:`predict` does not take is refused as it refuses it."""
+    fields = set(PredictSettings.__dataclass_fields__)
+    for k in keywords:
+        if k not in fields and k not in _RUN_OPTIONS:
+            raise TypeError(f"predict() got an unexpected keyword argument {k!r}")
+    run = {k: keywords.pop(k) for k in _RUN_OPTIONS if k in keywords}
+    return PredictSettings(**keywords), run
 
 
 def _run_effects(fit, run_effects) -> RunEffects:

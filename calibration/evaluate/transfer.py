@@ -43,17 +43,17 @@ from normlab._display import plotting
 from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.llm_runs import load_ainorms
+from normlab.llm_runs.published.ainorms_archive import find_ainorms
 from normlab.schema import GameLog
 from normlab.theory import StrategyTable
 from normlab.theory.criteria import published_max_round
 from normlab.theory.strategies import decode_state, encode_state, n_states
 
-from .inputs import _check_names
-from .pipeline import find_ainorms
-from .posterior import StrategyFit, load_fit
-from .prediction import predict
+from ..fit.inputs import _check_names
+from ..fit.posterior import StrategyFit, load_fit
+from ..prediction.api import predict
 from .rivals import RIVAL_LABELS, design_rounds
-from .scoring import compare_forecasts, rival_wins, score, summarize_coverage
+from .scores import compare_forecasts, rival_wins, score, summarize_coverage
 
 __all__ = ["TransferScores", "transfer_scores", "transfer_report", "tables_at_memory", "fitted_runs",
            "target_settings", "MEMORY_TRANSFERS"]
@@ -171,7 +171,7 @@ class TransferScores:
         ``target``, ``target_llm``, ``target_n``, ``target_h``, ``relation`` (``"same setting"``,
         ``"other N"``, ``"other H"``, ``"other N and H"``, ``"other LLM"``), ``n_flip_runs``,
         ``n_consensus_runs``, ``brier_flip``, ``log_score_flip``, ``brier_consensus``,
-        ``log_score_consensus``; the rivals on the same runs (:mod:`normlab.calibration.rivals`):
+        ``log_score_consensus``; the rivals on the same runs (:mod:`normlab.calibration.evaluate.rivals`):
         ``brier_flip_direction_rule``, ``log_score_flip_direction_rule``,
         ``brier_flip_logistic``, ``log_score_flip_logistic``, ``brier_consensus_base_rate``,
         ``log_score_consensus_base_rate``; ``coverage_experiment``, ``n_experiment``,
@@ -299,7 +299,7 @@ class TransferScores:
 
     def rival_wins(self) -> list:
         """Plain sentences: every relation, group of runs, score and rival where a rival scores
-        better than normlab (:func:`normlab.calibration.scoring.rival_wins`)."""
+        better than normlab (:func:`normlab.calibration.evaluate.scores.rival_wins`)."""
         c = self.comparison()
         out = []
         for rel in _RELATIONS:
@@ -644,7 +644,7 @@ _BY_RELATION = {"relation": "relation", "cells": "cells", "n_flip_runs": "flip_r
 
 
 def transfer_report(ts: TransferScores) -> str:
-    """The tables ``python -m normlab.calibration.transfer`` prints (README's): Brier scores by
+    """The tables ``python -m normlab.calibration.evaluate.transfer`` prints (README's): Brier scores by
     relation beside the rivals, log scores, the same per direction with coverage and zero-width
     intervals, and every place a rival scores better than normlab."""
     def fmt(df):
@@ -697,7 +697,7 @@ _SHIPPED = {"Llama-3 N=24 H=3": "llama3_70b_QM_H3", "Llama-3 N=24 H=5": "llama3_
 
 
 def main(argv=None) -> int:
-    """``python -m normlab.calibration.transfer``: the transfer scores of the shipped fits on the
+    """``python -m normlab.calibration.evaluate.transfer``: the transfer scores of the shipped fits on the
     published Q/M runs (README's table)."""
     import argparse
 

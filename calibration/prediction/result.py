@@ -21,8 +21,8 @@ from normlab._display import (fmt, fmt_interval, html_card, legend_outside, load
                               save_result, short_repr)
 from normlab.theory.criteria import check_criterion
 
-from ._cli_format import strength_meanings
-from .prediction_common import DESIGN_RUNS, FLIP_LEVEL, NONE, _key
+from .readings import DESIGN_RUNS, FLIP_LEVEL, NONE, _key
+from .wording import strength_meanings
 
 #: Columns of the experiment tables (empty without experiment designs).
 EXPERIMENT_COLUMNS = ("draw", "majority", "challenger", "committed", "tested", "runs", "simulated", "met", "last3")

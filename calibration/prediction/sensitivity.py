@@ -46,9 +46,9 @@ from normlab._validate import check_int
 from normlab.theory import StrategyTable, strategy_game
 from normlab.theory.criteria import PUBLISHED_WINDOW
 
-from .inputs import state_labels
-from .posterior import StrategyFit
-from .run_effects import RunEffects, run_effect_values
+from ..fit.inputs import state_labels
+from ..fit.posterior import StrategyFit
+from ..fit.run_effects import RunEffects, run_effect_values
 
 __all__ = ["StateSensitivity", "state_sensitivity", "THIN_DECISIONS"]
 
@@ -349,3 +349,8 @@ def _window_share(answers, players, committed, y, N, W) -> float:
     unc = ~np.asarray(committed)[p]
     n = unc.sum()
     return float((a[unc] == y).sum() / n) if n else math.nan
+
+
+# The type tag of saved results (normlab.load) and pickles name StateSensitivity by its path before the regroup into
+# sub-packages (issue 30), which still imports it: folders saved before and after load alike.
+StateSensitivity.__module__ = "normlab.calibration.sensitivity"

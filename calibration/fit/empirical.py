@@ -16,12 +16,26 @@ frequencies with binomial tests), Fig. S8 (the full table, H = 5).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .inputs import StateCounts
-from .posterior import FitFamily, StrategyFit
+from normlab._validate import Check, validated
 
-__all__ = ["EmpiricalFamily", "EMPIRICAL", "fit_empirical"]
+from .inputs import StateCounts
+from .posterior import FitFamily, FitParams, StrategyFit, _positive_prior
+
+__all__ = ["EmpiricalFamily", "EmpiricalParams", "EMPIRICAL", "fit_empirical"]
+
+
+@validated
+@dataclass(frozen=True)
+class EmpiricalParams(FitParams):
+    """The parameter of an ``empirical`` fit: the Dirichlet concentration per name (``prior``, > 0)."""
+
+    prior: float = 1.0
+
+    _parameter_constraints = {"prior": Check(_positive_prior)}
 
 
 class EmpiricalFamily(FitFamily):
@@ -30,6 +44,7 @@ class EmpiricalFamily(FitFamily):
 
     conjugate = True
     exact_mean = True
+    Params = EmpiricalParams
 
     def fit(self, counts, *, rng=None, **kwargs) -> StrategyFit:
         # the sampler settings of the other kinds do not apply (calibrate and compare_models pass them)
@@ -92,4 +107,5 @@ def fit_empirical(counts: StateCounts, *, prior: float = 1.0, meta: dict | None 
         raise ValueError("no decision to fit on (all counts are zero)")
     m = {"source": dict(counts.source), "groups": len(counts.groups)}
     m.update(meta or {})
-    return StrategyFit(kind="empirical", names=counts.names, memory=counts.memory, counts=c, prior=float(prior), meta=m)
+    return StrategyFit(kind="empirical", names=counts.names, memory=counts.memory, counts=c,
+                       params=EmpiricalParams(prior=float(prior)), meta=m)

@@ -4,7 +4,7 @@ For two names (``p = p(names[1] | s)``; counts aggregated per state, so the like
 term per observed state):
 
 ``logit``
-    ``logit p_s = x_s . beta`` on the memory features of :mod:`normlab.calibration.features`
+    ``logit p_s = x_s . beta`` on the memory features of :mod:`normlab.calibration.fit.features`
     (relabelling-symmetric columns plus bias columns), ``beta_j ~ N(0, 5)``. Generalises to every
     state but is only as good as the features.
 ``logit_symmetric``
@@ -13,7 +13,7 @@ term per observed state):
     2025, Table 1).
 
 A fit keeps the posterior draws of ``beta``; a draw of the table is ``sigmoid(X @ beta)``. This
-module also holds what every NUTS-fitted family shares (:mod:`normlab.calibration.hierarchical`
+module also holds what every NUTS-fitted family shares (:mod:`normlab.calibration.fit.hierarchical`
 extends :class:`LogitFamily`): the sampler settings and their checks, the diagnostics (R-hat,
 bulk/tail ESS, divergences, from ArviZ) and the choice of the feature decay by held-out
 log-likelihood of the MAP fit (:func:`select_decay`).
@@ -31,6 +31,7 @@ Analysis 16, 667 (2021) (rank-normalised R-hat and ESS).
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 import time
 import warnings
 
@@ -41,9 +42,9 @@ from normlab._rng import as_seed_sequence
 
 from .features import COLUMN_MEANINGS, COLUMNS, SYMMETRIC_COLUMNS, design_matrix, to_logit_strategy
 from .inputs import StateCounts
-from .posterior import FitFamily, StrategyFit
+from .posterior import FitFamily, FitParams, StrategyFit
 
-__all__ = ["LogitFamily", "LOGIT", "LOGIT_SYMMETRIC", "fit_logit", "select_decay", "divergence_warning",
+__all__ = ["LogitFamily", "LogitParams", "LOGIT", "LOGIT_SYMMETRIC", "fit_logit", "select_decay", "divergence_warning",
            "DECAY_GRID"]
 
 #: Recency decays tried by :func:`select_decay`.
@@ -233,6 +234,17 @@ def divergence_warning(diagnostics: dict) -> str | None:
 
 
 # ----------------------------------------------------------------------------- the family
+@dataclass(frozen=True)
+class LogitParams(FitParams):
+    """The parameters of a ``logit`` / ``logit_symmetric`` fit: the features' recency ``decay``, the
+    coefficient names and their posterior draws (``coef_draws``, shape ``(D, len(coef_names))``; checked
+    against each other by :meth:`LogitFamily.check`)."""
+
+    decay: float = float("nan")
+    coef_names: tuple = ()
+    coef_draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+
 class LogitFamily(FitFamily):
     """``logit p_s = x_s . beta``: posterior draws of the feature coefficients, a table draw is
     ``sigmoid(X @ beta)`` (``symmetric``: the bias columns fixed at 0).
@@ -245,6 +257,7 @@ class LogitFamily(FitFamily):
     features = True
     two_names_only = True
     uses_nuts = True
+    Params = LogitParams
 
     def __init__(self, kind: str = "logit", symmetric: bool = False):
         self.kind = kind
@@ -311,8 +324,8 @@ class LogitFamily(FitFamily):
     def thin(self, fit, n: int):
         D = fit.coef_draws.shape[0]
         keep = np.linspace(0, D - 1, min(n, D)).round().astype(int)
-        return dataclasses.replace(fit, coef_draws=fit.coef_draws[keep],
-                                   tau_draws=fit.tau_draws[keep] if fit.tau_draws.size else fit.tau_draws,
+        kept = {k: getattr(fit.params, k)[keep] for k in ("coef_draws", "tau_draws") if k in fit.params.names()}
+        return dataclasses.replace(fit, params=dataclasses.replace(fit.params, **kept),
                                    meta={**fit.meta, "draws_kept": int(len(keep))})
 
     # ----------------------------------------------------------------- NUTS
@@ -369,8 +382,10 @@ class LogitFamily(FitFamily):
              "chains": chains, "target_accept": target_accept, "coef_sd": COEF_SD, "tau_sd": TAU_SD,
              "centred_above": CENTRED_ABOVE}
         m.update(meta or {})
-        fit = StrategyFit(kind=self.kind, names=counts.names, memory=counts.memory, counts=C, decay=float(decay),
-                          coef_names=COLUMNS, coef_draws=coef, tau_draws=tau, diagnostics=diag, meta=m)
+        params = self.Params(decay=float(decay), coef_names=COLUMNS, coef_draws=coef,
+                             **({"tau_draws": tau} if "tau_draws" in self.Params.names() else {}))
+        fit = StrategyFit(kind=self.kind, names=counts.names, memory=counts.memory, counts=C, params=params,
+                          diagnostics=diag, meta=m)
         return (fit, idata) if return_idata else fit
 
 

@@ -1,6 +1,6 @@
 """The fitted strategy tables shipped in ``calibration/data/``: their names and documents.
 
-Kept apart from :mod:`normlab.calibration.posterior` so that listing them (``normlab calibrate
+Kept apart from :mod:`normlab.calibration.fit.posterior` so that listing them (``normlab calibrate
 --list-tables``) reads a folder and nothing else; :func:`normlab.calibration.load_fit` turns a
 document into a :class:`~normlab.calibration.StrategyFit`. ``calibration/_build_tables.py``
 rebuilds them.

@@ -6,7 +6,7 @@ distribution. What can differ between the three ways of measuring that distribut
 *measurement*:
 
 (1) exact next-token probes with the answer prefill (:func:`normlab.llm_runs.strategy_table`,
-    ``mode="exact"``; :class:`~normlab.calibration.probe_prediction.ProbeFit`);
+    ``mode="exact"``; :class:`~normlab.calibration.prediction.from_probes.ProbeFit`);
 (2) sampled probes in the paper's protocol: free generation, parsing, re-asks, ``k`` samples
     per state (``mode="sample"``; every attempt is journaled and read here);
 (3) populations (:func:`normlab.llm_runs.run_game`) -- in ``sample`` mode the real test; in
@@ -54,9 +54,9 @@ from normlab.schema import GameLog, parse_memory_state
 from normlab.theory import invalid_answer_game
 from normlab.theory.strategies import n_states
 
-from .inputs import state_labels
-from .prediction_common import first_round_reaching
-from .probe_prediction import ProbeFit, probe_fit
+from ..fit.inputs import state_labels
+from ..prediction.from_probes import ProbeFit, probe_fit
+from ..prediction.readings import first_round_reaching
 
 __all__ = ["ProbeCheck", "probe_check", "read_attempts", "read_population"]
 

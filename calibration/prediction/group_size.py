@@ -41,8 +41,8 @@ from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.theory import StrategyTable, clopper_pearson, strategy_game, strategy_mean_field
 
-from .posterior import StrategyFit, load_fit
-from .prediction_common import table_draws
+from ..fit.posterior import StrategyFit, load_fit
+from .readings import table_draws
 
 __all__ = ["GroupSizeCurve", "group_size_curve", "DEFAULT_SIZES"]
 
@@ -413,7 +413,7 @@ def _regime(strategy, tables, p_maj, regime_tol, seed):
 
 
 def main(argv=None) -> int:
-    """``python -m normlab.calibration.group_size``: the group-size curves of the shipped fits."""
+    """``python -m normlab.calibration.prediction.group_size``: the group-size curves of the shipped fits."""
     import argparse
     import time
 
