@@ -129,6 +129,10 @@ class EndpointConfig:
             raise ValueError(f"transport must be 'auto', 'lean' or 'openai'; got {self.transport!r}")
         if self.base_url is not None and not str(self.base_url).startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://; got {redact_url(str(self.base_url))!r}")
+        if self.base_url is not None and not str(self.base_url).isascii():
+            raise ValueError(
+                f"base_url {redact_url(str(self.base_url))} holds a character outside ASCII (e.g. a fullwidth '＠' or "
+                "'：'): an address is written in ASCII (a non-ASCII host in its punycode form, xn--...)")
         if self.base_url is not None and any(c in str(self.base_url) for c in "?#"):
             raise ValueError(
                 f"base_url {redact_url(str(self.base_url))} carries a query or fragment: the OpenAI client appends its "
