@@ -190,9 +190,15 @@ _CHILD = textwrap.dedent("""
 
 
 def _child(url, transport, what="chat") -> dict:
-    """Run one client call in a fresh process and report its whole-process peak memory (VmHWM)."""
+    """Run one client call in a fresh process and report its whole-process peak memory (VmHWM); the
+    child is capped at 3 GB of address space so that a regression fails the test, not the machine."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
     proc = subprocess.run([sys.executable, "-c", _CHILD, url, transport, what], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, preexec_fn=limit)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from normlab.cli import main
-from normlab.llm_runs.backend import redact_command, redact_text, redact_url
-from normlab.llm_runs.backend.config import key_masker
+from normlab.llm_runs.backend import config, redact_command, redact_text, redact_url
 from normlab.llm_runs.testing import StubServer
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -54,7 +53,7 @@ def test_extra_body_fields_with_secret_looking_names_are_masked():
 def test_an_altered_echo_of_the_key_is_masked(echo):
     """Item 6: a key the server echoes back altered (in case, with a masked last character)
     reached the printed line, manifest.json and journal.jsonl (only the exact key was masked)."""
-    mask = key_masker(KEY)
+    mask = config.key_masker(KEY)
     shown = mask(f"error: Incorrect API key provided: {echo}. See the docs.")
     assert KEY[8:20].lower() not in shown.lower() and "***" in shown and "See the docs." in shown, shown
     assert mask("Q") == "Q" and mask("the answer is M") == "the answer is M"
