@@ -144,3 +144,22 @@ def test_load_refuses_a_file_inside_a_sub_folder_linked_outside(calibration, tmp
     (calibration / "fit" / "result.json").symlink_to(outside)
     with pytest.raises(ValueError, match="leads outside the saved result's folder"):
         normlab.load(calibration)
+
+
+@pytest.mark.slow
+def test_bench_integrity_prints_every_number_readme_quotes():
+    """``benchmarks/bench_integrity.py`` (README's issue-29 numbers): every hostile case refused
+    (the 2 000-member archive read), each within a bounded peak."""
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_integrity.py"
+    r = subprocess.run([sys.executable, str(bench)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout)
+    for name, case in res.items():
+        for c in (case.values() if name == "answer_64mb_of_empty_arrays" else [case]):
+            assert "error" not in c, (name, c)
+            if name == "zip_2000_members":
+                assert c["refused"] is False
+            elif name == "sweep_of_1e6_steps":
+                assert c["exit_code"] == 2
+            else:
+                assert c["refused"] is True and c["peak_mb"] < 600, (name, c)
