@@ -25,7 +25,8 @@ variable that holds it instead.
 
 :func:`run_experiment` runs the steps one after the other through the ordinary command
 (``main(argv)``), so each is journaled and resumable as it is on the command line; it writes
-``experiment.json`` beside the results (the file's text and SHA-256, normlab's version, every step's
+``experiment.json`` beside the results (:func:`manifest_path`: ``OUT/experiment.json`` for a sweep,
+``OUT.experiment.json`` beside a single step's run directory ``OUT``, which accepts nothing else) (the file's text and SHA-256, normlab's version, every step's
 command line, parsed arguments and exit code, and one entry per session; secrets redacted with
 :func:`normlab.llm_runs.backend.redact_url` and the key rules below). Running the same file again
 reruns every step into the same folders: LLM steps answer from their journals (no new request
