@@ -100,15 +100,17 @@ def _printed(capsys, argv) -> str:
 
 # ----------------------------------------------------------------------------- round trips
 @pytest.mark.parametrize("command", LEAVES)
-def test_print_config_round_trip_every_command(command, tmp_path, capsys):
-    """command line -> --print-config -> normlab run's reading of the file -> the same parsed arguments."""
+def test_print_config_round_trip_every_command(command, tmp_path, capsys, monkeypatch):
+    """command line -> --print-config -> normlab run's reading of the file -> the same parsed arguments
+    (the file where it is printed, in the working directory: its ``out`` is read from its folder)."""
     parser = build_parser()
     argv = _full_argv(command)
     want = arguments(parse_step(parser, argv, "argv"))
     text = _printed(capsys, argv)
     data = tomllib.loads(text)  # valid TOML
     assert data["experiment"]["command"] == command
-    f = tmp_path / "exp.toml"
+    monkeypatch.chdir(tmp_path)
+    f = Path("exp.toml")
     f.write_text(text, encoding="utf-8")
     exp = read_experiment(f, build_parser())
     assert len(exp.steps) == 1 and exp.steps[0].name == ""
@@ -131,6 +133,8 @@ def test_print_config_defaults_only_round_trip(command, tmp_path, capsys):
     if "out" in want and want["out"] is None:
         assert got.pop("out") == str(tmp_path / "exp")
         want.pop("out")
+    elif "out" in want:  # a required out given in the file: read from the file's folder
+        assert got.pop("out") == str(tmp_path / want.pop("out"))
     assert got == want
     # every commented default is itself a valid key = value line of the command
     for line in text.splitlines():

@@ -5,16 +5,17 @@ accounting against the spending cap, and the endpoint's fingerprint for a run's 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
 import time
+import warnings
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .config import EndpointConfig, EndpointError, NotOpenAICompatible, redact_text, redact_url
+from .config import EndpointConfig, EndpointError, NotOpenAICompatible, key_masker, redact_text, redact_url
 from .embedded import EmbeddedServer
-from .http import HTTPConnection, HTTPStatus, LeanHTTP, is_loopback, lean_transport_for
+from .http import (MAX_SIDE_BYTES, AnswerRefused, HTTPConnection, HTTPOutOfStep, HTTPStatus, LeanHTTP,
+                   bounded_http_client, is_loopback, lean_transport_for, loads_answer, summarise)
 from .spending import SpendingCap
 
 
@@ -37,6 +38,9 @@ class CallResult:
     attempts: int
     errors: list
     reservation: int | None = None  # the write-ahead budget reservation it settles (SpendingCap.on_reserve)
+    #: The answer carried no ``usage`` (its token counts are 0 here): a token budget must count the
+    #: request another way.
+    usage_missing: bool = False
 
 
 def _describe(exc) -> str:
@@ -49,11 +53,17 @@ def _describe(exc) -> str:
     return f"{type(inner).__name__}: {str(inner)[:200]}"
 
 
+def _side_json(resp, what: str):
+    """A side answer's JSON (``/models``, ``/props``), parsed within :data:`MAX_SIDE_BYTES` and the
+    element cap (its bytes were bounded as they arrived); ``ValueError`` when it is not JSON."""
+    return loads_answer(resp.content, what, max_bytes=MAX_SIDE_BYTES)
+
+
 def _model_ids(resp) -> list | None:
     """Model ids of an OpenAI-shaped ``GET /models`` answer (``{"data": [{"id": ...}, ...]}``);
     ``None`` when the answer is not JSON of that shape."""
     try:
-        obj = resp.json()
+        obj = _side_json(resp, "GET /models")
     except ValueError:
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
@@ -65,12 +75,13 @@ def _model_ids(resp) -> list | None:
 
 
 def _model_entry(resp, model) -> dict | None:
-    """The ``/models`` entry of ``model`` (id, owner, created, and whatever else the server
-    says about it), for the run's manifest."""
+    """The ``/models`` entry of ``model`` (id, owner, created, and what else the server says about
+    it), summarised for the run's manifest (:func:`~normlab.llm_runs.backend.http.summarise`:
+    strings cut, entries counted past a few dozen), never the whole answer."""
     try:
-        for m in resp.json()["data"]:
+        for m in _side_json(resp, "GET /models")["data"]:
             if m.get("id") == model or (model and str(m.get("id", "")).startswith(model + ":")):
-                return {k: v for k, v in m.items() if isinstance(v, (str, int, float, bool)) or k == "meta"}
+                return summarise({k: v for k, v in m.items() if isinstance(v, (str, int, float, bool)) or k == "meta"})
     except (ValueError, KeyError, TypeError, AttributeError):
         pass
     return None
@@ -79,10 +90,22 @@ def _model_entry(resp, model) -> dict | None:
 def _json_error(resp) -> bool:
     """True when an error answer is JSON (an API's error), not an HTML or text page."""
     try:
-        resp.json()
-    except (ValueError, UnicodeDecodeError):
+        _side_json(resp, "the error answer")
+    except (ValueError, UnicodeDecodeError, RuntimeError):
         return False
     return True
+
+
+def _refusal(exc):
+    """The :class:`AnswerRefused` or :class:`HTTPOutOfStep` behind an ``openai`` client error (the
+    bounded client raises them while reading an answer), or ``None``."""
+    inner, seen = exc, 0
+    while inner is not None and seen < 16:
+        if isinstance(inner, (AnswerRefused, HTTPOutOfStep)):
+            return inner
+        inner = inner.__cause__ or inner.__context__
+        seen += 1
+    return None
 
 
 def _refused(exc) -> bool:
@@ -130,11 +153,33 @@ def _clean_text(text):
         return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
+#: Largest log-probability taken as 0 (a server's rounding of log 1); anything larger is not a
+#: log-probability and the answer is refused.
+LOGPROB_TOLERANCE = 1e-4
+#: Most tokens one answer's ``usage`` may count (prompt or completion): more is not a count.
+MAX_USAGE_TOKENS = 10**9
+
+
 def _logprob(v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ValueError(f"logprob {str(v)[:40]!r} is not a number")
     x = float(v)
-    if math.isnan(x) or x > 0 and math.isinf(x):
-        raise ValueError(f"logprob {v!r} is not a log-probability")
-    return x
+    if math.isnan(x) or x > LOGPROB_TOLERANCE:
+        raise ValueError(f"logprob {str(v)[:40]}: not a log-probability (log p <= 0)")
+    return min(x, 0.0)
+
+
+def _count(usage: dict, key: str) -> int:
+    """One token count of an answer's ``usage``: a whole number in [0, :data:`MAX_USAGE_TOKENS`]
+    (``ValueError`` otherwise: ``1e400``, ``-5``, ``"many"``, ``2.5``)."""
+    v = usage.get(key)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)) \
+            or v < 0 or v > MAX_USAGE_TOKENS or v != int(v):
+        raise ValueError(f"usage.{key} = {str(v)[:40]} is not a token count (a whole number from 0 to "
+                         f"{MAX_USAGE_TOKENS:,})")
+    return int(v)
 
 
 #: How requests travel: ``"lean"`` (:class:`~normlab.llm_runs.backend.http.LeanHTTP`, plain
@@ -175,7 +220,10 @@ class LLMClient:
         self.model = model
         self.config = config
         self._client = None
+        self._http = None  # the bounded httpx client of the openai transport and the side requests
         self._sem: asyncio.Semaphore | None = None
+        self._mask = None  # masks the API key in anything shown or written (config.key_masker)
+        self._warned: set = set()
         self.n_requests = 0
         self.n_attempts = 0
         self.n_errors = 0
@@ -190,18 +238,18 @@ class LLMClient:
     async def __aenter__(self) -> "LLMClient":
         import openai
 
-        kw = {}
-        if is_loopback(urlsplit(self.base_url).hostname or ""):  # the embedded or a local server: never a proxy
-            kw["http_client"] = openai.DefaultAsyncHttpxClient(trust_env=False)
+        key = self.config.resolve_api_key()  # a key with a line break: one line, before anything is sent
+        # the embedded or a local server: never a proxy; every answer bounded, no redirect followed
+        self._http = bounded_http_client(trust_env=not is_loopback(urlsplit(self.base_url).hostname or ""))
         self._client = openai.AsyncOpenAI(
-            base_url=self.base_url, api_key=self.config.resolve_api_key(),
-            timeout=self.config.timeout, max_retries=0, **kw,
+            base_url=self.base_url, api_key=key,
+            timeout=self.config.timeout, max_retries=0, http_client=self._http,
         )
         self._sem = asyncio.Semaphore(self.config.concurrency)
         if self.transport == "lean" and not self.base_url.startswith("http://"):
             raise ValueError(f"transport 'lean' serves plain http:// URLs only; got {self.shown_url}")
         if self.transport == "lean" or (self.transport == "auto" and lean_transport_for(self.base_url)):
-            self._lean = LeanHTTP(self.base_url, {"Authorization": f"Bearer {self.config.resolve_api_key()}"})
+            self._lean = LeanHTTP(self.base_url, {"Authorization": f"Bearer {key}"})
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -219,12 +267,26 @@ class LLMClient:
                 pass
 
     def _redact(self, text: str) -> str:
-        """Remove the API key (a server may echo the Authorization header in an error body) and
-        credentials inside the base URL from a message."""
-        key = self.config.resolve_api_key()
-        if key and key != "not-needed" and len(key) >= 4:
-            text = text.replace(key, "***")
+        """Remove the API key (a server may echo the Authorization header in an error body, in any
+        case or partly masked: :func:`~normlab.llm_runs.backend.config.key_masker`) and credentials
+        inside the base URL from a message."""
+        mask = self._key_mask()
+        if mask is not None:
+            text = mask(text)
         return redact_text(text.replace(self.base_url, self.shown_url))
+
+    def _key_mask(self):
+        if self._mask is None:
+            try:
+                self._mask = key_masker(self.config.resolve_api_key()) or (lambda t: t)
+            except ValueError:  # a key that cannot be sent: nothing of it was
+                self._mask = lambda t: t
+        return self._mask
+
+    def _warn_once(self, what: str, message: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            warnings.warn(self._redact(message), RuntimeWarning, stacklevel=3)
 
     def _error(self, message: str) -> EndpointError:
         return EndpointError(self._redact(message))
@@ -262,7 +324,12 @@ class LLMClient:
                     f"{self.base_url} does not serve model {self.model!r}; it lists {', '.join(map(repr, ids[:8]))}"
                     + (" ..." if len(ids) > 8 else "")
                 )
+        except (AnswerRefused, HTTPOutOfStep) as exc:  # the bounded client's refusals, raised as they are
+            raise self._error(f"{self.base_url}/models: {exc}") from None
         except openai.APIConnectionError as exc:
+            refused = _refusal(exc)
+            if refused is not None:
+                raise self._error(f"{self.base_url}/models: {refused}") from None
             raise self._down(exc) from None
         except openai.AuthenticationError:
             raise self._error(
@@ -432,19 +499,26 @@ class LLMClient:
         ``TimeoutError`` or ``ValueError`` (malformed), whichever transport carries it."""
         if self._lean is not None:
             _, _, payload = await self._lean.post(route, body)
-            return json.loads(payload.decode("utf-8"))
+            return loads_answer(payload)
+        import httpx2
         import openai
 
-        try:
-            return await self._client.post(route, body=body, cast_to=dict)
+        try:  # the raw answer (its bytes bounded as they arrived), parsed here within the element cap
+            resp = await self._client.post(route, body=body, cast_to=httpx2.Response)
         except openai.APIStatusError as exc:
             raise HTTPStatus(exc.status_code, exc.response.headers, message=str(exc)) from None
         except openai.APITimeoutError:
             raise TimeoutError() from None
         except openai.APIConnectionError as exc:
+            refused = _refusal(exc)
+            if isinstance(refused, HTTPOutOfStep):
+                raise refused from None
+            if refused is not None:
+                raise ValueError(str(refused)) from None
             raise HTTPConnection(_describe(exc), refused=_refused(exc)) from None
         except openai.APIResponseValidationError as exc:
             raise ValueError(str(exc)) from None
+        return loads_answer(resp.content)
 
     async def _attempts(self, route: str, body: dict, parse) -> CallResult:
         errors: list[str] = []
@@ -464,7 +538,21 @@ class LLMClient:
                     # a server trickling bytes would keep a request alive for ever)
                     async with asyncio.timeout(self.config.timeout):
                         resp = await self._send(route, body)
+                except HTTPOutOfStep as exc:
+                    self.n_errors += 1
+                    raise self._error(
+                        f"{self.base_url}{route}: {exc}: the server's answers are out of step with the requests "
+                        "(each later answer would be given to the next prompt); refused"
+                    ) from None
                 except HTTPStatus as exc:
+                    if 300 <= exc.status < 400:
+                        self.n_errors += 1
+                        where = redact_url(str((exc.headers or {}).get("location", "")))[:120] or "another address"
+                        raise self._error(
+                            f"{self.base_url}{route} answered HTTP {exc.status}, a redirect to {where}: normlab does not "
+                            "follow redirects (the prompt would be sent again, elsewhere); give the final address as "
+                            "--base-url"
+                        ) from None
                     if exc.status == 429:
                         wait = _retry_after(exc.headers)
                         capped = wait == RETRY_AFTER_CAP and "capped" or ""
@@ -492,14 +580,17 @@ class LLMClient:
                         self.n_errors += 1
                         raise self._down(exc) from None
                 except ValueError as exc:
-                    errors.append(f"malformed response: {str(exc)[:120]}")
+                    errors.append(self._redact(f"malformed response: {str(exc)[:120]}"))
                 else:
                     latency = time.perf_counter() - t0
                     try:
                         return parse(resp, latency=time.perf_counter() - t_start, attempts=attempt + 1,
                                      errors=errors, call_latency=latency)
-                    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-                        errors.append(f"malformed response: {type(exc).__name__}: {str(exc)[:100]}")
+                    except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError) as exc:
+                        if "not a log-probability" in str(exc):
+                            self._warn_once("logprob", f"{self.shown_url}{route} sent a {str(exc)[:80]}; answers "
+                                                       "holding one are refused (retried, then the request fails)")
+                        errors.append(self._redact(f"malformed response: {type(exc).__name__}: {str(exc)[:100]}"))
             self.n_errors += 1
             if attempt == self.config.max_retries:
                 break
@@ -554,21 +645,28 @@ class LLMClient:
         return self._account(resp, choice, text, top, tokens, latency, attempts, errors)
 
     def _account(self, resp, choice, text, top, tokens, latency, attempts, errors) -> CallResult:
-        usage = resp.get("usage") or {}
-        pt = int(usage.get("prompt_tokens") or 0)
-        ct = int(usage.get("completion_tokens") or 0)
-        cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+        usage = resp.get("usage")
+        missing = not isinstance(usage, dict) or ("prompt_tokens" not in usage and "completion_tokens" not in usage)
+        if usage is not None and not isinstance(usage, dict):
+            raise ValueError(f"usage is a {type(usage).__name__}, not an object")
+        usage = usage or {}
+        pt = _count(usage, "prompt_tokens")
+        ct = _count(usage, "completion_tokens")
+        details = usage.get("prompt_tokens_details")
+        cached = _count(details, "cached_tokens") if isinstance(details, dict) else 0
         self.prompt_tokens += pt
         self.completion_tokens += ct
         self._largest_prompt = max(self._largest_prompt, pt)
         self.cap.add(pt, ct, self.prices)
         self._ok_once = True
         text = _clean_text(text)
+        if text:
+            text = self._key_mask()(text)  # a server echoing the key in an answer: not into the journal
         if top is not None:
             top = [(_clean_text(t), v) for t, v in top]
         return CallResult(text=text, top=top, tokens=tokens, finish_reason=choice.get("finish_reason"),
                           prompt_tokens=pt, completion_tokens=ct, cached_tokens=cached,
-                          latency=latency, attempts=attempts, errors=list(errors))
+                          latency=latency, attempts=attempts, errors=list(errors), usage_missing=missing)
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         """USD cost of the given token counts at the configured prices."""
@@ -608,24 +706,37 @@ class LLMClient:
         if props is not None:
             keep = ("model_path", "model_alias", "model_ftype", "total_slots", "build_info", "n_ctx")
             flat = dict(props)
-            flat["n_ctx"] = (props.get("default_generation_settings") or {}).get("n_ctx")
-            out["server_props"] = {k: flat.get(k) for k in keep if flat.get(k) is not None}
+            settings = props.get("default_generation_settings")
+            flat["n_ctx"] = settings.get("n_ctx") if isinstance(settings, dict) else None
+            out["server_props"] = _redacted(summarise({k: flat.get(k) for k in keep if flat.get(k) is not None},
+                                                      depth=1), self._redact)
+        if out["models_entry"] is not None:
+            out["models_entry"] = _redacted(out["models_entry"], self._redact)
         if server is not None:
             out["embedded"] = server.describe()
         return out
 
     async def _props(self) -> dict | None:
-        """``GET /props`` of a llama.cpp server (next to ``/v1``), or ``None``."""
-        import httpx2  # openai's own HTTP client
-
+        """``GET /props`` of a llama.cpp server (next to ``/v1``), or ``None``; read by the bounded
+        client (:data:`MAX_SIDE_BYTES`, no redirect), parsed within the element cap."""
         root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         try:
-            async with httpx2.AsyncClient(timeout=5.0) as h:
-                r = await h.get(root + "/props")
+            r = await self._http.get(root + "/props", timeout=5.0)
             if r.status_code != 200:
                 return None
-            obj = r.json()
-        except Exception:  # best effort: any failure means "no props"
+            obj = _side_json(r, "GET /props")
+        except Exception:  # best effort: any failure (too large, not JSON, down) means "no props"
             return None
         return obj if isinstance(obj, dict) else None
 
+
+
+def _redacted(value, redact):
+    """``value`` (a summarised side answer) with ``redact`` applied to every string in it."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(str(k)): _redacted(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, redact) for v in value]
+    return value

@@ -134,6 +134,10 @@ class EndpointConfig:
             raise ValueError(f"transport must be 'auto', 'lean' or 'openai'; got {self.transport!r}")
         if self.base_url is not None and not str(self.base_url).startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://; got {redact_url(str(self.base_url))!r}")
+        if self.base_url is not None and not str(self.base_url).isascii():
+            raise ValueError(
+                f"base_url {redact_url(str(self.base_url))} holds a character outside ASCII (e.g. a fullwidth '＠' or "
+                "'：'): an address is written in ASCII (a non-ASCII host in its punycode form, xn--...)")
         if self.base_url is not None and any(c in str(self.base_url) for c in "?#"):
             raise ValueError(
                 f"base_url {redact_url(str(self.base_url))} carries a query or fragment: the OpenAI client appends its "
@@ -141,6 +145,8 @@ class EndpointConfig:
                 f"an environment variable (--api-key-env, default {ENV_API_KEY}) and the base URL without '?'")
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key.strip()):
             raise ValueError("api_key must be a non-empty string or None (the key itself is never shown)")
+        if self.api_key is not None:
+            check_api_key(self.api_key, "api_key (--api-key)")
         for name in ("timeout", "backoff", "backoff_max"):
             if not (isinstance(getattr(self, name), (int, float)) and getattr(self, name) > 0):
                 raise ValueError(f"{name} must be a positive number; got {getattr(self, name)!r}")
@@ -194,31 +200,95 @@ class EndpointConfig:
         return self.base_url is None
 
     def resolve_api_key(self) -> str:
-        key = self.api_key or os.environ.get(self.api_key_env) or os.environ.get("OPENAI_API_KEY")
-        return key or "not-needed"
+        """The key sent as ``Authorization: Bearer KEY``: :attr:`api_key`, else the variable
+        :attr:`api_key_env`, else ``OPENAI_API_KEY``, else a placeholder local servers accept. A key
+        holding a control character (a line break) is refused in one line naming where it came
+        from (:func:`check_api_key`)."""
+        if self.api_key:
+            return check_api_key(self.api_key, "api_key (--api-key)")
+        for var in (self.api_key_env, "OPENAI_API_KEY"):
+            key = os.environ.get(var)
+            if key:
+                return check_api_key(key, f"the API key in ${var}")
+        return "not-needed"
 
 
 
 #: Query parameters and ``key=value`` / JSON fields whose value is a credential (compared without
 #: case, ``-`` and ``_``): their values are replaced by ``***`` wherever an address or a command
-#: line is shown or written.
+#: line is shown or written. Beside these whole names, any name holding one of the words of
+#: :data:`SECRET_WORDS` (``api_token``, ``access_key``, ``clientSecret``, ``x-auth-header``) is one.
 SECRET_FIELDS = ("apikey", "key", "token", "accesstoken", "refreshtoken", "idtoken", "authtoken", "auth",
                  "authorization", "sig", "signature", "password", "passwd", "pwd", "secret", "clientsecret",
                  "credential", "credentials", "sessiontoken", "xapikey", "code")
+#: Words that make a field or flag name a credential's wherever they stand in it (the name split at
+#: ``-``, ``_``, ``.`` and lower-to-upper case changes: ``access_key`` -> ``access``, ``key``).
+SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "passphrase", "pwd", "auth",
+                          "authorization", "credential", "credentials", "signature", "sig", "bearer", "cookie",
+                          "privatekey", "accesskey", "secretkey", "sessiontoken"})
 #: Command-line flags whose value is a credential (``--api-key KEY``, ``--token=T``; compared without
 #: case, ``-`` and ``_``). ``--api-key-env NAME`` names a variable and is kept.
 SECRET_FLAGS = ("apikey", "key", "token", "accesstoken", "authtoken", "auth", "password", "passwd", "secret",
-                "clientsecret", "credential", "credentials", "bearer")
+                "clientsecret", "credential", "credentials", "bearer", "apitoken", "accesskey", "secretkey",
+                "privatekey", "passphrase", "sessiontoken", "refreshtoken", "idtoken")
+#: Credentials recognised by their form alone, wherever they stand (a comment, a description, a
+#: message): the keys and tokens of the common providers and a bearer token.
+SECRET_TOKEN = re.compile(
+    r"(\bsk-[A-Za-z0-9_\-]{12,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{16,}|\bgithub_pat_[A-Za-z0-9_]{20,}"
+    r"|\bAIza[0-9A-Za-z_\-]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}"
+    r"|\bBearer\s+[A-Za-z0-9._~+/=\-]{8,})")
 _MASK = "***"
 _FIELD = r"[A-Za-z][A-Za-z0-9_.-]*"
-_CREDENTIALS = re.compile(r"(?<=://)[^/@\s?#'\"]+@")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_AUTHORITY_END = re.compile(r"[/?#\r\n]")
 _QUERY = re.compile(r"([?&;])(" + _FIELD + r")=([^&;#\s'\"]*)")
-_JSON_FIELD = re.compile(r"(['\"])(" + _FIELD + r")\1(\s*:\s*)(['\"])((?:\\.|(?!\4).)*)\4")
+_JSON_FIELD = re.compile(r"(['\"])(" + _FIELD + r")\1(\s*:\s*)(?:(['\"])((?:\\.|(?!\4).)*)\4|(-?[0-9][0-9.eE+-]*))")
 _BEARER = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", re.I)
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
-def _secret(name: str, table) -> bool:
-    return name.lower().replace("-", "").replace("_", "").replace(".", "") in table
+def _secret(name: str, table, words: bool = True) -> bool:
+    """A field or flag name that holds a credential: a whole name of ``table`` (compared without
+    case, ``-``, ``_`` and ``.``) or, with ``words``, a name holding a word of :data:`SECRET_WORDS`."""
+    flat = name.lower().replace("-", "").replace("_", "").replace(".", "")
+    if flat in table:
+        return True
+    if not words or flat.endswith("env"):  # --api-key-env, api_key_env: the NAME of a variable
+        return False
+    words = [w.lower() for w in _WORDS.findall(name)]
+    pairs = {a + b for a, b in zip(words, words[1:])}
+    return any(w in SECRET_WORDS for w in words) or bool(pairs & SECRET_WORDS)
+
+
+def _fold(text: str) -> str:
+    """Compatibility forms folded before anything is parsed (NFKC: a fullwidth ``＠`` or ``：`` is
+    ``@`` or ``:`` to a URL parser, so it is to the redaction too)."""
+    if text.isascii():
+        return text
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", text)
+
+
+def _mask_userinfo(text: str) -> str:
+    """Every address's userinfo masked, by structure: after ``scheme://``, the authority runs to the
+    first ``/``, ``?``, ``#`` or line end; everything before its LAST ``@`` is userinfo (a password
+    may hold ``'``, spaces, ``:`` and ``@``), replaced by ``***``."""
+    out, pos = [], 0
+    for m in _SCHEME.finditer(text):
+        if m.start() < pos:
+            continue
+        start = m.end()
+        end_m = _AUTHORITY_END.search(text, start)
+        end = end_m.start() if end_m else len(text)
+        at = text.rfind("@", start, end)
+        if at < 0:
+            continue
+        out.append(text[pos:start])
+        out.append(_MASK)
+        pos = at  # the "@host..." part stays
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def redact_url(url: str) -> str:
@@ -226,20 +296,71 @@ def redact_url(url: str) -> str:
     one redaction of a URL): ``https://user:secret@host/v1`` -> ``https://***@host/v1``,
     ``...?api_key=K&sig=S`` -> ``...?api_key=***&sig=***`` (every name of :data:`SECRET_FIELDS`).
 
+    By structure, not by pattern: fullwidth and other compatibility forms are folded first (NFKC:
+    ``＠`` is ``@``), then each address's userinfo -- everything before the last ``@`` of its
+    authority, whatever it holds (``'``, spaces, several ``@``) -- is masked.
+
     Works on any text that holds addresses (an error message, a command line), so every writer
     passes what it shows through here or through :func:`redact_command`.
     """
-    text = _CREDENTIALS.sub(_MASK + "@", str(url))
+    text = _mask_userinfo(_fold(str(url)))
     return _QUERY.sub(lambda m: f"{m[1]}{m[2]}={_MASK}" if _secret(m[2], SECRET_FIELDS) and m[3] else m[0], text)
+
+
+def _json_field(m) -> str:
+    if not _secret(m[2], SECRET_FIELDS):
+        return m[0]
+    if m[4] is not None:
+        return f"{m[1]}{m[2]}{m[1]}{m[3]}{m[4]}{_MASK}{m[4]}"
+    return f"{m[1]}{m[2]}{m[1]}{m[3]}\"{_MASK}\""
 
 
 def redact_text(text: str) -> str:
     """:func:`redact_url` plus the credentials a message can quote outside an address: JSON fields
-    (``"api_key": "..."``, e.g. inside ``--extra-body``) and ``Authorization: Bearer ...`` values."""
+    whose name is a credential's (``"api_key": "..."``, ``"access_key": 123``, e.g. inside
+    ``--extra-body``), ``Authorization: Bearer ...`` values, and the keys and tokens recognised by
+    their form (:data:`SECRET_TOKEN`: ``sk-...``, ``ghp_...``, ``hf_...``)."""
     text = redact_url(text)
-    text = _JSON_FIELD.sub(lambda m: (f"{m[1]}{m[2]}{m[1]}{m[3]}{m[4]}{_MASK}{m[4]}"
-                                      if _secret(m[2], SECRET_FIELDS) else m[0]), text)
-    return _BEARER.sub(lambda m: f"{m[1]} {_MASK}", text)
+    text = _JSON_FIELD.sub(_json_field, text)
+    text = _BEARER.sub(lambda m: f"{m[1]} {_MASK}", text)
+    return SECRET_TOKEN.sub(_MASK, text)
+
+
+def key_masker(key: str | None):
+    """A function masking ``key`` in a text wherever it appears, whole or in part and in any case
+    (a server may echo it back lower-cased, or with characters masked: ``sk-abc...xyz*``): every run
+    of key-like characters sharing 8 characters in a row with the key (the whole key when shorter)
+    becomes ``***``. ``None`` for no key (or the placeholder a local server gets)."""
+    if not key or key == "not-needed" or len(key) < 4:
+        return None
+    low = key.lower()
+    width = min(8, len(low))
+    grams = {low[i:i + width] for i in range(len(low) - width + 1)}
+    runs = re.compile(r"[A-Za-z0-9_\-.~+/=*%:]{" + str(width) + ",}")
+
+    def mask(text: str) -> str:
+        if not text:
+            return text
+
+        def one(m):
+            r = m[0].lower()
+            return _MASK if any(r[i:i + width] in grams for i in range(len(r) - width + 1)) else m[0]
+        return runs.sub(one, text)
+    return mask
+
+
+def check_api_key(key: str, where: str = "the API key") -> str:
+    """``key`` when it can travel in an HTTP header: a control character (CR, LF, NUL, tab: e.g.
+    the newline a file ends with) is refused in one line that does not show the key."""
+    bad = next((c for c in key if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        label = {"\r": "a carriage return (CR)", "\n": "a line feed (LF)", "\t": "a tab", "\0": "a NUL"}.get(
+            bad, f"the control character U+{ord(bad):04X}")
+        raise ValueError(f"{where} holds {label}: an HTTP header cannot carry it (a key read from a file often ends "
+                         "with a newline); set the key again without it")
+    if not key.isascii():
+        raise ValueError(f"{where} holds a non-ASCII character: an HTTP header cannot carry it; check the key")
+    return key
 
 
 def redact_command(argv) -> list[str]:
@@ -264,7 +385,7 @@ def redact_command(argv) -> list[str]:
             mask_next = False
             continue
         flag, eq, value = arg.partition("=")
-        if arg.startswith("-") and _secret(flag.lstrip("-"), SECRET_FLAGS):
+        if arg.startswith("-") and _secret(flag.lstrip("-"), SECRET_FLAGS, words=False):
             if eq:
                 out.append(f"{flag}={_MASK}")
             else:

@@ -246,7 +246,7 @@ def _select_agents(agents):
         unknown = [a for a in agents if a not in known]
         if unknown:
             raise ValueError(f"unknown agent names {unknown}; built-in agents: {sorted(known)}")
-        return [known[a] for a in agents]
+        return _checked_agents([known[a] for a in agents])  # an agent named twice: refused, not merged
     for a in agents:
         if not isinstance(a, dict) or not isinstance(a.get("name"), str) or not isinstance(a.get("description", ""), str):
             raise TypeError("agents must be None, a JSON path, built-in names, or dicts with 'name' and 'description'")

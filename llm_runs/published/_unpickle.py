@@ -30,6 +30,7 @@ References
 from __future__ import annotations
 
 import io
+import math
 import pickle
 
 import numpy as np
@@ -37,7 +38,7 @@ import numpy as np
 from normlab._jit import njit
 
 __all__ = ["UnsafePickleError", "RestrictedUnpickler", "restricted_loads", "scan_pickle", "PLAIN_TYPES", "MAX_NODES",
-           "MAX_DEPTH", "MAX_BUILT"]
+           "MAX_DEPTH", "MAX_BUILT", "MAX_COLLISION_WORK"]
 
 #: Most container elements a loaded pickle may hold when expanded as a tree (a container shared
 #: through the pickle memo counts once per reference, so memo amplification is refused before any
@@ -256,7 +257,449 @@ def _scan_ops(data, args, refused, max_ops):
     return SCAN_NO_STOP, n, ops, 0
 
 
-def scan_pickle(data, *, source: str = "<bytes>", max_built: int = MAX_BUILT) -> int:
+# --------------------------------------------------------------- the work of building dicts
+#: Most key comparisons the dicts of a pickle may cost beyond one per key (every key inserted into a
+#: dict that already holds keys of the same hash costs one more each: distinct ints equal modulo
+#: 2**61 - 1, floats 2**61 apart, tuples of them, all collide in CPython's hash and make building a
+#: dict quadratic: a 184 KB zip took 62.6 s). Published files: 0 (their keys are str and small int).
+MAX_COLLISION_WORK = 1_000_000
+
+# what the stack model knows of a value: its kind, and for a hashable value of known hash the hash
+_K_OTHER, _K_HASHED, _K_RANDOM, _K_DICT, _K_TEXTFLOAT, _K_LIST, _K_UNHASHABLE = range(7)
+(WORK_OK, WORK_TOO_MUCH, WORK_MALFORMED) = range(3)
+_P61 = (1 << 61) - 1
+_XX1, _XX2, _XX5 = 11400714785074694791, 14029467366897019727, 2870177450012600261
+
+
+@njit(cache=True)
+def _mod_p(x):
+    """``x`` (uint64) modulo 2**61 - 1."""
+    p = np.uint64(_P61)
+    x = (x & p) + (x >> np.uint64(61))
+    if x >= p:
+        x -= p
+    return x
+
+
+@njit(cache=True)
+def _shl_mod(h, k):
+    """``h * 2**k`` modulo 2**61 - 1 (``h`` < 2**61, 0 <= ``k`` < 61): a rotation within 61 bits."""
+    if k == 0:
+        return h
+    p = np.uint64(_P61)
+    kk = np.uint64(k)
+    return ((h << kk) & p) | (h >> (np.uint64(61) - kk))
+
+
+@njit(cache=True)
+def _signed_hash(mag, negative):
+    """CPython's hash of an int of magnitude ``mag`` modulo 2**61 - 1 (``-1`` becomes ``-2``)."""
+    h = np.int64(mag)
+    if negative:
+        h = -h
+    if h == -1:
+        h = -2
+    return h
+
+
+@njit(cache=True)
+def _hash_le(data, start, width):
+    """CPython's hash of the little-endian two's-complement int in ``data[start:start+width]``."""
+    if width == 0:
+        return np.int64(0)
+    negative = data[start + width - 1] >= 128
+    h = np.uint64(0)
+    for k in range(width - 1, -1, -1):  # most significant byte first: h = h * 256 + byte, modulo P
+        b = np.uint64(data[start + k])
+        if negative:
+            b = np.uint64(255) - b  # ones' complement: |x| = ~u + 1
+        h = _mod_p(_shl_mod(h, 8) + b)
+    if negative:
+        h = _mod_p(h + np.uint64(1))
+    return _signed_hash(h, negative)
+
+
+@njit(cache=True)
+def _hash_decimal(data, start, end):
+    """CPython's hash of the decimal int written in ``data[start:end]`` (a sign, digits, an ``L``);
+    ``(hash, ok)``."""
+    pos = start
+    negative = False
+    if pos < end and (data[pos] == 45 or data[pos] == 43):
+        negative = data[pos] == 45
+        pos += 1
+    h = np.uint64(0)
+    digits = 0
+    while pos < end:
+        c = np.int64(data[pos])
+        if c == 76 and pos == end - 1:  # the L of protocol 0's LONG
+            break
+        if c < 48 or c > 57:
+            return np.int64(0), False
+        h = _mod_p(_mod_p(_shl_mod(h, 3) + _shl_mod(h, 1)) + np.uint64(c - 48))  # h * 10 + digit
+        digits += 1
+        pos += 1
+    return _signed_hash(h, negative), digits > 0
+
+
+@njit(cache=True)
+def _hash_float(v):
+    """CPython's hash of a finite or infinite float (``_Py_HashDouble``); NaN: ``(0, False)``."""
+    if v != v:
+        return np.int64(0), False
+    if v == np.inf:
+        return np.int64(314159), True
+    if v == -np.inf:
+        return np.int64(-314159), True
+    m, e = math.frexp(v)
+    negative = m < 0
+    if negative:
+        m = -m
+    x = np.uint64(0)
+    while m != 0.0:
+        x = _shl_mod(x, 28)
+        m *= 268435456.0
+        e -= 28
+        y = np.uint64(np.int64(m))
+        m -= np.float64(y)
+        x = _mod_p(x + y)
+    e = e % 61 if e >= 0 else 60 - ((-1 - e) % 61)
+    x = _shl_mod(x, e)
+    return _signed_hash(x, negative), True
+
+
+@njit(cache=True)
+def _tuple_hash(lanes, n):
+    """CPython's tuple hash (xxHash-based) of the hashes ``lanes[:n]``."""
+    acc = np.uint64(_XX5)
+    for i in range(n):
+        acc += np.uint64(lanes[i]) * np.uint64(_XX2)
+        acc = (acc << np.uint64(31)) | (acc >> np.uint64(33))
+        acc *= np.uint64(_XX1)
+    acc += np.uint64(n) ^ (np.uint64(_XX5) ^ np.uint64(3527539))
+    if acc == np.uint64(0xFFFFFFFFFFFFFFFF):
+        return np.int64(1546275796)
+    return np.int64(acc)
+
+
+@njit(cache=True)
+def _grow(a, need):
+    if need < a.shape[0]:
+        return a
+    b = np.empty(max(2 * a.shape[0], need + 1), a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def _count_key(keys_d, keys_h, counts, used, d, h):
+    """Count one insertion of a key of hash ``h`` into dict ``d``: the insertions it follows in that
+    dict under that hash (open addressing over ``(d, h)``; the table is grown by the caller)."""
+    mask = keys_d.shape[0] - 1
+    i = np.int64((np.uint64(d) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(h) * np.uint64(0xC2B2AE3D27D4EB4F))
+                 >> np.uint64(20)) & mask
+    while True:
+        if counts[i] == 0:
+            keys_d[i], keys_h[i], counts[i] = d, h, 1
+            used[0] += 1
+            return 0
+        if keys_d[i] == d and keys_h[i] == h:
+            counts[i] += 1
+            return counts[i] - 1
+        i = (i + 1) & mask
+
+
+@njit(cache=True)
+def _dict_work(data, args, max_work, cap):
+    """Model the pickle's stack without building anything: each value's kind and, for ints, floats,
+    booleans, None and tuples of them, the hash CPython gives it; at every dict insertion
+    (``SETITEM``, ``SETITEMS``, ``DICT``) count the keys already in that dict under the same hash
+    (strings: their hash is salted per process, they cannot be made to collide). Returns
+    ``(status, byte offset, work)``: ``WORK_TOO_MUCH`` past ``max_work`` comparisons. ``cap``: the
+    opcodes counted by :func:`_scan_ops` (no stack, memo or mark list can be longer)."""
+    n = data.shape[0]
+    sk = np.empty(cap + 1, np.int8)   # stack: kind
+    sh = np.empty(cap + 1, np.int64)  # hash (or a unique stand-in for salted values)
+    sid = np.empty(cap + 1, np.int64)  # container id (dicts)
+    top = 0
+    marks = np.empty(cap + 1, np.int64)
+    nm = 0
+    mk = np.empty(cap + 1, np.int8)
+    mh = np.empty(cap + 1, np.int64)
+    mid = np.empty(cap + 1, np.int64)
+    nmemo = 0
+    lanes = np.empty(16, np.int64)
+    keys_d = np.zeros(1024, np.int64)
+    keys_h = np.zeros(1024, np.int64)
+    counts = np.zeros(1024, np.int64)
+    used = np.zeros(1, np.int64)
+    next_id = 1
+    work = 0
+    pos = 0
+    while pos < n:
+        op = np.int64(data[pos])
+        start = pos
+        kind = np.int64(args[op])
+        pos += 1
+        arg0 = pos
+        alen = 0
+        if kind > 0 and kind <= 8:
+            alen = kind
+            pos += kind
+        elif kind == 10 or kind == 11:
+            lines = kind - 9
+            while lines > 0 and pos < n:
+                if data[pos] == 10:
+                    lines -= 1
+                pos += 1
+            alen = pos - arg0 - 1  # the first (or only) line without its newline
+        elif kind >= 21:
+            width = kind - 20
+            size = np.int64(0)
+            for k in range(width - 1, -1, -1):
+                size = size * 256 + np.int64(data[arg0 + k])
+            arg0 = pos + width
+            alen = size
+            pos = arg0 + size
+        if pos > n:
+            return WORK_MALFORMED, start, work
+        # ---------------------------------------------------------------- values pushed
+        pk = -1
+        ph = np.int64(0)
+        if op == 73 or op == 76:  # INT, LONG (text)
+            h, ok = _hash_decimal(data, arg0, arg0 + alen)
+            if not ok:
+                return WORK_MALFORMED, start, work
+            pk, ph = _K_HASHED, h
+        elif op == 74:  # BININT: 4-byte signed
+            pk, ph = _K_HASHED, _hash_le(data, arg0, 4)
+        elif op == 75 or op == 77:  # BININT1, BININT2: unsigned
+            v = np.int64(data[arg0])
+            if op == 77:
+                v += np.int64(data[arg0 + 1]) * 256
+            pk, ph = _K_HASHED, v
+        elif op == 138 or op == 139:  # LONG1, LONG4
+            pk, ph = _K_HASHED, _hash_le(data, arg0, alen)
+        elif op == 71:  # BINFLOAT: 8-byte big-endian double
+            u = np.uint64(0)
+            for k in range(8):
+                u = (u << np.uint64(8)) | np.uint64(data[arg0 + k])
+            v = np.array([u]).view(np.float64)[0]
+            h, ok = _hash_float(v)
+            pk, ph = (_K_HASHED, h) if ok else (_K_RANDOM, np.int64(start))
+        elif op == 70:  # FLOAT (text): its hash is not computed here
+            pk, ph = _K_TEXTFLOAT, np.int64(0)
+        elif op == 83 or op == 84 or op == 85 or op == 86 or op == 88 or op == 140 or op == 141:  # strings
+            pk, ph = _K_RANDOM, np.int64(start)
+        elif op == 78:  # NONE
+            pk, ph = _K_HASHED, np.int64(0x3C5A7E91)
+        elif op == 136 or op == 137:  # NEWTRUE, NEWFALSE
+            pk, ph = _K_HASHED, np.int64(1 if op == 136 else 0)
+        elif op == 93:  # EMPTY_LIST
+            pk = _K_LIST
+        elif op == 125:  # EMPTY_DICT
+            pk, ph = _K_DICT, np.int64(0)
+        elif op == 41:  # EMPTY_TUPLE
+            pk, ph = _K_HASHED, _tuple_hash(lanes, 0)
+        if pk >= 0:
+            sk[top], sh[top] = pk, ph
+            if pk == _K_DICT:
+                sid[top] = next_id
+                next_id += 1
+            else:
+                sid[top] = 0
+            top += 1
+            continue
+        base = marks[nm - 1] if nm > 0 else 0
+        if op == 40:  # MARK
+            marks[nm] = top
+            nm += 1
+        elif op == 46:  # STOP
+            return WORK_OK, start, work
+        elif op == 128 or op == 149:  # PROTO, FRAME
+            pass
+        elif op == 99 or op == 147 or op == 105 or op == 80 or op == 81:  # a global: the unpickler refuses it
+            return WORK_OK, start, work
+        elif op == 48:  # POP: an item, or a mark
+            if top > base:
+                top -= 1
+            elif nm > 0:
+                nm -= 1
+            else:
+                return WORK_MALFORMED, start, work
+        elif op == 50:  # DUP
+            if top <= base:
+                return WORK_MALFORMED, start, work
+            sk[top], sh[top], sid[top] = sk[top - 1], sh[top - 1], sid[top - 1]
+            top += 1
+        elif op == 49:  # POP_MARK
+            if nm == 0:
+                return WORK_MALFORMED, start, work
+            top = base
+            nm -= 1
+        elif op == 103 or op == 104 or op == 106:  # GET, BINGET, LONG_BINGET
+            if op == 103:
+                idx = np.int64(0)
+                for k in range(alen):
+                    idx = idx * 10 + (np.int64(data[arg0 + k]) - 48)
+            elif op == 104:
+                idx = np.int64(data[arg0])
+            else:  # LONG_BINGET: 4 bytes, unsigned
+                idx = np.int64(data[arg0]) + np.int64(data[arg0 + 1]) * 256 + \
+                    np.int64(data[arg0 + 2]) * 65536 + np.int64(data[arg0 + 3]) * 16777216
+            if idx < 0 or idx >= nmemo or mk[idx] < 0:
+                return WORK_MALFORMED, start, work
+            sk[top], sh[top], sid[top] = mk[idx], mh[idx], mid[idx]
+            top += 1
+        elif op == 112 or op == 113 or op == 114 or op == 148:  # PUT, BINPUT, LONG_BINPUT, MEMOIZE
+            if top <= base:
+                return WORK_MALFORMED, start, work
+            if op == 148:
+                idx = nmemo
+            elif op == 112:
+                idx = np.int64(0)
+                for k in range(alen):
+                    idx = idx * 10 + (np.int64(data[arg0 + k]) - 48)
+            elif op == 113:
+                idx = np.int64(data[arg0])
+            else:
+                idx = np.int64(data[arg0]) + np.int64(data[arg0 + 1]) * 256 + \
+                    np.int64(data[arg0 + 2]) * 65536 + np.int64(data[arg0 + 3]) * 16777216
+            if idx < 0 or idx > nmemo:  # the opcode scan refused memo jumps already
+                return WORK_MALFORMED, start, work
+            if idx == nmemo:
+                nmemo += 1
+            mk[idx], mh[idx], mid[idx] = sk[top - 1], sh[top - 1], sid[top - 1]
+        elif op == 97:  # APPEND
+            if top - 1 <= base:
+                return WORK_MALFORMED, start, work
+            top -= 1
+        elif op == 101:  # APPENDS: pop to the mark
+            if nm == 0 or base < 1:
+                return WORK_MALFORMED, start, work
+            top = base
+            nm -= 1
+        elif op == 108 or op == 116 or op == 133 or op == 134 or op == 135 or op == 111:
+            # LIST, TUPLE (to the mark), TUPLE1/2/3 (the top 1-3), OBJ (to the mark): one value replaces them
+            if op == 133 or op == 134 or op == 135:
+                first = top - (op - 132)
+                if first < base:
+                    return WORK_MALFORMED, start, work
+            else:
+                if nm == 0:
+                    return WORK_MALFORMED, start, work
+                first = base
+                nm -= 1
+            count = top - first
+            if op == 108:
+                vk, vh = _K_LIST, np.int64(0)
+            elif op == 111:
+                vk, vh = _K_OTHER, np.int64(0)
+            else:
+                vk = _K_HASHED
+                if count >= lanes.shape[0]:
+                    lanes = _grow(lanes, count)
+                for i in range(count):
+                    ki = sk[first + i]
+                    if ki == _K_HASHED:
+                        lanes[i] = sh[first + i]
+                    elif ki == _K_RANDOM and vk == _K_HASHED:
+                        vk = _K_RANDOM
+                    elif ki == _K_TEXTFLOAT and vk != _K_UNHASHABLE:
+                        vk = _K_TEXTFLOAT
+                    elif ki != _K_RANDOM and ki != _K_TEXTFLOAT:
+                        vk = _K_UNHASHABLE
+                vh = _tuple_hash(lanes, count) if vk == _K_HASHED else np.int64(start)
+            top = first
+            sk[top], sh[top], sid[top] = vk, vh, 0
+            top += 1
+        elif op == 115 or op == 117 or op == 100:  # SETITEM, SETITEMS, DICT
+            if op == 115:
+                first = top - 2
+                if first - 1 < base:
+                    return WORK_MALFORMED, start, work
+                target = first - 1
+            else:
+                if nm == 0:
+                    return WORK_MALFORMED, start, work
+                first = base
+                nm -= 1
+                if (top - first) % 2:
+                    return WORK_MALFORMED, start, work
+                if op == 117:
+                    target = first - 1
+                    if target < 0:
+                        return WORK_MALFORMED, start, work
+                else:
+                    target = -1
+            d = sid[target] if target >= 0 and sk[target] == _K_DICT else next_id
+            if op == 100:
+                next_id += 1
+            for i in range(first, top, 2):
+                ki = sk[i]
+                if ki == _K_HASHED or ki == _K_TEXTFLOAT:  # salted and unhashable keys are never counted
+                    if 2 * (used[0] + 1) > keys_d.shape[0]:  # keep the table at most half full
+                        old_d, old_h, old_c = keys_d, keys_h, counts
+                        keys_d = np.zeros(2 * old_d.shape[0], np.int64)
+                        keys_h = np.zeros(2 * old_d.shape[0], np.int64)
+                        counts = np.zeros(2 * old_d.shape[0], np.int64)
+                        used[0] = 0
+                        for j in range(old_d.shape[0]):
+                            if old_c[j] > 0:
+                                _count_key(keys_d, keys_h, counts, used, old_d[j], old_h[j])
+                                _fix_count(keys_d, keys_h, counts, old_d[j], old_h[j], old_c[j])
+                    work += _count_key(keys_d, keys_h, counts, used, d, sh[i] if ki == _K_HASHED else -7)
+                    if work > max_work:
+                        return WORK_TOO_MUCH, start, work
+            top = first
+            if op == 100:
+                sk[top], sh[top], sid[top] = _K_DICT, 0, d
+                top += 1
+        elif op == 82 or op == 129:  # REDUCE, NEWOBJ: two values -> one
+            if top - 2 < base:
+                return WORK_MALFORMED, start, work
+            top -= 1
+            sk[top - 1], sh[top - 1], sid[top - 1] = _K_OTHER, 0, 0
+        elif op == 146:  # NEWOBJ_EX: three values -> one
+            if top - 3 < base:
+                return WORK_MALFORMED, start, work
+            top -= 2
+            sk[top - 1], sh[top - 1], sid[top - 1] = _K_OTHER, 0, 0
+        elif op == 98:  # BUILD: pops the state
+            if top - 2 < base:
+                return WORK_MALFORMED, start, work
+            top -= 1
+        else:  # an opcode the opcode scan refuses (sets, bytes, extensions): not reached
+            return WORK_MALFORMED, start, work
+    return WORK_MALFORMED, n, work
+
+
+@njit(cache=True)
+def _fix_count(keys_d, keys_h, counts, d, h, c):
+    """Set the count of ``(d, h)`` (just re-inserted with count 1 while the table grew) to ``c``."""
+    mask = keys_d.shape[0] - 1
+    i = np.int64((np.uint64(d) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(h) * np.uint64(0xC2B2AE3D27D4EB4F))
+                 >> np.uint64(20)) & mask
+    while True:
+        if keys_d[i] == d and keys_h[i] == h and counts[i] > 0:
+            counts[i] = c
+            return
+        i = (i + 1) & mask
+
+
+def _check_work(buf, source: str, max_work: int, ops: int) -> None:
+    status, where, work = _dict_work(buf, _ARGS, np.int64(max_work), np.int64(ops))
+    if status == WORK_TOO_MUCH:
+        raise ValueError(f"{source}: its dict keys collide in Python's hash (more than {max_work:,} extra comparisons "
+                         f"by byte {where:,} of {len(buf):,}: building it would take time quadratic in its keys); "
+                         "refused before building any")
+    if status == WORK_MALFORMED:
+        raise ValueError(f"{source} is not a valid pickle of plain builtins: its stack does not add up at byte "
+                         f"{where:,}")
+
+
+def scan_pickle(data, *, source: str = "<bytes>", max_built: int = MAX_BUILT,
+                max_work: int = MAX_COLLISION_WORK) -> int:
     """Count the values a pickle would build, before building any; refuse what could take
     memory out of proportion to its bytes.
 
@@ -268,6 +711,10 @@ def scan_pickle(data, *, source: str = "<bytes>", max_built: int = MAX_BUILT) ->
         Name used in error messages.
     max_built : int
         Most opcodes admitted (each builds at most one value), :data:`MAX_BUILT` by default.
+    max_work : int
+        Most extra key comparisons the pickle's dicts may cost (keys of one dict sharing a hash:
+        :func:`_dict_work` computes CPython's hash of every int, float, bool, None and tuple of
+        them), :data:`MAX_COLLISION_WORK` by default.
 
     Returns
     -------
@@ -281,12 +728,14 @@ def scan_pickle(data, *, source: str = "<bytes>", max_built: int = MAX_BUILT) ->
         before building). The scan stops at an opcode loading a global or a persistent id: the
         unpickler refuses it there, naming it.
     ValueError
-        More than ``max_built`` opcodes (a memory bomb), a memo index jumping ahead of the memo,
-        an unknown opcode, an argument running past the end, no ``STOP``.
+        More than ``max_built`` opcodes (a memory bomb), dict keys colliding past ``max_work``
+        comparisons (a CPU bomb), a memo index jumping ahead of the memo, an unknown opcode, an
+        argument running past the end, a stack that does not add up, no ``STOP``.
     """
     buf = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
     status, where, ops, detail = _scan_ops(buf, _ARGS, _REFUSED, np.int64(max_built))
     if status == SCAN_OK or status == SCAN_GLOBAL:  # a global: the unpickler refuses it there, naming it
+        _check_work(buf, source, max_work, int(ops))
         return int(ops)
     if status == SCAN_TOO_MANY:
         raise ValueError(f"{source}: builds more than {max_built:,} values (stopped counting at byte {where:,} of "

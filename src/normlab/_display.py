@@ -461,6 +461,32 @@ def _check_fields(meta: dict, where: str) -> None:
         raise ValueError(f"{where}: names must be a list of strings; got {names!r}"[:300])
 
 
+#: Most entries (files and sub-folders, all levels) a saved result's folder may hold for ``load``.
+MAX_SAVED_ENTRIES = 10_000
+
+
+def _stays_inside(folder: Path) -> None:
+    """Every entry of a saved result's folder, at every level, links resolved, inside the folder:
+    a ``fit/`` or ``prediction/`` sub-folder (or any file in one) that is a link leading out is
+    refused before any class reads it (a class reads its children by name, whatever
+    ``result.json`` lists)."""
+    root = folder.resolve()
+    stack, seen = [folder], 0
+    while stack:
+        d = stack.pop()
+        for entry in d.iterdir():
+            seen += 1
+            if seen > MAX_SAVED_ENTRIES:
+                raise ValueError(f"{str(folder)!r} holds more than {MAX_SAVED_ENTRIES:,} files and folders; not a "
+                                 "saved normlab result")
+            target = entry.resolve()
+            if not target.is_relative_to(root):
+                raise ValueError(f"{str(entry)!r} leads outside the saved result's folder (to {str(target)!r}); "
+                                 "refused")
+            if entry.is_dir() and not entry.is_symlink():
+                stack.append(entry)
+
+
 def load(path):
     """Read back any result saved with ``result.save(path)`` (the class is read from the folder).
 
@@ -478,11 +504,13 @@ def load(path):
     ------
     ValueError
         Not a saved result; a type outside :data:`LOADABLE`; a table or sub-folder named in
-        ``result.json`` outside the folder; a field out of range (:data:`CHECKED_FIELDS`); a file
+        ``result.json`` outside the folder, or any file or sub-folder (``fit/``, ``prediction/``)
+        that is a link leading out of it; a field out of range (:data:`CHECKED_FIELDS`); a file
         that is not a regular file or too large (:mod:`normlab.user_files`).
     """
     path = Path(path)
     tag = _manifest(path)["format"]
+    _stays_inside(path)
     if tag not in LOADABLE:  # result.json never chooses a module to import
         raise ValueError(f"{str(path / MANIFEST)!r} names the type {tag!r}, which is not a saved normlab result; "
                          f"readable: {', '.join(t.split(':')[1] for t in LOADABLE)}")

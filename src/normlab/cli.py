@@ -95,13 +95,16 @@ environment variable that holds it (api-key-env = "MY_KEY").
 
 examples:
   normlab llm-run --n-agents 8 --memory 3 --names Q,M --max-interactions 400 --print-config > study.toml
-  normlab run study.toml               # runs every step; writes study/experiment.json (the manifest)
+  normlab run study.toml               # runs every step; writes study.experiment.json (the manifest)
   normlab run study.toml --plan        # the command line of each step; runs nothing
   normlab run study.toml --dry-run     # each step's estimate: requests, tokens, cost (nothing sent)
   normlab run study.toml               # again: completed LLM work answered from the journals
 
-The manifest (OUT/experiment.json) holds the file's text and SHA-256, normlab's version, each
-step's command line, parsed arguments and exit code (secrets redacted), one entry per session.
+The manifest (OUT/experiment.json for a sweep; OUT.experiment.json beside OUT for a single step,
+whose run directory OUT accepts nothing else) holds the file's text and SHA-256, normlab's version,
+each step's command line, parsed arguments and exit code (secrets redacted: comments and
+descriptions too), one entry per session. The file's out is read from the file's folder and must
+stay inside it unless --out-anywhere is given; a [sweep] may make at most 10 000 steps.
 A failing step stops the file with its exit code; completed work is kept and the same command
 resumes.
 """
@@ -116,7 +119,11 @@ def _register_run(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE", help="the experiment file (TOML)")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="output directory (default: the file's out, else its name without .toml)")
+                   help="output directory (default: the file's out, read from the file's folder, else the file's "
+                        "name without .toml)")
+    p.add_argument("--out-anywhere", action="store_true",
+                   help="let the file's out lead outside the file's folder (an absolute path, '..', a link "
+                        "leading out); without it such a file is refused before anything runs")
     p.add_argument("--plan", action="store_true", help="print each step's command line and run nothing")
     p.add_argument("--dry-run", action="store_true",
                    help="each step's own --dry-run estimate (requests, tokens, cost; nothing sent), where the "
@@ -129,7 +136,7 @@ def _run_file(args) -> int:
     from normlab.experiment import run_experiment
 
     return run_experiment(args.file, parser=build_parser(), main=main, out=args.out, plan=args.plan,
-                          dry_run=args.dry_run, as_json=args.json)
+                          dry_run=args.dry_run, as_json=args.json, out_anywhere=args.out_anywhere)
 
 
 def _add_print_config(parser: argparse.ArgumentParser) -> None:

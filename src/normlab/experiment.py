@@ -25,7 +25,8 @@ variable that holds it instead.
 
 :func:`run_experiment` runs the steps one after the other through the ordinary command
 (``main(argv)``), so each is journaled and resumable as it is on the command line; it writes
-``experiment.json`` beside the results (the file's text and SHA-256, normlab's version, every step's
+``experiment.json`` beside the results (:func:`manifest_path`: ``OUT/experiment.json`` for a sweep,
+``OUT.experiment.json`` beside a single step's run directory ``OUT``, which accepts nothing else) (the file's text and SHA-256, normlab's version, every step's
 command line, parsed arguments and exit code, and one entry per session; secrets redacted with
 :func:`normlab.llm_runs.backend.redact_url` and the key rules below). Running the same file again
 reruns every step into the same folders: LLM steps answer from their journals (no new request
@@ -54,14 +55,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from normlab.llm_runs.backend import redact_url
+from normlab.llm_runs.backend import redact_text, redact_url
+from normlab.llm_runs.backend.config import SECRET_TOKEN
+from normlab.user_files import UserFileError, read_user_bytes
 
 __all__ = ["ExperimentError", "Experiment", "Step", "read_experiment", "run_experiment", "print_config",
            "config_text", "dumps_toml", "redact_arguments", "redact_argv", "parse_step", "arguments", "leaf_parser",
-           "MANIFEST_NAME", "TABLES"]
+           "MANIFEST_NAME", "TABLES", "MAX_FILE_BYTES", "MAX_STEPS", "manifest_path"]
 
-#: The manifest written beside the results.
+#: The manifest written beside the results: ``OUT/experiment.json`` for a sweep (each step has its own
+#: folder under ``OUT``), ``OUT.experiment.json`` beside ``OUT`` for a single step (whose run
+#: directory is ``OUT`` itself: a journaled run accepts nothing else in it).
 MANIFEST_NAME = "experiment.json"
+#: Largest experiment file read (a file is a few hundred bytes; ``/dev/zero`` or a FIFO is refused
+#: without reading: :mod:`normlab.user_files`).
+MAX_FILE_BYTES = 1 * 2**20
+#: Most steps a ``[sweep]`` may expand to, checked before expanding (the product of its list lengths).
+MAX_STEPS = 10_000
 #: The tables an experiment file may hold.
 TABLES = ("experiment", "sweep")
 #: Keys of ``[experiment]`` that are not flags of the command (``description`` is the flag where
@@ -73,12 +83,10 @@ _INTERNAL = ("func", "_parser", "_prog", "print_config")
 #: Flag names that hold a secret (a ``...-env`` flag names a variable instead and is allowed).
 _SECRET_NAME = re.compile(r"(api[-_]?key|access[-_]?token|auth[-_]?token|hf[-_]?token|bearer|secret|passw(or)?d"
                           r"|credential)", re.I)
-#: Values that are credentials: API keys and tokens of the common providers, a bearer token, and an
-#: address with a password (``https://user:pw@host``, hidden by :func:`redact_url`).
-_SECRET_TOKEN = re.compile(
-    r"(\bsk-[A-Za-z0-9_\-]{12,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{16,}|\bAIza[0-9A-Za-z_\-]{20,}"
-    r"|\bBearer\s+[A-Za-z0-9._~+/=\-]{8,})")
-_URL_CREDENTIAL = re.compile(r"://[^/@\s]+@")
+#: Values that are credentials: API keys and tokens of the common providers, a bearer token
+#: (:data:`~normlab.llm_runs.backend.config.SECRET_TOKEN`, the one list), and an address with a
+#: password (``https://user:pw@host``, hidden by :func:`redact_url`).
+_SECRET_TOKEN = SECRET_TOKEN
 
 
 def _secret_name(name: str) -> bool:
@@ -88,7 +96,7 @@ def _secret_name(name: str) -> bool:
 
 
 def _looks_secret(v: str) -> bool:
-    return bool(_SECRET_TOKEN.search(v) or _URL_CREDENTIAL.search(v))
+    return bool(_SECRET_TOKEN.search(v)) or ("://" in v and "***@" in redact_url(v) and "***@" not in v)
 
 
 class ExperimentError(ValueError):
@@ -235,6 +243,11 @@ def _tokens(action, value, where: str) -> list:
         items = [_scalar_text(v, where) for v in value]
     else:
         items = [_scalar_text(value, where)]
+    if opt is None or (_many(action) and not isinstance(action, argparse._AppendAction)):
+        for v in items:  # standing alone on the command line, a word beginning with '-' is a flag
+            if v.startswith("-") and not _number(v):
+                raise ExperimentError(f"{where}: {v!r} begins with '-', so the command would read it as a flag "
+                                      f"(e.g. --help), not as a value; write a path as './{v}'")
     if opt is None:
         return items
     if isinstance(action, argparse._AppendAction):
@@ -242,6 +255,14 @@ def _tokens(action, value, where: str) -> list:
     if len(items) == 1 and not _many(action):
         return [f"{opt}={items[0]}"]
     return [opt, *items]
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_secret(key: str, value, where: str) -> None:
@@ -291,22 +312,35 @@ def arguments(ns: argparse.Namespace) -> dict:
 
 
 # ------------------------------------------------------------------------------- reading a file
-def read_experiment(path, parser: argparse.ArgumentParser, *, out=None) -> Experiment:
+def read_experiment(path, parser: argparse.ArgumentParser, *, out=None, out_anywhere: bool = False) -> Experiment:
     """Read and check an experiment file against ``parser`` (the ``normlab`` parser): the command,
     every key and value, the sweep, each step parsed once. Raises :class:`ExperimentError` (one
-    line beginning with the file's name) on anything that would not run."""
+    line beginning with the file's name) on anything that would not run.
+
+    The file is read through :mod:`normlab.user_files` (a regular file of at most
+    :data:`MAX_FILE_BYTES`: ``/dev/zero`` or a FIFO is refused without reading); a UTF-8 byte-order
+    mark is skipped; a ``[sweep]`` of more than :data:`MAX_STEPS` combinations is refused before it
+    is expanded. The file's ``out`` is read from the file's folder and must stay inside it (links
+    resolved) unless ``out_anywhere`` (``normlab run FILE --out-anywhere``); ``out`` given here (the
+    command line's ``--out``) goes wherever it says."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise ExperimentError(f"{path}: a directory; give an experiment file (TOML)") from None
+        raw = read_user_bytes(path, str(path), max_bytes=MAX_FILE_BYTES)
+    except FileNotFoundError:
+        raise ExperimentError(f"{path}: No such file or directory") from None
+    except UserFileError as exc:
+        if path.is_dir():
+            raise ExperimentError(f"{path}: a directory; give an experiment file (TOML)") from None
+        raise ExperimentError(f"{exc}; give an experiment file (TOML)") from None
     try:
         text = raw.decode("utf-8")
-        data = tomllib.loads(text)
+        data = tomllib.loads(text[1:] if text.startswith("\ufeff") else text)  # a BOM some editors write
     except UnicodeDecodeError:
         raise ExperimentError(f"{path}: not a text file (UTF-8 TOML expected)") from None
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ExperimentError(f"{path}: not valid TOML: nests too deeply") from None
     bad = [k for k in data if k not in TABLES]
     if bad:
         raise ExperimentError(f"{path}: unknown table or key {bad[0]!r} at the top; allowed: "
@@ -366,13 +400,19 @@ def read_experiment(path, parser: argparse.ArgumentParser, *, out=None) -> Exper
         if not isinstance(values, list) or not values:
             raise ExperimentError(f"{where}: expected a non-empty list of values to try, e.g. {key} = [1, 2]")
         axes[a.dest] = (key, a, values)
+    n_steps = math.prod(len(v) for _, _, v in axes.values())
+    if n_steps > MAX_STEPS:
+        raise ExperimentError(f"{path}: [sweep] makes {n_steps:,} steps ("
+                              + " x ".join(str(len(v)) for _, _, v in axes.values())
+                              + f"), more than the {MAX_STEPS:,} allowed; split the study into several files")
     out_action = opts.get("out")
     base_out = None
     if out_action is not None:
         if out is not None:
             base_out = str(out)
         elif out_action.dest in fixed:
-            base_out = _scalar_text(fixed[out_action.dest][2], f"{path}: [experiment] out")
+            given = _scalar_text(fixed[out_action.dest][2], f"{path}: [experiment] out")
+            base_out = _confined_out(path, given, out_anywhere, single=not axes)
         else:
             base_out = str(path.with_suffix("")) if path.suffix else f"{path}.out"
         if out_action.dest in axes:
@@ -412,6 +452,25 @@ def read_experiment(path, parser: argparse.ArgumentParser, *, out=None) -> Exper
                       steps=tuple(steps), arguments=tuple(parsed))
 
 
+def _confined_out(path: Path, given: str, anywhere: bool, single: bool) -> str:
+    """The file's ``out``, read from the file's folder; outside it (an absolute path, ``..``, a link
+    leading out) only with ``anywhere`` (``--out-anywhere``): a file from elsewhere may not write
+    wherever it likes."""
+    folder = path.parent
+    target = Path(given).expanduser()
+    out = target if target.is_absolute() else folder / target
+    if anywhere:
+        return str(out)
+    home, where = folder.resolve(), out.resolve()
+    if not where.is_relative_to(home):
+        raise ExperimentError(f"{path}: [experiment] out = {given!r} leads outside the file's folder ({home}); "
+                              "keep out inside it, or pass --out-anywhere (or --out DIR) to write there")
+    if where == home:
+        raise ExperimentError(f"{path}: [experiment] out = {given!r} is the file's own folder; name a sub-folder "
+                              "for the results")
+    return str(out)
+
+
 def _folder_text(v) -> str:
     s = json.dumps(v) if isinstance(v, (list, bool)) else str(v)
     s = re.sub(r"[^A-Za-z0-9.+\-]+", "-", s).strip("-")
@@ -427,7 +486,7 @@ def _redact_value(key: str, v):
     if _secret_name(key) and v not in (None, False):
         return "***"
     if isinstance(v, str):
-        return _SECRET_TOKEN.sub("***", redact_url(v))
+        return redact_text(v)
     return v
 
 
@@ -466,8 +525,22 @@ def redact_argv(argv) -> list:
 
 
 # ----------------------------------------------------------------------------------- running
+def manifest_path(exp: Experiment) -> Path:
+    """Where the manifest of ``exp`` goes: ``OUT/experiment.json`` when each step has a folder of its
+    own under ``OUT`` (a sweep), else beside ``OUT`` (``OUT.experiment.json``): a single step's run
+    directory is ``OUT`` itself, and a journaled run (llm-run, llm-probe, crsec run, scene run)
+    accepts nothing but its own files there; without ``out``, the file's name without .toml."""
+    if exp.out is None:
+        return Path(exp.path).with_suffix("") / MANIFEST_NAME
+    base = Path(exp.out)
+    if any(s.name for s in exp.steps):
+        return base / MANIFEST_NAME
+    return base.parent / f"{base.name}.{MANIFEST_NAME}"
+
+
 def run_experiment(path, *, parser: argparse.ArgumentParser, main: Callable[[list], int], out=None,
-                   plan: bool = False, dry_run: bool = False, as_json: bool = False) -> int:
+                   plan: bool = False, dry_run: bool = False, as_json: bool = False,
+                   out_anywhere: bool = False) -> int:
     """Run every step of the experiment file at ``path`` with ``main`` (``normlab.cli.main``), in
     order, writing the manifest (:data:`MANIFEST_NAME`) into the output folder after each step.
 
@@ -480,7 +553,7 @@ def run_experiment(path, *, parser: argparse.ArgumentParser, main: Callable[[lis
     from normlab import __version__
     from normlab.cli_output import emit
 
-    exp = read_experiment(path, parser, out=out)
+    exp = read_experiment(path, parser, out=out, out_anywhere=out_anywhere)
     n = len(exp.steps)
     if plan:
         rows = [{"step": s.name or "-", "out": s.out, "command": s.command_line()} for s in exp.steps]
@@ -500,15 +573,15 @@ def run_experiment(path, *, parser: argparse.ArgumentParser, main: Callable[[lis
                 rc = int(main([*step.argv, "--dry-run"]) or 0)
                 code = code or rc
         return code
-    manifest_dir = Path(exp.out) if exp.out else Path(exp.path).with_suffix("")
-    manifest_path = manifest_dir / MANIFEST_NAME
+    manifest_file = manifest_path(exp)
+    manifest_dir = manifest_file.parent
     if manifest_dir.exists() and not manifest_dir.is_dir():
         raise ExperimentError(f"{manifest_dir}: exists and is not a directory; give another out")
     manifest_dir.mkdir(parents=True, exist_ok=True)
     sessions = []
-    if manifest_path.exists():
+    if manifest_file.exists():
         try:
-            old = json.loads(manifest_path.read_text(encoding="utf-8"))
+            old = json.loads(manifest_file.read_text(encoding="utf-8"))
             sessions = list(old.get("sessions", []))
             if old.get("sha256") and old["sha256"] != exp.sha256:
                 print(f"normlab run: note: {exp.path} changed since the last run into {manifest_dir} "
@@ -520,7 +593,10 @@ def run_experiment(path, *, parser: argparse.ArgumentParser, main: Callable[[lis
     sessions.append(session)
     manifest = {
         "normlab_version": __version__, "python": platform.python_version(), "platform": platform.platform(),
-        "file": exp.path, "sha256": exp.sha256, "file_text": exp.text, "description": exp.description,
+        # the file's text and description through the command line's redaction: a key in a comment
+        # or a description (sk-..., ghp_..., an address with a password) never reaches the manifest
+        "file": exp.path, "sha256": exp.sha256, "file_text": redact_text(exp.text),
+        "description": None if exp.description is None else redact_text(exp.description),
         "command": " ".join(exp.command), "out": exp.out,
         "steps": [{"name": s.name, "axes": s.axes, "out": s.out, "command_line": s.command_line(),
                    "argv": redact_argv(s.argv), "arguments": redact_arguments(a),
@@ -528,7 +604,7 @@ def run_experiment(path, *, parser: argparse.ArgumentParser, main: Callable[[lis
                   for s, a in zip(exp.steps, exp.arguments)],
         "sessions": sessions,
     }
-    _write_manifest(manifest_path, manifest)
+    _write_manifest(manifest_file, manifest)
     code = 0
     for i, (step, entry) in enumerate(zip(exp.steps, manifest["steps"]), 1):
         print(f"normlab run: step {i}/{n}{' ' + step.name if step.name else ''}: {step.command_line()}",
@@ -540,21 +616,22 @@ def run_experiment(path, *, parser: argparse.ArgumentParser, main: Callable[[lis
             rc = exc.code if isinstance(exc.code, int) else 1
         entry["exit_code"], entry["seconds"] = rc, round(time.perf_counter() - t0, 3)
         session["steps"].append({"name": step.name, "exit_code": rc, "seconds": entry["seconds"]})
-        _write_manifest(manifest_path, manifest)
+        _write_manifest(manifest_file, manifest)
         if rc != 0:
             code = rc
             print(f"normlab run: step {i}/{n} exited {rc}; later steps not started (completed work is kept: "
-                  f"'normlab run {exp.path}{' --out ' + str(out) if out is not None else ''}' resumes)", file=sys.stderr)
+                  f"'normlab run {exp.path}{' --out ' + str(out) if out is not None else ''}"
+                  f"{' --out-anywhere' if out_anywhere else ''}' resumes)", file=sys.stderr)
             break
     session["finished"], session["exit_code"] = _now(), code
-    _write_manifest(manifest_path, manifest)
+    _write_manifest(manifest_file, manifest)
     summary = {"file": exp.path, "sha256": exp.sha256, "steps": n,
                "done": sum(1 for s in manifest["steps"] if s["exit_code"] == 0), "exit_code": code,
-               "manifest": str(manifest_path)}
+               "manifest": str(manifest_file)}
     if as_json:
         emit(summary, True)
     else:
-        print(f"normlab run: {summary['done']}/{n} steps done; manifest {manifest_path}", file=sys.stderr)
+        print(f"normlab run: {summary['done']}/{n} steps done; manifest {manifest_file}", file=sys.stderr)
     return code
 
 

@@ -40,6 +40,8 @@ against M (success). Names therefore may not contain ``","`` or ``";"``.
 
 from __future__ import annotations
 
+import functools
+import os
 import unicodedata
 from collections import deque
 from dataclasses import dataclass
@@ -124,7 +126,103 @@ def normalise_name(name, what: str = "name") -> str:
     return unicodedata.normalize("NFKC", raw).strip()
 
 
-def validate_names(names: Sequence[str]) -> tuple[str, ...]:
+#: Environment variable naming the scripts whose look-alike names a pool may mix on purpose
+#: (``"Latin,Greek"``): the default of ``allow_scripts`` for every command and function.
+ENV_ALLOW_SCRIPTS = "NORMLAB_ALLOW_SCRIPTS"
+# Unicode's "augmented script sets" (UTS #39, 5.1): a Japanese or Korean name mixes scripts on its own
+_AUGMENTED = {"HAN": {"HAN", "JPAN", "KORE", "HANB"}, "HIRAGANA": {"HIRAGANA", "JPAN"},
+              "KATAKANA": {"KATAKANA", "JPAN"}, "HANGUL": {"HANGUL", "KORE"}, "BOPOMOFO": {"BOPOMOFO", "HANB"}}
+
+
+@functools.lru_cache(maxsize=1)
+def _prototypes() -> dict:
+    """Each confusable character's prototype (Unicode's confusables.txt, UTS #39: ``"А"`` (Cyrillic)
+    -> ``"A"``, ``"ο"`` (Greek) -> ``"o"``), from the data the ``confusable-homoglyphs`` package
+    ships (pinned): it lists each source beside its prototype both ways, in the file's order, so a
+    source is the key listing one character -- its prototype -- that does not list it back alone
+    from earlier in the file."""
+    import json
+    from importlib.resources import files
+
+    data = json.loads(files("confusable_homoglyphs").joinpath("confusables.json").read_text(encoding="utf-8"))
+    order = {k: i for i, k in enumerate(data)}
+    out = {}
+    for k, entries in data.items():
+        if len(k) != 1 or len(entries) != 1:
+            continue  # sequences are never sources; a key listing several is a prototype
+        t = entries[0]["c"]
+        back = data.get(t, [])
+        if len(t) == 1 and len(back) == 1 and back[0]["c"] == k and order[t] < order[k]:
+            continue  # k is the prototype of its one source t (t came first)
+        out[k] = t
+    return out
+
+
+def skeleton(text: str) -> str:
+    """The confusables skeleton of ``text`` (Unicode Technical Standard #39, 4): NFD, each
+    character replaced by its prototype (Unicode's confusables data), NFD again. Two strings that
+    look alike have the same skeleton: ``skeleton("А") == skeleton("A")`` (Cyrillic and Latin),
+    ``skeleton("ο") == skeleton("o")`` (Greek and Latin)."""
+    table = _prototypes()
+    return unicodedata.normalize("NFD", "".join(table.get(c, c) for c in unicodedata.normalize("NFD", text)))
+
+
+def scripts(text: str) -> set:
+    """The scripts of ``text``'s letters (upper-case names: ``{"LATIN", "CYRILLIC"}``); Common and
+    Inherited characters (digits, punctuation, combining marks) belong to none."""
+    from confusable_homoglyphs import categories
+
+    return {a for a in map(categories.alias, text) if a not in ("COMMON", "INHERITED", "Unknown")}
+
+
+def _resolved(text: str) -> set | None:
+    """UTS #39's resolved script set of ``text`` (augmented: Han with Hiragana is one Japanese
+    script): the scripts every letter of it belongs to; ``None`` means every script (no letters)."""
+    out = None
+    for sc in scripts(text):
+        aug = _AUGMENTED.get(sc, {sc})
+        out = set(aug) if out is None else out & aug
+    return out
+
+
+def _allowed_scripts(allow_scripts) -> set:
+    if allow_scripts is None:
+        allow_scripts = os.environ.get(ENV_ALLOW_SCRIPTS, "")
+    if isinstance(allow_scripts, str):
+        allow_scripts = allow_scripts.replace("+", ",").split(",")
+    return {str(a).strip().upper() for a in allow_scripts if str(a).strip()}
+
+
+def _check_look_alikes(names: Sequence[str], what: str, allow_scripts) -> None:
+    """Refuse a name mixing scripts (``"Pаris"``: Latin with a Cyrillic ``а``) and two names that
+    look alike across scripts (``"A"``/``"А"``, ``"o"``/``"ο"``: the same confusables skeleton, no
+    script in common), unless every script involved is in ``allow_scripts`` (or
+    ``$NORMLAB_ALLOW_SCRIPTS``). Names that look alike within one script (``l``/``1``) are kept."""
+    if all(n.isascii() for n in names):
+        return  # ASCII letters are all Latin
+    allowed = _allowed_scripts(allow_scripts)
+    one = what[:-1] if what.endswith("s") else what
+    hint = (f"; to mix these scripts on purpose, allow them (allow_scripts=..., or {ENV_ALLOW_SCRIPTS}="
+            "Latin,Greek for every command)")
+    for n in names:
+        if _resolved(n) == set() and not scripts(n) <= allowed:
+            raise ValueError(f"{one} {n!r} mixes scripts ({', '.join(sorted(s.title() for s in scripts(n)))}): it can "
+                             f"look like a name of one script{hint}")
+    seen: dict = {}
+    for n in names:
+        key = skeleton(n)
+        other = seen.get(key)
+        if other is not None and other != n:
+            both = _resolved(other + n)
+            involved = scripts(other) | scripts(n)
+            if both == set() and not involved <= allowed:
+                raise ValueError(f"{what} {other!r} and {n!r} look alike ({', '.join(sorted(s.title() for s in involved))} "
+                                 f"letters with the same Unicode confusables skeleton, UTS #39); give names that "
+                                 f"differ visibly{hint}")
+        seen.setdefault(key, n)
+
+
+def validate_names(names: Sequence[str], *, allow_scripts=None) -> tuple[str, ...]:
     """Check a name pool: at least one name, unique non-empty strings without ``,`` or ``;``.
 
     The one home of name parsing: every command's ``--names`` flag, every function taking a pool
@@ -132,10 +230,17 @@ def validate_names(names: Sequence[str]) -> tuple[str, ...]:
     passes :func:`normalise_name` (NFKC; invisible and bidirectional control characters refused),
     and two names equal after normalisation are refused as one name given twice.
 
+    Names that look alike across scripts are refused too (``A`` and Cyrillic ``А``, ``o`` and
+    Greek ``ο``: the same confusables skeleton, UTS #39), and so is a name mixing scripts, unless
+    ``allow_scripts`` names every script involved.
+
     Parameters
     ----------
     names : sequence of str
         Or one comma-separated string (``"Q,M"``).
+    allow_scripts : str or sequence of str, optional
+        Scripts a pool may mix on purpose (``("Latin", "Greek")`` or ``"Latin,Greek"``); default
+        ``$NORMLAB_ALLOW_SCRIPTS`` (none when unset).
 
     Returns
     -------
@@ -145,7 +250,8 @@ def validate_names(names: Sequence[str]) -> tuple[str, ...]:
     References
     ----------
     Unicode Standard Annex #15 (NFKC); Unicode Technical Standard #39 (confusable and invisible
-    characters).
+    characters; the skeleton, from Unicode's confusables data as the pinned
+    ``confusable-homoglyphs`` package ships it).
     """
     if isinstance(names, str):
         names = [s for s in names.split(",")]
@@ -157,10 +263,10 @@ def validate_names(names: Sequence[str]) -> tuple[str, ...]:
         if not n or "," in n or ";" in n:
             shown = repr(n) if n == r.strip() else f"{r!r} (NFKC: {n!r})"
             raise ValueError(f"invalid name {shown}: names must be non-empty and contain no ',' or ';'")
-    return unique_names(raw)
+    return unique_names(raw, allow_scripts=allow_scripts)
 
 
-def unique_names(names: Sequence[str], what: str = "names") -> tuple[str, ...]:
+def unique_names(names: Sequence[str], what: str = "names", *, allow_scripts=None) -> tuple[str, ...]:
     """Names that must differ (a pool, a cast of agents), each through :func:`normalise_name`; two
     names that are one after normalisation are refused in one line.
 
@@ -169,6 +275,8 @@ def unique_names(names: Sequence[str], what: str = "names") -> tuple[str, ...]:
     names : sequence of str
     what : str
         How the message names them (e.g. ``"agent names"``).
+    allow_scripts : str or sequence of str, optional
+        As for :func:`validate_names`: look-alikes across these scripts are accepted.
 
     Returns
     -------
@@ -187,6 +295,7 @@ def unique_names(names: Sequence[str], what: str = "names") -> tuple[str, ...]:
                 raise ValueError(f"{what} {seen[n].strip()!r} and {r.strip()!r} are one name after NFKC "
                                  f"normalisation ({n!r}); give names that differ visibly")
             seen[n] = r
+    _check_look_alikes(out, what, allow_scripts)
     return out
 
 

@@ -28,9 +28,9 @@ import re
 import stat
 from pathlib import Path
 
-__all__ = ["MAX_TEXT_BYTES", "TEMPLATE_MAX_BYTES", "MAX_TABLE_BYTES", "MAX_DECODED_BYTES", "MAX_JSON_DEPTH", "UserFileError", "open_user_file", "read_user_bytes",
-           "read_user_text", "read_user_json", "read_user_parquet", "loads_json", "check_json_depth", "user_file",
-           "write_user_text"]
+__all__ = ["MAX_TEXT_BYTES", "TEMPLATE_MAX_BYTES", "MAX_TABLE_BYTES", "MAX_DECODED_BYTES", "MAX_JSON_DEPTH",
+           "UserFileError", "open_user_file", "read_user_bytes", "read_user_text", "read_user_json", "read_user_parquet",
+           "parquet_decoded_bytes", "loads_json", "check_json_depth", "user_file", "write_user_text"]
 
 #: Largest text, JSON or CSV file a loader reads unless it says otherwise (templates, fitted
 #: tables, topics, episodes: the largest shipped one is well under 1 MiB).
@@ -40,11 +40,16 @@ TEMPLATE_MAX_BYTES = 1 * 2**20
 #: Largest Parquet table a loader reads (a game log of a million decisions is about 30 MB).
 MAX_TABLE_BYTES = 2 * 2**30
 #: Most bytes a Parquet table may take once decoded: checked from its metadata before any data
-#: is read (rows x the width of each fixed-width column; the pages' uncompressed sizes), then from
-#: the exact lengths of its strings before they are expanded (a few kilobytes of Parquet can say a
-#: billion rows, or repeat one long string through a dictionary). A game log of a million
-#: decisions takes about 0.3 GiB.
+#: is read (every leaf column chunk's values, nested lists included, x the width of one value; the
+#: pages' uncompressed sizes), then from the exact lengths of its strings before they are expanded
+#: (a few kilobytes of Parquet can say a billion rows or list items, or repeat one long string
+#: through a dictionary). A game log of a million decisions takes about 0.3 GiB.
 MAX_DECODED_BYTES = 4 * 2**30
+#: Most a Parquet table may expand once decoded, as a multiple of its file's bytes, when it decodes
+#: to more than :data:`_RATIO_FLOOR` (a game log decodes to about 10x its file; a file of a few
+#: kilobytes whose ``list<int64>`` column decodes to gigabytes is a bomb, refused like a zip bomb).
+MAX_PARQUET_RATIO = 1000
+_RATIO_FLOOR = 64 * 2**20
 #: Deepest JSON nesting a loader parses (normlab's own files nest at most 6 deep).
 MAX_JSON_DEPTH = 64
 
@@ -193,13 +198,59 @@ def _size(n: float) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.1f} MiB" if n >= 2**20 / 10 else f"{int(n):,} bytes"
 
 
+#: Bytes one decoded value of each Parquet physical type takes at least (a byte array: its offset).
+_PHYSICAL_WIDTH = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12, "BYTE_ARRAY": 8}
+
+
+def parquet_decoded_bytes(meta, columns=None) -> int:
+    """The least a Parquet file takes once decoded, from its column chunks' metadata alone: every
+    leaf column chunk's values (``num_values`` counts the values of nested lists too: a
+    ``list<int64>`` column of one row holding a billion integers says so) times the width of one
+    value. ``columns``: the top-level names read."""
+    total = 0
+    schema = meta.schema
+    for i in range(meta.num_row_groups):
+        rg = meta.row_group(i)
+        for j in range(rg.num_columns):
+            chunk = rg.column(j)
+            top = chunk.path_in_schema.split(".")[0]
+            if columns is not None and top not in columns:
+                continue
+            leaf = schema.column(j)
+            kind = chunk.physical_type
+            width = leaf.length if kind == "FIXED_LEN_BYTE_ARRAY" else _PHYSICAL_WIDTH.get(kind, 8)
+            total += int(chunk.num_values) * max(int(width or 1), 1)
+    return total
+
+
+def _string_bytes(array) -> int:
+    """The bytes the strings of ``array`` (a pyarrow array, nested or not) take once expanded from
+    their dictionaries, counted without expanding them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = array.type
+    if pa.types.is_dictionary(t):
+        if not len(array):
+            return 0
+        return int(pc.sum(pc.binary_length(array.dictionary).take(array.indices)).as_py() or 0)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _string_bytes(array.flatten())
+    if pa.types.is_struct(t):
+        return sum(_string_bytes(array.field(k)) for k in range(t.num_fields))
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return int(pc.sum(pc.binary_length(array)).as_py() or 0) if len(array) else 0
+    return 0
+
+
 def read_user_parquet(path, what: str | None = None, *, max_bytes: int = MAX_TABLE_BYTES,
                       max_decoded: int = MAX_DECODED_BYTES, columns=None):
     """A user's Parquet table as a ``pandas.DataFrame``: a regular file of at most ``max_bytes``
     (:func:`open_user_file`) that takes at most ``max_decoded`` bytes once decoded -- checked from
-    its metadata before reading any data, then from the exact lengths of its strings before they
-    are expanded from their dictionaries. ``columns`` (names) reads only those. A file that is not
-    Parquet is one line naming it."""
+    its column chunks' metadata before reading any data (:func:`parquet_decoded_bytes`: nested
+    columns such as ``list<int64>`` included), then from the exact lengths of its strings (nested
+    ones too) before they are expanded from their dictionaries. ``columns`` (names) reads only
+    those. A file that is not Parquet is one line naming it."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -214,32 +265,35 @@ def read_user_parquet(path, what: str | None = None, *, max_bytes: int = MAX_TAB
         try:
             pf = pq.ParquetFile(f)
             schema, meta = pf.schema_arrow, pf.metadata
-            fields = [schema.field(c) for c in (schema.names if columns is None else columns) if c in schema.names]
-            width = 0
-            for fl in fields:
-                try:
-                    width += max(fl.type.bit_width // 8, 1)
-                except ValueError:  # strings, lists: 8 bytes of offsets at least; their data below
-                    width += 8
+            names = schema.names if columns is None else [c for c in columns if c in schema.names]
+            least = parquet_decoded_bytes(meta, set(names))
             encoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-            if meta.num_rows * width > max_decoded or encoded > max_decoded:
-                raise too_big(f"{meta.num_rows:,} rows, at least {_size(max(meta.num_rows * width, encoded))}")
-            strings = [fl.name for fl in fields if pa.types.is_string(fl.type) or pa.types.is_large_string(fl.type)
-                       or pa.types.is_binary(fl.type) or pa.types.is_large_binary(fl.type)]
+            if least > max_decoded or encoded > max_decoded:
+                raise too_big(f"{meta.num_rows:,} rows, at least {_size(max(least, encoded))}")
+            size = os.fstat(f.fileno()).st_size
+            if least > _RATIO_FLOOR and least > MAX_PARQUET_RATIO * max(size, 1):
+                raise UserFileError(f"{what} is {size:,} bytes but would take at least {_size(least)} once read "
+                                    f"({least / max(size, 1):,.0f}x, more than {MAX_PARQUET_RATIO}x): a Parquet bomb; "
+                                    "refused")
+            # every byte-array leaf (top-level or nested) read as a dictionary: its strings stay compact
+            leaves = [meta.schema.column(j) for j in range(meta.num_columns)]
+            strings = [c.path for c in leaves if c.physical_type == "BYTE_ARRAY" and c.path.split(".")[0] in names]
             f.seek(0)
-            table = pq.read_table(f, columns=columns, read_dictionary=strings)  # strings stay compact
+            table = pq.read_table(f, columns=columns, read_dictionary=strings)
             total = table.nbytes
-            for name in strings:
+            for name in table.schema.names:
+                if not any(p.split(".")[0] == name for p in strings):
+                    continue
                 for chunk in table.column(name).chunks:
-                    if len(chunk):
-                        total += int(pc.sum(pc.binary_length(chunk.dictionary).take(chunk.indices)).as_py() or 0)
-                if total > max_decoded:
-                    raise too_big(f"{_size(total)} with its strings")
-            for name in strings:
-                i = table.schema.get_field_index(name)
-                table = table.set_column(i, schema.field(name), pc.cast(table.column(i), schema.field(name).type))
+                    total += _string_bytes(chunk)
+                    if total > max_decoded:
+                        raise too_big(f"{_size(total)} with its strings")
+            for name in table.schema.names:
+                if any(p.split(".")[0] == name for p in strings):
+                    i = table.schema.get_field_index(name)
+                    table = table.set_column(i, schema.field(name), pc.cast(table.column(i), schema.field(name).type))
             return table.to_pandas()
-        except (OSError, ValueError) as exc:  # pyarrow: ArrowInvalid (ValueError), ArrowIOError (OSError)
+        except (OSError, ValueError, pa.ArrowNotImplementedError) as exc:  # ArrowInvalid (ValueError), ArrowIOError
             if isinstance(exc, UserFileError) or (isinstance(exc, OSError) and exc.errno is not None):
                 raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
