@@ -286,8 +286,7 @@ PUBLIC_CONVENIENCES = {
 KERNELS = {"_ng_steps", "_remember", "_sg_run_py", "_lean_remember", "_sg_lean_play_py", "_lean", "_sg_lean_run_py",
            "ng_run_reference", "sg_run_reference"}
 #: Engine functions still over 12 parameters (ratchet).
-WIDE = {"_check", "_settings", "validate", "estimate_demo", "_run_demo", "_start", "_html", "game_result",
-        "strategy_design", "_run_ltrha", "_sg_result"}
+WIDE = {"_check", "_settings", "game_result", "strategy_design", "_run_ltrha", "_sg_result"}
 
 
 def _module_paths():

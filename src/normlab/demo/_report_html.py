@@ -58,9 +58,13 @@ def _img(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-def _html(s, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs, cm_rows, free, cal, clock,
-          estimate, speed, names) -> str:
-    """``report.html``: the page around the sections built below."""
+def _html(s: dict, figs: dict, ctx, free: dict | None) -> str:
+    """``report.html``: the page around the sections built below, from ``summary.json``'s content
+    ``s``, the figure files, the demo's :class:`~normlab.demo.report.ReportContext` and the
+    free-generation facts."""
+    cfg, checks, names, winner, obs = ctx.cfg, ctx.checks, ctx.names, ctx.winner, ctx.observed
+    pfacts, pcrit, lcrit, cm_rows, cal = ctx.pfacts, ctx.pcrit, ctx.lcrit, ctx.cm_rows, ctx.cal
+    estimate, speed = ctx.estimate, ctx.speed
     N, H, R = cfg["n_agents"], cfg["memory"], cfg["runs"]
     x, y = names
     model = html.escape(s["endpoint"]["model"])

@@ -18,6 +18,7 @@ import datetime as _dt
 import json
 import math
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ from ._report_text import (_first_listed, _next_runs, _reading, strategy_caption
                            tip_text)
 
 
-__all__ = ["write_figures", "write_report", "SUMMARY_SCHEMA", "checks_html", "summary_paragraph", "tip_facts",
+__all__ = ["write_figures", "write_report", "ReportContext", "SUMMARY_SCHEMA", "checks_html", "summary_paragraph", "tip_facts",
            "tip_text"]
 
 _NUM = {"type": ["number", "null"]}
@@ -112,16 +113,64 @@ def _clean(o):
 
 
 # ----------------------------------------------------------------------------- the report
-def _unpack(ctx: dict):
-    names = tuple(ctx["cfg"]["names"])
-    pf = ctx["pfacts"]
-    winner = max(names, key=lambda nm: pf["consensus"].get(nm, {}).get("estimate", 0))
-    N = ctx["cfg"]["n_agents"]
-    obs = dict(ctx["obs"], n_agents=N, max_round=float(np.ceil(ctx["pop"].log.runs["n_interactions"].max() / N)))
-    return names, winner, obs
+@dataclass(frozen=True)
+class ReportContext:
+    """What :func:`normlab.demo.run_demo` computed, as the report reads it (built once, after the
+    checks): the settings and seed, the probe, the predictions from the probed table (``pred``,
+    facts ``pfacts``, critical masses ``pcrit``, trajectories ``traj_th``), the LLM populations
+    (``pop``, observed facts ``obs``, trajectories ``llm_curve``), the committed-minority rows and
+    curves, the calibration from the log (``cal``, ``lfacts``, ``lcrit``), the checks, the tip
+    step, the clock, the plan's estimate and measured speed, and the journals' ledger."""
+
+    settings: object  # normlab.demo.DemoSettings
+    seed: int
+    command: str | None
+    version: str
+    clock: object
+    estimate: dict
+    speed: dict | None
+    probe: object
+    bias: object
+    pred: object
+    pfacts: dict
+    pcrit: dict
+    traj_th: pd.DataFrame
+    llm_curve: pd.DataFrame
+    pop: object
+    obs: dict
+    cm_rows: list
+    cm_curves: list
+    cal: object
+    lfacts: dict
+    lcrit: dict
+    checks: pd.DataFrame
+    llm_dir: Path
+    tip: object = None
+    ledger: dict = field(default_factory=dict)
+
+    @property
+    def cfg(self) -> dict:
+        """The settings as a plain mapping (what the report's text functions read)."""
+        return self.settings.to_dict()
+
+    @property
+    def names(self) -> tuple:
+        return tuple(self.settings.names)
+
+    @property
+    def winner(self) -> str:
+        """The name the probed table predicts the populations agree on most often."""
+        pf = self.pfacts
+        return max(self.names, key=lambda nm: pf["consensus"].get(nm, {}).get("estimate", 0))
+
+    @property
+    def observed(self) -> dict:
+        """The populations' observed facts with ``n_agents`` and ``max_round`` (the longest run, in rounds)."""
+        N = self.settings.n_agents
+        return dict(self.obs, n_agents=N, max_round=float(np.ceil(self.pop.log.runs["n_interactions"].max() / N)))
 
 
-def write_figures(out: Path, ctx: dict) -> dict:
+def write_figures(out: Path, ctx: ReportContext) -> dict:
     """Tables (``out/tables/*.parquet``) and figures (``out/*.png``) of a demo; returns ``{name: path}``.
 
     ``ctx`` holds what :func:`normlab.demo.run_demo` computed (settings, probe, predictions, runs,
@@ -132,9 +181,9 @@ def write_figures(out: Path, ctx: dict) -> dict:
         return _write_figures(Path(out), ctx)
 
 
-def _write_figures(out: Path, ctx: dict) -> dict:
-    cfg, probe, pred, cal = ctx["cfg"], ctx["probe"], ctx["pred"], ctx["cal"]
-    names, winner, obs = _unpack(ctx)
+def _write_figures(out: Path, ctx: ReportContext) -> dict:
+    cfg, probe, pred, cal = ctx.cfg, ctx.probe, ctx.pred, ctx.cal
+    names, winner, obs = ctx.names, ctx.winner, ctx.observed
     ptab = probe.to_frame()
     tables = out / "tables"
     tables.mkdir(exist_ok=True)
@@ -144,22 +193,22 @@ def _write_figures(out: Path, ctx: dict) -> dict:
               ignore_index=True).to_parquet(tables / "predictions.parquet", index=False)
     pd.concat([pred.flip_curve().assign(source="probe"), cal.prediction.flip_curve().assign(source="log")],
               ignore_index=True).to_parquet(tables / "flip_curves.parquet", index=False)
-    ctx["checks"].to_parquet(tables / "checks.parquet", index=False)
-    if ctx["cm_rows"]:
-        pd.DataFrame(ctx["cm_rows"]).to_parquet(tables / "committed_check.parquet", index=False)
+    ctx.checks.to_parquet(tables / "checks.parquet", index=False)
+    if ctx.cm_rows:
+        pd.DataFrame(ctx.cm_rows).to_parquet(tables / "committed_check.parquet", index=False)
     figs = {
         "strategy": fig_strategy(ptab, probe.by_order(), names, cfg["memory"], out / "strategy.png"),
-        "population": fig_population(ctx["traj_th"], ctx["llm_curve"], ctx["pfacts"], obs, names, winner, cfg["runs"],
+        "population": fig_population(ctx.traj_th, ctx.llm_curve, ctx.pfacts, obs, names, winner, cfg["runs"],
                                      out / "population.png"),
-        "critical_mass": fig_critical_mass(pred, cal.prediction, ctx["cm_rows"], names, max(cfg["committed_runs"], 1),
+        "critical_mass": fig_critical_mass(pred, cal.prediction, ctx.cm_rows, names, max(cfg["committed_runs"], 1),
                                            out / "critical_mass.png"),
     }
-    if ctx["cm_curves"]:
-        figs["committed"] = fig_committed(ctx["cm_curves"], cfg["committed_runs"], cfg["within_rounds"],
+    if ctx.cm_curves:
+        figs["committed"] = fig_committed(ctx.cm_curves, cfg["committed_runs"], cfg["within_rounds"],
                                           out / "committed.png")
-    figs["calibration"] = fig_calibration(ptab, cal, names, ctx["pfacts"], ctx["lfacts"], ctx["pcrit"], ctx["lcrit"],
+    figs["calibration"] = fig_calibration(ptab, cal, names, ctx.pfacts, ctx.lfacts, ctx.pcrit, ctx.lcrit,
                                           obs, out / "calibration.png")
-    tp = ctx.get("tip")
+    tp = ctx.tip
     if tp is not None:
         import matplotlib.pyplot as plt
 
@@ -171,13 +220,13 @@ def _write_figures(out: Path, ctx: dict) -> dict:
     return figs
 
 
-def write_report(out: Path, ctx: dict, figs: dict) -> dict:
+def write_report(out: Path, ctx: ReportContext, figs: dict) -> dict:
     """``summary.json`` (checked against :data:`SUMMARY_SCHEMA`) and ``report.html``; returns the summary."""
     out = Path(out)
-    cfg, probe, pop, cal, clock = ctx["cfg"], ctx["probe"], ctx["pop"], ctx["cal"], ctx["clock"]
-    bias, ledger, cm_rows, checks = ctx["bias"], ctx["ledger"], ctx["cm_rows"], ctx["checks"]
-    pfacts, lfacts, pcrit, lcrit = ctx["pfacts"], ctx["lfacts"], ctx["pcrit"], ctx["lcrit"]
-    names, winner, obs = _unpack(ctx)
+    cfg, probe, pop, cal, clock = ctx.cfg, ctx.probe, ctx.pop, ctx.cal, ctx.clock
+    bias, ledger, cm_rows, checks = ctx.bias, ctx.ledger, ctx.cm_rows, ctx.checks
+    pfacts, lfacts, pcrit, lcrit = ctx.pfacts, ctx.lfacts, ctx.pcrit, ctx.lcrit
+    names, obs = ctx.names, ctx.observed
     N, H = cfg["n_agents"], cfg["memory"]
     ptab = probe.to_frame()
     tables = out / "tables"
@@ -199,14 +248,14 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                 "counts": dict(zip(names, map(int, bias.counts))), "examples": examples}
     summary = {
         "schema": "normlab.demo/1",
-        "normlab_version": ctx["version"],
+        "normlab_version": ctx.version,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": ctx["command"],
+        "command": ctx.command,
         "settings": {"names": list(names), "n_agents": N, "memory": H, "runs": cfg["runs"],
                      "max_rounds": cfg["max_rounds"], "committed": cfg["committed"],
                      "committed_tested": [[r["majority"], r["challenger"], r["committed"]] for r in cm_rows],
                      "committed_runs": cfg["committed_runs"], "sample_check": cfg["sample_check"], "mode": cfg["mode"],
-                     "fit": cfg["fit"], "n_draws": cfg["n_draws"], "within_rounds": cfg["within_rounds"], "seed": ctx["seed"],
+                     "fit": cfg["fit"], "n_draws": cfg["n_draws"], "within_rounds": cfg["within_rounds"], "seed": ctx.seed,
                      "tip_runs": cfg["tip_runs"], "sampling": cfg["sampling"]},
         "endpoint": {"model": str(model), "embedded": bool(ep.embedded),
                      "base_url": None if ep.embedded else redact_url(str(ep.base_url)),
@@ -216,7 +265,7 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                  "cached_prompt_tokens_total": ledger["cached_tokens"],
                  "cost_usd": (this_ptok * ep.price_input + this_ctok * ep.price_output) / 1e6,
                  "population_cache_hits": int(pop.log.runs["cache_hits"].sum())},
-        "estimate": dict(ctx["estimate"], speed=ctx["speed"]),
+        "estimate": dict(ctx.estimate, speed=ctx.speed),
         "timing": {**clock.total(), "steps": steps},
         "strategy_table": {"states": int(ptab["memory_state"].nunique()), "llm_calls": int(probe.llm_calls),
                            "p_empty": {nm: float(emp.loc[nm, "p"]) for nm in names},
@@ -238,18 +287,17 @@ def write_report(out: Path, ctx: dict, figs: dict) -> dict:
                                                   f"{max(cfg['committed_runs'], 1)}-run experiments",
                                        "published": "the ensemble rule behind Table S3 on simulated 10-run experiments"}},
         "committed_check": cm_rows,
-        "tip": tip_facts(ctx.get("tip"), cfg, str(model), bool(ep.embedded), out, ctx["llm_dir"]),
+        "tip": tip_facts(ctx.tip, cfg, str(model), bool(ep.embedded), out, ctx.llm_dir),
         "checks": checks.to_dict(orient="records"),
         "files": {"report": "report.html", "figures": [p.name for p in figs.values()],
                   "tables": sorted(p.relative_to(out).as_posix() for p in tables.glob("*.parquet")),
-                  "llm": Path(ctx["llm_dir"]).relative_to(out).as_posix()},
+                  "llm": Path(ctx.llm_dir).relative_to(out).as_posix()},
     }
     summary = _clean(summary)
     import jsonschema
 
     jsonschema.validate(summary, SUMMARY_SCHEMA)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    page = _html(summary, figs, cfg, checks, ptab, winner, pfacts, pcrit, lfacts, lcrit, obs, cm_rows, free, cal,
-                 clock, ctx["estimate"], ctx["speed"], names)
+    page = _html(summary, figs, ctx, free)
     (out / "report.html").write_text(page, encoding="utf-8")
     return summary
