@@ -114,6 +114,18 @@ class DemoResult:
         return (f"<p><b>normlab demo</b> -- {self.summary['endpoint']['model']}; report: "
                 f"<code>{self.report}</code></p>" + checks_html(self.checks))
 
+    @classmethod
+    def _contract_example(cls) -> "DemoResult":
+        """Two checks of a demo on a stub model, the few ``summary.json`` fields the display reads
+        (literal; ``tests/test_contracts.py``)."""
+        checks = pd.DataFrame([("P(consensus)", "A", "probe", 0.7, 0.4, 1.0, 0.75, 0.19, 0.99, True),
+                               ("rounds to consensus", "", "log", 6.0, 4.0, 9.0, 12.0, None, None, False)],
+                              columns=["quantity", "key", "source", "predicted", "low", "high", "observed", "observed_low",
+                                       "observed_high", "consistent"])
+        summary = {"endpoint": {"model": "stub-model", "embedded": False}, "settings": {"n_agents": 4, "memory": 1},
+                   "cost": {"llm_calls": 13}, "timing": {"wall_s": 20.0}}
+        return cls(directory=Path("demo-example"), summary=summary, checks=checks)
+
 
 # ----------------------------------------------------------------------------- entry point
 def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS["n_agents"],
