@@ -108,6 +108,20 @@ class CriticalMassCheck:
                  f"published {fmt(r['published'])}") for _, r in self.table.iterrows()]
         return html_card("CriticalMassCheck", rows, subtitle="predicted from baseline runs vs published")
 
+    @classmethod
+    def _contract_example(cls) -> "CriticalMassCheck":
+        """One model's two directions, literal numbers (``tests/test_contracts.py``)."""
+        table = pd.DataFrame([("toy", 24, 5, "overturn_A", 6.0, 6.0, 4.0, 9.0, True, 5.0, 0.0, "[2, 4, 6, 8]", 6.0, 4.0,
+                               10.0, 0.1),
+                              ("toy", 24, 5, "overturn_B", 9.0, 7.0, 5.0, 8.0, False, 3.0, 2.0, "[2, 4, 6, 8]", 7.0, 5.0,
+                               9.0, 0.3)],
+                             columns=["model", "n_agents", "memory", "direction", "published", "estimate", "low", "high",
+                                      "inside", "width", "error", "design", "paper_estimate", "paper_low", "paper_high",
+                                      "thin_share"])
+        models = pd.DataFrame({"model": ["toy"], "coverage": [0.9], "n_coverage": [20], "brier": [0.2],
+                               "run_effects_sd_b": [0.3], "seconds": [1.0]})
+        return cls(table=table, models=models, settings={"n_draws": 200})
+
 
 def check_critical_masses(log: GameLog, *, n_draws: int = 200, model: str = "hierarchical", fits=None,
                           sensitivity: bool = True, fit_kwargs: dict | None = None, source: str | None = None,

@@ -313,6 +313,17 @@ class Calibration:
         return cls(fit=StrategyFit.load(path / "fit"), prediction=Prediction.load(path / "prediction"),
                    observed=meta["observed"], empirical=emp, settings=meta["settings"], sensitivity=sens)
 
+    @classmethod
+    def _contract_example(cls) -> "Calibration":
+        """:meth:`StrategyFit._contract_example` and :meth:`Prediction._contract_example` with the observed
+        values of four-agent baselines and :meth:`EmpiricalCriticalMass._contract_example`'s runs (literal;
+        ``tests/test_contracts.py``)."""
+        observed = {"baseline": {"n_agents": 4, "p_consensus": {"A": 0.6, "B": 0.4}, "rounds_to_95": 5.0,
+                                 "streak_rounds": 7.0}}
+        return cls(fit=StrategyFit._contract_example(), prediction=Prediction._contract_example(), observed=observed,
+                   empirical=EmpiricalCriticalMass._contract_example(),
+                   settings={"llm": "toy", "source": "toy runs", "fit_on": "baseline", "seconds": 1.0})
+
 
 def _size_from_log(value, column: str, what: str, flag: str) -> int:
     """A size read from a log's runs table (the most common value of ``column``): a whole number

@@ -191,6 +191,13 @@ class ContagionResult:
                                    "beta": self.beta, "gamma": self.gamma, "t_max": float(self.t[-1])},
                          note=".plot() draws belief and compliance with the mean field.")
 
+    @classmethod
+    def _contract_example(cls) -> "ContagionResult":
+        """Two runs of ten agents over five steps, literal numbers (``tests/test_contracts.py``)."""
+        return cls(t=np.arange(5) * 0.5, belief=np.array([[0.1, 0.2, 0.4, 0.6, 0.7], [0.1, 0.1, 0.3, 0.5, 0.8]]),
+                   compliance=np.array([[0.1, 0.1, 0.2, 0.4, 0.5], [0.1, 0.1, 0.1, 0.3, 0.6]]), n_agents=10, n_seeds=1,
+                   n_immune=0, beta=1.0, gamma=0.5, dt=0.5)
+
 
 def norm_contagion_agents(n_agents: int, n_seeds: int, beta: float, gamma: float, *, n_immune: int = 0,
                    t_max: float = 10.0, dt: float = 0.05, n_runs: int = 1, rng=None) -> ContagionResult:
@@ -301,6 +308,12 @@ class ContagionODE:
                title=f"mean field, beta = {self.beta:g}, gamma = {self.gamma:g}")
         ax.legend()
         return ax
+
+    @classmethod
+    def _contract_example(cls) -> "ContagionODE":
+        """Five time points, literal numbers (``tests/test_contracts.py``)."""
+        return cls(t=np.arange(5) * 0.5, belief=np.array([0.1, 0.25, 0.45, 0.65, 0.8]),
+                   compliance=np.array([0.1, 0.15, 0.3, 0.45, 0.6]), beta=1.0, gamma=0.5)
 
 
 def contagion_rhs(t, z, beta, gamma, factor=1.0, ceiling=1.0):

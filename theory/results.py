@@ -674,6 +674,24 @@ class GameResult:
             interactions=interactions, interaction_success=hits,
         )
 
+    @classmethod
+    def _contract_example(cls) -> "GameResult":
+        """Two runs of a four-agent game on two names (one reaches a consensus on ``A`` in two
+        rounds, one stops at the cap), from literal numbers (``tests/test_contracts.py``)."""
+        nan = float("nan")
+        i8, i4 = np.int64, np.int32
+        prod = np.array([[5, 3], [8, 0], [4, 4], [5, 3], [3, 5]], i4)
+        return cls(model="minimal", n_agents=4, n_names=2, names=("A", "B"), memory=0, committed=np.zeros(4, bool),
+                   committed_name=-1, stop="consensus", max_interactions=12, n_interactions=np.array([8, 12], i8),
+                   consensus_time=np.array([8.0, nan]), winner=np.array([0, -1], i8), t_max=np.array([2, 3], i8),
+                   n_words_max=np.array([6, 7], i8), n_distinct_max=np.array([2, 2], i8),
+                   success95_time=np.array([nan, nan]), streak_time=np.array([nan, nan]), flip_time=np.array([nan, nan]),
+                   stop_reason=np.array(["consensus", "max"]), absorbing=np.array([True, False]),
+                   round_offsets=np.array([0, 2, 5], i8), round_count=np.full(5, 4, i4),
+                   round_success=np.array([2, 4, 1, 2, 3], i4), round_n_words=np.array([6, 4, 7, 6, 6], i8),
+                   round_n_distinct=np.array([2, 1, 2, 2, 2], i4), round_production=prod,
+                   round_production_uncommitted=prod.copy(), seed=np.random.SeedSequence(0))
+
 
 _RUN_FIELDS = ("n_interactions", "consensus_time", "winner", "t_max", "n_words_max", "n_distinct_max",
                "success95_time", "streak_time", "flip_time", "stop_reason", "absorbing")

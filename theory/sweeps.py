@@ -216,6 +216,16 @@ class CriticalMassResult:
         legend_outside(ax, "below")
         return ax
 
+    @classmethod
+    def _contract_example(cls) -> "CriticalMassResult":
+        """Three committed counts of ten runs each, literal numbers (``tests/test_contracts.py``)."""
+        n, k = np.array([10, 10, 10]), np.array([1, 6, 10])
+        return cls(n_agents=10, within_rounds=30, level=0.5, committed=np.array([1, 2, 3]), n_runs=n, n_flips=k,
+                   p_flip=k / n, ci_low=np.array([0.003, 0.26, 0.69]), ci_high=np.array([0.45, 0.88, 1.0]),
+                   mean_flip_round=np.array([20.0, 14.0, 9.0]), estimate=2.0, interpolated=1.8, low=1.1, high=3.0,
+                   model="toy", published_last3=np.array([1.2, 2.5, 2.95]),
+                   published_success=np.array([False, False, True]), published=3.0)
+
 
 def locate_critical_mass(committed, p_flip, ci_low, ci_high, level: float = 0.5):
     """Estimate, interpolated crossing and bounds of the critical mass from a flip curve.
@@ -479,6 +489,14 @@ class SweepResult:
         if hue:
             legend_outside(ax, title=hue)
         return ax
+
+    @classmethod
+    def _contract_example(cls) -> "SweepResult":
+        """Two grid points of :meth:`GameResult._contract_example` (``tests/test_contracts.py``)."""
+        from .results import GameResult
+
+        r = GameResult._contract_example()
+        return cls(params=pd.DataFrame({"point": [0, 1], "n_agents": [4, 8]}), results=(r, r))
 
 
 def sweep(simulate, grid: dict, *, n_runs: int = 1, executor=None, progress: bool = True, rng=None,

@@ -245,6 +245,30 @@ class Adequacy:
         fig.suptitle(f"Adequacy: fit on {self.settings.get('fit_on')}, {self.settings.get('n_draws')} draws", fontsize=9)
         return axs
 
+    @classmethod
+    def _contract_example(cls) -> "Adequacy":
+        """One direction tested at two counts (three LLM runs of four rounds each), literal statistics
+        and bands (``tests/test_contracts.py``)."""
+        d = "overturn_A"
+        checks = pd.DataFrame([(d, c, 3, s, 0.5, 0.45, 0.1, 0.25, 0.65, 0.5, 0.6)
+                               for c in (1, 2) for s in ADEQUACY_STATISTICS],
+                              columns=["direction", "committed", "runs", "statistic", "observed", "sim_mean", "sim_sd",
+                                       "sim_low", "sim_high", "z", "p_value"])
+        overall = pd.DataFrame([(dd, s, 0.5, 2, 0.8) for dd in (d, "all") for s in ADEQUACY_STATISTICS],
+                               columns=["direction", "statistic", "T", "counts", "p_value"])
+        tr = []
+        for c in (1, 2):
+            for r in range(1, 5):
+                tr += [("llm", d, c, k, r, 0.1 * r + 0.05 * k, np.nan, np.nan) for k in range(3)]
+                tr += [(src, d, c, -1, r, 0.1 * r + 0.05, 0.1 * r - w, 0.1 * r + 0.1 + w)
+                       for src, w in (("sim_runs", 0.1), ("sim_mean", 0.05))]
+        trajectories = pd.DataFrame(tr, columns=["source", "direction", "committed", "run", "round", "share", "low",
+                                                 "high"])
+        draws = pd.DataFrame([(k, d, c, *(0.5 for _ in ADEQUACY_STATISTICS)) for k in range(2) for c in (1, 2)],
+                             columns=["draw", "direction", "committed", *ADEQUACY_STATISTICS])
+        return cls(checks=checks, overall=overall, trajectories=trajectories, draws=draws,
+                   settings={"fit_on": "baseline", "n_draws": 2, "window": 4})
+
 
 def _fit_of(fit):
     if isinstance(fit, StrategyFit):
@@ -485,6 +509,15 @@ class PairAgreement:
         ax.set(ylabel="z (observed - predicted agreement)", title="partners' agreement beyond the state table")
         ax.legend(fontsize=7)
         return ax
+
+    @classmethod
+    def _contract_example(cls) -> "PairAgreement":
+        """Two run kinds, literal agreement counts (``tests/test_contracts.py``)."""
+        table = pd.DataFrame([("baseline", "independent", 400, 300, 290.0, 1.2, 296.0, 0.5, 0.0, 0.0, 0.8),
+                              ("swap", "shared", 200, 160, 140.0, 3.1, 150.0, 1.8, 0.9, 0.3, 1.6)],
+                             columns=["kind", "name_order", "pairs", "observed", "predicted", "z", "predicted_run", "z_run",
+                                      "order_bias", "order_bias_low", "order_bias_high"])
+        return cls(table=table, settings={"llm": "toy"})
 
 
 #: The name order of each run kind in the authors' code: population() per player, committed() per interaction.

@@ -140,6 +140,20 @@ class AsymmetryResult:
         """
         return plot_asymmetry(self, ax=ax, min_n=min_n, posterior=posterior)
 
+    @classmethod
+    def _contract_example(cls) -> "AsymmetryResult":
+        """Two mirror pairs of memory one, literal counts and tests (``tests/test_contracts.py``)."""
+        pairs = pd.DataFrame([(1, 4, "A,A", "B,B", 1, 40, 36, 30, 21, 0.9, 0.7, 0.2, 0.03, 1e-7, 0.04, 70),
+                              (2, 3, "A,B", "B,A", 1, 20, 9, 25, 14, 0.45, 0.56, -0.11, 0.55, 0.82, 0.69, 45)],
+                             columns=["state", "mirror", "memory_state", "mirror_state", "memory_len", "n", "k", "n_mirror",
+                                      "k_mirror", "p_a", "p_b_mirror", "diff", "p_fisher", "p_dagger", "p_dagger_mirror",
+                                      "visits"])
+        summary = {"bias_ivw": 0.08, "bias_ivw_se": 0.07, "p_cmh": 0.2, "bias_visits": 0.1, "n_pairs": 2,
+                   "n_pairs_tested": 2, "n_significant": 1, "favours_a": 1}
+        by_length = pd.DataFrame({"memory_len": [1], "n": [60], "p_a": [0.75], "p_binom": [1e-4], "bias_ivw": [0.08],
+                                  "p_cmh": [0.2]})
+        return cls(names=("A", "B"), a="A", b="B", pairs=pairs, summary=summary, by_length=by_length)
+
 
 def _cmh(k1, n1, k2, n2):
     """Cochran-Mantel-Haenszel chi-square test (1 df, no continuity correction) that the

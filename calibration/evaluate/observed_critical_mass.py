@@ -339,6 +339,24 @@ class EmpiricalCriticalMass:
         col = {"published": "published", "per_run": "c50", "end_of_run": "end_of_run"}[check_criterion(criterion)]
         return float(self.estimate(majority, n_agents=n_agents, memory=memory)[col])
 
+    @classmethod
+    def _contract_example(cls) -> "EmpiricalCriticalMass":
+        """One direction tested at three counts with five runs each, literal numbers
+        (``tests/test_contracts.py``)."""
+        key = {"model": "toy", "majority": "A", "challenger": "B", "n_agents": 8, "memory": 2}
+        k = [0, 3, 5]
+        curves = pd.DataFrame([{**key, "committed": c, "n_runs": 5, "n_flips": f, "p_flip": f / 5,
+                                "ci_low": max(0.0, f / 5 - 0.4), "ci_high": min(1.0, f / 5 + 0.4), "n_censored": 0,
+                                "mean_flip_round": 12.0 if f else float("nan"), "published_last3": 0.95 * c,
+                                "published_success": c >= 3, "n_end_of_run": f} for c, f in zip((1, 2, 3), k)])
+        estimates = pd.DataFrame([{**key, "published": 3.0, "max_round": 30, "published_unobserved": 0,
+                                   "first_count": 2.0, "first_all": 3.0, "c50": 1.9, "c50_low": 1.4, "c50_high": 2.5,
+                                   "end_of_run": 2.0, "b0": -5.7, "b1": 3.0, "n_runs": 15, "counts": [1, 2, 3],
+                                   "separated": False}])
+        runs = pd.DataFrame([{"run": 5 * i + j, **key, "committed": c, "flipped": j < f}
+                             for i, (c, f) in enumerate(zip((1, 2, 3), k)) for j in range(5)])
+        return cls(curves=curves, estimates=estimates, runs=runs, within_rounds=30)
+
 
 def empirical_critical_mass(log: GameLog, *, within_rounds: int = 30, max_round: int | None = None,
                             level: float = 0.5, n_boot: int = 2000, include_evolved: bool = True,

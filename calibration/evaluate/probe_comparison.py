@@ -343,6 +343,31 @@ class ProbeCheck:
         plt.tight_layout()
         return axes
 
+    @classmethod
+    def _contract_example(cls) -> "ProbeCheck":
+        """:meth:`ProbeFit._contract_example` against one sampled probe and one population group,
+        literal rows (``tests/test_contracts.py``)."""
+        src = "sampled probe (attempts)"
+        attempts = pd.DataFrame({"source": [src] * 3, "memory_state": ["", "A,A", "A,A"], "order": ["A,B"] * 3,
+                                 "name": ["A", "A", None], "reason": [None, None, "no 'value' field"],
+                                 "text": ["A", "A", "hello"], "p_valid": [0.9, 0.9, 0.9], "p_first": [0.5, 0.8, 0.8]})
+        states = pd.DataFrame({"source": [src] * 2, "memory_state": ["", "A,A"], "attempts": [30, 40], "valid": [27, 35],
+                               "valid_rate": [0.9, 0.875], "valid_low": [0.73, 0.73], "valid_high": [0.98, 0.96],
+                               "valid_pred": [0.9, 0.9], "first": [14, 28], "p_first": [0.52, 0.8],
+                               "p_first_low": [0.32, 0.63], "p_first_high": [0.71, 0.92], "p_first_pred": [0.5, 0.8]})
+        divergences = pd.DataFrame([("name chosen", src, "p_first", 0.8, 0.63, 0.92, 0.8, 35, "")],
+                                   columns=["aspect", "source", "measure", "observed", "low", "high", "predicted", "n",
+                                            "note"])
+        population = pd.DataFrame([("population exact mode", "exact", 4, 1, None, 10, "P(consensus)", "A", 0.6, 0.58,
+                                    0.3, 0.9, True, "")],
+                                  columns=["group", "mode", "n_agents", "memory", "reask", "runs", "quantity", "key",
+                                           "observed", "predicted", "low", "high", "covered", "note"])
+        r = np.arange(1, 6)
+        curves = {"population exact mode": (np.minimum(1.0, 0.5 + 0.12 * r), np.minimum(1.0, 0.5 + 0.11 * r),
+                                            np.minimum(1.0, 0.4 + 0.11 * r), np.minimum(1.0, 0.6 + 0.11 * r))}
+        return cls(fit=ProbeFit._contract_example(), attempts=attempts, states=states, divergences=divergences,
+                   population=population, curves=curves)
+
 
 def _short(label: str) -> str:
     return (label.replace("population ", "").replace("sampled probe", "probe").replace("sample, ", "")

@@ -572,6 +572,31 @@ class Scores:
         ax.legend(frameon=False, fontsize=8, loc="upper left")
         return ax
 
+    @classmethod
+    def _contract_example(cls) -> "Scores":
+        """Four committed runs and two convergence runs scored, literal numbers, no rival
+        (``tests/test_contracts.py``)."""
+        runs = pd.DataFrame([
+            (0, "flip", "A", "B", 1.0, 0, 0.7, 0.3, 0.09, math.log(0.7)),
+            (1, "flip", "A", "B", 1.0, 1, 0.3, 0.3, 0.49, math.log(0.3)),
+            (2, "flip", "A", "B", 2.0, 1, 0.8, 0.8, 0.04, math.log(0.8)),
+            (3, "flip", "B", "A", 2.0, 1, 0.6, 0.6, 0.16, math.log(0.6)),
+            (4, "consensus", None, None, float("nan"), "A", 0.7, float("nan"), 0.13, math.log(0.7)),
+            (5, "consensus", None, None, float("nan"), "B", 0.3, float("nan"), 0.73, math.log(0.3))],
+            columns=["run", "target", "majority", "challenger", "committed", "observed", "p_observed", "p_event", "brier",
+                     "log_score"])
+        coverage = pd.DataFrame([
+            ("flip_fraction", "overturn_A", 1.0, 0.5, 2, "experiment", 0.0, 1.0, 2, True, False),
+            ("flip_fraction", "overturn_A", 2.0, 1.0, 1, "experiment", 0.0, 1.0, 1, True, False),
+            ("p_consensus", "A", float("nan"), 0.5, 2, "experiment", 0.0, 1.0, 2, True, False),
+            ("p_consensus", "A", float("nan"), 0.5, 2, "underlying", 0.6, 0.8, 40, False, False)],
+            columns=["quantity", "key", "committed", "observed", "n_obs", "interval", "low", "high", "n_sim", "covered",
+                     "zero_width"])
+        reliability = pd.DataFrame([("flip", 0.2, 0.4, 2, 0.3, 0.5, 0.01, 0.99), ("flip", 0.6, 0.8, 2, 0.7, 1.0, 0.16, 1.0)],
+                                   columns=["target", "bin_low", "bin_high", "n", "mean_p", "freq", "low", "high"])
+        return cls(runs=runs, coverage=coverage, reliability=reliability,
+                   excluded=pd.DataFrame({"run": [6], "reason": ["used by the fit"]}), settings={"names": ["A", "B"]})
+
 
 # ----------------------------------------------------------------------------- entry point
 def score(prediction, observed_log: GameLog, *, exclude=None, llm=None, level: float | None = None,

@@ -278,6 +278,18 @@ class TrajectoryComparison:
         """
         return plot_trajectories(self, quantity=quantity, name=name, ax=ax)
 
+    @classmethod
+    def _contract_example(cls) -> "TrajectoryComparison":
+        """:func:`compare_trajectories` of literal LLM and theory success curves over five rounds
+        (``tests/test_contracts.py``)."""
+        def curve(means, width):
+            return pd.DataFrame({"round": np.arange(1, 6), "quantity": "success_rate", "name": "", "mean": means,
+                                 "low": np.clip(np.asarray(means) - width, 0, 1), "high": np.clip(np.asarray(means) + width, 0, 1),
+                                 "n_runs": 10})
+
+        return compare_trajectories(curve([0.5, 0.7, 0.85, 0.96, 1.0], 0.1), curve([0.5, 0.72, 0.88, 0.95, 0.99], 0.08),
+                                    label="toy LLM vs theory")
+
 
 def compare_trajectories(llm: pd.DataFrame, theory: pd.DataFrame, *, label: str = "") -> TrajectoryComparison:
     """Distances between LLM and theory curves (outputs of :func:`llm_trajectories` and

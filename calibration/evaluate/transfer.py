@@ -415,6 +415,27 @@ class TransferScores:
         return (f"<p><code>{html.escape(repr(self))}</code></p>"
                 + self.by_relation().to_html(index=False, float_format=lambda v: f"{v:.3f}"))
 
+    @classmethod
+    def _contract_example(cls) -> "TransferScores":
+        """Two cells (a fit scored on its own setting and on another N), each :meth:`Scores._contract_example`,
+        literal table (``tests/test_contracts.py``)."""
+        from .scores import Scores
+
+        sc = Scores._contract_example()
+        rows = []
+        for tgt, n, rel in (("toy N=8 H=2", 8, "same setting"), ("toy N=16 H=2", 16, "other N")):
+            rows.append({"source": "toy N=8 H=2", "source_llm": "toy", "source_n": 8, "source_h": 2, "target": tgt,
+                         "target_llm": "toy", "target_n": n, "target_h": 2, "relation": rel, "n_flip_runs": 4,
+                         "n_consensus_runs": 2, "brier_flip": 0.2, "log_score_flip": -0.6, "brier_consensus": 0.43,
+                         "log_score_consensus": -0.78, **{c: 0.25 for c in _RIVAL_COLS}, "coverage_experiment": 1.0,
+                         "n_experiment": 3, "zero_width_experiment": 0.0, "coverage_underlying": 0.0, "n_underlying": 1,
+                         "zero_width_underlying": 0.0, "logistic_trained_on": "leave one run out", "within_rounds": 30,
+                         "seconds": 1.0, "note": ""})
+        table = pd.DataFrame(rows)
+        coverage = pd.concat([sc.coverage.assign(source=r["source"], target=r["target"]) for r in rows],
+                             ignore_index=True)
+        return cls(table=table, coverage=coverage, scores={(r["source"], r["target"]): sc for r in rows})
+
 
 # ----------------------------------------------------------------------------- entry point
 def _short(llm: str) -> str:

@@ -146,6 +146,16 @@ class AdoptionFit:
                          settings={"N": self.n_agents, "bootstrap replicates": len(self.boot)},
                          note="ratio = beta / gamma (> 1: belief spreads faster than compliance); .plot() draws the fit.")
 
+    @classmethod
+    def _contract_example(cls) -> "AdoptionFit":
+        """Rates and bootstrap intervals of a ten-agent population over five time points, literal
+        numbers (``tests/test_contracts.py``)."""
+        return cls(beta=1.0, gamma=0.5, ratio=2.0, ceiling=0.9,
+                   ci={"beta": (0.7, 1.4), "gamma": (0.3, 0.8), "ratio": (1.2, 3.5), "ceiling": (0.8, 1.0)}, level=0.95,
+                   y0=0.1, c0=0.1, n_agents=10, t=np.arange(5.0), belief=np.array([0.1, 0.3, 0.6, 0.8, 0.9]),
+                   compliance=np.array([0.1, 0.15, 0.3, 0.5, 0.7]), boot=np.array([[1.0, 0.5, 0.9], [1.2, 0.6, 0.85]]),
+                   at_bound={"beta": False, "gamma": False})
+
 
 def _mean_field(t, beta, gamma, y0, c0, n, ceiling=1.0):
     """Belief (closed-form logistic) and compliance (the linear equation ``c' = gamma (y - c)``

@@ -290,6 +290,15 @@ class StateCounts:
                          settings={"groups": len(self.groups), "states seen": f"{int((n > 0).sum())} of {self.n_states}"},
                          note="value = decisions; .to_frame() gives every state.")
 
+    @classmethod
+    def _contract_example(cls) -> "StateCounts":
+        """Two runs' decision counts over two names and memory one (five states, one never seen),
+        literal numbers (``tests/test_contracts.py``)."""
+        return cls(names=("A", "B"), memory=1, groups=("run0", "run1"), group_index=np.array([0, 0, 0, 1, 1, 1]),
+                   group_state=np.array([0, 1, 4, 0, 1, 3]),
+                   group_counts=np.array([[5, 3], [9, 1], [1, 7], [4, 4], [8, 0], [2, 3]], dtype=float),
+                   source={"model": "toy"})
+
 
 # ----------------------------------------------------------------------------- from game logs
 def select_runs(log: GameLog, *, names=None, memory=None, n_agents=None, model=None, fit_on="baseline") -> GameLog:

@@ -196,6 +196,13 @@ class ModelComparison:
         ax.title.set_fontsize(9)
         return ax
 
+    @classmethod
+    def _contract_example(cls) -> "ModelComparison":
+        """Two models over three folds, literal held-out log-likelihoods (``tests/test_contracts.py``)."""
+        folds = pd.DataFrame({"model": ["empirical"] * 3 + ["logit"] * 3, "fold": [0, 1, 2] * 2,
+                              "heldout_ll": [-50.0, -48.0, -52.0, -47.0, -47.5, -49.0], "n_test": [80, 78, 82] * 2})
+        return cls(by="run", k=3, folds=folds, decay=0.5, chosen="logit")
+
 
 def compare_models(counts: StateCounts, *, models=None, by: str = "run", k: int = 5, decay="auto",
                    draws: int = 500, tune: int = 500, chains: int = 2, cores: int = 2, n_pred_draws: int = 200,

@@ -688,6 +688,14 @@ class StrategyFit:
         :func:`normlab.user_files.read_user_json`)."""
         return cls.from_dict(read_user_json(path, str(path)))
 
+    @classmethod
+    def _contract_example(cls) -> "StrategyFit":
+        """The conjugate (``empirical``) fit of :meth:`StateCounts._contract_example`'s counts: the
+        counts and a flat prior are the whole posterior (``tests/test_contracts.py``)."""
+        counts = StateCounts._contract_example()
+        return cls(kind="empirical", names=counts.names, memory=counts.memory, counts=counts.counts, prior=1.0,
+                   meta={"source": dict(counts.source, n_runs=len(counts.groups))})
+
 
 # ----------------------------------------------------------------------------- posterior predictive checks
 def posterior_predictive_check(fit: StrategyFit, counts: StateCounts | None = None, *, n_draws: int = 400,

@@ -227,6 +227,12 @@ class RunEffects:
         out[:, 5] = {"uniform": g.uniform(size=n), "none": np.zeros(n), "all": np.ones(n)}[self.share]
         return out
 
+    @classmethod
+    def _contract_example(cls) -> "RunEffects":
+        """Effects estimated from six runs, literal mode and covariance (``tests/test_contracts.py``)."""
+        return cls(params=np.array([0.1, -0.2, np.log(0.3), np.log(0.2), 0.1]), cov=np.eye(5) * 0.04, loglik=-410.0,
+                   loglik_null=-416.5, n_runs=6, n_decisions=480.0, note="literal numbers")
+
 
 def run_effect_values(draw: np.ndarray, cells, *, rng=None) -> tuple[np.ndarray, np.ndarray]:
     """Per run the shift ``b`` and the sharpness ``kappa`` for one posterior draw of the effects.

@@ -284,6 +284,11 @@ class ExperimentDesign:
                          settings={"window (rounds)": self.window, "extended past the last count": self.extend,
                                    "source": self.source})
 
+    @classmethod
+    def _contract_example(cls) -> "ExperimentDesign":
+        """The paper's design for six agents at three counts, three runs each (``tests/test_contracts.py``)."""
+        return cls.paper("A", "B", 6, runs=3, counts=(1, 2, 3))
+
 
 
 def committed_runs(log: GameLog, *, names, majority: str, memory: int | None = None, n_agents: int | None = None,

@@ -518,6 +518,15 @@ class ProbeFit:
         """Read a table written by :meth:`to_json` (a regular file, size and depth capped)."""
         return cls.from_dict(read_user_json(path, str(path)))
 
+    @classmethod
+    def _contract_example(cls) -> "ProbeFit":
+        """An exact probe of two names and memory one in both name orders, literal masses
+        (``tests/test_contracts.py``)."""
+        p_b = np.array([0.5, 0.2, 0.6, 0.4, 0.9])
+        mass = np.stack([np.stack([0.9 * (1 - p_b), 0.9 * p_b], axis=1)] * 2, axis=1)  # (5 states, 2 orders, 2 names)
+        return cls(names=("A", "B"), memory=1, orders=("A,B", "B,A"), mass=mass, name_like=np.zeros(mass.shape),
+                   meta={"model": "stub-model"})
+
 
 def _check_reasks(max_reasks):
     if max_reasks is None or (isinstance(max_reasks, str) and max_reasks.strip().lower() == "unbounded"):
@@ -763,6 +772,16 @@ class ProbePrediction:
             ax1.legend(fontsize=8, frameon=False)
         ax0.figure.tight_layout()
         return ax
+
+    @classmethod
+    def _contract_example(cls) -> "ProbePrediction":
+        """:meth:`ProbeFit._contract_example` with :meth:`Prediction._contract_example` as both the
+        experiment and the underlying reading (``tests/test_contracts.py``)."""
+        from .result import Prediction
+
+        pred = Prediction._contract_example()
+        return cls(fit=ProbeFit._contract_example(), prediction=pred, underlying=pred, cost={"llm_calls": 10},
+                   settings={"source": "toy probe"})
 
 
 def _underlying_summary(pred) -> dict | None:

@@ -39,7 +39,7 @@ import pandas as pd
 from normlab._display import plotting
 from normlab._rng import spawn
 from normlab._validate import check_int
-from normlab.theory import StrategyTable, clopper_pearson, strategy_game, strategy_mean_field
+from normlab.theory import StrategyMeanField, StrategyTable, clopper_pearson, strategy_game, strategy_mean_field
 
 from ..fit.posterior import StrategyFit, load_fit
 from .readings import table_draws
@@ -191,6 +191,28 @@ class GroupSizeCurve:
 
         t = self.curve[self.curve["reading"] == "consensus"].pivot(index="n_agents", columns="name", values="p")
         return f"<p><code>{html.escape(repr(self))}</code></p>" + t.to_html(float_format=lambda v: f"{v:.3f}")
+
+    @classmethod
+    def _contract_example(cls) -> "GroupSizeCurve":
+        """Three sizes of ten runs each with :meth:`StrategyMeanField._contract_example` as the limit,
+        literal counts (``tests/test_contracts.py``)."""
+        rows = []
+        for N, (a, b) in ((4, (6, 4)), (8, (7, 3)), (16, (9, 1))):
+            for reading in READINGS:
+                for nm, k in (("A", a), ("B", b), (NONE, 0)):
+                    rows.append({"n_agents": N, "reading": reading, "name": nm, "runs": k, "n_runs": 10, "p": k / 10,
+                                 "low": max(0.0, k / 10 - 0.3), "high": min(1.0, k / 10 + 0.3)})
+        mf = StrategyMeanField._contract_example()
+        limit = {"p_majority": dict(mf.p_majority), "p_consensus": dict(mf.p_consensus), "final_share": mf.final_share,
+                 "final_success": float(mf.success[-1]), "rounds_to_95": mf.rounds_to_95, "outcome": mf.outcome,
+                 "stable": mf.stable}
+        return cls(names=("A", "B"), memory=1, curve=pd.DataFrame(rows),
+                   speed=pd.DataFrame({"n_agents": [4, 8, 16], "converged": [1.0, 1.0, 0.9],
+                                       "rounds_median": [5.0, 7.0, 9.0], "rounds_mean": [5.5, 7.2, 9.4]}),
+                   limit=limit, limit_draws=pd.DataFrame([{"draw": -1, "outcome": "A", "consensus": True,
+                                                           "share_A": 0.99, "share_B": 0.01, "success": 0.98}]),
+                   individual={"A": {"p": 0.5, "low": 0.5, "high": 0.5}, "B": {"p": 0.5, "low": 0.5, "high": 0.5}},
+                   regime="creates", mean_field=mf, settings={"n_runs": 10, "max_rounds": 100})
 
 
 def _read_runs(res, names, N, R):

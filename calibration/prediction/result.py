@@ -498,6 +498,30 @@ class Prediction:
                    n_draws=int(meta["n_draws"]), within_rounds=int(meta["within_rounds"]), level=float(meta["level"]),
                    settings=meta["settings"], fit_summary=meta["fit_summary"], **{k: t[k] for k in cls._TABLES if k in t})
 
+    @classmethod
+    def _contract_example(cls) -> "Prediction":
+        """Two posterior draws for four agents on two names, committed counts 1-3 against each
+        convention, literal per-draw tables (``tests/test_contracts.py``)."""
+        names, dirs = ("A", "B"), (("A", "B"), ("B", "A"))
+        consensus = pd.DataFrame([(d, nm, r, 10) for d, rs in enumerate(((7, 3, 0), (6, 3, 1)))
+                                  for nm, r in zip(("A", "B", "none"), rs)], columns=["draw", "name", "runs", "n_runs"])
+        success = pd.DataFrame([(d, k + 1, min(1.0, 0.5 + 0.12 * k + 0.02 * d)) for d in (0, 1) for k in range(5)],
+                               columns=["draw", "round", "success_rate"])
+        draw_stats = pd.DataFrame({"draw": [0, 1], "rounds_to_95": [4.0, 5.0], "consensus_rounds": [6.5, 7.0],
+                                   "converged": [1.0, 0.9]})
+        flips = pd.DataFrame([(d, x, y, c, 4, min(4, c + d + (x == "B")), True, 0.9 * c, c >= 2)
+                              for d in (0, 1) for x, y in dirs for c in (1, 2, 3)],
+                             columns=["draw", "majority", "challenger", "committed", "n_runs", "n_flips", "simulated",
+                                      "published_last3", "published_success"])
+        cm = pd.DataFrame([(d, x, y, 2.0, 2.0 - d) for d in (0, 1) for x, y in dirs],
+                          columns=["draw", "majority", "challenger", "published", "per_run"])
+        strength = pd.DataFrame(columns=["draw", "majority", "challenger", "width", "boundary", "pull", "exploration"])
+        settings = {"flip_level": 0.5, "max_round": 30, "max_rounds": 50, "n_runs_consensus": 10, "n_runs_flip": 4,
+                    "design_runs": 10}
+        return cls(names=names, memory=1, n_agents=4, n_draws=2, within_rounds=30, level=0.95, consensus=consensus,
+                   success=success, draw_stats=draw_stats, flips=flips, critical_mass_draws=cm, strength=strength,
+                   settings=settings, fit_summary={"kind": "empirical"})
+
 
 # The public home of Prediction is normlab.calibration.prediction: it names the class in the type tag
 # of saved results (normlab.load) and in pickles, so results saved before the split load unchanged.

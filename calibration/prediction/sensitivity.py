@@ -162,6 +162,16 @@ class StateSensitivity:
         ax.title.set_fontsize(8)
         return ax
 
+    @classmethod
+    def _contract_example(cls) -> "StateSensitivity":
+        """Three memory states' weight in a flip prediction, literal numbers (``tests/test_contracts.py``)."""
+        imp = np.array([0.3, 0.2, 0.05])
+        table = pd.DataFrame({"state": [4, 1, 0], "label": ["B,B", "A,A", ""], "decisions": [3, 40, 80],
+                              "p": [0.9, 0.2, 0.5], "sd_logit": [1.2, 0.3, 0.2], "visits": [5.0, 20.0, 1.0],
+                              "sensitivity": [0.25, 0.6, 0.2], "se": [0.02, 0.03, 0.05], "importance": imp,
+                              "share": imp ** 2 / (imp ** 2).sum()})
+        return cls(table=table, quantity="P(flip), overturn_A at 2 committed", target="B", n_runs=200)
+
 
 def _decision_states(players, answers, committed, init_name, N, W, H):
     """Per uncommitted decision of one run: its memory state (stable encoding) and its choice."""

@@ -283,5 +283,17 @@ class NormDatabase:
         return f"<p><b>{self!r}</b></p>" + self.to_frame()[["id", "content", "utility", "type", "state",
                                                                "rejection", "source"]].to_html(index=False)
 
+    @classmethod
+    def _contract_example(cls) -> "NormDatabase":
+        """The class docstring's agent: one created norm, one candidate qualified, one rejected
+        (``tests/test_contracts.py``)."""
+        db = cls("Carlos")
+        db.add_created("Greet guests at the door.", 60, "descriptive", t=1.0)
+        n = db.add_candidate("No smoking indoors.", 90, "injunctive", t=12.0)
+        db.qualify(n.id, t=17.0)
+        m = db.add_candidate("Shout at night.", 10, "injunctive", t=20.0)
+        db.reject(m.id, REJECTIONS[0])
+        return db
+
 
 __all__ = ["NormRecord", "NormDatabase", "SOURCES", "REJECTIONS", "NORM_TYPES"]

@@ -234,6 +234,24 @@ class PopulationRun:
                          note=".plot() draws belief vs behaviour; .plot(panels='both') adds the events.") \
             + self.funnel().to_html()
 
+    @classmethod
+    def _contract_example(cls) -> "PopulationRun":
+        """Two agents over three steps on one topic, with :meth:`NormDatabase._contract_example` as
+        each agent's norms; literal tables, no LLM (``tests/test_contracts.py``)."""
+        agents, topic = ("Carlos", "Maria"), "smoking"
+        dbs = {a: NormDatabase._contract_example() for a in agents}
+        norms = pd.concat([db.to_frame().assign(agent=a, topic=topic, stance="against") for a, db in dbs.items()],
+                          ignore_index=True)
+        events = pd.DataFrame([(10.0, "conflict", "Carlos", "Maria", topic, "against", "smoking indoors", 0, 0),
+                               (20.0, "chat", "Carlos", "Maria", topic, "against", "please do not smoke", 1, 1),
+                               (30.0, "thought", "Maria", None, topic, "against", "smoking bothers people", 1, 0)],
+                              columns=list(EVENT_COLUMNS))
+        states = pd.DataFrame([(t, a, a == "Carlos", topic, b, False, b, b and t > 0)
+                               for t in (0.0, 30.0, 60.0) for a in agents for b in [a == "Carlos" or t >= 30.0]],
+                              columns=list(STATE_COLUMNS))
+        return cls(agents=agents, entrepreneurs=("Carlos",), topics=(topic,), norms=norms, events=events, states=states,
+                   settings={"ops": "rule", "model": None, "minutes": 60.0, "dt": 30.0}, databases=dbs)
+
 
 def _select_agents(agents):
     if agents is None:

@@ -216,6 +216,13 @@ class BiasResult:
                 "initial": ["empty"], "n_interactions": [self.trials], "consensus": [None], "source_file": [None]}
         return GameLog(pd.DataFrame(rows), pd.DataFrame(runs))
 
+    @classmethod
+    def _contract_example(cls) -> "BiasResult":
+        """Twenty exact-mode first moves over two names, literal numbers (``tests/test_contracts.py``)."""
+        return cls(names=("A", "B"), counts=(12, 8), invalid=0, trials=20, test="binomial", statistic=12.0,
+                   p_value=0.503, exact_p=(0.58, 0.42), covered_mass=0.95, jsd=0.06, mode="exact", model="stub-model",
+                   llm_calls=2)
+
 
 
 async def aindividual_bias(names, *, trials: int = 100, mode: str = "exact", template="main",

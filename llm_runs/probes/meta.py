@@ -128,6 +128,16 @@ class MetaResult:
         legend_outside(ax, title="category")
         return ax
 
+    @classmethod
+    def _contract_example(cls) -> "MetaResult":
+        """Six answers (two states, three question types), literal (``tests/test_contracts.py``)."""
+        q = [("min", "minimum payoff", "rules", "-50"), ("round", "round", "time", "2"), ("action_i", "action at i", "state", "A")]
+        rows = [{"item": k, "memory_state": st, "question": t, "table_s7": s7, "category": cat, "text": f"question {t}",
+                 "gold": g, "answer": g if ok else "?", "value": g if ok else None, "correct": ok, "reasks": 0,
+                 "protocol": "authors", "scoring": "substring"}
+                for k, (st, ok) in enumerate((("A,A", True), ("A,B", False))) for t, s7, cat, g in q]
+        return cls(answers=pd.DataFrame(rows), model="stub-model", llm_calls=6)
+
 
 _NUM = re.compile(r"[-+]?\d+(?:\.\d+)?")
 

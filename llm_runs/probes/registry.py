@@ -2,33 +2,56 @@
 
 Each entry of :data:`PROBES` names the module of :mod:`normlab.llm_runs.probes` that holds the
 probe and describes its command (help, examples, its own flags). The module holds the probe
-itself and, at its end, its command hooks:
-
-``command_design(args) -> (names, memory)``
-    the pool and the longest memory its prompts show (``--dry-run``, the embedded KV cache);
-``command_run(args, sampling, endpoint, mode) -> (result, full table, summary)``
-    run it (``summary``: what ``normlab llm-probe`` prints, or ``--json``);
-``command_table(result, frame) -> DataFrame``
-    the few columns printed (the full table is saved);
-``command_estimate(args, settings, template, requests_per_decision) -> (requests, prompt tokens, what, notes)``
-    ``--dry-run``'s design (requests typical and at most);
-``command_protocol(args, sampling, mode) -> (sampling, mode)`` (optional)
-    the sampling the probe really sends, where its own protocol sets defaults (meta-prompting).
-``command_notes(result) -> list of str`` (optional)
-    lines printed under the summary (``notes`` in ``--json``): what its numbers are and which
-    question each test answers (individual bias).
+itself and, at its end, its command hooks: the functions of :class:`ProbeCommand` (the pool and
+memory its prompts show, running it, the columns printed, ``--dry-run``'s design), and where it
+needs them the optional ones of :data:`OPTIONAL_HOOKS` (its own sampling protocol, notes printed
+under the summary).
 
 Adding a probe is one new module plus one entry here: the command line, its help and
-``--dry-run`` read this registry. Light: argparse-level only (the probe modules are imported
-when a probe runs).
+``--dry-run`` read this registry, and ``tests/test_contracts.py`` checks every entry against
+:class:`ProbeCommand`. Light: argparse-level only (the probe modules are imported when a probe
+runs).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections import namedtuple
+from typing import Protocol, runtime_checkable
 
-__all__ = ["ProbeSpec", "PROBES", "arg", "probe_keys"]
+__all__ = ["ProbeSpec", "PROBES", "ProbeCommand", "OPTIONAL_HOOKS", "arg", "probe_keys"]
+
+
+@runtime_checkable
+class ProbeCommand(Protocol):
+    """The command hooks of a probe module (module-level functions; ``self`` is not part of them).
+
+    ``normlab llm-probe KEY`` imports the entry's module (:meth:`ProbeSpec.command`) and calls
+    these with the parsed flags ``args`` (the entry's own :attr:`ProbeSpec.arguments`, ``--out``,
+    ``--cache`` for journaling probes, and the endpoint and sampling flags).
+    """
+
+    def command_design(self, args) -> tuple:
+        """``(names, memory)``: the pool and the longest memory the probe's prompts show
+        (``--dry-run``, the embedded server's KV cache)."""
+
+    def command_run(self, args, sampling: dict, endpoint, mode: str) -> tuple:
+        """Run the probe: ``(result, full table, summary)`` (``summary``: what ``normlab
+        llm-probe`` prints, or ``--json``)."""
+
+    def command_table(self, result, frame):
+        """The few columns printed (a DataFrame; the full table is saved)."""
+
+    def command_estimate(self, args, settings, template, requests_per_decision) -> tuple:
+        """``--dry-run``'s design: ``(requests (typical, at most), prompt tokens per request,
+        what, notes)`` (``requests_per_decision``: 1 + the re-asks, None when unbounded)."""
+
+
+#: Hooks a probe module may add, with their parameters: ``command_protocol(args, sampling, mode)
+#: -> (sampling, mode)``, the sampling the probe really sends where its own protocol sets
+#: defaults (meta-prompting); ``command_notes(result) -> list of str``, lines printed under the
+#: summary (``notes`` in ``--json``): what its numbers are and which question each test answers.
+OPTIONAL_HOOKS = {"command_protocol": ("args", "sampling", "mode"), "command_notes": ("result",)}
 
 
 def arg(*flags: str, **options) -> tuple:
@@ -68,8 +91,8 @@ class ProbeSpec(namedtuple("ProbeSpec", _FIELDS, defaults=((), True, False))):
 
     __slots__ = ()
 
-    def command(self):
-        """The probe's module (its command hooks); imported on first use."""
+    def command(self) -> ProbeCommand:
+        """The probe's module (its command hooks, :class:`ProbeCommand`); imported on first use."""
         return importlib.import_module(f"normlab.llm_runs.probes.{self.module}")
 
 

@@ -244,6 +244,33 @@ class StrategyProbe:
         return cls(names=tuple(meta["names"]), memory=int(meta["memory"]), mode=meta["mode"], table=t["table"],
                    by_order_table=t["by_order"], model=meta["model"], llm_calls=int(meta["llm_calls"]))
 
+    @classmethod
+    def _contract_example(cls) -> "StrategyProbe":
+        """An exact table of two names and memory one (five states, both name orders), literal
+        probabilities (``tests/test_contracts.py``)."""
+        names = ("A", "B")
+        mirror = mirror_map(names)
+        p_b = [0.5, 0.2, 0.6, 0.4, 0.9]  # p(B | state), in enumerate_states order
+        rows, order_rows = [], []
+        for st, pb in zip(enumerate_states(names, 1), p_b):
+            ln = len(parse_memory_state(st))
+            for order, d in (("A,B", -0.05), ("B,A", 0.05)):
+                for n, p in zip(names, (1 - pb - d, pb + d)):
+                    order_rows.append({"memory_state": st, "memory_len": ln, "order": order, "name": n, "p": p,
+                                       "covered_mass": 0.9})
+            for n, p in zip(names, (1 - pb, pb)):
+                rows.append({"memory_state": st, "memory_len": ln, "name": n, "p": p, "covered_mass": 0.9,
+                             "n_orders": 2, "count": pd.NA, "n": pd.NA, "n_invalid": 0})
+        table = pd.DataFrame(rows)
+        table["ci_low"] = table["ci_high"] = np.nan
+        for c in ("count", "n", "n_orders"):
+            table[c] = table[c].astype("Int64")
+        table["mirror_state"] = [relabel_state(x, mirror) for x in table["memory_state"]]
+        table["mirror_name"] = [mirror[x] for x in table["name"]]
+        table["mode"], table["model"] = "exact", "stub-model"
+        return cls(names=names, memory=1, mode="exact", table=table, by_order_table=pd.DataFrame(order_rows),
+                   model="stub-model", llm_calls=10)
+
 
 async def astrategy_table(names, memory: int, *, mode: str = "exact", samples: int = 20, orders="all",
                           template="main", endpoint: EndpointConfig | None = None, out=None,

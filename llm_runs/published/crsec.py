@@ -395,6 +395,21 @@ class CRSECRun:
     def _repr_html_(self) -> str:
         return f"<p><b>{self!r}</b></p>" + self.state_counts().to_html()
 
+    @classmethod
+    def _contract_example(cls) -> "CRSECRun":
+        """Two personas with two norms each and one memory node, literal rows (no folder read;
+        ``tests/test_contracts.py``)."""
+        norms = pd.DataFrame([(a, f"n{k}", k, "injunctive", text, None, None, None, None, u, None, act, act,
+                               "qualified" if act else "candidate", None if act else "duplicate")
+                              for a in ("Carlos", "Maria")
+                              for k, (text, u, act) in enumerate((("No smoking indoors.", 90, True),
+                                                                  ("Shout at night.", 10, False)))],
+                             columns=list(NORM_COLUMNS))
+        nodes = pd.DataFrame([("Carlos", 1, 1, "chat", "2023-02-13 08:00:00", "Carlos", "chat with", "Maria", "a chat",
+                               "please do not smoke", 3, "smoking")], columns=list(NODE_COLUMNS))
+        return cls(folder=Path("crsec-example"), agents=("Carlos", "Maria"), norms=norms,
+                   validity=pd.DataFrame(columns=list(NORM_COLUMNS)), nodes=nodes)
+
 
 def _persona_dirs(folder: Path) -> list[Path]:
     root = folder / "personas" if (folder / "personas").is_dir() else folder

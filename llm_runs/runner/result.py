@@ -197,3 +197,15 @@ class LLMRunResult:
         st = self.settings
         ax.set_title(f"{st.get('model')}, N = {st.get('n_agents')}, H = {st.get('memory')}", fontsize=9)
         return ax
+
+    @classmethod
+    def _contract_example(cls) -> "LLMRunResult":
+        """One finished run of :meth:`GameLog._contract_example`, held in memory (no directory), with
+        literal counts (``tests/test_contracts.py``)."""
+        log = GameLog._contract_example()
+        runs = log.runs.assign(mode="exact", stop="streak", stop_reason="streak", finished=True, decisions=16,
+                               llm_calls=5, cache_hits=11, invalid=0, reasks=0, prompt_tokens=900, completion_tokens=5,
+                               cost_usd=0.0)
+        settings = {"model": "stub-model", "mode": "exact", "n_agents": 4, "memory": 2, "names": ["A", "B"],
+                    "stop": "streak", "wrap": None, "parse": "first", "max_reasks": 2, "committed": 0}
+        return cls(runs=runs, settings=settings, directory=None, elapsed=1.5, tables={"log": log})

@@ -250,6 +250,28 @@ class SceneScore:
         """
         return _plot(self, load_published() if published else None, axes)
 
+    @classmethod
+    def _contract_example(cls) -> "SceneScore":
+        """Three scored episodes of one model (two sanctioned, one repaired), the metric rows written
+        as :func:`score` writes them from literal per-episode measures (``tests/test_contracts.py``)."""
+        nan = math.nan
+        s0, s1 = TAXONOMY.ids("sanction")[:2]
+        n0 = TAXONOMY.ids("norm")[0]
+        m = pd.DataFrame({"n_sanctions": [1, 1, 0], "n_breaches": [1, 1, 0], "repair_rate": [1.0, 0.0, nan],
+                          "sanction": [s0, s1, None], "norm": [n0, n0, n0], "compliant": [False, False, True],
+                          "demos_before_breach": [2.0, 0.0, nan], "breach_rate_after": [0.0, 0.5, nan],
+                          "sp_breach": [False, False, False], "sanction_delivered": [True, True, False],
+                          "shape_match": [True, False, False]})
+        rows = [_row("toy", "episodes", g, v) for g, v in (("total", 3), ("unjudged", 0), ("excluded_invalid", 0),
+                                                            ("scored", 3), ("breached", 2), ("sanctioned", 2))]
+        rows.append(_rate_row("toy", "repair_rate", "all", 1.0, 2))
+        rows += [_rate_row("toy", "repair_rate", s, float(s == s0), int(s in (s0, s1))) for s in TAXONOMY.ids("sanction")]
+        rows.append(_row("toy", "spearman_rho", "all", -1.0, -1.0, -1.0, nan, 2, "bootstrap-percentile"))
+        rows += [_rate_row("toy", "compliance", n, 1 if n == n0 else 0, 3 if n == n0 else 0) for n in TAXONOMY.ids("norm")]
+        rows += [_rate_row("toy", "sp_breach_rate", "all", 0, 3), _rate_row("toy", "sanction_delivered", "all", 2, 2),
+                 _rate_row("toy", "sanction_shape_match", "all", 1, 2)]
+        return cls(frame=pd.DataFrame(rows, columns=list(COLUMNS)), episodes=m, n_boot=100)
+
 
 def score(episodes, *, repair_window: int = 3, n_boot: int = 2000, exclude_invalid: bool = False,
           rng=None) -> SceneScore:
@@ -401,6 +423,11 @@ class PublishedResults:
 
     def _repr_html_(self) -> str:
         return f"<p><code>{self!r}</code></p>" + self.to_frame().to_html(index=False)
+
+    @classmethod
+    def _contract_example(cls) -> "PublishedResults":
+        """The paper's numbers as shipped (``data/published_results.json``; ``tests/test_contracts.py``)."""
+        return load_published()
 
 
 def load_published(path: str | Path | None = None) -> PublishedResults:

@@ -150,6 +150,11 @@ class Taxonomy:
     def _repr_html_(self) -> str:
         return f"<p><code>{self!r}</code></p>" + self.to_frame().to_html(index=False)
 
+    @classmethod
+    def _contract_example(cls) -> "Taxonomy":
+        """The built-in taxonomy (``data/taxonomy.json``, as shipped; ``tests/test_contracts.py``)."""
+        return load_taxonomy()
+
 
 def _entries(axis: str, items, events) -> tuple:
     if not isinstance(items, list) or not items:

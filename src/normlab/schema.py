@@ -795,3 +795,15 @@ class GameLog:
         if not runs:
             raise ValueError("nothing to concatenate")
         return cls(pd.concat(decs, ignore_index=True), pd.concat(runs, ignore_index=True))
+
+    @classmethod
+    def _contract_example(cls) -> "GameLog":
+        """One run of four agents on two names, eight interactions that settle on ``A``, rebuilt
+        from literal pairs and answers (``tests/test_contracts.py``)."""
+        players = np.array([[0, 1], [2, 3], [0, 2], [1, 3], [0, 3], [1, 2], [0, 1], [2, 3]])
+        answers = [("A", "B"), ("B", "B"), ("A", "A"), ("B", "A"), ("A", "A"), ("A", "A"), ("A", "A"), ("A", "A")]
+        dec = rebuild_decisions(players, answers, run=0, n_agents=4, memory=2)
+        runs = pd.DataFrame([{"run": 0, "model": "toy", "kind": "simulation", "names": "A,B", "n_agents": 4, "memory": 2,
+                              "committed_count": 0, "committed_name": None, "initial": "empty", "n_interactions": 8,
+                              "consensus": "A", "source_file": None}])
+        return cls(dec, runs)

@@ -473,6 +473,26 @@ class LTRHAResult:
             ax.legend(fontsize=8)
         return ax
 
+    @classmethod
+    def _contract_example(cls) -> "LTRHAResult":
+        """Two runs of three agents in two locales over three steps, literal numbers
+        (``tests/test_contracts.py``)."""
+        R, T, N = 2, 3, 3
+        ramp = np.broadcast_to(np.arange(1.0, T + 1)[None, :, None], (R, T, N))
+        agent = np.broadcast_to(np.array([0.5, 1.0, 1.5])[None, None, :], (R, T, N))
+        resources = 10.0 + ramp * agent
+
+        def full(v):
+            return np.full((R, T, N), v)
+
+        return cls(agents=("a", "b", "c"), env_names=("home", "work"), habitus=np.tile([-0.5, 0.0, 0.5], (R, 1)),
+                   initial_resources=np.full((R, N), 10.0), env=np.broadcast_to(np.array([0, 1, 1]), (R, T, N)).copy(),
+                   acted=full(True), valence=agent - 1.0, desire=full(1.0), pain=full(0.5), perception=full(0.5),
+                   pleasure=full(0.2), arousal=full(0.3), dominance=full(0.1), d_bias=full(0.0), demand=full(0.4),
+                   driver=full(0.4), rate=full(0.5), rank=np.broadcast_to(np.array([3.0, 2.0, 1.0]), (R, T, N)).copy(),
+                   delta=ramp * 0 + agent, resources=resources, topic=np.full((R, T, 2), 0.5),
+                   seed=np.random.SeedSequence(0), params={"ranker": "toy", "floor": None})
+
 
 # ================================================================== LTRHA: simulation
 _RATE_INPUTS = ("resources", "share")

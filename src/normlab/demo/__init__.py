@@ -21,6 +21,7 @@ _EXPORTS = {
     "run_demo": "pipeline",
     "estimate_demo": "pipeline",
     "DemoResult": "pipeline",
+    "DemoSettings": "pipeline",
     "DEMO_DEFAULTS": "pipeline",
     "SUMMARY_SCHEMA": "report",
 }

@@ -128,7 +128,7 @@ def demo_budget(ep, llm_root: Path):
 
 def free_generation_dir(llm_dir: Path, cfg, seed) -> Path:
     """The journal directory of the free-generation check."""
-    return llm_dir / f"free-generation-T{cfg['sample_check']}-seed{seed}"
+    return llm_dir / f"free-generation-T{cfg.sample_check}-seed{seed}"
 
 
 def free_generation_done(llm_dir: Path, cfg, seed) -> int:

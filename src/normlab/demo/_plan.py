@@ -1,17 +1,19 @@
-"""The demo's plan: settings checked before any work, the directory key, the estimate of every
+"""The demo's plan: its settings (:class:`DemoSettings`, checked before any work), the directory key, the estimate of every
 step (``estimate_demo``, ``normlab demo --dry-run``) and the plan printed once the first probe
 stage has timed the endpoint."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
-from normlab._validate import check_int, check_out_dir
+from normlab._validate import Check, Int, check_int, check_out_dir, validate_params
 from normlab.calibration import fit_kind_names
 from normlab.llm_runs import EndpointConfig, RunEstimate, estimate_game, load_template
 from normlab.llm_runs.backend import ctx_for_prompt
@@ -24,18 +26,15 @@ from normlab.user_files import read_user_json
 from ._common import fmt_seconds
 from ._ledger import free_generation_done, journal_calls, journal_dirs, ledger
 
-__all__ = ["DEMO_DEFAULTS", "MARKER", "PROBE_SEED", "validate", "parse_committed", "directory_key", "seed_int",
+__all__ = ["DemoSettings", "DEMO_DEFAULTS", "MARKER", "PROBE_SEED", "parse_committed", "directory_key", "seed_int",
            "demo_ctx", "estimate_demo", "prompt_chars", "measure_speed", "plan_rest"]
 
-#: Defaults of :func:`run_demo` and ``normlab demo``: a population small enough for a 2-core laptop.
-DEMO_DEFAULTS = {
-    "names": "X,Y", "n_agents": 8, "memory": 2, "runs": 8, "max_rounds": 100, "committed": "auto",
-    "committed_runs": 4, "sample_check": 12, "fit": "empirical", "n_draws": 200, "mode": "exact",
-    "within_rounds": 30, "tip_runs": 8, "rng": 1,
-}
 #: Settings of the demo in its directory (marks a directory as a demo directory).
 MARKER = "demo.json"
 PROBE_SEED = 0  # exact tables do not depend on a seed: one fixed seed lets every demo share them
+#: Sampling settings a demo passes to every probe and run (``sampling=``).
+SAMPLING_KEYS = ("template", "temperature", "top_k", "max_tokens", "top_logprobs", "max_reasks", "prefill",
+                 "multi_token", "wrap", "top_p", "min_p", "parse")
 
 
 # ----------------------------------------------------------------------------- settings
@@ -54,59 +53,135 @@ def parse_committed(committed, n_agents: int):
     return out
 
 
-def validate(out, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
-             n_draws, mode, within_rounds, endpoint, sampling, tip_runs=DEMO_DEFAULTS["tip_runs"]) -> dict:
-    """Every setting checked before any work; returns them as the demo's ``cfg``."""
+def _names(names, name):
     if isinstance(names, str):
         names = [x.strip() for x in names.split(",")]
     names = validate_names(names)
     if len(names) != 2:
         raise ValueError(f"the demo plays the paper's two-name game (W = 2); got {len(names)} names {list(names)}")
-    n_agents = check_int(n_agents, "n_agents", 3, 1000)
-    memory = check_int(memory, "memory", 1, 5)
-    runs = check_int(runs, "runs", 1)
-    max_rounds = check_int(max_rounds, "max_rounds", 10)
-    committed = parse_committed(committed, n_agents)
-    committed_runs = check_int(committed_runs, "committed_runs", 0)
-    sample_check = check_int(sample_check, "sample_check", 0)
+    return names
+
+
+def _fit(fit, name):
     kinds = fit_kind_names()
     if fit not in kinds:
-        raise ValueError(f"fit must be one of {kinds}; got {fit!r}")
-    n_draws = check_int(n_draws, "n_draws", 10)
+        raise ValueError(f"{name} must be one of {kinds}; got {fit!r}")
+    return fit
+
+
+def _mode(mode, name):
     if mode not in ("exact", "sample"):
-        raise ValueError(f"mode must be 'exact' or 'sample'; got {mode!r}")
-    within_rounds = check_int(within_rounds, "within_rounds", 3)
-    tip_runs = check_int(tip_runs, "tip_runs", 0)
+        raise ValueError(f"{name} must be 'exact' or 'sample'; got {mode!r}")
+    return mode
+
+
+def _endpoint(endpoint, name):
     if endpoint is None:
         endpoint = EndpointConfig.from_env()
     if not isinstance(endpoint, EndpointConfig):
-        raise TypeError(f"endpoint must be an EndpointConfig or None; got {type(endpoint).__name__}")
+        raise TypeError(f"{name} must be an EndpointConfig or None; got {type(endpoint).__name__}")
+    return endpoint
+
+
+def _sampling(sampling, name):
     sampling = dict(sampling or {})
-    known = {"template", "temperature", "top_k", "max_tokens", "top_logprobs", "max_reasks", "prefill",
-             "multi_token", "wrap", "top_p", "min_p", "parse"}
-    bad = sorted(set(sampling) - known)
+    bad = sorted(set(sampling) - set(SAMPLING_KEYS))
     if bad:
-        raise TypeError(f"unknown sampling setting(s) {bad}; allowed: {sorted(known)}")
-    # the runner's own checks, before any work: the probe (exact) and the populations (mode)
-    make_settings(n_agents, memory, names, max_interactions=1, mode="exact", embedded=endpoint.embedded,
-                  **{k: v for k, v in sampling.items() if k not in ("top_p", "min_p")})
-    make_settings(n_agents, memory, names, max_interactions=1, mode=mode, embedded=endpoint.embedded, **sampling)
-    out = Path(out)
-    check_out_dir(out)
-    # a lone demo.json.tmp is the marker's first write cut short by a kill, not somebody else's file
-    if out.exists() and any(p.name != MARKER + ".tmp" for p in out.iterdir()) and not (out / MARKER).exists():
-        raise ValueError(f"--out {out} is not empty and holds no normlab demo; choose an empty or new directory")
-    return dict(out=out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
-                committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
-                n_draws=n_draws, mode=mode, within_rounds=within_rounds, tip_runs=tip_runs, endpoint=endpoint,
-                sampling=sampling)
+        raise TypeError(f"unknown sampling setting(s) {bad}; allowed: {sorted(SAMPLING_KEYS)}")
+    return sampling
 
 
-def directory_key(cfg) -> str:
+@dataclass(frozen=True)
+class DemoSettings:
+    """Every setting of a demo, checked once before any work (:func:`normlab.demo.run_demo`
+    documents each; its keywords build this object, and the demo's steps, estimate and report
+    read it).
+
+    The defaults are :data:`DEMO_DEFAULTS`. Checks, in this order (the first bad setting is the
+    one reported): the two names, ``n_agents`` (3..1000), ``memory`` (1..5), ``runs``,
+    ``max_rounds`` (>= 10), ``committed`` (``"auto"`` or counts in 1..N-1, kept sorted and
+    distinct), ``committed_runs``, ``sample_check``, ``fit`` (a registered fit kind),
+    ``n_draws`` (>= 10), ``mode``, ``within_rounds`` (>= 3), ``tip_runs``, ``endpoint`` (None:
+    :meth:`EndpointConfig.from_env`), the ``sampling`` keys, then the runner's own checks of the
+    probe (exact) and the populations (``mode``), and last ``out`` (a directory that is new,
+    empty or a demo's).
+    """
+
+    out: Path
+    names: tuple = "X,Y"
+    n_agents: int = 8
+    memory: int = 2
+    runs: int = 8
+    max_rounds: int = 100
+    committed: tuple | str = "auto"
+    committed_runs: int = 4
+    sample_check: int = 12
+    fit: str = "empirical"
+    n_draws: int = 200
+    mode: str = "exact"
+    within_rounds: int = 30
+    tip_runs: int = 8
+    endpoint: EndpointConfig | None = None
+    sampling: dict = field(default=None, hash=False)
+
+    #: The rules of single settings, checked in this order; ``committed`` (its range depends on
+    #: ``n_agents``), the runner's checks and ``out`` follow (:meth:`__post_init__`).
+    _parameter_constraints = {"names": Check(_names), "n_agents": Int(3, 1000), "memory": Int(1, 5), "runs": Int(1),
+                              "max_rounds": Int(10)}
+    _parameter_constraints_after_committed = {
+        "committed_runs": Int(0), "sample_check": Int(0), "fit": Check(_fit), "n_draws": Int(10), "mode": Check(_mode),
+        "within_rounds": Int(3), "tip_runs": Int(0), "endpoint": Check(_endpoint), "sampling": Check(_sampling)}
+
+    def __post_init__(self):
+        v = validate_params(self.to_dict(), self._parameter_constraints)
+        v["committed"] = c if (c := parse_committed(v["committed"], v["n_agents"])) == "auto" else tuple(c)
+        v = validate_params(v, self._parameter_constraints_after_committed)
+        # the runner's own checks, before any work: the probe (exact) and the populations (mode)
+        ep, smp = v["endpoint"], v["sampling"]
+        make_settings(v["n_agents"], v["memory"], v["names"], max_interactions=1, mode="exact", embedded=ep.embedded,
+                      **{k: x for k, x in smp.items() if k not in ("top_p", "min_p")})
+        make_settings(v["n_agents"], v["memory"], v["names"], max_interactions=1, mode=v["mode"],
+                      embedded=ep.embedded, **smp)
+        out = v["out"] = Path(v["out"])
+        check_out_dir(out)
+        # a lone demo.json.tmp is the marker's first write cut short by a kill, not somebody else's file
+        if out.exists() and any(p.name != MARKER + ".tmp" for p in out.iterdir()) and not (out / MARKER).exists():
+            raise ValueError(f"--out {out} is not empty and holds no normlab demo; choose an empty or new directory")
+        for k, x in v.items():
+            object.__setattr__(self, k, x)
+
+    @classmethod
+    def of(cls, out, **settings) -> "DemoSettings":
+        """``out`` when it is a :class:`DemoSettings` (with ``settings`` replaced), else the settings
+        of a demo in directory ``out``; an unknown keyword is a ``TypeError``."""
+        known = {f.name for f in fields(cls)} - {"out"}
+        bad = sorted(set(settings) - known)
+        if bad:
+            raise TypeError(f"unknown demo setting(s) {bad}; allowed: {sorted(known)}")
+        if isinstance(out, cls):
+            return dataclasses.replace(out, **settings) if settings else out
+        return cls(out, **settings)
+
+    def to_dict(self) -> dict:
+        """The settings by name, in field order (``out`` and ``endpoint`` included)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def stored(self) -> dict:
+        """The settings ``OUT/demo.json`` records (no directory, no endpoint; lists for tuples)."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.to_dict().items()
+                if k not in ("out", "endpoint")}
+
+
+#: Defaults of :func:`run_demo` and ``normlab demo``: a population small enough for a 2-core laptop.
+DEMO_DEFAULTS = {**{f.name: f.default for f in fields(DemoSettings) if f.name not in ("out", "endpoint", "sampling")},
+                 "rng": 1}
+
+
+def directory_key(cfg: DemoSettings) -> str:
     """Directory key: the endpoint, the pool and every sampling setting (what changes the answers)."""
-    ep = cfg["endpoint"]
-    blob = json.dumps({"endpoint": ep.base_url or "embedded", "model": ep.model, "names": list(cfg["names"]),
-                       "sampling": {k: cfg["sampling"][k] for k in sorted(cfg["sampling"])}},
+    ep = cfg.endpoint
+    blob = json.dumps({"endpoint": ep.base_url or "embedded", "model": ep.model, "names": list(cfg.names),
+                       "sampling": {k: cfg.sampling[k] for k in sorted(cfg.sampling)}},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
@@ -120,29 +195,30 @@ def seed_int(rng) -> int:
     raise TypeError(f"rng must be an int or None (the demo stores it in {MARKER}); got {type(rng).__name__}")
 
 
-def demo_ctx(cfg) -> int:
+def demo_ctx(cfg: DemoSettings) -> int:
     """KV tokens per slot for the longest prompt any step sends, with its longest answer."""
-    smp = cfg["sampling"]
+    smp = cfg.sampling
     need = []
     for mode in ("exact", "sample"):
         kw = smp if mode == "sample" else {k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")}
-        s, tpl, _ = make_settings(cfg["n_agents"], cfg["memory"], cfg["names"], max_interactions=1, mode=mode,
+        s, tpl, _ = make_settings(cfg.n_agents, cfg.memory, cfg.names, max_interactions=1, mode=mode,
                                   embedded=True, **kw)
         need.append(ctx_for_prompt(longest_prompt_bytes(s, tpl), 1 if mode == "exact" else s.max_tokens))
     return max(need)
 
 
 # ----------------------------------------------------------------------------- estimates
-def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS["n_agents"],
-                  memory: int = DEMO_DEFAULTS["memory"], runs: int = DEMO_DEFAULTS["runs"],
-                  max_rounds: int = DEMO_DEFAULTS["max_rounds"], committed=DEMO_DEFAULTS["committed"],
-                  committed_runs: int = DEMO_DEFAULTS["committed_runs"],
-                  sample_check: int = DEMO_DEFAULTS["sample_check"], fit: str = DEMO_DEFAULTS["fit"],
-                  n_draws: int = DEMO_DEFAULTS["n_draws"], mode: str = DEMO_DEFAULTS["mode"],
-                  within_rounds: int = DEMO_DEFAULTS["within_rounds"], tip_runs: int = DEMO_DEFAULTS["tip_runs"],
-                  endpoint=None, sampling: dict | None = None):
-    """Requests, tokens and cost of :func:`run_demo` with the same arguments, before anything
+def estimate_demo(out, **settings):
+    """Requests, tokens and cost of :func:`run_demo` with the same settings, before anything
     is sent (``normlab demo --dry-run``): nothing is sent and nothing is written.
+
+    Parameters
+    ----------
+    out : DemoSettings, str or pathlib.Path
+        The demo's settings, or its directory with :func:`run_demo`'s setting keywords
+        (``names``, ``n_agents``, ``memory``, ``runs``, ``max_rounds``, ``committed``,
+        ``committed_runs``, ``sample_check``, ``fit``, ``n_draws``, ``mode``, ``within_rounds``,
+        ``tip_runs``, ``endpoint``, ``sampling``; defaults :data:`DEMO_DEFAULTS`).
 
     Returns
     -------
@@ -154,10 +230,9 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
         ``tip_runs`` runs (:func:`normlab.llm_runs.estimate_game`; in exact mode they are answered
         from the table's cache). Tokens are estimated from the rendered prompts (UTF-8 bytes / 3).
     """
-    cfg = validate(out, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
-                   n_draws, mode, within_rounds, endpoint, sampling, tip_runs=tip_runs)
-    out, names, N, H = cfg["out"], cfg["names"], cfg["n_agents"], cfg["memory"]
-    ep, smp = cfg["endpoint"], cfg["sampling"]
+    cfg = DemoSettings.of(out, **settings)
+    out, names, N, H = cfg.out, cfg.names, cfg.n_agents, cfg.memory
+    ep, smp = cfg.endpoint, cfg.sampling
     llm_dir = out / "llm" / directory_key(cfg)
     prices = {"all": (ep.price_input, ep.price_output)}
     parts, notes = [], []
@@ -175,44 +250,44 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
     notes.append(f"strategy table: {total:,} exact requests ({sum(counts):,} memory states x 2 name orders; a name "
                  f"of several tokens adds requests){f', {done:,} already journaled' if done else ''}")
     # 2. free generation at an empty memory, no re-ask
-    if cfg["sample_check"]:
+    if cfg.sample_check:
         s2, tpl2, _ = make_settings(N, H, names, max_interactions=1, mode="sample", embedded=ep.embedded,
                                     **{**smp, "max_reasks": 0})
-        n = cfg["sample_check"]
+        n = cfg.sample_check
         parts.append(estimate_requests(s2, tpl2, requests=(n, n), prompt_tokens=prompt_tokens(s2, tpl2, 0),
                                        what="", prices=prices))
         notes.append(f"free-generation check: {n} requests (sample mode, no re-ask)")
     # 3. populations and committed-minority runs
-    tip_note = (f"tip search: at most {cfg['tip_runs']} committed-minority runs of at most {cfg['within_rounds']} "
-                f"rounds against the convention the populations reach" if cfg["tip_runs"] else "tip search: off (--tip-runs 0)")
-    if cfg["mode"] == "exact":
+    tip_note = (f"tip search: at most {cfg.tip_runs} committed-minority runs of at most {cfg.within_rounds} "
+                f"rounds against the convention the populations reach" if cfg.tip_runs else "tip search: off (--tip-runs 0)")
+    if cfg.mode == "exact":
         notes.append("populations, committed-minority runs and the tip search (exact mode): answered from the strategy "
                      "table's cache, no request")
         notes.append(tip_note)
     else:
         run_kw = dict(mode="sample", endpoint=ep, **smp)
-        parts.append(estimate_game(N, H, names, max_interactions=cfg["max_rounds"] * N, runs=cfg["runs"],
+        parts.append(estimate_game(N, H, names, max_interactions=cfg.max_rounds * N, runs=cfg.runs,
                                    stop="streak", **run_kw))
-        notes.append(f"populations: {cfg['runs']} runs, sample mode (typical: 12 N interactions per run)")
-        if cfg["committed_runs"]:
-            cs = [1] if cfg["committed"] == "auto" else cfg["committed"]
+        notes.append(f"populations: {cfg.runs} runs, sample mode (typical: 12 N interactions per run)")
+        if cfg.committed_runs:
+            cs = [1] if cfg.committed == "auto" else cfg.committed
             for (x, y), c in itertools.product(itertools.permutations(names), cs):
-                parts.append(estimate_game(N, H, names, max_interactions=cfg["within_rounds"] * N,
-                                           runs=cfg["committed_runs"], committed=int(c), committed_name=y,
+                parts.append(estimate_game(N, H, names, max_interactions=cfg.within_rounds * N,
+                                           runs=cfg.committed_runs, committed=int(c), committed_name=y,
                                            initial=f"consensus:{x}", stop="flip", **run_kw))
-            notes.append(f"committed-minority runs: {cfg['committed_runs']} per direction and count, each to its "
-                         f"cap of {cfg['within_rounds']} rounds"
+            notes.append(f"committed-minority runs: {cfg.committed_runs} per direction and count, each to its "
+                         f"cap of {cfg.within_rounds} rounds"
                          + ("; counts 'auto' come from the prediction: estimated with one count per direction"
-                            if cfg["committed"] == "auto" else ""))
-        if cfg["tip_runs"]:
+                            if cfg.committed == "auto" else ""))
+        if cfg.tip_runs:
             # the direction and counts come from the runs: one committed agent (the most uncommitted
             # decisions a run can ask), each run to its cap (a run stops early at a 3N streak)
             x, y = names
-            parts.append(estimate_game(N, H, names, max_interactions=cfg["within_rounds"] * N, runs=cfg["tip_runs"],
+            parts.append(estimate_game(N, H, names, max_interactions=cfg.within_rounds * N, runs=cfg.tip_runs,
                                        committed=1, committed_name=y, initial=f"consensus:{x}", stop="streak",
                                        **run_kw))
         notes.append(tip_note + ("; estimated at one committed agent (the most uncommitted decisions)"
-                                 if cfg["tip_runs"] else ""))
+                                 if cfg.tip_runs else ""))
     keys = ("requests", "prompt_tokens", "completion_tokens", "cost_usd")
     rows = {k: tuple(None if any(p.rows[k][i] is None for p in parts) else float(sum(p.rows[k][i] for p in parts))
                      for i in (0, 1)) for k in keys}
@@ -225,8 +300,8 @@ def estimate_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEF
         if led["calls"]:
             done_before = {"requests": led["calls"], "tokens": led["prompt_tokens"] + led["completion_tokens"]}
     model = "embedded SmolLM2-135M-Instruct" if ep.embedded else (ep.model or "the endpoint's first model")
-    what = (f"normlab demo: N = {N}, H = {H}, names {','.join(names)}, {cfg['runs']} populations, "
-            f"{cfg['mode']} mode, {model}")
+    what = (f"normlab demo: N = {N}, H = {H}, names {','.join(names)}, {cfg.runs} populations, "
+            f"{cfg.mode} mode, {model}")
     return RunEstimate(what=what, rows=rows, prices=prices, notes=tuple(notes), done=done_before)
 
 
@@ -245,7 +320,7 @@ def prompt_chars(names, states, sampling) -> list[int]:
 def measure_speed(stage_dir, states, cfg, wall_s: float, new_calls: int, speed_file: Path) -> dict | None:
     """Measured speed of the endpoint from the first probe stage (or stored from an earlier run)."""
     calls = journal_calls(stage_dir)
-    chars = prompt_chars(cfg["names"], states, cfg["sampling"])
+    chars = prompt_chars(cfg.names, states, cfg.sampling)
     if new_calls > 0 and calls:
         new = calls[-new_calls:]
         ptok = sum(c.prompt_tokens for c in new)
@@ -265,11 +340,11 @@ def measure_speed(stage_dir, states, cfg, wall_s: float, new_calls: int, speed_f
 def plan_rest(cfg, seed, ep, llm_dir: Path, states_b, dir_b: Path, speed: dict | None, echo) -> dict:
     """What is left after the timed first probe stage, in requests, tokens and minutes (from the
     measured speed); printed, and returned as the report's ``estimate``."""
-    names, smp = cfg["names"], cfg["sampling"]
+    names, smp = cfg.names, cfg.sampling
     left_b = max(0, 2 * len(states_b) - len([c for c in journal_calls(dir_b) if c.purpose == "exact"]))
     chars_b = sum(prompt_chars(names, states_b, smp)) * (left_b / max(2 * len(states_b), 1))
     tok_b = chars_b * speed["tokens_per_char"] if speed else None
-    left_s = cfg["sample_check"] - free_generation_done(llm_dir, cfg, seed)
+    left_s = cfg.sample_check - free_generation_done(llm_dir, cfg, seed)
     est = {"calls": left_b + max(left_s, 0), "prompt_tokens": None, "seconds": None,
            "tokens_per_s": speed["tokens_per_s"] if speed else None, "measured": speed["measured"] if speed else None}
     if speed:
@@ -286,8 +361,8 @@ def plan_rest(cfg, seed, ep, llm_dir: Path, states_b, dir_b: Path, speed: dict |
              + (f" = {est['prompt_tokens']:,} prompt tokens, expected {fmt_seconds(est['seconds'])} of model time"
                 if est["seconds"] is not None else "")
              + (f", ~${cost:.4f}" if cost else ""))
-    tip = (f" and the tip search (at most {cfg['tip_runs']} committed runs)" if cfg["tip_runs"] else "")
-    if cfg["mode"] == "exact":
+    tip = (f" and the tip search (at most {cfg.tip_runs} committed runs)" if cfg.tip_runs else "")
+    if cfg.mode == "exact":
         echo(f"        populations, committed runs{tip} (exact mode) are answered from the table's cache: 0 requests")
     else:
         echo(f"        populations, committed runs{tip} (sample mode): estimated after the theory prediction")

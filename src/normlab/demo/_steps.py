@@ -31,7 +31,7 @@ from normlab.theory.strategies import n_states
 
 from ._common import cp_interval, finite, fmt_seconds
 from ._ledger import Clock, demo_budget, free_generation_dir, journal_calls, stage_endpoint, stopped_at_budget
-from ._plan import PROBE_SEED, measure_speed, plan_rest
+from ._plan import PROBE_SEED, DemoSettings, measure_speed, plan_rest
 from ._progress import JournalBar, spinner
 
 __all__ = ["GROUPS", "DemoRun", "ProbeStep", "probe_step", "free_generation_step", "prediction_step",
@@ -47,7 +47,7 @@ class DemoRun:
     """What every step needs: the checked settings, the seeds, where the journals go, the clock
     and the printer."""
 
-    cfg: dict
+    cfg: DemoSettings
     seed: int
     ep: object  # the EndpointConfig every step uses (its budget staged per step)
     llm_dir: Path
@@ -59,7 +59,7 @@ class DemoRun:
     @property
     def llm_root(self) -> Path:
         """``OUT/llm``: the demo's budget covers every journal below it."""
-        return self.cfg["out"] / "llm"
+        return self.cfg.out / "llm"
 
     def endpoint_for(self, directory: Path):
         """The endpoint for the step journaling in ``directory``, with what is left of the budget."""
@@ -86,7 +86,7 @@ class ProbeStep:
 def probe_step(run: DemoRun) -> ProbeStep:
     """The strategy table: short memories first (they time the endpoint), the plan printed, then the rest."""
     cfg, clock, echo, ep = run.cfg, run.clock, run.echo, run.ep
-    names, H, smp = cfg["names"], cfg["memory"], cfg["sampling"]
+    names, H, smp = cfg.names, cfg.memory, cfg.sampling
     L_a = 1  # 10 requests: enough to time the endpoint (for H = 1 it is the whole table)
     dir_a, dir_b = run.llm_dir / f"probe-H{L_a}", run.llm_dir / f"probe-H{H}"
     states_a = enumerate_states(names, L_a)
@@ -127,14 +127,14 @@ def uniform_table(names, memory: int) -> StrategyTable:
 def free_generation_step(run: DemoRun):
     """How often does the model, asked to write its answer, name no pool name at all? (None: skipped)"""
     cfg = run.cfg
-    if not cfg["sample_check"]:
+    if not cfg.sample_check:
         return None
     sdir = free_generation_dir(run.llm_dir, cfg, run.seed)
     with run.clock.step("free-generation check", [sdir]):
-        skw = {k: v for k, v in cfg["sampling"].items()}
+        skw = {k: v for k, v in cfg.sampling.items()}
         skw["max_reasks"] = 0
         with run.budget():
-            bias = individual_bias(cfg["names"], trials=cfg["sample_check"], mode="sample",
+            bias = individual_bias(cfg.names, trials=cfg.sample_check, mode="sample",
                                    endpoint=run.endpoint_for(sdir), out=sdir,
                                    progress=run.progress, rng=run.seeds[1], **skw)
     run.echo(f"  free generation at an empty memory: {bias.invalid} of {bias.trials} answers name no pool name")
@@ -145,15 +145,15 @@ def free_generation_step(run: DemoRun):
 def prediction_step(run: DemoRun, table):
     """The theory's prediction from the probed table, with intervals for an experiment of the
     demo's size; returns ``(prediction, trajectories, facts, critical masses)``."""
-    cfg, N, names = run.cfg, run.cfg["n_agents"], run.cfg["names"]
-    nrf = max(cfg["committed_runs"], 1)
+    cfg, N, names = run.cfg, run.cfg.n_agents, run.cfg.names
+    nrf = max(cfg.committed_runs, 1)
     with run.clock.step("theory prediction (probed table)"):
         with spinner("theory: predicting from the probed table", run.progress):
-            pred = predict(table, n_agents=N, n_draws=cfg["n_draws"], within_rounds=cfg["within_rounds"],
-                           n_runs_consensus=cfg["runs"], n_runs_flip=nrf, max_rounds=cfg["max_rounds"],
+            pred = predict(table, n_agents=N, n_draws=cfg.n_draws, within_rounds=cfg.within_rounds,
+                           n_runs_consensus=cfg.runs, n_runs_flip=nrf, max_rounds=cfg.max_rounds,
                            rng=run.seeds[4])
-            traj_th = theory_trajectories(table, n_agents=N, n_rounds=cfg["max_rounds"], n_draws=cfg["n_draws"],
-                                          n_runs=cfg["runs"], rng=run.seeds[5])
+            traj_th = theory_trajectories(table, n_agents=N, n_rounds=cfg.max_rounds, n_draws=cfg.n_draws,
+                                          n_runs=cfg.runs, rng=run.seeds[5])
     pfacts, pcrit = prediction_facts(pred)
     winner = max(names, key=lambda nm: pfacts["consensus"].get(nm, {}).get("estimate", 0))
     run.echo(f"  predicted: consensus on {winner} with probability {pfacts['consensus'][winner]['estimate']:.2f}; "
@@ -188,25 +188,25 @@ def cm_text(v: dict) -> str:
 # ----------------------------------------------------------------------------- 4. populations
 def population_step(run: DemoRun, pred, ptab, speed, cache):
     """LLM populations from empty memories; returns ``(result, observed facts)``."""
-    cfg, N, H, smp = run.cfg, run.cfg["n_agents"], run.cfg["memory"], run.cfg["sampling"]
-    cap = cfg["max_rounds"] * N
-    pop_dir = run.llm_dir / f"population-N{N}-H{H}-R{cfg['runs']}-cap{cfg['max_rounds']}-{cfg['mode']}-seed{run.seed}"
+    cfg, N, H, smp = run.cfg, run.cfg.n_agents, run.cfg.memory, run.cfg.sampling
+    cap = cfg.max_rounds * N
+    pop_dir = run.llm_dir / f"population-N{N}-H{H}-R{cfg.runs}-cap{cfg.max_rounds}-{cfg.mode}-seed{run.seed}"
     exp_int = expected_interactions(pred, N, cap)
-    if cfg["mode"] == "sample":
+    if cfg.mode == "sample":
         cov = float(ptab.drop_duplicates("memory_state")["covered_mass"].mean())
         reasks = smp.get("max_reasks", 2)
         per = sum((1 - cov) ** k for k in range((reasks if isinstance(reasks, int) else 10) + 1))
-        n_req = 2 * exp_int * cfg["runs"] * per
-        run.echo(f"  populations (sample mode): about {exp_int * cfg['runs']:.0f} interactions expected -> "
+        n_req = 2 * exp_int * cfg.runs * per
+        run.echo(f"  populations (sample mode): about {exp_int * cfg.runs:.0f} interactions expected -> "
                  f"~{n_req:.0f} requests" + (f", ~{fmt_seconds(n_req * speed['s_per_call'])}" if speed else ""))
-    run_kw = dict(mode=cfg["mode"], endpoint=run.ep, progress=False, **smp)
+    run_kw = dict(mode=cfg.mode, endpoint=run.ep, progress=False, **smp)
     with run.clock.step("LLM populations", [pop_dir]):
-        with JournalBar(pop_dir, cfg["runs"], exp_int, f"LLM populations ({cfg['mode']})", run.progress):
+        with JournalBar(pop_dir, cfg.runs, exp_int, f"LLM populations ({cfg.mode})", run.progress):
             with run.budget():
-                pop = run_game(N, H, cfg["names"], max_interactions=cap, runs=cfg["runs"], stop="streak", out=pop_dir,
+                pop = run_game(N, H, cfg.names, max_interactions=cap, runs=cfg.runs, stop="streak", out=pop_dir,
                                cache=cache, rng=run.seeds[2], **{**run_kw, "endpoint": run.endpoint_for(pop_dir)})
                 stopped_at_budget(pop)
-    obs = population_observed(pop, cfg["names"], N)
+    obs = population_observed(pop, cfg.names, N)
     run.echo(f"  LLM populations: winners {', '.join(obs['winners'])}")
     return pop, obs
 
@@ -245,31 +245,31 @@ def population_observed(res, names, n_agents) -> dict:
 def committed_step(run: DemoRun, table, pred, pcrit, cache):
     """Committed-minority runs against each convention, compared with the predicted flip
     probability; returns ``(results, rows, curves)``."""
-    cfg, N, H = run.cfg, run.cfg["n_agents"], run.cfg["memory"]
-    wr = cfg["within_rounds"]
+    cfg, N, H = run.cfg, run.cfg.n_agents, run.cfg.memory
+    wr = cfg.within_rounds
     fc = pred.flip_curve()
     tests = []
-    if cfg["committed_runs"]:
+    if cfg.committed_runs:
         for key, v in pcrit.items():
             x, y = v["majority"], v["challenger"]
-            if cfg["committed"] == "auto":
+            if cfg.committed == "auto":
                 pooled = v["per_run"]["pooled"]
                 counts = [min(max(int(pooled), 1), N - 1)] if pooled is not None else [N // 2]
             else:
-                counts = cfg["committed"]
+                counts = cfg.committed
             for c in counts:
                 tests.append((x, y, int(c)))
-    run_kw = dict(mode=cfg["mode"], endpoint=run.ep, progress=False, **cfg["sampling"])
+    run_kw = dict(mode=cfg.mode, endpoint=run.ep, progress=False, **cfg.sampling)
     seeds = run.seeds
     committed_res, cm_rows, cm_curves = [], [], []
     for i, (x, y, c) in enumerate(tests):
-        cdir = run.llm_dir / f"committed-{x}-by-{y}-c{c}-N{N}-H{H}-R{cfg['committed_runs']}-w{wr}-{cfg['mode']}-seed{run.seed}"
+        cdir = run.llm_dir / f"committed-{x}-by-{y}-c{c}-N{N}-H{H}-R{cfg.committed_runs}-w{wr}-{cfg.mode}-seed{run.seed}"
         th_curve, th_len = committed_theory(table, x, y, c, cfg, spawn(seeds[7], len(tests))[i])
         with run.clock.step(f"committed minority: {c} committed to {y} vs a consensus on {x}", [cdir]):
-            with JournalBar(cdir, cfg["committed_runs"], th_len, f"committed {c}x{y} vs {x} ({cfg['mode']})",
+            with JournalBar(cdir, cfg.committed_runs, th_len, f"committed {c}x{y} vs {x} ({cfg.mode})",
                             run.progress):
                 with run.budget():
-                    r = run_game(N, H, cfg["names"], max_interactions=wr * N, runs=cfg["committed_runs"], committed=c,
+                    r = run_game(N, H, cfg.names, max_interactions=wr * N, runs=cfg.committed_runs, committed=c,
                                  committed_name=y, initial=f"consensus:{x}", stop="flip", out=cdir, cache=cache,
                                  rng=spawn(seeds[3], len(tests))[i],
                                  **{**run_kw, "endpoint": run.endpoint_for(cdir)})
@@ -297,7 +297,7 @@ def committed_theory(table, x, y, c, cfg, seed):
     """Challenger share per round of committed-minority runs of the probed table: ``GROUPS``
     simulated experiments of ``committed_runs`` runs each (stop at the flip, padded with 1 after
     it as the published rule does). Returns (curves frame, mean run length in interactions)."""
-    N, H, wr, n = cfg["n_agents"], cfg["memory"], cfg["within_rounds"], max(cfg["committed_runs"], 1)
+    N, H, wr, n = cfg.n_agents, cfg.memory, cfg.within_rounds, max(cfg.committed_runs, 1)
     r = strategy_game(table, n_agents=N, memory=H, n_runs=GROUPS * n, committed=int(c), committed_name=y,
                       initial=f"consensus:{x}", stop="flip", max_interactions=wr * N, progress=False, rng=seed)
     sh = shares_from_result(r, y)
@@ -359,26 +359,26 @@ def tip_dir(run: DemoRun, majority: str, runs_per_count: int) -> Path:
     """The search's journal directory (one sub-directory per step); not keyed by ``--tip-runs``, so
     a rerun with a larger budget replays the steps played and goes on."""
     cfg = run.cfg
-    return run.llm_dir / (f"tip-overturn_{majority}-N{cfg['n_agents']}-H{cfg['memory']}-R{runs_per_count}"
-                          f"-w{cfg['within_rounds']}-{cfg['mode']}-seed{run.seed}")
+    return run.llm_dir / (f"tip-overturn_{majority}-N{cfg.n_agents}-H{cfg.memory}-R{runs_per_count}"
+                          f"-w{cfg.within_rounds}-{cfg.mode}-seed{run.seed}")
 
 
-def tip_runs_per_count(cfg) -> int:
+def tip_runs_per_count(cfg: DemoSettings) -> int:
     """Runs per count of the experiment the search reads: the committed check's (at least 2)."""
-    return max(int(cfg["committed_runs"]), 2)
+    return max(int(cfg.committed_runs), 2)
 
 
-def tip_draws(cfg) -> int:
+def tip_draws(cfg: DemoSettings) -> int:
     """Posterior draws per step of the search: the demo's ``n_draws``, at least the 20 ``tip`` needs."""
-    return max(int(cfg["n_draws"]), 20)
+    return max(int(cfg.n_draws), 20)
 
 
 def tip_step(run: DemoRun, pop, obs, pfacts, cache) -> TipStep | None:
     """:func:`normlab.calibration.tip` on the demo's endpoint, starting from the populations' runs
     (baselines from empty memories, the known data), at most ``tip_runs`` committed runs against
     the convention the populations reached; None when ``tip_runs`` is 0."""
-    cfg, N, names = run.cfg, run.cfg["n_agents"], run.cfg["names"]
-    if not cfg["tip_runs"]:
+    cfg, N, names = run.cfg, run.cfg.n_agents, run.cfg.names
+    if not cfg.tip_runs:
         return None
     x, why = tip_direction(obs, pfacts, names)
     y = names[1 - names.index(x)]
@@ -392,13 +392,13 @@ def tip_step(run: DemoRun, pop, obs, pfacts, cache) -> TipStep | None:
         run.echo(f"    tip step {rec['step']}: {what}; critical mass {_num(rec['estimate'])} "
                  f"[{_num(rec['low'])}, {_num(rec['high'])}], P(within 1) {rec['p_within_one']:.2f}")
 
-    with run.clock.step(f"tip: critical mass to overturn {x} (at most {cfg['tip_runs']} committed runs)", [where]):
+    with run.clock.step(f"tip: critical mass to overturn {x} (at most {cfg.tip_runs} committed runs)", [where]):
         with run.budget():
-            source = LLMSource(names=names, majority=x, memory=cfg["memory"], n_agents=N, out=where,
-                               endpoint=run.endpoint_for(where), runs_per_count=R, window=cfg["within_rounds"],
-                               baselines=0, mode=cfg["mode"], sampling=cfg["sampling"], cache=cache, progress=False,
+            source = LLMSource(names=names, majority=x, memory=cfg.memory, n_agents=N, out=where,
+                               endpoint=run.endpoint_for(where), runs_per_count=R, window=cfg.within_rounds,
+                               baselines=0, mode=cfg.mode, sampling=cfg.sampling, cache=cache, progress=False,
                                rng=s_src)
-            res = tip(source, log=pop.log, max_runs=cfg["tip_runs"], n_draws=tip_draws(cfg), confirm=R,
+            res = tip(source, log=pop.log, max_runs=cfg.tip_runs, n_draws=tip_draws(cfg), confirm=R,
                       progress=say, rng=s_tip)
             if res.stopped.startswith("budget"):
                 raise BudgetExhausted("the tip search reached the budget")
@@ -419,14 +419,14 @@ def calibration_step(run: DemoRun, pop):
     """The strategy fitted on the population's log alone, and its prediction; returns
     ``(calibration, facts, critical masses)``."""
     cfg = run.cfg
-    nrf = max(cfg["committed_runs"], 1)
-    own_bars = fit_family(cfg["fit"], "fit").uses_nuts  # a NUTS fit shows the sampler's progress bars
-    with run.clock.step(f"calibration from the population log ({cfg['fit']})"):
-        with spinner(f"calibrating ({cfg['fit']}) from the population log and predicting",
+    nrf = max(cfg.committed_runs, 1)
+    own_bars = fit_family(cfg.fit, "fit").uses_nuts  # a NUTS fit shows the sampler's progress bars
+    with run.clock.step(f"calibration from the population log ({cfg.fit})"):
+        with spinner(f"calibrating ({cfg.fit}) from the population log and predicting",
                      run.progress and not own_bars):
-            cal = calibrate(pop.log, names=cfg["names"], memory=cfg["memory"], n_agents=cfg["n_agents"],
-                            model=cfg["fit"], n_draws=cfg["n_draws"], within_rounds=cfg["within_rounds"],
-                            predict_kwargs=dict(n_runs_consensus=cfg["runs"], max_rounds=cfg["max_rounds"],
+            cal = calibrate(pop.log, names=cfg.names, memory=cfg.memory, n_agents=cfg.n_agents,
+                            model=cfg.fit, n_draws=cfg.n_draws, within_rounds=cfg.within_rounds,
+                            predict_kwargs=dict(n_runs_consensus=cfg.runs, max_rounds=cfg.max_rounds,
                                                 n_runs_flip=nrf),
                             source="normlab demo population", rng=run.seeds[6],
                             progress=run.progress and own_bars)
@@ -437,7 +437,7 @@ def calibration_step(run: DemoRun, pop):
 # ----------------------------------------------------------------------------- checks
 def checks_step(run: DemoRun, pfacts, lfacts, obs, cm_rows, bias, ptab, pop):
     """Predicted vs observed, one row per comparison; returns ``(checks frame, LLM trajectories)``."""
-    cfg, names = run.cfg, run.cfg["names"]
+    cfg, names = run.cfg, run.cfg.names
     checks = []
     for src, facts in (("probe", pfacts), ("log", lfacts)):
         for nm in list(names) + ["none"]:
@@ -446,7 +446,7 @@ def checks_step(run: DemoRun, pfacts, lfacts, obs, cm_rows, bias, ptab, pop):
                                     facts["consensus"].get(nm, {"estimate": 0.0, "low": 0.0, "high": 0.0}),
                                     o["estimate"], o["low"], o["high"]))
         checks.append(check_row("rounds to consensus", "", src, facts["consensus_rounds"], obs["consensus_rounds"]))
-    llm_curve = llm_trajectories(pop.log, n_rounds=cfg["max_rounds"], rng=run.seeds[5])
+    llm_curve = llm_trajectories(pop.log, n_rounds=cfg.max_rounds, rng=run.seeds[5])
     s_llm = llm_curve[(llm_curve["quantity"] == "success_rate")].sort_values("round")
     hit = np.flatnonzero(s_llm["mean"].to_numpy() >= 0.95 - 1e-9)
     r95_obs = float(hit[0] + 1) if hit.size else None

@@ -51,13 +51,13 @@ from normlab.user_files import read_user_json
 
 from ._common import fmt_seconds
 from ._ledger import Clock, ledger
-from ._plan import DEMO_DEFAULTS, MARKER, demo_ctx, directory_key, estimate_demo, seed_int, validate
+from ._plan import DEMO_DEFAULTS, MARKER, DemoSettings, demo_ctx, directory_key, estimate_demo, seed_int
 from ._progress import echo_to_stderr, spinner
 from ._steps import (DemoRun, calibration_step, checks_step, committed_step, free_generation_step,
                      population_step, prediction_step, probe_step, tip_step)
-from .report import checks_html, write_figures, write_report
+from .report import ReportContext, checks_html, write_figures, write_report
 
-__all__ = ["run_demo", "estimate_demo", "DemoResult", "DEMO_DEFAULTS"]
+__all__ = ["run_demo", "estimate_demo", "DemoResult", "DemoSettings", "DEMO_DEFAULTS"]
 
 
 # ----------------------------------------------------------------------------- result
@@ -114,6 +114,18 @@ class DemoResult:
         return (f"<p><b>normlab demo</b> -- {self.summary['endpoint']['model']}; report: "
                 f"<code>{self.report}</code></p>" + checks_html(self.checks))
 
+    @classmethod
+    def _contract_example(cls) -> "DemoResult":
+        """Two checks of a demo on a stub model, the few ``summary.json`` fields the display reads
+        (literal; ``tests/test_contracts.py``)."""
+        checks = pd.DataFrame([("P(consensus)", "A", "probe", 0.7, 0.4, 1.0, 0.75, 0.19, 0.99, True),
+                               ("rounds to consensus", "", "log", 6.0, 4.0, 9.0, 12.0, None, None, False)],
+                              columns=["quantity", "key", "source", "predicted", "low", "high", "observed", "observed_low",
+                                       "observed_high", "consistent"])
+        summary = {"endpoint": {"model": "stub-model", "embedded": False}, "settings": {"n_agents": 4, "memory": 1},
+                   "cost": {"llm_calls": 13}, "timing": {"wall_s": 20.0}}
+        return cls(directory=Path("demo-example"), summary=summary, checks=checks)
+
 
 # ----------------------------------------------------------------------------- entry point
 def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS["n_agents"],
@@ -126,6 +138,9 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
              rng=DEMO_DEFAULTS["rng"], progress: bool = True, verbose: bool = True,
              command: str | None = None) -> DemoResult:
     """Probe an LLM, predict its populations with the theory, check with LLM runs, write a report.
+
+    The setting keywords (``names`` to ``sampling``) build one :class:`DemoSettings`, checked
+    before any work; the steps, :func:`estimate_demo` and the report read that object.
 
     Parameters
     ----------
@@ -198,27 +213,22 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Table 1,
     Fig. S8, Table S3, Methods "Committed Minorities".
     """
+    settings = DemoSettings(out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
+                            committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
+                            n_draws=n_draws, mode=mode, within_rounds=within_rounds, tip_runs=tip_runs,
+                            endpoint=endpoint, sampling=sampling)
     with shared_embedded_server():  # one embedded server (and prompt cache) for every step
-        return _run_demo(out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
-                         committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
-                         n_draws=n_draws, mode=mode, within_rounds=within_rounds, tip_runs=tip_runs,
-                         endpoint=endpoint, sampling=sampling, rng=rng, progress=progress, verbose=verbose,
-                         command=command)
+        return _run_demo(settings, rng=rng, progress=progress, verbose=verbose, command=command)
 
 
-def _run_demo(out, *, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
-              n_draws, mode, within_rounds, tip_runs, endpoint, sampling, rng, progress, verbose,
-              command) -> DemoResult:
+def _run_demo(settings: DemoSettings, *, rng, progress: bool, verbose: bool, command: str | None) -> DemoResult:
     """The steps, one after the other (module docstring), then the report."""
-    run = _start(out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
-                 committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
-                 n_draws=n_draws, mode=mode, within_rounds=within_rounds, tip_runs=tip_runs, endpoint=endpoint,
-                 sampling=sampling, rng=rng, progress=progress, verbose=verbose)
-    cfg, out = run.cfg, run.cfg["out"]
+    run = _start(settings, rng=rng, progress=progress, verbose=verbose)
+    cfg, out = run.cfg, run.cfg.out
     pr = probe_step(run)                                                          # 1. strategy table
     bias = free_generation_step(run)                                              # 2. free generation
     pred, traj_th, pfacts, pcrit = prediction_step(run, pr.table)                 # 3. theory prediction
-    cache = list(pr.dirs) if cfg["mode"] == "exact" else None
+    cache = list(pr.dirs) if cfg.mode == "exact" else None
     pop, obs = population_step(run, pred, pr.ptab, pr.speed, cache)               # 4. LLM populations
     committed_res, cm_rows, cm_curves = committed_step(run, pr.table, pred, pcrit, cache)  # 5. committed minority
     tp = tip_step(run, pop, obs, pfacts, cache)                                   # 5b. the tip search
@@ -226,11 +236,11 @@ def _run_demo(out, *, names, n_agents, memory, runs, max_rounds, committed, comm
     checks, llm_curve = checks_step(run, pfacts, lfacts, obs, cm_rows, bias, pr.ptab, pop)
 
     # --- 7. report
-    ctx = dict(cfg=cfg, seed=run.seed, command=command, version=__version__, clock=run.clock, estimate=pr.estimate,
-               speed=pr.speed, probe=pr.probe, bias=bias, pred=pred, pfacts=pfacts, pcrit=pcrit, traj_th=traj_th,
-               llm_curve=llm_curve, pop=pop, obs=obs, cm_rows=cm_rows, cm_curves=cm_curves, cal=cal, lfacts=lfacts,
-               lcrit=lcrit, checks=checks, llm_dir=run.llm_dir, tip=tp,
-               ledger=ledger([p for p in run.llm_dir.iterdir() if p.is_dir()]))
+    ctx = ReportContext(settings=cfg, seed=run.seed, command=command, version=__version__, clock=run.clock,
+                        estimate=pr.estimate, speed=pr.speed, probe=pr.probe, bias=bias, pred=pred, pfacts=pfacts,
+                        pcrit=pcrit, traj_th=traj_th, llm_curve=llm_curve, pop=pop, obs=obs, cm_rows=cm_rows,
+                        cm_curves=cm_curves, cal=cal, lfacts=lfacts, lcrit=lcrit, checks=checks, llm_dir=run.llm_dir,
+                        tip=tp, ledger=ledger([p for p in run.llm_dir.iterdir() if p.is_dir()]))
     with run.clock.step("figures and tables"):
         with spinner("drawing the figures", progress):
             figs = write_figures(out, ctx)
@@ -243,15 +253,12 @@ def _run_demo(out, *, names, n_agents, memory, runs, max_rounds, committed, comm
                       tip=None if tp is None else tp.result)
 
 
-def _start(out, *, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit, n_draws,
-           mode, within_rounds, tip_runs, endpoint, sampling, rng, progress, verbose) -> DemoRun:
-    """Settings checked, the seed fixed (or the stored one reused), ``OUT/demo.json`` written and
-    the journal directory ``OUT/llm/<key>/`` made."""
-    cfg = validate(out, names, n_agents, memory, runs, max_rounds, committed, committed_runs, sample_check, fit,
-                   n_draws, mode, within_rounds, endpoint, sampling, tip_runs=tip_runs)
+def _start(cfg: DemoSettings, *, rng, progress: bool, verbose: bool) -> DemoRun:
+    """The seed fixed (or the stored one reused), ``OUT/demo.json`` written and the journal
+    directory ``OUT/llm/<key>/`` made."""
     seed = seed_int(rng)
-    out, names, N, H = cfg["out"], cfg["names"], cfg["n_agents"], cfg["memory"]
-    ep = cfg["endpoint"]
+    out, names, N, H = cfg.out, cfg.names, cfg.n_agents, cfg.memory
+    ep = cfg.endpoint
     if ep.embedded:
         # one server for every step (shared_embedded_server), its KV sized for the longest prompt of
         # any step; one slot and one request at a time: llama.cpp's logits change when two
@@ -267,9 +274,7 @@ def _start(out, *, names, n_agents, memory, runs, max_rounds, committed, committ
     if rng is None and stored is not None:
         seed = int(stored["seed"])
     # whole or not at all: a kill mid-write must not leave a marker the next run cannot read
-    write_json_atomic(out / MARKER, {"normlab_version": __version__, "seed": seed,
-                                     "settings": {k: (list(v) if isinstance(v, tuple) else v)
-                                                  for k, v in cfg.items() if k not in ("out", "endpoint")}})
+    write_json_atomic(out / MARKER, {"normlab_version": __version__, "seed": seed, "settings": cfg.stored()})
     llm_dir = out / "llm" / directory_key(cfg)
     llm_dir.mkdir(parents=True, exist_ok=True)
     seeds = spawn(seed, 8)

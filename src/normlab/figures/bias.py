@@ -36,6 +36,7 @@ from normlab.theory import minimal_naming_game
 from ._common import (COLORS, MODELS, SHORT, TEN, FigureSkipped, archives, check_model, integer_ticks, missing_note,
                       with_notes)
 from .fig2 import first_move_counts
+from .registry import figure
 
 __all__ = ["figS3_data", "figS3_draw", "figS4_data", "figS4_draw", "figS5_data", "figS5_draw", "LATIN"]
 
@@ -58,6 +59,7 @@ def _bias_matrix(res, R: int, pad: str, b: float) -> np.ndarray:
     return out
 
 
+@figure("figS3", "Fig. S3: minimal naming game with a production bias", published="theoretical_word_use.pdf")
 def figS3_data(*, small: bool = False, runs: int | None = None, n_agents: int = 24, rounds: int = 21,
                pad: str = "bias_side", invent: str = "discard", bias_empty: bool = True, biases=None,
                rng=3) -> pd.DataFrame:
@@ -142,6 +144,7 @@ def figS3_draw(df: pd.DataFrame, *, ax=None):
     return fig
 
 
+@figure("figS4", "Fig. S4: individual and collective bias with W = 26", published="SI_FIGURE_LATIN.pdf")
 def figS4_data(data=None, *, model: str = "Llama-3-70B-Instruct") -> pd.DataFrame:
     """First moves and consensus with the Latin alphabet (Fig. S4).
 
@@ -198,6 +201,7 @@ def figS4_draw(df: pd.DataFrame):
     return fig
 
 
+@figure("figS5", "Fig. S5: individual bias with W = 10", published="SI_FIGURE_10_individual_bias.pdf")
 def figS5_data(data=None) -> pd.DataFrame:
     """First moves with empty memory over the ten names, per model (Fig. S5).
 

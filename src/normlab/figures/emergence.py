@@ -24,6 +24,7 @@ import pandas as pd
 
 from ._common import (CB_COLORS, COLORS, MODELS, SHORT, FigureSkipped, archives, check_model, integer_ticks,
                       missing_note, pad_mean, production_by_run, success_by_run, with_notes)
+from .registry import figure
 
 __all__ = ["figS2_data", "figS2_draw", "figS6_data", "figS6_draw", "figS7_data", "figS7_draw"]
 
@@ -36,6 +37,7 @@ S7_POOLS = {"Llama-3-70B-Instruct": (("F,J", "J,F"), 48)}
 S7_DEFAULT = (("Q,M", "M,Q"), 24)
 
 
+@figure("figS2", "Fig. S2: robust emergence (W, H, N)", published="SI_FIGURE_robust_emergence.pdf")
 def figS2_data(data=None, *, model: str = "Llama-3-70B-Instruct") -> pd.DataFrame:
     """Mean success rate per round for the settings of Fig. S2.
 
@@ -94,6 +96,7 @@ def figS2_draw(df: pd.DataFrame, *, ax=None):
     return fig
 
 
+@figure("figS6", "Fig. S6: emergence with four two-name pools", published="SI_FIGURE_all_binary.pdf")
 def figS6_data(data=None, *, model: str = "Llama-3-70B-Instruct", max_round: int = 30) -> pd.DataFrame:
     """Success rate and strong-convention production per run for four two-name pools (Fig. S6).
 
@@ -171,6 +174,7 @@ def figS6_draw(df: pd.DataFrame):
     return fig
 
 
+@figure("figS7", "Fig. S7: stability of a consensus", published="SI_FIGURE_stability.pdf")
 def figS7_data(data=None, *, pad: bool = True, max_round: int = 42) -> pd.DataFrame:
     """Production probability of the initial convention in unperturbed consensus runs (Fig. S7).
 

@@ -29,6 +29,7 @@ from normlab.theory import minimal_naming_game
 
 from ._common import (COLORS, MARKERS, MODELS, SHORT, TEN, FigureSkipped, archives, check_model, integer_ticks,
                       missing_note, pad_mean, success_by_run, with_notes)
+from .registry import figure
 
 __all__ = ["fig1a_data", "fig1a_draw", "fig1b_data", "fig1b_draw"]
 
@@ -41,6 +42,9 @@ def _theory(runs: int, rounds: int, interactions: int, invent: str, rng):
     return inset, per_round
 
 
+@figure("fig1a",
+        "Fig. 1A: success rate of LLM populations, minimal naming game per interaction (inset)",
+        published="FIGURE_1.pdf")
 def fig1a_data(data=None, *, small: bool = False, runs: int | None = None, invent: str = "discard",
                interactions: int = 1000, n_thin: int = 5, rng=2025) -> pd.DataFrame:
     """Curves of Fig. 1A: LLM success rates (mean and individual runs) and the theory.
@@ -158,6 +162,7 @@ def fig1a_draw(df: pd.DataFrame, *, theory_line: bool = False, ax=None):
     return fig
 
 
+@figure("fig1b", "Fig. 1B: word competition in one Llama-3.1 run", published="FIGURE_1.pdf")
 def fig1b_data(data=None, *, model: str = "Llama-3.1-70B-Instruct", run: int = 6, errors: bool = False) -> pd.DataFrame:
     """Production probability of each name per population round in one run (Fig. 1B).
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ._common import COLORS, MODELS, SHORT, TEN, FigureSkipped, archives, missing_note, with_notes
+from .registry import figure
 
 __all__ = ["fig2a_data", "fig2a_draw", "fig2b_data", "fig2b_draw", "consensus_counts", "first_move_counts"]
 
@@ -74,6 +75,7 @@ def first_move_counts(data=None, *, names: str = "Q,M") -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "name", "count", "n", "share", "test", "p_value"])
 
 
+@figure("fig2a", "Fig. 2A: consensus convention with ten names", published="FIGURE_2.pdf")
 def fig2a_data(data=None) -> pd.DataFrame:
     """Collective bias with ten names (Fig. 2A): share of runs reaching consensus on each name.
 
@@ -119,6 +121,7 @@ def fig2a_draw(df: pd.DataFrame, *, ax=None):
     return fig
 
 
+@figure("fig2b", "Fig. 2B: individual vs collective bias with {Q, M}", published="FIGURE_2.pdf")
 def fig2b_data(data=None, *, alpha: float = 0.05) -> pd.DataFrame:
     """Individual vs collective bias with two names {Q, M} (Fig. 2B; Tables S1, S2).
 

@@ -35,6 +35,7 @@ from normlab.calibration import empirical_critical_mass
 from normlab.theory.criteria import published_rule
 
 from ._common import CM_SETTING, COLORS, MODELS, SHORT, FigureSkipped, archives, integer_ticks, missing_note, with_notes
+from .registry import figure
 
 __all__ = ["critical_masses", "fig3a_data", "fig3a_draw", "fig3b_data", "fig3b_draw", "fig3_prediction_data",
            "fig3_prediction_draw"]
@@ -66,6 +67,7 @@ def critical_masses(data=None) -> dict:
     return out
 
 
+@figure("fig3a", "Fig. 3A: challenger's production under committed minorities", published="FIGURE_3.pdf")
 def fig3a_data(data=None, *, counts: str = "critical") -> pd.DataFrame:
     """Ensemble-mean challenger share per round for the committed counts of Fig. 3A.
 
@@ -167,6 +169,7 @@ def fig3a_draw(df: pd.DataFrame):
     return fig
 
 
+@figure("fig3b", "Fig. 3B: critical mass per model", published="FIGURE_3.pdf")
 def fig3b_data(data=None) -> pd.DataFrame:
     """Critical mass per model and majority by the published rule (Fig. 3B; Table S3).
 
@@ -219,6 +222,7 @@ def fig3b_draw(df: pd.DataFrame):
     return fig
 
 
+@figure("fig3_prediction", "Critical mass predicted from baseline runs vs the committed runs (normlab)")
 def fig3_prediction_data(data=None, *, small: bool = False, draws: int | None = None, rng=2025) -> pd.DataFrame:
     """Predicted (from baseline runs only) and observed flip probability per committed count.
 

@@ -25,6 +25,7 @@ import pandas as pd
 from normlab.theory import itcmas
 
 from ._common import integer_ticks, with_notes
+from .registry import figure
 
 __all__ = ["itcmas_fig6_data", "itcmas_fig6_draw", "itcmas_fig7_data", "itcmas_fig7_draw", "itcmas_gini_data",
            "itcmas_gini_draw", "AGENTS", "LOCALES"]
@@ -37,6 +38,7 @@ def _run(rng):
     return itcmas.simulate_ltrha(agent_names=AGENTS, env_names=LOCALES, rng=rng)
 
 
+@figure("itcmas_fig6", "ITCMA-S Fig. 6 analogue: driver and emotions", paper="itcmas")
 def itcmas_fig6_data(*, rng=2409) -> pd.DataFrame:
     """Driver and PAD emotions per agent and step of one LTRHA run (tidy: ``step``, ``agent``,
     ``d``, ``P``, ``A``, ``D`` and the 5-step rolling means ``P_mean``, ``A_mean``, ``D_mean``)."""
@@ -74,6 +76,7 @@ def itcmas_fig6_draw(df: pd.DataFrame):
     return fig
 
 
+@figure("itcmas_fig7", "ITCMA-S Fig. 7 analogue: resources and topics", paper="itcmas")
 def itcmas_fig7_data(*, rng=2409) -> pd.DataFrame:
     """Resources per agent and topic per locale of one LTRHA run (tidy: ``panel``
     (``resources``/``topic``), ``step``, ``who``, ``value``; topic NaN where a locale is empty)."""
@@ -116,6 +119,7 @@ def itcmas_fig7_draw(df: pd.DataFrame):
     return fig
 
 
+@figure("itcmas_gini", "ITCMA-S: resource inequality under three rankers", paper="itcmas")
 def itcmas_gini_data(*, small: bool = False, runs: int | None = None, rng=2409) -> pd.DataFrame:
     """Resource inequality per step for three rankers and two readings of Eq. 19.
 

@@ -40,6 +40,7 @@ from normlab.calibration import load_fit, state_labels
 from normlab.theory import strategy_game
 
 from ._common import SHORT, FigureSkipped, archives, with_notes
+from .registry import figure
 
 __all__ = ["figS8_data", "figS8_draw", "figS9_data", "figS9_draw", "figS10_data", "figS10_draw", "FITS"]
 
@@ -75,6 +76,7 @@ def _table(model: str, source: str = "fit"):
     return dict(zip(state_labels(fit.names, fit.memory), zip(p, n)))
 
 
+@figure("figS8", "Fig. S8: strategy over all memory states (H = 5)")
 def figS8_data(*, models=tuple(FITS), source: str = "fit", memory_len: int = 5) -> pd.DataFrame:
     """p(M | memory state) for every state of one memory length (Fig. S8).
 
@@ -193,6 +195,7 @@ def _circles(freq: pd.DataFrame, tab: dict, **keys) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@figure("figS9", "Fig. S9: memory states around a consensus on M")
 def figS9_data(data=None, *, small: bool = False, rounds: int = 100, runs: int = 10, rng=2025) -> pd.DataFrame:
     """Memory states visited around a consensus on M, unperturbed or with one agent committed to Q.
 
@@ -290,6 +293,7 @@ def figS9_draw(df: pd.DataFrame):
     return fig
 
 
+@figure("figS10", "Fig. S10: memory states during emergence")
 def figS10_data(data=None, *, lengths=(1, 2, 3)) -> pd.DataFrame:
     """Memory states visited while a convention emerges (the Q/M baseline runs; Fig. S10).
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ._common import MODELS, SHORT, FigureSkipped, archives, missing_note, with_notes
+from .registry import figure
 
 __all__ = ["figS1_data", "figS1_draw", "QUESTIONS"]
 
@@ -26,6 +27,7 @@ QUESTIONS = {"min": "min", "max": "max", "actions": "actions", "payoff": "payoff
              "action_i": "action_i", "points_i": "points_i", "no_actions": "#_actions", "no_points": "#_points"}
 
 
+@figure("figS1", "Fig. S1: meta-prompting accuracy", published="SI_FIGURE_meta_prompts.pdf")
 def figS1_data(data=None) -> pd.DataFrame:
     """Accuracy per model and comprehension question (Fig. S1).
 

@@ -2,8 +2,10 @@
 
 Each entry names a data function (returns a tidy DataFrame; ``attrs["notes"]`` says what was
 left out and the key numbers) and, for figures, a drawing function (returns a matplotlib
-Figure). :func:`make` runs them, writes ``<key>.png`` and ``<key>.csv``, and reports what it
-skipped and why; ``normlab figures`` and ``paper_figures/*.py`` call it.
+Figure). An entry is declared next to its data function by :func:`figure` (``@figure("fig1a",
+"Fig. 1A: ...")``) in one of :data:`FIGURE_MODULES`; :data:`FIGURES` gathers them on first use.
+:func:`make` runs them, writes ``<key>.png`` and ``<key>.csv``, and reports what it skipped and
+why; ``normlab figures`` and ``paper_figures/*.py`` call it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from normlab._validate import check_out_dir
 
 from ._common import FigureSkipped, archives
 
-__all__ = ["FigureSpec", "FIGURES", "FigureOutcome", "make", "figure_keys", "script", "skip_reasons"]
+__all__ = ["FigureSpec", "FIGURES", "FIGURE_MODULES", "figure", "FigureOutcome", "make", "figure_keys", "script",
+           "skip_reasons"]
 
 
 @dataclass(frozen=True)
@@ -59,57 +62,84 @@ class FigureSpec:
         return getattr(mod, self.data), (getattr(mod, self.draw) if self.draw else None)
 
 
-def _spec(key, title, module, draw=True, **kw):
-    return FigureSpec(key, title, module, f"{key}_data", f"{key}_draw" if draw else None, **kw)
+#: The modules of :mod:`normlab.figures` whose data functions declare figures (:func:`figure`).
+FIGURE_MODULES = ("fig1", "fig2", "fig3", "meta", "emergence", "bias", "memory_states", "robustness", "tables",
+                  "itcmas")
+_DECLARED: dict[str, FigureSpec] = {}
 
 
-_SPECS = [
-    _spec("fig1a", "Fig. 1A: success rate of LLM populations, minimal naming game per interaction (inset)", "fig1",
-          published="FIGURE_1.pdf"),
-    _spec("fig1b", "Fig. 1B: word competition in one Llama-3.1 run", "fig1", published="FIGURE_1.pdf"),
-    _spec("fig2a", "Fig. 2A: consensus convention with ten names", "fig2", published="FIGURE_2.pdf"),
-    _spec("fig2b", "Fig. 2B: individual vs collective bias with {Q, M}", "fig2", published="FIGURE_2.pdf"),
-    _spec("fig3a", "Fig. 3A: challenger's production under committed minorities", "fig3", published="FIGURE_3.pdf"),
-    _spec("fig3b", "Fig. 3B: critical mass per model", "fig3", published="FIGURE_3.pdf"),
-    _spec("fig3_prediction", "Critical mass predicted from baseline runs vs the committed runs (normlab)", "fig3"),
-    _spec("figS1", "Fig. S1: meta-prompting accuracy", "meta", published="SI_FIGURE_meta_prompts.pdf"),
-    _spec("figS2", "Fig. S2: robust emergence (W, H, N)", "emergence", published="SI_FIGURE_robust_emergence.pdf"),
-    _spec("figS3", "Fig. S3: minimal naming game with a production bias", "bias", published="theoretical_word_use.pdf"),
-    _spec("figS4", "Fig. S4: individual and collective bias with W = 26", "bias", published="SI_FIGURE_LATIN.pdf"),
-    _spec("figS5", "Fig. S5: individual bias with W = 10", "bias", published="SI_FIGURE_10_individual_bias.pdf"),
-    _spec("figS6", "Fig. S6: emergence with four two-name pools", "emergence", published="SI_FIGURE_all_binary.pdf"),
-    _spec("figS7", "Fig. S7: stability of a consensus", "emergence", published="SI_FIGURE_stability.pdf"),
-    _spec("figS8", "Fig. S8: strategy over all memory states (H = 5)", "memory_states"),
-    _spec("figS9", "Fig. S9: memory states around a consensus on M", "memory_states"),
-    _spec("figS10", "Fig. S10: memory states during emergence", "memory_states"),
-    _spec("figS11", "Fig. S11: the collective-bias test with random name pools (run on an LLM: embedded by default)",
-          "robustness"),
-    _spec("figS12", "Fig. S12: the same with the narrative and bullet-point prompts (run on an LLM)",
-          "robustness"),
-    _spec("table1", "Table 1: Llama-3.1's strategy in its first three interactions", "tables", draw=False),
-    _spec("tableS1", "Table S1: first moves with empty memory", "tables", draw=False),
-    _spec("tableS2", "Table S2: consensus of the Q/M runs", "tables", draw=False),
-    _spec("tableS3", "Table S3: critical masses", "tables", draw=False),
-    _spec("tableS5", "Table S5: tests of the memories of Table 1", "tables", draw=False),
-    _spec("tableS6", "Table S6: strategy in the first three interactions, random pool (run on an LLM)",
-          "robustness", draw=False),
-    _spec("itcmas_fig6", "ITCMA-S Fig. 6 analogue: driver and emotions", "itcmas", paper="itcmas"),
-    _spec("itcmas_fig7", "ITCMA-S Fig. 7 analogue: resources and topics", "itcmas", paper="itcmas"),
-    _spec("itcmas_gini", "ITCMA-S: resource inequality under three rankers", "itcmas", paper="itcmas"),
-]
-#: Every figure and table, by key, in the paper's order.
-FIGURES: dict[str, FigureSpec] = {s.key: s for s in _SPECS}
+def figure(key: str, title: str, *, draw=True, paper: str = "flint-ashery-2025", published: str | None = None):
+    """Declare the decorated data function as the figure (or table) ``key`` of :data:`FIGURES`.
+
+    The function returns the figure's tidy DataFrame; it may take ``data`` (the published
+    archives), ``small`` and ``out`` (:func:`make` passes those it names). Its drawing function is
+    ``<key>_draw`` in the same module (``draw=False``: a table, CSV only; a string names another
+    function). A figure is then its functions plus the ``paper_figures/`` script that makes it.
+
+    Parameters
+    ----------
+    key : str
+        Short name (``fig1a``, ``table1``, ...), also the output file stem.
+    title : str
+    draw : bool or str, optional
+    paper : str, optional
+        ``"flint-ashery-2025"`` or ``"itcmas"``.
+    published : str, optional
+        The authors' PDF to compare with (``ai-norms-code/figures/``).
+    """
+
+    def declare(fn):
+        spec = FigureSpec(key, title, fn.__module__.rsplit(".", 1)[-1], fn.__name__,
+                          f"{key}_draw" if draw is True else (draw or None), paper, published)
+        known = _DECLARED.get(key)
+        if known is not None and (known.module, known.data) != (spec.module, spec.data):
+            raise ValueError(f"figure {key!r} is declared twice: {known.module}.{known.data} and {spec.module}.{spec.data}")
+        _DECLARED[key] = spec
+        return fn
+
+    return declare
+
+
+def _paper_order(spec: FigureSpec) -> tuple:
+    """The paper's order: main figures, supplementary figures, tables, supplementary tables (by
+    number, then panel), then the other papers' figures as declared."""
+    import re
+
+    m = re.fullmatch(r"(fig|table)(S?)(\d+)([a-z]?)(.*)", spec.key)
+    if spec.paper != "flint-ashery-2025" or m is None:
+        return (1,)
+    kind, supp, num, panel, rest = m.groups()
+    return (0, kind == "table", supp == "S", int(num), rest != "", panel, rest)
+
+
+def _figures() -> dict:
+    """:data:`FIGURES`, built on first use from the ``@figure`` declarations of :data:`FIGURE_MODULES`."""
+    got = globals().get("FIGURES")
+    if got is None:
+        for m in FIGURE_MODULES:
+            importlib.import_module(f"normlab.figures.{m}")
+        order = {m: k for k, m in enumerate(FIGURE_MODULES)}
+        specs = sorted(_DECLARED.values(), key=lambda s: (_paper_order(s), order.get(s.module, len(order))))
+        got = globals()["FIGURES"] = {s.key: s for s in specs}
+    return got
+
+
+def __getattr__(name):
+    if name == "FIGURES":  # every figure and table, by key, in the paper's order (built on first use)
+        return _figures()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def figure_keys(only=None) -> list[str]:
     """Validated keys: all when ``only`` is None; else the listed ones (str "a,b" or sequence)."""
+    figures = _figures()
     if only is None:
-        return list(FIGURES)
+        return list(figures)
     keys = [k.strip() for k in only.split(",")] if isinstance(only, str) else [str(k) for k in only]
     keys = [k for k in keys if k]
-    bad = [k for k in keys if k not in FIGURES]
+    bad = [k for k in keys if k not in figures]
     if bad or not keys:
-        raise ValueError(f"unknown figure(s) {bad or only!r}; choose from: {', '.join(FIGURES)}")
+        raise ValueError(f"unknown figure(s) {bad or only!r}; choose from: {', '.join(figures)}")
     return keys
 
 
@@ -214,7 +244,7 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
     outcomes = []
     with style("paper"):  # keeps Jupyter's interactive mode if the first figure switches it on
         for key in keys:
-            outcomes.append(_make_one(FIGURES[key], out, arch, small, dpi, options.get(key, {}),
+            outcomes.append(_make_one(_figures()[key], out, arch, small, dpi, options.get(key, {}),
                                       draw_options.get(key, {}), say))
     n_w = sum(o.status == "written" for o in outcomes)
     skipped = [o for o in outcomes if o.status == "skipped"]

@@ -51,6 +51,7 @@ from normlab.theory.strategies import n_states
 
 from ._common import FigureSkipped, pad_mean, production_by_run, success_by_run, with_notes
 from .emergence import figS6_draw
+from .registry import figure
 
 __all__ = ["figS11_data", "figS11_draw", "figS12_data", "figS12_draw", "tableS6_data", "THRESHOLD"]
 
@@ -204,6 +205,7 @@ def _neutral_words(df: pd.DataFrame) -> str:
             + f" initially neutral (JSD < {THRESHOLD}; otherwise the closest to neutral found)")
 
 
+@figure("figS11", "Fig. S11: the collective-bias test with random name pools (run on an LLM: embedded by default)")
 def figS11_data(*, small: bool = False, out=None, pools: int | None = None, runs: int | None = None,
                 seed: int = 11) -> pd.DataFrame:
     """Collective bias with random name pools, main prompt (Fig. S11).
@@ -262,6 +264,7 @@ def figS11_draw(df: pd.DataFrame):
     return fig
 
 
+@figure("figS12", "Fig. S12: the same with the narrative and bullet-point prompts (run on an LLM)")
 def figS12_data(*, small: bool = False, out=None, runs: int | None = None, seed: int = 12) -> pd.DataFrame:
     """Collective bias with the narrative (A) and bullet-point (B) prompts, one neutral random
     pool each (Fig. S12).
@@ -316,6 +319,7 @@ def figS12_draw(df: pd.DataFrame):
     return fig
 
 
+@figure("tableS6", "Table S6: strategy in the first three interactions, random pool (run on an LLM)", draw=False)
 def tableS6_data(*, small: bool = False, out=None, seed: int = 11) -> pd.DataFrame:
     """The exact strategy in the first three interactions for an initially neutral random pool
     (Table S6): every memory of 0, 1 and 2 interactions, names written as the pseudo-labels A, B.

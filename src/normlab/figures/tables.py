@@ -36,6 +36,7 @@ from . import _published as PUB
 from ._common import MODELS, FigureSkipped, archives, check_model, missing_note, with_notes
 from .fig2 import consensus_counts, first_move_counts
 from .fig3 import critical_masses
+from .registry import figure
 
 __all__ = ["table1_data", "tableS1_data", "tableS2_data", "tableS3_data", "tableS5_data", "paper_memory"]
 
@@ -68,6 +69,7 @@ def _counts(pr: pd.DataFrame) -> pd.DataFrame:
     return c.sort_values(["memory_len", "memory_state"]).reset_index(drop=True)
 
 
+@figure("table1", "Table 1: Llama-3.1's strategy in its first three interactions", draw=False)
 def table1_data(data=None, *, model: str = "Llama-3.1-70B-Instruct") -> pd.DataFrame:
     """Table 1: the strategy in the first three interactions, from the published probes.
 
@@ -105,6 +107,7 @@ def table1_data(data=None, *, model: str = "Llama-3.1-70B-Instruct") -> pd.DataF
     return with_notes(c, notes)
 
 
+@figure("tableS5", "Table S5: tests of the memories of Table 1", draw=False)
 def tableS5_data(data=None, *, model: str = "Llama-3.1-70B-Instruct", two_sided: bool = False, n_boot: int = 10_000,
                  rng=42) -> pd.DataFrame:
     """Table S5: tests of each probed memory of Table 1.
@@ -146,6 +149,7 @@ def tableS5_data(data=None, *, model: str = "Llama-3.1-70B-Instruct", two_sided:
                             f"{int(out['more_extreme_possible'].sum())} of {len(out)} (paper: all, in both)"])
 
 
+@figure("tableS1", "Table S1: first moves with empty memory", draw=False)
 def tableS1_data(data=None) -> pd.DataFrame:
     """Table S1: first moves with empty memory, strong (M) vs weak (Q), with the published counts.
 
@@ -169,6 +173,7 @@ def tableS1_data(data=None) -> pd.DataFrame:
     return with_notes(df, [missing_note("Table S1", set(df["model"]))])
 
 
+@figure("tableS2", "Table S2: consensus of the Q/M runs", draw=False)
 def tableS2_data(data=None) -> pd.DataFrame:
     """Table S2: consensus of the Q/M runs (N = 24, H = 5), strong (M) vs weak (Q).
 
@@ -191,6 +196,7 @@ def tableS2_data(data=None) -> pd.DataFrame:
     return with_notes(df, [missing_note("Table S2", set(df["model"]))])
 
 
+@figure("tableS3", "Table S3: critical masses", draw=False)
 def tableS3_data(data=None) -> pd.DataFrame:
     """Table S3: committed agents needed to overturn a consensus on M (strong) and on Q (weak).
 
