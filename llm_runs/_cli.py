@@ -145,12 +145,11 @@ def _sized(endpoint, args, kw, mode):
     """The embedded server's KV cache sized to the probe's longest prompt (as llm-run's)."""
     import dataclasses
 
-    from normlab.llm_runs.backend import ctx_for_prompt
     from normlab.llm_runs.runner import longest_prompt_bytes, make_settings
 
     names, memory = PROBES[args.probe].command().command_design(args)
     s, tpl, _ = make_settings(2, memory, names, max_interactions=1, mode=mode, embedded=True, **kw)
-    ctx = ctx_for_prompt(longest_prompt_bytes(s, tpl), 1 if s.mode == "exact" else s.max_tokens)
+    ctx = s.decision.context_tokens(longest_prompt_bytes(s, tpl), s)
     return dataclasses.replace(endpoint, embedded_ctx=ctx)
 
 
@@ -169,8 +168,7 @@ def _probe_estimate(args, kw, endpoint, mode):
     per = None if reask == UNBOUNDED else 1 + reask
     reqs, ptok, what, notes = hooks.command_estimate(args, s, tpl, per)
     return estimate_requests(s, tpl, requests=reqs, prompt_tokens=ptok, what=what,
-                             prices=group_prices(s, endpoint, None), notes=notes,
-                             completion_per_request=(1 if s.mode == "exact" else s.max_tokens))
+                             prices=group_prices(s, endpoint, None), notes=notes)
 
 
 def _default_table_path(probe: str):

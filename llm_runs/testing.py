@@ -14,10 +14,10 @@ import time
 from typing import Sequence
 
 from .core import stub as _stub
-from .core.stub import (FAULTS, JUNK_TOKENS, SCRIPTED, StubProcess, StubServer, history, memory_policy, pieces,
-                        register_scripted, scripted_responder, stand_ins)
+from .core.stub import (FAULTS, JUNK_TOKENS, SCRIPTED, Faults, StubProcess, StubServer, history, memory_policy,
+                        pieces, register_scripted, scripted_responder, stand_ins)
 
-__all__ = ["FAULTS", "JUNK_TOKENS", "SCRIPTED", "STAND_INS", "StubProcess", "StubServer", "history",
+__all__ = ["FAULTS", "JUNK_TOKENS", "SCRIPTED", "STAND_INS", "Faults", "StubProcess", "StubServer", "history",
            "kill_resume_trials", "main", "memory_policy", "pieces", "register_scripted", "scripted_responder",
            "stand_ins"]
 

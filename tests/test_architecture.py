@@ -306,7 +306,7 @@ PUBLIC_CONVENIENCES = {
 KERNELS = {"_ng_steps", "_remember", "_sg_run_py", "_lean_remember", "_sg_lean_play_py", "_lean", "_sg_lean_run_py",
            "ng_run_reference", "sg_run_reference"}
 #: Engine functions still over 12 parameters (ratchet).
-WIDE = {"_check", "_settings"}
+WIDE: set = set()
 
 
 def _module_paths():

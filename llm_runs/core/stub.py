@@ -19,8 +19,11 @@ import socket
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Sequence
+
+from normlab._validate import Check, validated
 
 FAULTS = ("ok", "429", "500", "503", "slow", "drop", "malformed", "badjson", "nologprobs",
           "trickle", "501", "echo_auth", "nanlogprobs", "surrogate")
@@ -35,6 +38,55 @@ _LIST = re.compile(r"values: \[([^\]]*)\]")
 #: The name list of the alternative templates (narrative: "between the actions Q and M."; bullet:
 #: "Actions available to both players: Q and M.").
 _AND_LIST = re.compile(r"(?:between the actions|Actions available to both players:) (.+?)\.\s")
+
+
+def _junk_mass(value, name):
+    if not 0 <= value < 1:
+        raise ValueError(f"junk_mass must be in [0, 1); got {value}")
+    return float(value)
+
+
+def _seconds(value, name):
+    return float(value)
+
+
+def _fault_list(value, name):
+    value = tuple(value)
+    for f in value:
+        if f not in FAULTS:
+            raise ValueError(f"unknown fault {f!r}; allowed: {FAULTS}")
+    return value
+
+
+@validated
+@dataclass(frozen=True)
+class Faults:
+    """What goes wrong with a :class:`StubServer`'s answers (its ``faults=``; the same as its keywords).
+
+    Parameters
+    ----------
+    faults : sequence of str
+        Faults applied to the next chat requests, one per request, in order (:data:`FAULTS`;
+        ``"ok"`` = no fault).
+    junk_mass : float
+        Probability that the first answer token is not a name (in [0, 1)).
+    latency : float
+        Seconds added to every chat response.
+    retry_after : float
+        ``Retry-After`` seconds sent with 429 responses.
+    slow_seconds : float
+        Delay of a ``"slow"`` response.
+    """
+
+    faults: tuple = ()
+    junk_mass: float = 0.1
+    latency: float = 0.0
+    retry_after: float = 0.05
+    slow_seconds: float = 2.0
+
+    _parameter_constraints = {"junk_mass": Check(_junk_mass), "latency": Check(_seconds),
+                              "retry_after": Check(_seconds), "slow_seconds": Check(_seconds),
+                              "faults": Check(_fault_list)}
 
 
 def pieces(name: str, size: int = 3) -> list[str]:
@@ -90,9 +142,11 @@ class StubServer:
         in sample mode the answer is then unparseable).
     latency : float
         Seconds added to every chat response (simulated model time).
-    faults : iterable of str
+    faults : iterable of str or Faults
         Faults applied to the next chat requests, one per request, in order (see
-        :data:`FAULTS`; ``"ok"`` = no fault). More can be queued with :meth:`inject`.
+        :data:`FAULTS`; ``"ok"`` = no fault). More can be queued with :meth:`inject`. A
+        :class:`Faults` object gives these and ``junk_mass``, ``latency``, ``retry_after``,
+        ``slow_seconds`` at once (the keywords are then left at their defaults).
     retry_after : float
         ``Retry-After`` seconds sent with 429 responses.
     slow_seconds : float
@@ -134,12 +188,16 @@ class StubServer:
         if scripted is not None:
             responder = scripted_responder(scripted)
         self.policy = policy or memory_policy
-        if not 0 <= junk_mass < 1:
-            raise ValueError(f"junk_mass must be in [0, 1); got {junk_mass}")
-        self.junk_mass = float(junk_mass)
-        self.latency = float(latency)
-        self.retry_after = float(retry_after)
-        self.slow_seconds = float(slow_seconds)
+        if isinstance(faults, Faults):
+            if (junk_mass, latency, retry_after, slow_seconds) != (0.1, 0.0, 0.05, 2.0):
+                raise TypeError("a Faults object holds junk_mass, latency, retry_after and slow_seconds; "
+                                "do not give them beside it")
+        else:
+            faults = Faults(faults, junk_mass, latency, retry_after, slow_seconds)
+        self.junk_mass = faults.junk_mass
+        self.latency = faults.latency
+        self.retry_after = faults.retry_after
+        self.slow_seconds = faults.slow_seconds
         self.echo_prefill = bool(echo_prefill)
         self.piece_size = int(piece_size)
         self.model = model
@@ -147,7 +205,7 @@ class StubServer:
         self._faults = deque()
         self._stopping = False
         self._scheduled: dict = {}
-        self.inject(*faults)
+        self.inject(*faults.faults)
         self._lock = threading.Lock()
         self.n_chat = 0
         self.n_faults = 0

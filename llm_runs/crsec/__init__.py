@@ -35,6 +35,7 @@ _EXPORTS = {
     "run_population": "runner",
     "arun_population": "runner",
     "PopulationRun": "runner",
+    "PopulationSettings": "runner",
     "load_population": "runner",
     "estimate_population": "runner",
     "adoption_curves": "analysis",

@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from normlab._display import html_card, plain, plotting
+from normlab._validate import Check, Relation, validated
 from normlab._rng import as_seed_sequence, seed_list
 from normlab.schema import unique_names
 
@@ -281,47 +282,117 @@ def _checked_agents(agents) -> list[dict]:
     return [{**a, "name": n} for a, n in zip(agents, names)]
 
 
-def _check(agents, ops, minutes, dt, n_norms, p_present, p_thought, plan_every, threshold, steps, topics,
-           temperature, max_tokens, max_requests):
+def _positive(value, name):
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive number; got {value!r}")
+    return value
+
+
+def _threshold(value, name, values):
+    """A positive synthesis threshold; then (the durations checked) at most 100 000 steps."""
+    _positive(value, name)
+    if values["minutes"] / values["dt"] > 100_000:
+        raise ValueError(f"minutes / dt must be at most 100000 steps; got {values['minutes'] / values['dt']:g}")
+    return value
+
+
+def _probability(value, name):
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
+        raise ValueError(f"{name} must be a probability in [0, 1]; got {value!r}")
+    return value
+
+
+def _n_norms(value, name):
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise ValueError(f"n_norms must be an int in [1, 100]; got {value!r}")
+    return value
+
+
+def _temperature(value, name):
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 <= value <= 2):
+        raise ValueError(f"temperature must be a number in [0, 2]; got {value!r}")
+    return value
+
+
+def _max_tokens(value, name):
+    if value is not None:
+        if not isinstance(value, dict):
+            raise TypeError(f"max_tokens must be a dict {{prompt: tokens}} or None; got {type(value).__name__}")
+        bad = sorted(set(value) - set(PROMPTS))
+        if bad:
+            raise ValueError(f"max_tokens names unknown prompts {bad}; allowed: {PROMPTS}")
+    return value
+
+
+def _max_requests(value, name):
+    RequestCap(value)
+    return value
+
+
+def _steps(value, name):
+    _resolve_steps(value, None)
+    return value
+
+
+def _topics(value, name):
+    return load_topics(value)
+
+
+@validated
+@dataclass(frozen=True)
+class PopulationSettings:
+    """How a CRSEC population runs (see :func:`run_population` for each field); checked when made,
+    in this order, with :func:`run_population`'s messages.
+
+    ``topics`` is kept as the loaded topic table; ``max_requests`` caps the LLM requests of a run
+    directory (earlier sessions included) and, like the endpoint, is not part of the stored
+    settings (a rerun may raise it).
+    """
+
+    minutes: float = 240.0
+    dt: float = 10.0
+    n_norms: int = 5
+    p_present: float = 0.8
+    p_thought: float = 0.3
+    plan_every: float = 120.0
+    threshold: float = SYNTHESIS_THRESHOLD
+    steps: object = None
+    topics: object = None
+    temperature: float = 0.2
+    max_tokens: dict | None = None
+    max_requests: int | None = None
+
+    _parameter_constraints = {
+        "minutes": Check(_positive), "dt": Check(_positive), "plan_every": Check(_positive),
+        "threshold": Relation(_threshold), "p_present": Check(_probability), "p_thought": Check(_probability),
+        "n_norms": Check(_n_norms), "temperature": Check(_temperature), "max_tokens": Check(_max_tokens),
+        "max_requests": Check(_max_requests), "steps": Check(_steps), "topics": Check(_topics),
+    }
+
+
+def _check(agents, ops, **population) -> tuple[list, PopulationSettings]:
+    """The agents (:func:`_select_agents`), the :class:`PopulationSettings` of the keywords
+    ``population`` and ``ops``, checked in this order before any work."""
     agents = _select_agents(agents)
     if len(agents) < 2:
         raise ValueError("a population needs at least 2 agents")
-    for nm, v in (("minutes", minutes), ("dt", dt), ("plan_every", plan_every), ("threshold", threshold)):
-        if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise ValueError(f"{nm} must be a positive number; got {v!r}")
-    if minutes / dt > 100_000:
-        raise ValueError(f"minutes / dt must be at most 100000 steps; got {minutes / dt:g}")
-    for nm, p in (("p_present", p_present), ("p_thought", p_thought)):
-        if isinstance(p, bool) or not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
-            raise ValueError(f"{nm} must be a probability in [0, 1]; got {p!r}")
-    if isinstance(n_norms, bool) or not isinstance(n_norms, int) or not 1 <= n_norms <= 100:
-        raise ValueError(f"n_norms must be an int in [1, 100]; got {n_norms!r}")
-    if isinstance(temperature, bool) or not (isinstance(temperature, (int, float)) and 0 <= temperature <= 2):
-        raise ValueError(f"temperature must be a number in [0, 2]; got {temperature!r}")
-    if max_tokens is not None:
-        if not isinstance(max_tokens, dict):
-            raise TypeError(f"max_tokens must be a dict {{prompt: tokens}} or None; got {type(max_tokens).__name__}")
-        bad = sorted(set(max_tokens) - set(PROMPTS))
-        if bad:
-            raise ValueError(f"max_tokens names unknown prompts {bad}; allowed: {PROMPTS}")
-    RequestCap(max_requests)
-    _resolve_steps(steps, None)
-    table = load_topics(topics)
+    pop = PopulationSettings(**population)
     if isinstance(ops, str) and ops not in ("rule", "llm"):
         raise ValueError(f"ops must be 'rule', 'llm' or a NormOperations instance; got {ops!r}")
     if not isinstance(ops, str) and not hasattr(ops, "identify"):
         raise ValueError(f"ops must be 'rule', 'llm' or a NormOperations instance; got {ops!r}")
-    return agents, table
+    return agents, pop
 
 
-def _settings(agents, ops, table, minutes, dt, n_norms, p_present, p_thought, plan_every, threshold, steps,
-              temperature, max_tokens) -> dict:
+def _settings(agents, ops, pop: PopulationSettings) -> dict:
+    """The run's stored settings (hashed: a rerun with other settings is refused)."""
     return {"agents": agents, "ops": ops if isinstance(ops, str) else type(ops).__name__,
-            "minutes": float(minutes), "dt": float(dt), "n_norms": int(n_norms), "p_present": float(p_present),
-            "p_thought": float(p_thought), "plan_every": float(plan_every), "threshold": float(threshold),
-            "steps": None if steps is None else [s if isinstance(s, str) else s[0] for s in steps],
-            "topics": table, "temperature": float(temperature) if ops == "llm" else None,
-            "max_tokens": dict(sorted((max_tokens or {}).items())) if ops == "llm" else None}
+            "minutes": float(pop.minutes), "dt": float(pop.dt), "n_norms": int(pop.n_norms),
+            "p_present": float(pop.p_present), "p_thought": float(pop.p_thought),
+            "plan_every": float(pop.plan_every), "threshold": float(pop.threshold),
+            "steps": None if pop.steps is None else [s if isinstance(s, str) else s[0] for s in pop.steps],
+            "topics": pop.topics, "temperature": float(pop.temperature) if ops == "llm" else None,
+            "max_tokens": dict(sorted((pop.max_tokens or {}).items())) if ops == "llm" else None}
 
 
 async def arun_population(agents=None, *, ops="rule", minutes: float = 240.0, dt: float = 10.0,
@@ -330,21 +401,29 @@ async def arun_population(agents=None, *, ops="rule", minutes: float = 240.0, dt
                           topics=None, endpoint=None, temperature: float = 0.2, max_tokens: dict | None = None,
                           out=None, max_requests: int | None = None, rng=None, progress: bool = False,
                           fsync_interval: float | None = 1.0) -> PopulationRun:
-    """Async :func:`run_population`."""
-    agents, table = _check(agents, ops, minutes, dt, n_norms, p_present, p_thought, plan_every, threshold, steps,
-                           topics, temperature, max_tokens, max_requests)
+    """Async :func:`run_population` (its keywords make the :class:`PopulationSettings`)."""
+    agents, pop = _check(agents, ops, minutes=minutes, dt=dt, n_norms=n_norms, p_present=p_present,
+                         p_thought=p_thought, plan_every=plan_every, threshold=threshold, steps=steps,
+                         topics=topics, temperature=temperature, max_tokens=max_tokens, max_requests=max_requests)
+    return await _arun(agents, ops, pop, endpoint=endpoint, out=out, rng=rng, progress=progress,
+                       fsync_interval=fsync_interval)
+
+
+async def _arun(agents, ops, pop: PopulationSettings, *, endpoint, out, rng, progress,
+                fsync_interval) -> PopulationRun:
+    """Run the checked ``agents`` with ``ops`` as ``pop`` says (resuming ``out``)."""
     if out is not None and not isinstance(ops, str):
         raise ValueError("out= needs ops='rule' or ops='llm' (a run directory stores its settings; an operations "
                          "object cannot be stored)")
     if endpoint is not None and not isinstance(endpoint, EndpointConfig):
         raise TypeError(f"endpoint must be an EndpointConfig or None; got {type(endpoint).__name__}")
-    settings = _settings(agents, ops, table, minutes, dt, n_norms, p_present, p_thought, plan_every, threshold,
-                         steps, temperature, max_tokens)
+    settings = _settings(agents, ops, pop)
+    table = pop.topics
     with RunDirectory(out, "crsec run", settings, fsync_interval=fsync_interval) as rd:
         ss = as_seed_sequence(rng) if rd.seed is None else _seed_sequence(rd.seed)
         if rd.seed is not None and rng is not None and list(seed_list(as_seed_sequence(rng))) != list(rd.seed):
             raise ValueError(f"{out} holds a run with seed {rd.seed}; resume it without a seed or with the same one")
-        sim = _Sim(agents, table, settings, ss, steps, progress)
+        sim = _Sim(agents, table, settings, ss, pop.steps, progress)
         if ops == "rule":
             rd.begin(seed=seed_list(ss), model=None, endpoints=[])
             sim.ops = RuleOperations(table, names=sim.names, rng=sim.seeds[1])
@@ -356,11 +435,11 @@ async def arun_population(agents=None, *, ops="rule", minutes: float = 240.0, dt
                                  "only serves SmolLM2)")
             async with open_endpoint(cfg) as client:
                 rd.begin(seed=seed_list(ss), model=client.model, endpoints=[client.info],
-                         budget={"tokens": cfg.budget_tokens, "usd": cfg.budget_usd, "requests": max_requests})
+                         budget={"tokens": cfg.budget_tokens, "usd": cfg.budget_usd, "requests": pop.max_requests})
                 charge_earlier(client, rd.journal.records)
                 jc = JournaledClient(client, rd.journal, replay=replay_index(rd.journal.records),
-                                     requests=RequestCap(max_requests, jr.count(rd.journal.records, jr.CALL)))
-                sim.ops = LLMOperations(jc, names=sim.names, temperature=temperature, max_tokens=max_tokens,
+                                     requests=RequestCap(pop.max_requests, jr.count(rd.journal.records, jr.CALL)))
+                sim.ops = LLMOperations(jc, names=sim.names, temperature=pop.temperature, max_tokens=pop.max_tokens,
                                         rng=sim.seeds[1])
                 sim.requests = jc.requests
                 settings["model"] = client.model
@@ -725,20 +804,26 @@ def estimate_population(agents=None, *, ops="llm", minutes: float = 240.0, dt: f
     -------
     RunEstimate
     """
-    agents, table = _check(agents, ops, minutes, dt, n_norms, p_present, p_thought, plan_every, threshold, steps,
-                           topics, temperature, max_tokens, max_requests)
+    agents, pop = _check(agents, ops, minutes=minutes, dt=dt, n_norms=n_norms, p_present=p_present,
+                         p_thought=p_thought, plan_every=plan_every, threshold=threshold, steps=steps,
+                         topics=topics, temperature=temperature, max_tokens=max_tokens, max_requests=max_requests)
+    return _estimate(agents, ops, pop, endpoint=endpoint, out=out, rng=rng)
+
+
+def _estimate(agents, ops, pop: PopulationSettings, *, endpoint, out, rng):
+    """:func:`estimate_population` of the checked ``agents``, ``ops`` and ``pop``."""
+    table = pop.topics
     endpoint = endpoint if endpoint is not None else EndpointConfig.from_env()
     prices = (endpoint.price_input, endpoint.price_output)
     done = None
     if out is not None and (Path(out) / jr.JOURNAL_FILE).exists():
         done = spent(jr.read_journal(Path(out) / jr.JOURNAL_FILE))
-    what = (f"CRSEC population of {len(agents)} agents, {minutes:g} simulated minutes in steps of {dt:g}, "
+    what = (f"CRSEC population of {len(agents)} agents, {pop.minutes:g} simulated minutes in steps of {pop.dt:g}, "
             f"{'rule operations (no model)' if ops == 'rule' else 'LLM operations on ' + _model_name(endpoint)}")
     if ops != "llm":
         return make_estimate(what, requests=(0, 0), prompt_tokens=(0, 0), completion_tokens=(0, 0), prices=prices,
                              notes=("rule operations make no LLM request",), done=done)
-    settings = _settings(agents, ops, table, minutes, dt, n_norms, p_present, p_thought, plan_every, threshold,
-                         steps, temperature, max_tokens)
+    settings = _settings(agents, ops, pop)
     ss = as_seed_sequence(rng)
     stored = jr.read_settings(Path(out)) if out is not None and Path(out).is_dir() else None
     if stored is not None and stored["settings"].get("seed"):
@@ -746,8 +831,8 @@ def estimate_population(agents=None, *, ops="llm", minutes: float = 240.0, dt: f
     client = ScriptedClient(scripted_responder(topics=table, agents=agents), model="scripted")
 
     async def go():
-        sim = _Sim(agents, table, settings, ss, steps, False)
-        sim.ops = LLMOperations(client, names=sim.names, temperature=temperature, max_tokens=max_tokens,
+        sim = _Sim(agents, table, settings, ss, pop.steps, False)
+        sim.ops = LLMOperations(client, names=sim.names, temperature=pop.temperature, max_tokens=pop.max_tokens,
                                 rng=sim.seeds[1])
         await sim.run(jr.Journal(None))
         return sim
@@ -769,5 +854,5 @@ def _model_name(endpoint) -> str:
     return "the embedded SmolLM2-135M-Instruct" if endpoint.embedded else (endpoint.model or "the endpoint's first model")
 
 
-__all__ = ["run_population", "arun_population", "PopulationRun", "load_population", "estimate_population",
+__all__ = ["run_population", "arun_population", "PopulationRun", "PopulationSettings", "load_population", "estimate_population",
            "TABLES", "EVENT_COLUMNS", "STATE_COLUMNS", "ACTION_COLUMNS"]

@@ -43,6 +43,7 @@ _EXPORTS = {
     "meta_prompting": "meta",
     "ameta_prompting": "meta",
     "MetaResult": "meta",
+    "MetaSettings": "meta",
     "META_PROTOCOLS": "meta",
     "META_SCORINGS": "meta",
     "authors_meta_value": "meta",

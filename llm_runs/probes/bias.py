@@ -17,6 +17,7 @@ from normlab.cli_output import show_progress
 from ..backend import EndpointConfig
 from ..core.sync import run_sync
 from ..runner.estimate import prompt_tokens
+from ..runner.mode import EXACT, mode_of
 from .common import bias_stats, clopper_pearson, none_nan, probe_settings, reject_unknown, resolve_endpoint
 from .session import ProbeSession
 
@@ -243,7 +244,7 @@ async def aindividual_bias(names, *, trials: int = 100, mode: str = "exact", tem
     counts = tuple(int(sum(1 for x in sides if x.name == n)) for n in names_t)
     invalid = sum(1 for x in sides if x.name is None)
     exact_p, cov = None, np.nan
-    if pr.s.mode == "exact":
+    if pr.s.decision is EXACT:
         ps = [x.probs for x in sides if x.probs is not None]
         exact_p = tuple(np.mean(ps, axis=0)) if ps else None
         cov = float(np.mean([0.0 if x.covered_mass is None else x.covered_mass for x in sides]))
@@ -332,7 +333,8 @@ def command_notes(result) -> list[str]:
     r = result
     a = r.names[0]
     n = r.n_valid
-    if r.mode == "exact":
+    exact = mode_of(r.mode) is EXACT
+    if exact:
         src = (f"counts: {r.trials} decisions drawn locally from the exact next-token probabilities of {r.llm_calls} "
                f"request{'s' if r.llm_calls != 1 else ''} (one per name order), not {r.trials} model answers; "
                f"exact_p is the model's own distribution")
@@ -342,11 +344,11 @@ def command_notes(result) -> list[str]:
     if r.test == "binomial":
         out.append(f"p_value: is the model biased? exact binomial test of p({a}) = 1/2 on the {n} counts"
                    + (" (simulated counts: it shrinks as --trials grows; jsd measures the bias itself)"
-                      if r.mode == "exact" else ""))
+                      if exact else ""))
     else:
         out.append(f"p_value: is the model biased? chi-squared test of uniform shares on the {n} counts"
                    + (" (simulated counts: it shrinks as --trials grows; jsd measures the bias itself)"
-                      if r.mode == "exact" else ""))
+                      if exact else ""))
     if math.isfinite(r.bootstrap_p):
         out.append("bootstrap_p: could the model's bias be more extreme than observed? Table S5's one-tailed "
                    "bootstrap (a large value: no evidence that it is)")
@@ -364,6 +366,6 @@ def command_estimate(args, s, tpl, per) -> tuple:
     """``--dry-run``: ``(requests (typical, at most), prompt tokens per request, what, notes)``."""
     W = len(s.names)
     n, ptok = args.trials, prompt_tokens(s, tpl, 0)
-    reqs = (min(n, math.factorial(W)),) * 2 if s.mode == "exact" else (n, None if per is None else n * per)
+    reqs = s.decision.requests((n, n), math.factorial(W), s.max_reasks)  # exact: one request per name order at most
     what = f"individual bias: {n} empty-memory decisions, names {','.join(s.names)}, {s.mode} mode"
     return reqs, ptok, what, []

@@ -10,19 +10,17 @@ import numpy as np
 from normlab.theory.stats import clopper_pearson  # noqa: F401 (the probes' intervals; one home)
 
 from ..backend import EndpointConfig
+from ..runner.sampling import SAMPLING_KEYS
 from ..runner.settings import make_settings
 
 
 def probe_settings(names, memory, mode, template, kw, embedded):
-    return make_settings(
-        2, memory, names, max_interactions=1, runs=1, mode=mode, template=template,
-        payoffs=kw.pop("payoffs", (100, -50)), temperature=kw.pop("temperature", 0.5),
-        top_k=kw.pop("top_k", 10), max_tokens=kw.pop("max_tokens", 6), top_logprobs=kw.pop("top_logprobs", 20),
-        max_reasks=kw.pop("max_reasks", 2), prefill=kw.pop("prefill", None),
-        multi_token=kw.pop("multi_token", "expand"), case_sensitive=kw.pop("case_sensitive", False),
-        embedded=embedded, wrap=kw.pop("wrap", "chat"), top_p=kw.pop("top_p", 1.0), min_p=kw.pop("min_p", 0.0),
-        parse=kw.pop("parse", "normlab"),
-    )
+    """A probe's settings (two agents, one interaction) and template; the sampling settings
+    (:data:`~normlab.llm_runs.runner.sampling.SAMPLING_KEYS`, defaults as in
+    :class:`~normlab.llm_runs.runner.sampling.Sampling`) are taken out of ``kw``."""
+    sampling = {k: kw.pop(k) for k in SAMPLING_KEYS if k in kw}
+    return make_settings(2, memory, names, max_interactions=1, runs=1, mode=mode, template=template,
+                         embedded=embedded, **sampling)
 
 
 def resolve_endpoint(endpoint):

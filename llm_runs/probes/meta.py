@@ -14,6 +14,7 @@ import pandas as pd
 from normlab import theory
 from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr
 from normlab._rng import as_seed_sequence
+from normlab._validate import Options, Relation, validated
 from normlab.schema import GameLog, memory_state_string, parse_memory_state
 from normlab.cli_output import show_progress
 
@@ -22,6 +23,7 @@ from ..core.sync import run_sync
 from ..runner.estimate import prompt_tokens
 from ..runner.game import REASK_SAFETY_LIMIT
 from ..runner.prompts import _fmt, answer_value, load_meta_template
+from ..runner.mode import SAMPLE
 from ..runner.settings import UNBOUNDED, check_reasks, make_settings
 from .common import resolve_endpoint
 
@@ -29,6 +31,49 @@ from .common import resolve_endpoint
 META_PROTOCOLS = ("authors", "normlab")
 #: Meta-prompting scorings: the authors' substring test, or normlab's stricter exact reading.
 META_SCORINGS = ("substring", "strict")
+
+
+def _scoring(value, name, values):
+    """The protocol's own scoring when none is given (the authors': substring; normlab's: strict)."""
+    if value is None:
+        value = "substring" if values["protocol"] == "authors" else "strict"
+    return Options(*META_SCORINGS).check(value, name)
+
+
+@validated
+@dataclass(frozen=True)
+class MetaSettings:
+    """What a meta-prompting probe asks and how it scores the answers (:func:`meta_prompting`).
+
+    Parameters
+    ----------
+    protocol : {"authors", "normlab"}
+        The AI-norms authors' observer prompt, questions, 15 tokens and re-asks, or Table S7's
+        wording with 12 tokens and no re-ask (the defaults of :meth:`sampling_defaults`).
+    scoring : {"substring", "strict"}, optional
+        Default: the protocol's (``substring`` for the authors', ``strict`` for normlab's).
+    states : None, sequence of str or GameLog
+        Memory states asked about (checked against the game's pool and memory when asked);
+        ``None``: ``n_states`` random states.
+    n_states : int
+        Random states, or states sampled from a GameLog (checked when they are drawn).
+    """
+
+    protocol: str = "authors"
+    scoring: str | None = None
+    states: object = None
+    n_states: int = 20
+
+    _parameter_constraints = {"protocol": Options(*META_PROTOCOLS), "scoring": Relation(_scoring)}
+
+    def sampling_defaults(self, max_tokens, max_reasks) -> tuple:
+        """``(max_tokens, max_reasks)`` with the protocol's defaults for those left ``None``: the
+        authors' 15 tokens and unbounded re-asks, normlab's 12 tokens and none."""
+        if max_tokens is None:
+            max_tokens = int(load_meta_template()["authors"]["max_tokens"]) if self.protocol == "authors" else 12
+        if max_reasks is None:
+            max_reasks = UNBOUNDED if self.protocol == "authors" else 0
+        return max_tokens, max_reasks
 
 
 @dataclass(frozen=True)
@@ -235,25 +280,28 @@ async def ameta_prompting(names, memory: int, *, states=None, n_states: int = 20
                           payoffs=(100, -50), progress: bool = True, rng=None, protocol: str = "authors",
                           scoring: str | None = None, max_reasks=None, wrap: str = "chat",
                           top_p: float | None = 1.0, min_p: float | None = 0.0) -> MetaResult:
-    """Coroutine version of :func:`meta_prompting`."""
-    if protocol not in META_PROTOCOLS:
-        raise ValueError(f"protocol must be one of {META_PROTOCOLS}; got {protocol!r}")
-    if scoring is None:
-        scoring = "substring" if protocol == "authors" else "strict"
-    if scoring not in META_SCORINGS:
-        raise ValueError(f"scoring must be one of {META_SCORINGS}; got {scoring!r}")
-    meta = load_meta_template()
-    spec = meta["authors"] if protocol == "authors" else meta
-    if max_tokens is None:
-        max_tokens = int(meta["authors"]["max_tokens"]) if protocol == "authors" else 12
-    if max_reasks is None:
-        max_reasks = UNBOUNDED if protocol == "authors" else 0
+    """Coroutine version of :func:`meta_prompting`.
+
+    The keywords are a convenience: the protocol's settings become a :class:`MetaSettings`, the
+    sampler a :class:`~normlab.llm_runs.runner.sampling.Sampling` (with the protocol's own
+    ``max_tokens`` and ``max_reasks`` defaults), checked in that order before any work.
+    """
+    ms = MetaSettings(protocol=protocol, scoring=scoring, states=states, n_states=n_states)
+    max_tokens, max_reasks = ms.sampling_defaults(max_tokens, max_reasks)
     max_reasks = check_reasks(max_reasks)
     endpoint = resolve_endpoint(endpoint)
-    s, tpl, _ = make_settings(2, memory, names, max_interactions=1, mode="sample", template=template,
+    s, tpl, _ = make_settings(2, memory, names, max_interactions=1, mode=SAMPLE, template=template,
                               payoffs=payoffs, temperature=temperature, top_k=top_k, max_tokens=max_tokens,
                               prefill=prefill, embedded=endpoint.embedded, wrap=wrap, top_p=top_p, min_p=min_p,
                               max_reasks=max_reasks)
+    return await _ameta(s, tpl, ms, endpoint=endpoint, progress=progress, rng=rng)
+
+
+async def _ameta(s, tpl, ms: "MetaSettings", *, endpoint: EndpointConfig, progress: bool, rng) -> MetaResult:
+    """Ask the questions of :class:`MetaSettings` ``ms`` about two-agent game settings ``s`` (sample mode)."""
+    protocol, scoring, states, n_states = ms.protocol, ms.scoring, ms.states, ms.n_states
+    meta = load_meta_template()
+    spec = meta["authors"] if protocol == "authors" else meta
     rules = spec.get("rules_main") if (protocol == "authors" and tpl.name == "main") else None
     ss = as_seed_sequence(rng)
     g = np.random.default_rng(ss.spawn(1)[0])

@@ -19,6 +19,7 @@ from normlab.cli_output import show_progress
 from ..backend import EndpointConfig
 from ..core.sync import run_sync
 from ..runner.estimate import prompt_tokens
+from ..runner.sampling import SAMPLING_KEYS
 from .common import bias_stats, probe_settings, reject_unknown, resolve_endpoint
 from .session import ProbeSession
 
@@ -190,9 +191,7 @@ def find_neutral_names(*, n_names: int = 2, length: int = 6, threshold: float = 
                 break
         return NeutralSearch(names=found, threshold=float(threshold), candidates=pd.DataFrame(rows), llm_calls=calls)
 
-    reject_unknown({k: v for k, v in kw.items() if k not in (
-        "payoffs", "temperature", "top_k", "max_tokens", "top_logprobs", "max_reasks", "prefill",
-        "multi_token", "case_sensitive", "wrap", "top_p", "min_p", "parse")})
+    reject_unknown({k: v for k, v in kw.items() if k not in SAMPLING_KEYS})
     return run_sync(main)
 
 

@@ -65,7 +65,7 @@ class ProbeSession:
         # the game's own prompts (bias, strategy, neutral): the embedded server's KV cache is sized to them
         # (the embedded server answers one request at a time, EndpointConfig.embedded_parallel)
         self._ep = open_endpoint(self.endpoint, prompt_bytes=longest_prompt_bytes(self.s, self.tpl),
-                                 max_new_tokens=1 if self.s.mode == "exact" else self.s.max_tokens)
+                                 max_new_tokens=self.s.decision.tokens_per_request(self.s))
         self.client = await self._ep.__aenter__()
         try:
             if stored is not None and self.s.model != self.client.model:

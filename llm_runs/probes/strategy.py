@@ -19,6 +19,7 @@ from normlab.cli_output import show_progress
 from ..backend import EndpointConfig
 from ..core.sync import run_sync
 from ..runner.estimate import distinct_prompts, prompt_tokens
+from ..runner.mode import EXACT, mode_of
 from .common import clopper_pearson, none_nan, probe_settings, reject_unknown, resolve_endpoint
 from .session import ProbeSession
 
@@ -154,7 +155,7 @@ class StrategyProbe:
                       "states": int(t["memory_state"].nunique()), "llm_calls": self.llm_calls,
                       "p_empty_memory": {str(k): none_nan(float(v)) for k, v in first.items()},
                       "max_asymmetry": none_nan(float(sym.max())) if len(sym) else None,
-                      "mean_covered_mass": none_nan(float(t["covered_mass"].mean())) if self.mode == "exact" else None,
+                      "mean_covered_mass": none_nan(float(t["covered_mass"].mean())) if mode_of(self.mode) is EXACT else None,
                       "invalid": int(t.drop_duplicates("memory_state")["n_invalid"].fillna(0).sum())})
 
     def __repr__(self) -> str:
@@ -293,7 +294,8 @@ async def astrategy_table(names, memory: int, *, mode: str = "exact", samples: i
     check_table_size(W, s.memory)
     states = enumerate_states(s.names, s.memory)
     jobs = []
-    if s.mode == "exact":
+    exact = s.decision is EXACT  # a distribution per name order, or samples in random orders
+    if exact:
         for si, st in enumerate(states):
             mem = tuple(parse_memory_state(st))
             for oi, o in enumerate(order_list):
@@ -316,11 +318,11 @@ async def astrategy_table(names, memory: int, *, mode: str = "exact", samples: i
         sides[i] = side
     mirror = mirror_map(s.names)
     rows, order_rows = [], []
-    per_state = len(order_list) if s.mode == "exact" else samples
+    per_state = len(order_list) if exact else samples
     for si, st in enumerate(states):
         chunk = sides[si * per_state:(si + 1) * per_state]
         ln = len(parse_memory_state(st))
-        if s.mode == "exact":
+        if exact:
             ps = [x.probs for x in chunk if x.probs is not None]
             covs = [0.0 if x.covered_mass is None else x.covered_mass for x in chunk]
             pm = np.mean(ps, axis=0) if ps else np.full(W, np.nan)
@@ -343,7 +345,7 @@ async def astrategy_table(names, memory: int, *, mode: str = "exact", samples: i
                              "covered_mass": np.nan, "n_orders": pd.NA, "count": c, "n": nv,
                              "n_invalid": len(chunk) - nv})
     table = pd.DataFrame(rows)
-    if s.mode == "sample":
+    if not exact:
         lo, hi = clopper_pearson(table["count"].astype(float), table["n"].astype(float))
     else:
         lo = hi = np.full(len(table), np.nan)
@@ -431,11 +433,7 @@ def command_estimate(args, s, tpl, per) -> tuple:
     check_table_size(W, memory)
     counts = [(W * W) ** k for k in range(memory + 1)]
     ptok = sum(c * prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
-    if s.mode == "exact":
-        n = distinct_prompts(s.names, memory)
-        reqs = (n, n)
-    else:
-        n = sum(counts) * args.samples
-        reqs = (n, None if per is None else n * per)
+    n = distinct_prompts(s.names, memory) if s.decision is EXACT else sum(counts) * args.samples  # decisions
+    reqs = s.decision.requests((n, n), n, s.max_reasks)
     what = f"strategy table: {sum(counts):,} memory states up to H = {memory}, {s.mode} mode"
     return reqs, ptok, what, []

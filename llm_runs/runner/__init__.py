@@ -9,7 +9,11 @@ The rooms, in the order a run passes through them:
 
 - :mod:`.prompts` -- the prompt templates, their rendering and the answer parsers;
 - :mod:`.exact` -- exact mode: a name's probability from the next-token distributions;
-- :mod:`.settings` -- :class:`GameSettings` and their validation (:func:`make_settings`);
+- :mod:`.sampling` -- :class:`Sampling`: the prompt and the sampler, as a value;
+- :mod:`.mode` -- :class:`DecisionMode` (``EXACT``, ``SAMPLE``): tokens per request, context,
+  cache use, default prefill, exact mode's sampler checks, the requests a design costs;
+- :mod:`.settings` -- :class:`GameSettings` from a ``GameSpec``, a ``Sampling`` and a mode
+  (:func:`game_settings`) or from keywords (:func:`make_settings`);
 - :mod:`.groups` -- mixed populations (:func:`make_groups`: a model, template or sampler per group);
 - :mod:`.state` -- the state of one run (memories, stop rules, the running flip check) and its start;
 - :mod:`.game` -- the game loop: decisions (sample and exact mode, re-asks), runs, the journal;
@@ -36,13 +40,15 @@ _EXPORTS = {
     "make_groups": "groups",
     "build_ledger": "ledger", "ledger_for_directory": "ledger", "ledger_totals": "ledger",
     "RUN_TABLES": "log", "build_result": "log",
-    "arun_game": "orchestration", "run_game": "orchestration",
+    "arun_game": "orchestration", "run_game": "orchestration", "aplay_game": "orchestration",
+    "DecisionMode": "mode", "EXACT": "mode", "SAMPLE": "mode", "mode_of": "mode",
+    "SAMPLING_KEYS": "sampling", "Sampling": "sampling",
     "Progress": "progress", "expected_interactions": "progress",
     "LLMRunResult": "result",
     "COMMITTED_MODES": "settings", "COMMITTED_PLACEMENTS": "settings", "MODES": "settings",
     "NAME_ORDERS": "settings", "STOP_RULES": "settings", "UNBOUNDED": "settings", "GameSettings": "settings",
     "check_reasks": "settings", "compare_settings": "settings", "longest_prompt_bytes": "settings",
-    "make_settings": "settings", "seed_list": "settings",
+    "game_settings": "settings", "make_settings": "settings", "seed_list": "settings",
     "FLIP_THRESHOLD": "state", "RunState": "state", "run_setup": "state",
 }
 

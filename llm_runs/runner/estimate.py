@@ -16,7 +16,7 @@ from .groups import group_prices, make_groups
 from .orchestration import arun_game
 from .progress import expected_interactions
 from .prompts import PromptTemplate, load_template
-from .settings import UNBOUNDED, GameSettings, make_settings
+from .settings import GameSettings, make_settings
 
 
 def distinct_prompts(names, memory: int, orders: int | None = None) -> int:
@@ -40,7 +40,7 @@ def estimate_requests(s: GameSettings, tpl: PromptTemplate, *, requests: tuple, 
                       what: str, prices: dict, notes=(), done=None, completion_per_request=None) -> RunEstimate:
     """A :class:`RunEstimate` from request counts ``(typical, at_most)`` (``None``: no bound)
     and the estimated prompt tokens per request."""
-    per_c = completion_per_request if completion_per_request is not None else (1 if s.mode == "exact" else s.max_tokens)
+    per_c = completion_per_request if completion_per_request is not None else s.decision.tokens_per_request(s)
     pi = max(p[0] for p in prices.values())
     po = max(p[1] for p in prices.values())
 
@@ -85,22 +85,18 @@ def estimate_game(n_agents: int, memory: int, names, *, max_interactions: int, g
     s, tpl, _ = make_settings(n_agents, memory, names, max_interactions=max_interactions,
                               embedded=endpoint.embedded, **mk)
     stored_groups, specs = make_groups(groups, s, tpl, embedded=endpoint.embedded, n_agents=int(n_agents))
+    if stored_groups:  # the groups' settings count too (their max_tokens: completion tokens per request)
+        s = GameSettings(**{**s.__dict__, "groups": stored_groups})
     deciding = (s.n_agents - s.committed) / s.n_agents
     inter = (s.runs * expected_interactions(s), s.runs * s.max_interactions)
     dec = tuple(2 * deciding * x for x in inter)
     tpls = {(g.template, g.model, g.base_url): (load_template(g.template) if g.template != tpl.name else tpl)
             for g in specs} or {("run", None, None): tpl}
     ptok = float(np.mean([prompt_tokens(s, t, s.memory) for t in tpls.values()]))
-    if s.mode == "exact":
-        bound = distinct_prompts(s.names, s.memory) * len(tpls)
-        reqs = (min(dec[0], bound), min(dec[1], bound))
-        how = [f"exact mode: at most one request per distinct prompt ({bound:,} = memory states x name orders"
-               f"{' x group templates/models' if len(tpls) > 1 else ''}); converging populations need far fewer"]
-    else:
-        extra = None if s.max_reasks == UNBOUNDED else 1 + int(s.max_reasks)
-        reqs = (dec[0], None if extra is None else dec[1] * extra)
-        how = ["sample mode: one request per decision; at most " + (f"{extra} (re-asks)" if extra else
-                                                                      "no bound (re-asks until a name appears)")]
+    # a mode that reuses distributions asks at most once per distinct prompt (of each group's template and model)
+    bound = distinct_prompts(s.names, s.memory) * len(tpls) if s.decision.uses_cache else None
+    reqs = s.decision.requests(dec, bound, s.max_reasks)
+    how = [s.decision.requests_note(bound, s.max_reasks, groups=len(tpls) > 1)]
     how.insert(0, f"typical: {expected_interactions(s):,.0f} interactions per run "
                   f"({'the cap' if s.stop in ('max', 'flip') else '12 N: 9 population rounds plus the 3N streak'}); "
                   f"at most: the cap of {s.max_interactions:,}")

@@ -18,6 +18,7 @@ from .. import journal as jr
 from ..journal import JOURNAL_FILE, Journal, read_journal, record_session
 from .exact import choose, name_distribution
 from .groups import agent_groups
+from .mode import EXACT
 from .prompts import PromptTemplate, parse_answer, parse_answer_authors, sha256_hex
 from .settings import UNBOUNDED, GameSettings
 from .state import RunState, run_setup
@@ -285,11 +286,12 @@ class Agents:
 
 
 class Game:
-    """One session of play: decisions (:meth:`decide`), runs (:meth:`play`), the journal.
+    """One session of play: decisions (``decide``: :meth:`_decide_exact` or :meth:`_decide_sample`,
+    the rule of the settings' mode, bound when the session starts), runs (:meth:`play`), the journal.
 
     ``groups`` (mixed populations) is a list of ``(Agents, first agent, size)``; by default
     every agent uses ``tpl``, ``client`` and the run's sampler. Also used by the probes (one
-    agent, :meth:`decide` only).
+    agent, ``decide`` only).
     """
 
     def __init__(self, s: GameSettings, tpl: PromptTemplate, nbrs, client, journal: Journal, pbar=None,
@@ -324,6 +326,10 @@ class Game:
                 c.tokens, c.usd = start.spent
                 if journal.path is not None:  # write-ahead reservations (SpendingCap)
                     c.on_reserve = self._reserve
+        # one decision: agent ``agent`` of ``run`` at interaction ``t`` with ``memory``, seeing the names
+        # in ``order``, its uniform ``u`` and sampling ``seed`` (a Decision); the mode's rule is bound
+        # here, once per session, not chosen per decision
+        self.decide = self._decide_exact if s.decision is EXACT else self._decide_sample
         self.write_manifest()
 
     def _reserve(self, tokens: float, usd: float) -> int:
@@ -519,63 +525,73 @@ class Game:
         self._parsed[key] = parsed
         return parsed
 
-    async def decide(self, run, t, agent, memory, order, u, seed) -> jr.Decision:
+    async def _decide_exact(self, run, t, agent, memory, order, u, seed) -> jr.Decision:
+        """Exact mode's :meth:`decide`: the next-token distribution over the names (cached per
+        prompt), the sampler applied locally, a name drawn with the interaction's uniform ``u``."""
         s = self.s
         if agent in self.setup(run)[0]:
             return jr.committed_decision(s.committed_name)
         g = self.agents(agent)
         r = self._render(g, memory, order)
-        prompt, shown = r.prompt, r.shown
         ctx = {"run": run, "t": t, "agent": agent, "calls": 0, "latency": 0.0, "prompt_tokens": 0,
                "completion_tokens": 0}
-        if s.mode == "exact":
-            nd = await name_distribution(
-                self.names, lambda partial: self._top(r, partial, ctx, g.client), temperature=g.temperature,
-                top_k=g.top_k, multi_token=s.multi_token, case_sensitive=s.case_sensitive,
-            )
-            name = p_name = None
-            if nd.probs is None:
-                reason = "no pool name among the top-logprob tokens"
-            else:
-                k = choose(nd.probs, float(u))
-                name, reason, p_name = self.names[k], None, nd.probs[k]
-            return jr.exact_decision(
-                shown=r.shown_text, prompt_hash=r.hash,
-                probs=None if nd.probs is None else [round(x, 12) for x in nd.probs], covered_mass=nd.covered_mass,
-                approx=nd.approx, name=name, invalid_reason=reason, p_name=p_name, calls=ctx["calls"],
-                latency=ctx["latency"], prompt_tokens=ctx["prompt_tokens"], completion_tokens=ctx["completion_tokens"])
+        nd = await name_distribution(
+            self.names, lambda partial: self._top(r, partial, ctx, g.client), temperature=g.temperature,
+            top_k=g.top_k, multi_token=s.multi_token, case_sensitive=s.case_sensitive,
+        )
+        name = p_name = None
+        if nd.probs is None:
+            reason = "no pool name among the top-logprob tokens"
         else:
-            name, reason, text = None, None, None
-            unbounded = s.max_reasks == UNBOUNDED
-            limit = REASK_SAFETY_LIMIT if unbounded else s.max_reasks + 1
-            sampler = dict(max_tokens=g.max_tokens, temperature=g.temperature, top_k=g.top_k, top_p=g.top_p,
-                           min_p=g.min_p, logprobs=True)
-            attempt = 0
-            send = g.client.chat if s.wrap == "chat" else g.client.complete
-            for attempt in range(limit):
-                res = await send(r.payload, seed=int(seed) + attempt, **sampler)
-                ctx["calls"] += 1
-                ctx["latency"] += res.latency
-                ctx["prompt_tokens"] += res.prompt_tokens
-                ctx["completion_tokens"] += res.completion_tokens
-                self._log_call(run, t, agent, "sample", r, "", None, res)
-                text = res.text
-                parsed = self._parse(g, r, text)
-                name, reason = parsed.name, parsed.reason
-                if name is not None:
-                    break
-            if name is None and unbounded:
-                raise ReaskLimitError(
-                    f"run {run}, interaction {t}, agent {agent}: no pool name in {REASK_SAFETY_LIMIT} answers "
-                    f"(last: {str(text)[:80]!r}); --reask unbounded stops at this safety limit "
-                    f"(normlab.llm_runs.runner.REASK_SAFETY_LIMIT) instead of looping forever -- check the template, "
-                    "--wrap and --max-tokens, or use an integer --reask cap"
-                )
-            return jr.sample_decision(
-                shown=r.shown_text, prompt_hash=r.hash, name=name,
-                invalid_reason=None if name is not None else f"{reason} (after {attempt + 1} attempts)", text=text,
-                reasks=attempt, calls=ctx["calls"], latency=ctx["latency"], prompt_tokens=ctx["prompt_tokens"],
-                completion_tokens=ctx["completion_tokens"])
+            k = choose(nd.probs, float(u))
+            name, reason, p_name = self.names[k], None, nd.probs[k]
+        return jr.exact_decision(
+            shown=r.shown_text, prompt_hash=r.hash,
+            probs=None if nd.probs is None else [round(x, 12) for x in nd.probs], covered_mass=nd.covered_mass,
+            approx=nd.approx, name=name, invalid_reason=reason, p_name=p_name, calls=ctx["calls"],
+            latency=ctx["latency"], prompt_tokens=ctx["prompt_tokens"], completion_tokens=ctx["completion_tokens"])
+
+    async def _decide_sample(self, run, t, agent, memory, order, u, seed) -> jr.Decision:
+        """Sample mode's :meth:`decide`: generate with the per-call ``seed``, parse, re-ask up to
+        ``max_reasks`` times (``"unbounded"``: up to :data:`REASK_SAFETY_LIMIT` requests)."""
+        s = self.s
+        if agent in self.setup(run)[0]:
+            return jr.committed_decision(s.committed_name)
+        g = self.agents(agent)
+        r = self._render(g, memory, order)
+        ctx = {"run": run, "t": t, "agent": agent, "calls": 0, "latency": 0.0, "prompt_tokens": 0,
+               "completion_tokens": 0}
+        name, reason, text = None, None, None
+        unbounded = s.max_reasks == UNBOUNDED
+        limit = REASK_SAFETY_LIMIT if unbounded else s.max_reasks + 1
+        sampler = dict(max_tokens=g.max_tokens, temperature=g.temperature, top_k=g.top_k, top_p=g.top_p,
+                       min_p=g.min_p, logprobs=True)
+        attempt = 0
+        send = g.client.chat if s.wrap == "chat" else g.client.complete
+        for attempt in range(limit):
+            res = await send(r.payload, seed=int(seed) + attempt, **sampler)
+            ctx["calls"] += 1
+            ctx["latency"] += res.latency
+            ctx["prompt_tokens"] += res.prompt_tokens
+            ctx["completion_tokens"] += res.completion_tokens
+            self._log_call(run, t, agent, "sample", r, "", None, res)
+            text = res.text
+            parsed = self._parse(g, r, text)
+            name, reason = parsed.name, parsed.reason
+            if name is not None:
+                break
+        if name is None and unbounded:
+            raise ReaskLimitError(
+                f"run {run}, interaction {t}, agent {agent}: no pool name in {REASK_SAFETY_LIMIT} answers "
+                f"(last: {str(text)[:80]!r}); --reask unbounded stops at this safety limit "
+                f"(normlab.llm_runs.runner.REASK_SAFETY_LIMIT) instead of looping forever -- check the template, "
+                "--wrap and --max-tokens, or use an integer --reask cap"
+            )
+        return jr.sample_decision(
+            shown=r.shown_text, prompt_hash=r.hash, name=name,
+            invalid_reason=None if name is not None else f"{reason} (after {attempt + 1} attempts)", text=text,
+            reasks=attempt, calls=ctx["calls"], latency=ctx["latency"], prompt_tokens=ctx["prompt_tokens"],
+            completion_tokens=ctx["completion_tokens"])
 
     async def play(self, run: int, replay, ended: bool) -> None:
         """Play run ``run`` to its stop rule from its state after the journaled interactions

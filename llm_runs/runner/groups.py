@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass
 
 from ..backend import EMBEDDED_MODEL, EndpointConfig
 from .prompts import PromptTemplate, load_template
-from .settings import GameSettings, _check_unit
+from .sampling import _check_unit
+from .settings import GameSettings
 
 #: Keys a group may set (``--group 12:model=A,temperature=0.7``); the rest come from the run.
 GROUP_KEYS = ("name", "model", "base_url", "template", "temperature", "top_k", "top_p", "min_p", "max_tokens",
@@ -129,10 +130,9 @@ def make_groups(groups, s: GameSettings, run_tpl: PromptTemplate, *, embedded: b
         top_k = num("top_k", s.top_k, int, 1, none_words=("none", "0"))
         top_p = _check_unit(num("top_p", s.top_p, none_words=("none",)), f"group {name}: top_p")
         min_p = _check_unit(num("min_p", s.min_p, none_words=("none",)), f"group {name}: min_p")
-        if s.mode == "exact" and (top_p not in (None, 1.0) or min_p not in (None, 0.0)):
-            raise ValueError(f"group {name}: exact mode needs neutral top_p (1) and min_p (0)")
-        if s.mode == "exact" and top_k is not None and top_k > s.top_logprobs:
-            raise ValueError(f"group {name}: exact mode needs top_k <= top_logprobs = {s.top_logprobs}; got {top_k}")
+        mode = s.decision
+        mode.check_neutral(top_p, min_p, group=name)
+        mode.check_logprobs(s.prefill, top_k, s.top_logprobs, group=name)
         base_url = d.get("base_url") or None
         if base_url is not None and not str(base_url).startswith(("http://", "https://")):
             raise ValueError(f"group {name}: base_url must start with http:// or https://; got {base_url!r}")

@@ -23,6 +23,7 @@ from ..journal import (JOURNAL_FILE, DirectoryLock, Journal, check_new_run_dir, 
 from .game import Agents, Game, load_cache, resume
 from .groups import group_prices, make_groups
 from .log import TABLE_FILES, build_result, write_tables
+from .mode import EXACT, mode_of
 from .progress import Progress
 from .prompts import load_template
 from .result import LLMRunResult
@@ -68,16 +69,17 @@ async def arun_game(
     rng=None,
     restart: bool = False,
 ) -> LLMRunResult:
-    """Coroutine version of :func:`run_game` (same arguments); use it with ``await`` in async code."""
+    """Coroutine version of :func:`run_game` (same arguments); use it with ``await`` in async code.
+
+    The keywords are a convenience: :func:`make_settings` checks them and makes a
+    :class:`~normlab.theory.spec.GameSpec`, a :class:`~normlab.llm_runs.runner.sampling.Sampling`
+    and a :class:`~normlab.llm_runs.runner.mode.DecisionMode` into the run's settings, which
+    :func:`aplay_game` plays.
+    """
     if not isinstance(restart, bool):
         raise TypeError(f"restart must be a bool; got {type(restart).__name__}")
     t_start = time.perf_counter()
-    if endpoint is None:
-        endpoint = EndpointConfig.from_env()
-    if not isinstance(endpoint, EndpointConfig):
-        raise TypeError(f"endpoint must be an EndpointConfig or None; got {type(endpoint).__name__}")
-    if endpoint.embedded and endpoint.model is not None:
-        raise ValueError("a model name was given without a base URL; pass base_url too (the embedded server only serves SmolLM2)")
+    endpoint = _endpoint(endpoint)
     s, tpl, nbrs = make_settings(
         n_agents, memory, names, max_interactions=max_interactions, runs=runs, mode=mode, committed=committed,
         committed_name=committed_name, initial=initial, stop=stop, graph=graph, template=template,
@@ -86,7 +88,34 @@ async def arun_game(
         embedded=endpoint.embedded, wrap=wrap, parse=parse, top_p=top_p, min_p=min_p, name_order=name_order,
         committed_placement=committed_placement, committed_mode=committed_mode,
     )
-    stored_groups, group_specs = make_groups(groups, s, tpl, embedded=endpoint.embedded, n_agents=int(n_agents))
+    return await aplay_game(s, tpl, nbrs, groups=groups, endpoint=endpoint, out=out, cache=cache, progress=progress,
+                            fsync_interval=fsync_interval, rng=rng, restart=restart, t_start=t_start)
+
+
+def _endpoint(endpoint) -> EndpointConfig:
+    """The run's endpoint (default: from the environment, else the embedded server), checked."""
+    if endpoint is None:
+        endpoint = EndpointConfig.from_env()
+    if not isinstance(endpoint, EndpointConfig):
+        raise TypeError(f"endpoint must be an EndpointConfig or None; got {type(endpoint).__name__}")
+    if endpoint.embedded and endpoint.model is not None:
+        raise ValueError("a model name was given without a base URL; pass base_url too (the embedded server only serves SmolLM2)")
+    return endpoint
+
+
+async def aplay_game(s: GameSettings, tpl, nbrs=None, *, groups=None, endpoint: EndpointConfig | None = None, out=None,
+                     cache=None, progress: bool = True, fsync_interval: float | None = 1.0, rng=None,
+                     restart: bool = False, t_start: float | None = None) -> LLMRunResult:
+    """Play (or resume) the runs of settings ``s`` (:func:`game_settings` or :func:`make_settings`,
+    with the template ``tpl`` and neighbour lists ``nbrs`` they return, made for ``endpoint``);
+    ``groups`` and the rest as in :func:`run_game`. ``t_start``: when the call began (the result's
+    elapsed time)."""
+    if not isinstance(restart, bool):
+        raise TypeError(f"restart must be a bool; got {type(restart).__name__}")
+    t_start = time.perf_counter() if t_start is None else t_start
+    endpoint = _endpoint(endpoint)
+    requested = s.n_agents - (s.committed if s.committed_mode == "inject" else 0)  # injected agents join no group
+    stored_groups, group_specs = make_groups(groups, s, tpl, embedded=endpoint.embedded, n_agents=requested)
     if stored_groups:
         s = GameSettings(**{**s.__dict__, "groups": stored_groups})
     requested_seed = None if rng is None else seed_list(as_seed_sequence(rng))
@@ -156,7 +185,7 @@ async def _arun_locked(s, tpl, nbrs, endpoint, directory, requested_seed, import
         write_tables(res)
         return res
     tpls = [tpl] + [load_template(g.template) if g.template != tpl.name else tpl for g in (groups or [])]
-    new_tokens = 1 if s.mode == "exact" else max([s.max_tokens] + [g.max_tokens for g in groups or []])
+    new_tokens = s.decision.tokens_per_request(s)  # the groups' max_tokens too (s.groups)
     pbytes = max(longest_prompt_bytes(s, t) for t in tpls)
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(open_endpoint(endpoint, prompt_bytes=pbytes,
@@ -267,7 +296,7 @@ async def _open_groups(stack, s, tpl, client, endpoint, groups, pbytes, new_toke
 
 def warn_no_prefill(res: LLMRunResult) -> None:
     n, bad = int(res.runs["decisions"].sum()), int(res.runs["invalid"].sum())  # uncommitted decisions
-    if res.settings.get("mode") == "exact" and n >= 4 and bad / n > 0.5:
+    if mode_of(res.settings.get("mode", "sample")) is EXACT and n >= 4 and bad / n > 0.5:
         warnings.warn(
             f"{bad / n:.0%} of the exact-mode decisions found no pool name among the top-logprob "
             "tokens. Does the endpoint continue a final assistant message (the prefill {'value': ')? llama.cpp "

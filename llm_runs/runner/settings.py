@@ -1,25 +1,31 @@
 """Settings of an LLM naming-game run: what determines it (hashed to guard resumption), their
-validation before any work (:func:`make_settings`), the seed and the longest prompt they can send."""
+validation before any work, the seed and the longest prompt they can send.
+
+A run is a :class:`~normlab.theory.spec.GameSpec` (who plays, how long), a
+:class:`~normlab.llm_runs.runner.sampling.Sampling` (the prompt and the sampler) and a
+:class:`~normlab.llm_runs.runner.mode.DecisionMode`; :func:`game_settings` makes the flat
+:class:`GameSettings` record of them (its ``to_dict()`` and ``digest`` guard resumption), and
+:func:`make_settings` is the same from the keywords of :func:`~normlab.llm_runs.run_game`, checked in
+the order of :data:`_KEYWORD_CHECKS` (the first bad keyword is the one reported).
+"""
 
 from __future__ import annotations
 
 import json
-import math
-import numbers
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from normlab._rng import seed_list  # noqa: F401 (a name of the runner's: normlab.llm_runs.runner.seed_list)
-from normlab._validate import check_int, max_agents, memory_cap_bytes
+from normlab._validate import Check, Int, Options, Relation, check_int, max_agents, memory_cap_bytes, validate_params
 from normlab.schema import normalise_name, validate_names
-from normlab.theory import graph_to_csr
+from normlab.theory.spec import GameSpec, Network, RunLength
 
 from ..journal import compare_settings  # noqa: F401 (a name of the runner's: normlab.llm_runs.runner.compare_settings)
-from .exact import MULTI_TOKEN_MODES
-from .prompts import PARSERS, PromptTemplate, check_wrap, load_template, sha256_hex
+from .mode import EXACT, MODES, SAMPLE, DecisionMode, mode_of  # noqa: F401 (MODES: a name of the runner's)
+from .prompts import PromptTemplate, sha256_hex
+from .sampling import SAMPLING_KEYS, UNBOUNDED, Sampling, _check_float, _check_unit, check_reasks  # noqa: F401
 
-MODES = ("exact", "sample")
 STOP_RULES = ("max", "streak", "success95", "consensus", "flip")
 #: Name orders: ``per_agent`` (each player of a pair sees its own shuffle: the authors'
 #: ``converge``), ``shared`` (one shuffle per interaction for both: the authors' ``simulate_CM``,
@@ -34,9 +40,6 @@ COMMITTED_PLACEMENTS = ("last", "random")
 #: committed runs); ``inject``: K committed agents are added to the N (``version = 'inject'``,
 #: ``add_committed``), so the population has N + K agents.
 COMMITTED_MODES = ("swap", "inject")
-#: Re-ask policy value of the paper (re-ask until a pool name appears).
-UNBOUNDED = "unbounded"
-
 # Settings that may differ between a run and its resumption (not part of the settings hash).
 _RESUMABLE_FREE = ("model", "seed")
 
@@ -109,6 +112,11 @@ class GameSettings:
     def initial_name(self) -> str | None:
         return self.initial.split(":", 1)[1] if self.initial.startswith("consensus:") else None
 
+    @property
+    def decision(self) -> DecisionMode:
+        """The run's :class:`~normlab.llm_runs.runner.mode.DecisionMode` (``mode`` as stored: its name)."""
+        return mode_of(self.mode)
+
     def sampler(self) -> dict:
         """The effective sampler settings sent in sample mode (``None``: omitted)."""
         return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p, "min_p": self.min_p,
@@ -117,60 +125,6 @@ class GameSettings:
     def seed_sequence(self) -> np.random.SeedSequence:
         entropy, *key = self.seed
         return np.random.SeedSequence(int(entropy), spawn_key=tuple(int(x) for x in key))
-
-
-def _check_float(v, name, low=None) -> float:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
-        raise TypeError(f"{name} must be a finite number; got {v!r}")
-    v = float(v)
-    if low is not None and v < low:
-        raise ValueError(f"{name} must be >= {low}; got {v}")
-    return v
-
-
-def _graph_neighbours(graph, n_agents: int):
-    """Neighbour lists (``None`` for the complete graph) and a digest of the edge list.
-
-    Validation (networkx type, node count, undirected, no self-loop, no isolated node) is the
-    theory's :func:`normlab.theory.graph_to_csr`, so both layers accept the same graphs.
-    """
-    if graph is None:
-        return None, None
-    indptr, indices = graph_to_csr(graph, n_agents)
-    nbrs = [sorted(int(v) for v in indices[indptr[a]:indptr[a + 1]]) for a in range(n_agents)]
-    digest = sha256_hex(json.dumps(nbrs), 32)
-    return nbrs, digest
-
-
-def _check_unit(v, name) -> float | None:
-    if v is None:
-        return None
-    v = _check_float(v, name, 0.0)
-    if v > 1:
-        raise ValueError(f"{name} must be in [0, 1] (or None to omit it); got {v}")
-    return v
-
-
-def check_reasks(max_reasks) -> int | str:
-    """``"unbounded"`` (the paper: re-ask until a pool name appears) or an int cap in 0..100.
-
-    References
-    ----------
-    AI-norms code (MIT): ``run_API.py`` / ``data-era/simulation_module.ipynb`` (``get_response``
-    loops until a pool name appears).
-    """
-    if isinstance(max_reasks, str):
-        if max_reasks.strip().lower() == UNBOUNDED:
-            return UNBOUNDED
-        try:
-            max_reasks = int(max_reasks)
-        except ValueError:
-            raise ValueError(f"max_reasks (--reask) must be 'unbounded' or an int in 0..100; got {max_reasks!r}") from None
-    if isinstance(max_reasks, bool) or not isinstance(max_reasks, (int, np.integer)):
-        raise TypeError(f"max_reasks (--reask) must be 'unbounded' or an int in 0..100; got {max_reasks!r}")
-    if not 0 <= int(max_reasks) <= 100:
-        raise ValueError(f"max_reasks (--reask) must be 'unbounded' or an int in 0..100; got {max_reasks!r}")
-    return int(max_reasks)
 
 
 #: Bytes an agent that plays costs in a run's state (its memory: a deque, its dict entry, ``H``
@@ -212,6 +166,216 @@ def check_population_size(n_agents: int, memory: int, committed: int, runs: int,
             "agents, runs or interactions")
 
 
+# ----------------------------------------------------------------------------- checks, in the runner's order
+#: The runner's name orders as :class:`~normlab.theory.spec.GameSpec` names them (and back).
+_SPEC_ORDER = {"per_agent": "independent", "shared": "shared"}
+_RUN_ORDER = {v: k for k, v in _SPEC_ORDER.items()}
+
+
+def _inject(value, name, v):
+    """``committed_mode='inject'`` adds the committed agents (a count) as the last ids of a complete graph."""
+    if v["committed_mode"] == "inject":
+        check_int(v["committed"], "committed", 0)
+        if v["committed_placement"] != "last":
+            raise ValueError("committed_mode='inject' adds the committed agents as the last K ids; "
+                             "committed_placement must be 'last'")
+        if v["graph"] is not None:
+            raise ValueError("committed_mode='inject' adds agents and needs the complete graph (graph=None)")
+    return value
+
+
+def _population(v) -> int:
+    """Agents in the population: ``n_agents``, plus the committed agents ``inject`` adds."""
+    return v["n_agents"] + (int(v["committed"]) if v["committed_mode"] == "inject" else 0)
+
+
+def _pool(value, name):
+    names = validate_names(value)
+    if len(names) < 2:
+        raise ValueError(f"the name pool needs at least 2 names; got {list(names)}")
+    for n in names:
+        if any(c in n for c in "'\"{}<>\n\r\t"):
+            raise ValueError(f"invalid name {n!r}: names shown in prompts may not contain quotes, braces, "
+                             "angle brackets or line breaks (they would break the answer format)")
+    return tuple(names)
+
+
+def _committed(value, name, v):
+    committed = check_int(value, "committed", 0)
+    n_agents = v["n_agents"] + (committed if v["committed_mode"] == "inject" else 0)
+    if committed >= n_agents:
+        raise ValueError(f"committed must be < n_agents = {n_agents} (at least one agent must be uncommitted); got {committed}")
+    return committed
+
+
+def _committed_name(value, name, v):
+    names, committed = v["names"], v["committed"]
+    if value is None:
+        value = names[-1] if committed else None
+    elif (value := normalise_name(value, "committed name")) not in names:
+        raise ValueError(f"committed name {value!r} is not in the pool {list(names)}")
+    return value if committed else None
+
+
+def _initial(value, name, v):
+    if not isinstance(value, str):
+        raise TypeError(f"initial must be 'empty', 'random' or 'consensus:<name>'; got {value!r}")
+    if value.startswith("consensus:"):
+        value = "consensus:" + normalise_name(value.split(":", 1)[1], "initial consensus name")
+    if value not in ("empty", "random"):
+        if not value.startswith("consensus:") or value.split(":", 1)[1] not in v["names"]:
+            raise ValueError(f"initial must be 'empty', 'random' or 'consensus:<name>' with a pool name from "
+                             f"{list(v['names'])}; got {value!r}")
+    return value
+
+
+def _stop(value, name, v):
+    if value not in STOP_RULES:
+        raise ValueError(f"stop must be one of {STOP_RULES}; got {value!r}")
+    if value == "flip" and not v["committed"]:
+        raise ValueError("stop='flip' needs committed agents (committed >= 1)")
+    return value
+
+
+def _exact_sampler(value, name, v):
+    v["mode"].check_neutral(v["top_p"], v["min_p"])
+    return value
+
+
+def _exact_logprobs(value, name, v):
+    v["mode"].check_logprobs(v["prefill"], v["top_k"], v["top_logprobs"])
+    return value
+
+
+def _population_size(value, name, v):
+    check_population_size(_population(v), v["memory"], v["committed"], v["runs"], v["max_interactions"],
+                          v["initial"], v["committed_placement"])
+    return value
+
+
+def _graph(value, name, v):
+    """The interaction graph in its CSR form; validation (networkx type, node count, undirected, no
+    self-loop, no isolated node) is the theory's :func:`normlab.theory.graph_to_csr`, so both
+    layers accept the same graphs."""
+    return Network.of(value, _population(v))
+
+
+_S = Sampling._parameter_constraints
+#: Every keyword of :func:`make_settings` in the order it is checked (the first bad one is the one
+#: reported); ``inject``, ``exact_sampler``, ``exact_logprobs`` and ``population_size`` are checks
+#: that read several keywords (:class:`~normlab._validate.Relation`), where they have always run.
+_KEYWORD_CHECKS = {
+    "n_agents": Int(2),
+    "committed_mode": Options(*COMMITTED_MODES),
+    "committed_placement": Options(*COMMITTED_PLACEMENTS),
+    "name_order": Options(*NAME_ORDERS),
+    "wrap": _S["wrap"],
+    "parse": _S["parse"],
+    "inject": Relation(_inject),
+    "memory": Int(1),
+    "names": Check(_pool),
+    "max_interactions": Int(1),
+    "runs": Int(1),
+    "mode": Check(lambda value, name: mode_of(value)),
+    "committed": Relation(_committed),
+    "committed_name": Relation(_committed_name),
+    "initial": Relation(_initial),
+    "stop": Relation(_stop),
+    **{k: _S[k] for k in ("template", "payoffs", "temperature", "top_k", "max_tokens", "top_logprobs", "max_reasks",
+                          "top_p", "min_p")},
+    "exact_sampler": Relation(_exact_sampler),
+    "multi_token": _S["multi_token"],
+    "prefill": _S["prefill"],
+    "exact_logprobs": Relation(_exact_logprobs),
+    "case_sensitive": _S["case_sensitive"],
+    "population_size": Relation(_population_size),
+    "graph": Relation(_graph),
+}
+
+
+def _checked(keywords: dict) -> dict:
+    """``keywords`` (those of :func:`make_settings`) checked by :data:`_KEYWORD_CHECKS`, normalised."""
+    v = validate_params({**keywords, "inject": None, "exact_sampler": None, "exact_logprobs": None,
+                         "population_size": None}, _KEYWORD_CHECKS)
+    if v["name_order"] == "auto":
+        v["name_order"] = "per_agent" if v["initial"] == "empty" else "shared"
+    return v
+
+
+def _neighbours(network: Network | None):
+    """Neighbour lists (``None`` for the complete graph) and a digest of the edge list."""
+    if network is None:
+        return None, None
+    indptr, indices = network.indptr, network.nbrs
+    nbrs = [sorted(int(v) for v in indices[indptr[a]:indptr[a + 1]]) for a in range(network.n_nodes)]
+    return nbrs, sha256_hex(json.dumps(nbrs), 32)
+
+
+# ----------------------------------------------------------------------------- the engine and its keywords
+def game_settings(spec: GameSpec, sampling: Sampling, mode: DecisionMode | str = SAMPLE, *, runs: int = 1,
+                  placement: str = "last", committed_mode: str = "swap",
+                  embedded: bool = True) -> tuple[GameSettings, PromptTemplate, list | None]:
+    """The settings of an LLM run of ``spec`` with ``sampling`` in ``mode``: the flat record
+    (hashed), the loaded template and the neighbour lists (``None``: the complete graph).
+
+    Parameters
+    ----------
+    spec : GameSpec
+        The population: ``n_agents`` (committed agents included), ``memory``, ``names`` (at
+        least 2), ``committed`` (a count) and ``committed_name``, ``initial`` (``None`` or
+        ``"empty"``, ``"random"``, ``"consensus:<name>"``), ``graph``, ``run`` (the stop rule and a cap),
+        ``name_order`` (``"independent"``: per agent; ``"shared"``). No ``order_bias``: the
+        runner shows the names in uniformly shuffled orders.
+    sampling : Sampling
+    mode : DecisionMode or {"exact", "sample"}
+    runs : int
+        Replicate runs.
+    placement : {"last", "random"}
+        Where committed agents sit (``committed_placement`` of :func:`~normlab.llm_runs.run_game`).
+    committed_mode : {"swap", "inject"}
+        ``inject``: the committed agents were added to the population (``spec.n_agents`` counts them).
+    embedded : bool
+        The endpoint is the embedded server (the default prefill of sample mode).
+
+    The runner's own requirements (a memory, a cap, names that fit in a prompt, exact mode's
+    sampler, a population that fits in memory) are checked with :func:`make_settings`' messages.
+    """
+    if not isinstance(spec, GameSpec):
+        raise TypeError(f"spec must be a GameSpec; got {type(spec).__name__}")
+    if not isinstance(sampling, Sampling):
+        raise TypeError(f"sampling must be a Sampling; got {type(sampling).__name__}")
+    if spec.order_bias:
+        raise ValueError(f"the LLM runner shows the names in uniformly shuffled orders; spec.order_bias must be 0, "
+                         f"got {spec.order_bias}")
+    committed = spec.committed
+    names = spec.names
+    cname = spec.committed_name
+    if isinstance(cname, int) and names is not None:
+        cname = names[cname]
+    n_agents = spec.n_agents
+    if committed_mode == "inject" and isinstance(committed, int):
+        n_agents -= committed
+    v = _checked(dict(
+        n_agents=n_agents, memory=spec.memory, names=names, max_interactions=spec.run.interactions(spec.n_agents),
+        runs=runs, mode=mode, committed=committed, committed_name=cname,
+        initial="empty" if spec.initial is None else spec.initial, stop=spec.run.stop,
+        graph=spec.graph, name_order=_RUN_ORDER[spec.name_order], committed_placement=placement,
+        committed_mode=committed_mode, **sampling.to_kwargs()))
+    mode, tpl = v["mode"], v["template"]
+    nbrs, gdigest = _neighbours(v["graph"])
+    s = GameSettings(
+        n_agents=_population(v), memory=v["memory"], names=v["names"], max_interactions=v["max_interactions"],
+        runs=v["runs"], mode=mode.value, committed=v["committed"], committed_name=v["committed_name"],
+        initial=v["initial"], stop=v["stop"], template=tpl.name, template_digest=tpl.digest, payoffs=v["payoffs"],
+        temperature=v["temperature"], top_k=v["top_k"], max_tokens=v["max_tokens"], top_logprobs=v["top_logprobs"],
+        max_reasks=v["max_reasks"], prefill=mode.default_prefill(embedded) if v["prefill"] is None else v["prefill"],
+        multi_token=v["multi_token"], case_sensitive=v["case_sensitive"], wrap=v["wrap"], parse=v["parse"],
+        top_p=v["top_p"], min_p=v["min_p"], name_order=v["name_order"], committed_placement=v["committed_placement"],
+        committed_mode=v["committed_mode"], graph=gdigest,
+    )
+    return s, tpl, nbrs
+
+
 def make_settings(
     n_agents, memory, names, *, max_interactions, runs=1, mode="sample", committed=0, committed_name=None,
     initial="empty", stop="streak", graph=None, template="main", payoffs=(100, -50), temperature=0.5,
@@ -219,97 +383,27 @@ def make_settings(
     case_sensitive=False, embedded=True, wrap="chat", top_p=1.0, min_p=0.0, name_order="auto",
     committed_placement="last", committed_mode="swap", parse="normlab",
 ) -> tuple[GameSettings, PromptTemplate, list | None]:
-    """Validate run arguments (before any work) and return settings, template and neighbours."""
-    n_agents = check_int(n_agents, "n_agents", 2)
-    if committed_mode not in COMMITTED_MODES:
-        raise ValueError(f"committed_mode must be one of {COMMITTED_MODES}; got {committed_mode!r}")
-    if committed_placement not in COMMITTED_PLACEMENTS:
-        raise ValueError(f"committed_placement must be one of {COMMITTED_PLACEMENTS}; got {committed_placement!r}")
-    if name_order not in NAME_ORDERS:
-        raise ValueError(f"name_order must be one of {NAME_ORDERS}; got {name_order!r}")
-    wrap = check_wrap(wrap)
-    if parse not in PARSERS:
-        raise ValueError(f"parse must be one of {PARSERS}; got {parse!r}")
-    if committed_mode == "inject":
-        k = check_int(committed, "committed", 0)
-        if committed_placement != "last":
-            raise ValueError("committed_mode='inject' adds the committed agents as the last K ids; "
-                             "committed_placement must be 'last'")
-        if graph is not None:
-            raise ValueError("committed_mode='inject' adds agents and needs the complete graph (graph=None)")
-        n_agents = n_agents + k
-    memory = check_int(memory, "memory", 1)
-    names = validate_names(names)
-    if len(names) < 2:
-        raise ValueError(f"the name pool needs at least 2 names; got {list(names)}")
-    for n in names:
-        if any(c in n for c in "'\"{}<>\n\r\t"):
-            raise ValueError(f"invalid name {n!r}: names shown in prompts may not contain quotes, braces, "
-                             "angle brackets or line breaks (they would break the answer format)")
-    max_interactions = check_int(max_interactions, "max_interactions", 1)
-    runs = check_int(runs, "runs", 1)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
-    committed = check_int(committed, "committed", 0)
-    if committed >= n_agents:
-        raise ValueError(f"committed must be < n_agents = {n_agents} (at least one agent must be uncommitted); got {committed}")
-    if committed_name is None:
-        committed_name = names[-1] if committed else None
-    elif (committed_name := normalise_name(committed_name, "committed name")) not in names:
-        raise ValueError(f"committed name {committed_name!r} is not in the pool {list(names)}")
-    if not committed:
-        committed_name = None
-    if not isinstance(initial, str):
-        raise TypeError(f"initial must be 'empty', 'random' or 'consensus:<name>'; got {initial!r}")
-    if initial.startswith("consensus:"):
-        initial = "consensus:" + normalise_name(initial.split(":", 1)[1], "initial consensus name")
-    if initial not in ("empty", "random"):
-        if not initial.startswith("consensus:") or initial.split(":", 1)[1] not in names:
-            raise ValueError(f"initial must be 'empty', 'random' or 'consensus:<name>' with a pool name from "
-                             f"{list(names)}; got {initial!r}")
-    if stop not in STOP_RULES:
-        raise ValueError(f"stop must be one of {STOP_RULES}; got {stop!r}")
-    if stop == "flip" and not committed:
-        raise ValueError("stop='flip' needs committed agents (committed >= 1)")
-    tpl = load_template(template)
-    if not (isinstance(payoffs, (tuple, list)) and len(payoffs) == 2):
-        raise TypeError(f"payoffs must be (success, failure); got {payoffs!r}")
-    payoffs = (_check_float(payoffs[0], "payoffs[0]"), _check_float(payoffs[1], "payoffs[1]"))
-    temperature = _check_float(temperature, "temperature", 0.0)
-    if top_k is not None:
-        top_k = check_int(top_k, "top_k", 1)
-    max_tokens = check_int(max_tokens, "max_tokens", 1)
-    top_logprobs = check_int(top_logprobs, "top_logprobs", 1, 100)
-    max_reasks = check_reasks(max_reasks)
-    top_p = _check_unit(top_p, "top_p")
-    min_p = _check_unit(min_p, "min_p")
-    if mode == "exact" and (top_p not in (None, 1.0) or min_p not in (None, 0.0)):
-        raise ValueError("exact mode applies temperature and top-k locally and needs neutral top_p (1 or None) "
-                         f"and min_p (0 or None); got top_p={top_p}, min_p={min_p}")
-    if name_order == "auto":
-        name_order = "per_agent" if initial == "empty" else "shared"
-    if multi_token not in MULTI_TOKEN_MODES:
-        raise ValueError(f"multi_token must be one of {MULTI_TOKEN_MODES}; got {multi_token!r}")
-    if prefill is None:
-        prefill = True if mode == "exact" else bool(embedded)
-    elif not isinstance(prefill, bool):
-        raise TypeError(f"prefill must be True, False or None; got {prefill!r}")
-    if mode == "exact" and not prefill:
-        raise ValueError("exact mode reads the next-token logprobs at the answer position and needs prefill=True")
-    if mode == "exact" and top_k is not None and top_k > top_logprobs:
-        raise ValueError(f"exact mode needs top_logprobs >= top_k to apply the top-k sampler exactly; got top_logprobs={top_logprobs}, top_k={top_k}")
-    check_population_size(n_agents, memory, committed, runs, max_interactions, initial, committed_placement)
-    nbrs, gdigest = _graph_neighbours(graph, n_agents)
-    s = GameSettings(
-        n_agents=n_agents, memory=memory, names=tuple(names), max_interactions=max_interactions, runs=runs,
-        mode=mode, committed=committed, committed_name=committed_name, initial=initial, stop=stop,
-        template=tpl.name, template_digest=tpl.digest, payoffs=payoffs, temperature=temperature,
-        top_k=top_k, max_tokens=max_tokens, top_logprobs=top_logprobs, max_reasks=max_reasks,
-        prefill=bool(prefill), multi_token=multi_token, case_sensitive=bool(case_sensitive), wrap=wrap,
-        parse=parse, top_p=top_p, min_p=min_p, name_order=name_order, committed_placement=committed_placement,
-        committed_mode=committed_mode, graph=gdigest,
-    )
-    return s, tpl, nbrs
+    """Validate run arguments (before any work) and return settings, template and neighbours.
+
+    The keywords of :func:`~normlab.llm_runs.run_game`, checked in the runner's order
+    (:data:`_KEYWORD_CHECKS`), made into a :class:`~normlab.theory.spec.GameSpec`, a
+    :class:`~normlab.llm_runs.runner.sampling.Sampling` and a
+    :class:`~normlab.llm_runs.runner.mode.DecisionMode`, and given to :func:`game_settings`.
+    """
+    v = _checked(dict(
+        n_agents=n_agents, memory=memory, names=names, max_interactions=max_interactions, runs=runs, mode=mode,
+        committed=committed, committed_name=committed_name, initial=initial, stop=stop, graph=graph,
+        template=template, payoffs=payoffs, temperature=temperature, top_k=top_k, max_tokens=max_tokens,
+        top_logprobs=top_logprobs, max_reasks=max_reasks, prefill=prefill, multi_token=multi_token,
+        case_sensitive=case_sensitive, wrap=wrap, top_p=top_p, min_p=min_p, name_order=name_order,
+        committed_placement=committed_placement, committed_mode=committed_mode, parse=parse))
+    spec = GameSpec(n_agents=_population(v), memory=v["memory"], n_names=len(v["names"]), names=v["names"],
+                    committed=v["committed"], committed_name=v["committed_name"], initial=v["initial"],
+                    graph=v["graph"], run=RunLength(v["stop"], v["max_interactions"], "interactions"),
+                    name_order=_SPEC_ORDER[v["name_order"]])
+    sampling = Sampling(**{k: v[k] for k in SAMPLING_KEYS})
+    return game_settings(spec, sampling, v["mode"], runs=v["runs"], placement=v["committed_placement"],
+                         committed_mode=v["committed_mode"], embedded=embedded)
 
 
 def longest_prompt_bytes(s: GameSettings, tpl: PromptTemplate) -> int:

@@ -16,10 +16,10 @@ import numpy as np
 from normlab._validate import Check, Int, check_int, check_out_dir, validate_params
 from normlab.calibration import fit_kind_names
 from normlab.llm_runs import EndpointConfig, RunEstimate, estimate_game, load_template
-from normlab.llm_runs.backend import ctx_for_prompt
 from normlab.llm_runs.journal import write_json_atomic
 from normlab.llm_runs.runner import (BYTES_PER_TOKEN, distinct_prompts, estimate_requests, longest_prompt_bytes,
                                      make_settings, prompt_tokens)
+from normlab.llm_runs.runner.mode import EXACT, MODES, SAMPLE, mode_of
 from normlab.schema import parse_memory_state, validate_names
 from normlab.user_files import read_user_json
 
@@ -70,7 +70,7 @@ def _fit(fit, name):
 
 
 def _mode(mode, name):
-    if mode not in ("exact", "sample"):
+    if mode not in MODES:
         raise ValueError(f"{name} must be 'exact' or 'sample'; got {mode!r}")
     return mode
 
@@ -199,11 +199,11 @@ def demo_ctx(cfg: DemoSettings) -> int:
     """KV tokens per slot for the longest prompt any step sends, with its longest answer."""
     smp = cfg.sampling
     need = []
-    for mode in ("exact", "sample"):
-        kw = smp if mode == "sample" else {k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")}
+    for mode in (EXACT, SAMPLE):
+        kw = smp if mode is SAMPLE else {k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")}
         s, tpl, _ = make_settings(cfg.n_agents, cfg.memory, cfg.names, max_interactions=1, mode=mode,
                                   embedded=True, **kw)
-        need.append(ctx_for_prompt(longest_prompt_bytes(s, tpl), 1 if mode == "exact" else s.max_tokens))
+        need.append(mode.context_tokens(longest_prompt_bytes(s, tpl), s))
     return max(need)
 
 
@@ -245,8 +245,7 @@ def estimate_demo(out, **settings):
     total = distinct_prompts(names, H)
     done = sum(1 for d in llm_dir.glob("probe-H*") for c in journal_calls(d) if c.purpose == "exact")
     left = max(total - done, 0)
-    parts.append(estimate_requests(s, tpl, requests=(left, left), prompt_tokens=ptok, what="", prices=prices,
-                                   completion_per_request=1))
+    parts.append(estimate_requests(s, tpl, requests=(left, left), prompt_tokens=ptok, what="", prices=prices))
     notes.append(f"strategy table: {total:,} exact requests ({sum(counts):,} memory states x 2 name orders; a name "
                  f"of several tokens adds requests){f', {done:,} already journaled' if done else ''}")
     # 2. free generation at an empty memory, no re-ask
@@ -260,7 +259,7 @@ def estimate_demo(out, **settings):
     # 3. populations and committed-minority runs
     tip_note = (f"tip search: at most {cfg.tip_runs} committed-minority runs of at most {cfg.within_rounds} "
                 f"rounds against the convention the populations reach" if cfg.tip_runs else "tip search: off (--tip-runs 0)")
-    if cfg.mode == "exact":
+    if mode_of(cfg.mode).uses_cache:
         notes.append("populations, committed-minority runs and the tip search (exact mode): answered from the strategy "
                      "table's cache, no request")
         notes.append(tip_note)
@@ -362,7 +361,7 @@ def plan_rest(cfg, seed, ep, llm_dir: Path, states_b, dir_b: Path, speed: dict |
                 if est["seconds"] is not None else "")
              + (f", ~${cost:.4f}" if cost else ""))
     tip = (f" and the tip search (at most {cfg.tip_runs} committed runs)" if cfg.tip_runs else "")
-    if cfg.mode == "exact":
+    if mode_of(cfg.mode).uses_cache:
         echo(f"        populations, committed runs{tip} (exact mode) are answered from the table's cache: 0 requests")
     else:
         echo(f"        populations, committed runs{tip} (sample mode): estimated after the theory prediction")

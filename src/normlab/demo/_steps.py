@@ -25,6 +25,7 @@ from normlab.calibration.tip.search import tip
 from normlab.calibration.tip.sources import LLMSource
 from normlab.llm_runs import BudgetExhausted
 from normlab.llm_runs import enumerate_states, individual_bias, run_game, strategy_table
+from normlab.llm_runs.runner.mode import mode_of
 from normlab.theory import StrategyTable, strategy_game
 from normlab.theory.criteria import shares_from_result
 from normlab.theory.strategies import n_states
@@ -192,7 +193,7 @@ def population_step(run: DemoRun, pred, ptab, speed, cache):
     cap = cfg.max_rounds * N
     pop_dir = run.llm_dir / f"population-N{N}-H{H}-R{cfg.runs}-cap{cfg.max_rounds}-{cfg.mode}-seed{run.seed}"
     exp_int = expected_interactions(pred, N, cap)
-    if cfg.mode == "sample":
+    if not mode_of(cfg.mode).uses_cache:  # sample mode: requests to announce
         cov = float(ptab.drop_duplicates("memory_state")["covered_mass"].mean())
         reasks = smp.get("max_reasks", 2)
         per = sum((1 - cov) ** k for k in range((reasks if isinstance(reasks, int) else 10) + 1))
