@@ -62,8 +62,8 @@ _EXPORTS = {
     # testing
     "StubServer": "testing",
     "EMBEDDED_MODELS": "backend.models",
-    "embedded_model_path": "backend.models",
-    "serve_embedded": "backend.models",
+    "embedded_model_path": "backend.model_files",
+    "serve_embedded": "backend.embedded",
     # published data (llm_runs/published/)
     "load_ainorms": "published.ainorms",
     "load_ainorms_probes": "published.ainorms",
@@ -83,7 +83,7 @@ _MOVED = {
     "journaled": "core.journaled",
     "cli_kit": "core.cli_kit",
     "sync": "core.sync",
-    "embedded_models": "backend.models",
+    "embedded_models": "backend.embedded",
     "exact": "runner.exact",
     "prompts": "runner.prompts",
 }

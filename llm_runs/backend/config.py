@@ -9,6 +9,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .models import embedded_model
+
 #: Environment variables read by :meth:`EndpointConfig.from_env` (the key is read, never stored).
 ENV_BASE_URL = "NORMLAB_LLM_BASE_URL"
 ENV_MODEL = "NORMLAB_LLM_MODEL"
@@ -78,6 +80,9 @@ class EndpointConfig:
         "add_generation_prompt": False}`` for vLLM's prefill continuation).
     price_input, price_output : float
         Price in USD per million prompt / completion tokens, for cost accounting.
+    embedded_model : str
+        Embedded server: which model it serves (``--embedded-model``; :data:`~normlab.llm_runs.backend.models.EMBEDDED_MODELS`:
+        ``"smollm2"``, the default, ``"qwen2.5-coder-1.5b"``, ``"gemma3-270m"``). Only with ``base_url=None``.
     embedded_threads, embedded_parallel : int
         Embedded server: CPU threads (default :func:`default_threads`: 1 on up to 2 cores) and
         parallel slots (default 1: requests are answered one at a time, in the order sent).
@@ -120,6 +125,7 @@ class EndpointConfig:
     extra_body: dict | None = None
     price_input: float = 0.0
     price_output: float = 0.0
+    embedded_model: str = "smollm2"
     embedded_threads: int | None = None
     embedded_parallel: int = 1
     embedded_ctx: int | None = None
@@ -154,6 +160,10 @@ class EndpointConfig:
             raise ValueError(f"max_retries must be an int >= 0; got {self.max_retries!r}")
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError(f"concurrency must be an int >= 1; got {self.concurrency!r}")
+        embedded_model(self.embedded_model)  # one line naming the models when unknown
+        if self.base_url is not None and self.embedded_model != "smollm2":
+            raise ValueError("--embedded-model and --base-url exclude each other: the embedded model is served here, "
+                             "a base URL names another server")
         if self.embedded_threads is not None and (isinstance(self.embedded_threads, bool)
                                                   or not isinstance(self.embedded_threads, int) or self.embedded_threads < 1):
             raise ValueError(f"embedded_threads must be an int >= 1 (or None for the default); got {self.embedded_threads!r}")

