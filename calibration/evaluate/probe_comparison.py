@@ -46,6 +46,7 @@ import pandas as pd
 from normlab._display import plotting
 from normlab._rng import spawn
 from normlab._validate import check_int
+from normlab.llm_runs.runner.mode import EXACT, SAMPLE, mode_of
 from normlab.llm_runs import enumerate_states, load_template, parse_answer, parse_answer_authors
 from normlab.llm_runs import journal
 from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
@@ -133,7 +134,7 @@ def _label(s: dict) -> str:
     if s.get("probe"):
         return (f"sampled probe ({'prefill' if s['prefill'] else 'no prefill'}, {s.get('parse', 'normlab')} parser, "
                 f"{_reask_label(s['max_reasks'])})")
-    if s["mode"] == "exact":
+    if mode_of(s["mode"]) is EXACT:
         return f"population N={s['n_agents']}, H={s['memory']}, exact mode"
     return f"population N={s['n_agents']}, H={s['memory']}, sample, {_reask_label(s['max_reasks'])}"
 
@@ -500,7 +501,7 @@ def _jitter_from_attempts(att: pd.DataFrame, exact_dir, top_k: int) -> dict | No
 def _protocol(fit, s: dict, n_draws: int, rng):
     """Table draws, invalid probabilities and expected requests per decision of a run's protocol."""
     reask = s["max_reasks"]
-    if s["mode"] == "exact":
+    if mode_of(s["mode"]) is EXACT:
         tab, inv = fit.sample_protocol(n_draws, rng=rng)
         return tab, inv, None, PLUMBING
     R = None if str(reask) == "unbounded" else int(reask)
@@ -532,7 +533,7 @@ def _population_rows(label, pop: _Population, fit, n_draws, level, rng, *, ignor
     N, H, T = int(s["n_agents"]), int(s["memory"]), int(s["max_interactions"])
     if s.get("committed") or s.get("initial") != "empty":
         raise ValueError(f"{label}: only runs from empty memories without committed agents are compared")
-    if s["mode"] == "sample" and not s["prefill"]:
+    if mode_of(s["mode"]) is SAMPLE and not s["prefill"]:
         raise ValueError(f"{label}: sample runs without the prefill are not what the exact probe measures")
     k = len(pop.runs)
     f = _trim(fit, H)
@@ -559,7 +560,7 @@ def _population_rows(label, pop: _Population, fit, n_draws, level, rng, *, ignor
         lo_c, hi_c = np.nanquantile(per_draw, [a, 1 - a], axis=0)
     runs = pop.runs
     base = {"group": label + (IGNORED if ignore_invalid else ""), "mode": s["mode"],
-            "n_agents": N, "memory": H, "reask": str(s["max_reasks"]) if s["mode"] == "sample" else "-",
+            "n_agents": N, "memory": H, "reask": str(s["max_reasks"]) if mode_of(s["mode"]) is SAMPLE else "-",
             "stop": s["stop"], "runs": k}
     rows = []
 
@@ -588,7 +589,7 @@ def _population_rows(label, pop: _Population, fit, n_draws, level, rng, *, ignor
             extra=f"NaN draws (never within {R} rounds): {np.mean(np.isnan(r95)):.0%}")
     add("success_rate", "", float(runs["successes"].sum() / (runs["n_interactions"].sum())), pooled("success_rate"),
         extra="successes per interaction until the stop")
-    if s["mode"] == "sample":
+    if mode_of(s["mode"]) is SAMPLE:
         add("valid_share", "", float(runs["valid"].sum() / runs["decisions"].sum()), pooled("valid_share"),
             extra="decisions with a pool name")
         if not ignore_invalid:
@@ -645,7 +646,7 @@ def probe_check(exact, *, sampled=(), populations=(), n_draws: int = 200, level:
         pop = read_population(g)
         pops.append((_label(pop.settings), pop))
         for d in g:
-            if pop.settings["mode"] == "sample":
+            if mode_of(pop.settings["mode"]) is SAMPLE:
                 frames.append(read_attempts(d, source=_label(pop.settings) + " (attempts)"))
     cols = ["source", "directory", "memory_state", "order", "name", "reason", "text", "top", "prefill", "parse"]
     att = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
@@ -662,7 +663,7 @@ def probe_check(exact, *, sampled=(), populations=(), n_draws: int = 200, level:
         r, c = _population_rows(label, pop, fit, D, float(level), sd)
         rows += r
         curves[label] = c
-        if pop.settings["mode"] == "sample" and str(pop.settings["max_reasks"]) != "unbounded":
+        if mode_of(pop.settings["mode"]) is SAMPLE and str(pop.settings["max_reasks"]) != "unbounded":
             rows += _population_rows(label, pop, fit, D, float(level), sd, ignore_invalid=True)[0]
     cols_p = ["group", "mode", "n_agents", "memory", "reask", "stop", "runs", "quantity", "key", "observed",
               "predicted", "low", "high", "covered", "note"]

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from normlab.llm_runs.runner.mode import EXACT, mode_of
+
 from ._common import finite
 
 
@@ -221,7 +223,7 @@ def tip_text(t: dict, cfg: dict, model: str, embedded: bool) -> list[str]:
     if embedded:
         size = "a 135M-parameter model" if "135M" in model else "a small embedded model"
         how = ("in exact mode the runs draw from its next-token probabilities renormalised over the two names, so "
-               "this is the critical mass of that table's dynamics" if cfg["mode"] == "exact" else
+               "this is the critical mass of that table's dynamics" if mode_of(cfg["mode"]) is EXACT else
                "its runs play a model that often names no pool name")
         cannot = (f"{gaps}; and on {model}, {size}, {how}: it cannot show the critical mass of a model that follows "
                   f"the prompt, nor whether the search lands on a known answer (`normlab tip --ainorms` replays the "

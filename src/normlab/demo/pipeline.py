@@ -45,6 +45,7 @@ import pandas as pd
 
 from normlab import __version__
 from normlab._rng import spawn
+from normlab.llm_runs.runner.mode import mode_of
 from normlab.llm_runs.backend import redact_url, shared_embedded_server
 from normlab.llm_runs.journal import write_json_atomic
 from normlab.user_files import read_user_json
@@ -228,7 +229,7 @@ def _run_demo(settings: DemoSettings, *, rng, progress: bool, verbose: bool, com
     pr = probe_step(run)                                                          # 1. strategy table
     bias = free_generation_step(run)                                              # 2. free generation
     pred, traj_th, pfacts, pcrit = prediction_step(run, pr.table)                 # 3. theory prediction
-    cache = list(pr.dirs) if cfg.mode == "exact" else None
+    cache = list(pr.dirs) if mode_of(cfg.mode).uses_cache else None
     pop, obs = population_step(run, pred, pr.ptab, pr.speed, cache)               # 4. LLM populations
     committed_res, cm_rows, cm_curves = committed_step(run, pr.table, pred, pcrit, cache)  # 5. committed minority
     tp = tip_step(run, pop, obs, pfacts, cache)                                   # 5b. the tip search
