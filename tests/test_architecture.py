@@ -148,7 +148,7 @@ def test_architecture_names_every_module():
             tokens = [f"{p}/" for p in rel.parent.parts]
             if path.name != "__init__.py":
                 tokens.append(path.name)
-            if not all(f"`{t}" in text or f" {t}" in text or f"({t}" in text for t in tokens):
+            if not all(f"`{t}" in text or f" {t}" in text or f"({t}" in text or f"/{t}" in text for t in tokens):
                 missing.append(f"{folder}/{rel.as_posix()}")
     assert not missing, "modules not named in ARCHITECTURE.md: " + ", ".join(missing)
 
@@ -509,3 +509,18 @@ def test_sources_use_current_module_paths():
                     continue
                 bad += [f"{path.relative_to(REPO)}: {n}" for n in names if n in _MOVED]
     assert not bad, "imports of old module paths: " + "; ".join(bad)
+
+
+def test_architecture_table_is_current():
+    """ARCHITECTURE.md's module table is the one its generator writes from the module docstrings
+    (`python tools/architecture.py --write` after adding or renaming a module)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "architecture.py"), "--check"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    block = text.split("<!-- BEGIN generated module table", 1)[1].split("<!-- END generated module table", 1)[0]
+    rows = [ln for ln in block.splitlines() if ln.startswith("|")]
+    assert len(rows) > 100 and max(len(r) for r in rows) <= 600, "a row of the map is too long to read: shorten its docstring's first paragraph"
