@@ -21,10 +21,12 @@ from pathlib import Path
 from normlab.llm_runs import EMBEDDED_MODELS, EmbeddedServer, EndpointConfig, embedded_model_path
 from normlab.llm_runs.backend import redact_url
 from normlab.llm_runs.journal import write_json_atomic
+from normlab.llm_runs.runner import make_settings
 
+from ._settings import StudySettings
 from ._stages import sha256_file
 
-__all__ = ["ModelChoice", "resolve_model", "ModelHandle", "file_identity"]
+__all__ = ["ModelChoice", "resolve_model", "ModelHandle", "file_identity", "prepare"]
 
 MODEL_FILE = "model.json"
 
@@ -49,8 +51,6 @@ class ModelChoice:
 def resolve_model(embedded_model: str | None, endpoint: EndpointConfig, model_file=None) -> ModelChoice:
     """The study's model from ``--embedded-model`` / ``--base-url`` / ``--model-file`` (checked
     before any work; the GGUF of a registered model is located, not hashed, here)."""
-    if embedded_model is not None and not endpoint.embedded and endpoint.base_url and model_file is None:
-        pass  # an embedded model wins over NORMLAB_LLM_BASE_URL; the CLI refuses it beside --base-url
     if embedded_model is None and not endpoint.embedded:
         path = None
         if model_file is not None:
@@ -143,3 +143,22 @@ class ModelHandle:
         else:
             out["sha256"] = None
         return out
+
+
+def prepare(settings: StudySettings | None, embedded_model, endpoint, model_file):
+    """The settings (prefill resolved for the model: on for an embedded model, off for an endpoint
+    unless set), the endpoint and the model choice, every check done before any work."""
+    st = settings if settings is not None else StudySettings()
+    if not isinstance(st, StudySettings):
+        raise TypeError(f"settings must be a StudySettings; got {type(st).__name__}")
+    if endpoint is None:
+        endpoint = EndpointConfig.from_env()
+    if not isinstance(endpoint, EndpointConfig):
+        raise TypeError(f"endpoint must be an EndpointConfig or None; got {type(endpoint).__name__}")
+    choice = resolve_model(embedded_model, endpoint, model_file)
+    if st.sampling.get("prefill") is None:
+        st = dataclasses.replace(st, sampling={**st.sampling, "prefill": choice.embedded is not None})
+    for mode in ("exact", "sample"):  # the runner's own checks
+        kw = st.sampling if mode == "sample" else {**st.exact_sampling(), "prefill": True}
+        make_settings(st.n_agents, st.memory, st.names, max_interactions=1, mode=mode, embedded=True, **kw)
+    return st, endpoint, choice

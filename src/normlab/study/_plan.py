@@ -17,8 +17,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from normlab.calibration.prediction import Prediction
 from normlab.llm_runs.runner import distinct_prompts, make_settings, prompt_tokens
 
+from ._register import PREDICTION_DIR
 from ._settings import STAGE_MODES, STAGES, StudySettings
 from ._stages import StageBook
 
@@ -95,10 +99,11 @@ def _speed(book: StageBook) -> dict | None:
         return None
     r = rec["result"]
     e, s, m = r["exact"], r["sample"], r["machine"]
-    if not s.get("decisions") or not e.get("requests") or s.get("s_per_decision") is None:
-        return None
+    if not s.get("decisions") or s.get("s_per_decision") is None or e.get("s_per_request") is None:
+        return None  # a first stage whose requests were all replayed from an earlier session measures nothing
     return {"s_per_request": e["s_per_request"], "s_per_decision": s["s_per_decision"],
-            "calls_per_decision": s["calls_per_decision"], "s_per_call": s["model_s"] / max(s["calls"], 1),
+            "calls_per_decision": s["calls_per_decision"],
+            "s_per_call": s.get("s_per_call") or s["s_per_decision"] / max(s["calls_per_decision"], 1e-9),
             "time": m["time"], "load": m["load_average"][0], "cpus": m["cpus"], "threads": m.get("threads"),
             "prompt_tokens_per_call": s.get("prompt_tokens_per_call"), "cached_share": s.get("cached_share")}
 
@@ -227,12 +232,6 @@ def _expected(out: Path, st: StudySettings) -> dict | None:
     """Expected interactions of a population under the registered prediction (converging runs stop at
     their streak, the others at the cap)."""
     try:
-        import numpy as np
-
-        from normlab.calibration.prediction import Prediction
-
-        from ._register import PREDICTION_DIR
-
         pred = Prediction.load(out / PREDICTION_DIR)
         ds = pred.draw_stats
         conv = ds["converged"].to_numpy(float)
@@ -254,10 +253,11 @@ def estimate_study(out, settings: StudySettings | None = None, *, embedded_model
     StudyPlan
         ``print()`` it, or ``to_dict()`` (``normlab study --dry-run --json``).
     """
-    from .pipeline import prepare
+    from ._model import prepare
 
     st, endpoint, choice = prepare(settings, embedded_model, endpoint, model_file)
-    from ._settings import check_directory
+    from ._settings import check_directory, check_stored
 
     out = check_directory(out)
+    check_stored(out, st, {"embedded": choice.embedded, "alias": choice.alias})
     return plan_stages(st, out, label=choice.label)

@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from normlab.calibration import predict
 from normlab.calibration.prediction.from_probes import measure_jitter, probe_fit
 from normlab.calibration.tip.search import tip
 from normlab.calibration.tip.sources import LLMSource
@@ -125,6 +126,8 @@ def measure_stage(run: StudyRun) -> dict:
     prompts). Their requests give the cost per decision in each mode, which the plan uses."""
     st = run.st
     dir_a, dir_s = run.llm / "probe-H1", run.llm / "measure-sample"
+    run.model.endpoint()  # an embedded server is started (and its model loaded) before the clock starts
+    n_a0, n_s0 = len(_calls(dir_a)), len(_calls(dir_s))
     t0 = time.perf_counter()
     with run.budget():
         strategy_table(st.names, 1, mode="exact", out=dir_a, endpoint=run.endpoint_for(dir_a), progress=run.progress,
@@ -140,21 +143,23 @@ def measure_stage(run: StudyRun) -> dict:
     ca, cs = _calls(dir_a), _calls(dir_s)
     d = res.log.decisions
     u = d[~d["committed"]]
-    lat_a = float(sum(c.latency or 0.0 for c in ca))
-    lat_s = float(sum(c.latency or 0.0 for c in cs))
+    # seconds per request and per decision: the wall time of what this session asked (a journaled call's
+    # latency includes its wait for the one request in flight, so latencies do not add up to time)
+    new_a, new_s = len(ca) - n_a0, len(cs) - n_s0
+    per_call_s = wall_s / new_s if new_s else None
     out = {
         "exact": {"requests": len(ca), "prompt_tokens": int(sum(c.prompt_tokens for c in ca)),
-                  "cached_tokens": int(sum(c.cached_tokens for c in ca)), "model_s": round(lat_a, 3),
+                  "cached_tokens": int(sum(c.cached_tokens for c in ca)), "requests_this_session": new_a,
                   "wall_s_this_session": round(wall_a, 3),
-                  "s_per_request": lat_a / len(ca) if ca else None},
+                  "s_per_request": wall_a / new_a if new_a else None},
         "sample": {"decisions": int(len(u)), "calls": len(cs), "calls_per_decision": len(cs) / max(len(u), 1),
                    "invalid": int((~u["valid"]).sum()), "reasks": int(u["reasks"].sum()) if "reasks" in u else None,
                    "prompt_tokens_per_call": float(np.mean([c.prompt_tokens for c in cs])) if cs else None,
                    "cached_share": (sum(c.cached_tokens for c in cs) / max(sum(c.prompt_tokens for c in cs), 1))
                    if cs else None,
                    "completion_tokens_per_call": float(np.mean([c.completion_tokens for c in cs])) if cs else None,
-                   "model_s": round(lat_s, 3), "wall_s_this_session": round(wall_s, 3),
-                   "s_per_decision": lat_s / max(len(u), 1) if cs else None},
+                   "calls_this_session": new_s, "wall_s_this_session": round(wall_s, 3), "s_per_call": per_call_s,
+                   "s_per_decision": None if per_call_s is None else per_call_s * len(cs) / max(len(u), 1)},
         "machine": _machine(run.model),
     }
     e, s = out["exact"], out["sample"]
@@ -224,8 +229,6 @@ def register_stage(run: StudyRun, probe_info: dict) -> dict:
     fit = probe_fit(run.out / probe_info["directory"], jitter_sd=probe_info["jitter"]["jitter_sd"])
     tables = fit.tables(st.n_draws, rng=run.seed("tables"))
     t0 = time.perf_counter()
-    from normlab.calibration import predict
-
     first = predict(tables, n_agents=st.n_agents, n_draws=st.n_draws, within_rounds=st.window,
                     n_runs_consensus=st.populations, n_runs_flip=st.runs_per_count, max_rounds=st.max_rounds,
                     max_round=st.window, strength=False, rng=run.seed("first_pass"))

@@ -74,6 +74,8 @@ def choose_counts(curve, majority: str, n_agents: int, max_counts: int) -> tuple
             chosen = {first} | ({first - 1} if first > 1 else set())
             why = f"P(flip) jumps from below {lo} to above {hi} at {first}: the counts either side"
     keep = sorted(sorted(chosen, key=lambda c: (abs(p[c] - 0.5), c))[:max_counts])
+    if len(keep) < len(chosen):
+        why += f"; the {len(keep)} nearest P = 1/2 kept (--max-counts {max_counts}): {', '.join(map(str, keep))}"
     return keep, why
 
 

@@ -20,6 +20,7 @@ from normlab.calibration import (StrategyFit, check_adequacy, empirical_critical
 from normlab.calibration.evaluate.scores import rival_wins
 from normlab.calibration.prediction import Prediction
 from normlab.calibration.prediction.from_probes import probe_fit
+from normlab.schema import GameLog
 from normlab.theory import clopper_pearson
 
 from ._play import StudyRun, committed_tests, probe_dirs, read_logs, run_dirs
@@ -76,8 +77,6 @@ def observed_facts(pop, com, st, tests) -> dict:
             note = f"the lowest count tested ({counts[0]}) already flips: the per-run critical mass may lie lower"
         out[f"cm_per_run:{x}"] = {"value": float(reached[0]) if reached else None, "n": len(counts), "note": note}
         sub = com.runs[com.runs["initial"].astype(str) == f"consensus:{x}"]
-        from normlab.schema import GameLog
-
         lg = GameLog(com.decisions[com.decisions["run"].isin(sub["run"])], sub)
         try:
             e = empirical_critical_mass(lg, within_rounds=w, max_round=w, n_boot=0)
@@ -202,8 +201,6 @@ def score_stage(run: StudyRun, reg: dict, tip_info: dict) -> dict:
     obs_s, obs_e = observed_facts(pop_s, com_s, st, tests), observed_facts(pop_e, com_e, st, tests)
     rows = compare_rows(reg, obs_s, obs_e)
     pred = Prediction.load(run.out / PREDICTION_DIR)
-    from normlab.schema import GameLog
-
     log_s = GameLog.concat([pop_s, com_s])
     seeds = run.seed("score").spawn(4)
     scores = {}

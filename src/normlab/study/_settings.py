@@ -16,9 +16,10 @@ import numpy as np
 
 from normlab._validate import check_int, check_out_dir
 from normlab.schema import validate_names
+from normlab.user_files import read_user_json
 
 __all__ = ["StudySettings", "STUDY_DEFAULTS", "MARKER", "STAGES", "STAGE_MODES", "SAMPLING_KEYS", "FLIP_BAND",
-           "seed_int", "check_directory"]
+           "seed_int", "check_directory", "check_stored"]
 
 #: Marker of a study directory: the settings and the seed (written at the first start).
 MARKER = "study.json"
@@ -174,3 +175,19 @@ def check_directory(out) -> Path:
                                                               for p in out.iterdir()):
         raise ValueError(f"--out {out} is not empty and holds no normlab study; choose an empty or new directory")
     return out
+
+
+def check_stored(out: Path, st: StudySettings, model: dict) -> dict | None:
+    """The settings stored in ``OUT/study.json`` (None for a new directory); other settings or another
+    model than the stored ones are refused: the predictions are registered for those."""
+    f = Path(out) / MARKER
+    if not f.exists():
+        return None
+    stored = read_user_json(f)
+    diff = StudySettings.from_dict(stored["settings"]).differences(st)
+    if stored.get("model") != model:
+        diff.append(f"model: {stored.get('model')} -> {model}")
+    if diff:
+        raise ValueError(f"{out} holds a study with other settings ({'; '.join(diff)}); its predictions are "
+                         "registered for those: rerun with them, or start a new study in a new directory")
+    return stored

@@ -35,7 +35,6 @@ LLM populations", Sci. Adv. 11, eadu9368 (2025): Figs. 1-3, Table S3, Methods.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -44,19 +43,18 @@ from pathlib import Path
 import pandas as pd
 
 from normlab import __version__
-from normlab.llm_runs import EndpointConfig
 from normlab.llm_runs.backend import ctx_for_prompt
 from normlab.llm_runs.journal import DirectoryLock, write_json_atomic
 from normlab.llm_runs.runner import longest_prompt_bytes, make_settings
 from normlab.user_files import read_user_json
 
-from ._model import ModelHandle, resolve_model
+from ._model import ModelHandle, prepare
 from ._play import (StudyRun, committed_stage, committed_tests, exact_stage, measure_stage, populations_stage,
                     probe_dirs, probe_stage, register_stage, tip_stage)
 from ._plan import estimate_study
 from ._register import verify_registration
 from ._score import score_stage
-from ._settings import MARKER, STAGES, StudySettings, check_directory
+from ._settings import MARKER, STAGES, StudySettings, check_directory, check_stored
 from ._stages import StageBook, now_iso, write_manifest
 
 __all__ = ["run_study", "estimate_study", "StudyResult", "StudySettings", "prepare", "study_ctx"]
@@ -111,25 +109,6 @@ def study_ctx(st: StudySettings) -> int:
         s, tpl, _ = make_settings(st.n_agents, st.memory, st.names, max_interactions=1, mode=mode, embedded=True, **kw)
         need.append(ctx_for_prompt(longest_prompt_bytes(s, tpl), 1 if mode == "exact" else s.max_tokens))
     return max(need)
-
-
-def prepare(settings: StudySettings | None, embedded_model, endpoint, model_file):
-    """The settings (prefill resolved for the model: on for an embedded model, off for an endpoint
-    unless set), the endpoint and the model choice, every check done before any work."""
-    st = settings if settings is not None else StudySettings()
-    if not isinstance(st, StudySettings):
-        raise TypeError(f"settings must be a StudySettings; got {type(st).__name__}")
-    if endpoint is None:
-        endpoint = EndpointConfig.from_env()
-    if not isinstance(endpoint, EndpointConfig):
-        raise TypeError(f"endpoint must be an EndpointConfig or None; got {type(endpoint).__name__}")
-    choice = resolve_model(embedded_model, endpoint, model_file)
-    if st.sampling.get("prefill") is None:
-        st = dataclasses.replace(st, sampling={**st.sampling, "prefill": choice.embedded is not None})
-    for mode in ("exact", "sample"):  # the runner's own checks
-        kw = st.sampling if mode == "sample" else {**st.exact_sampling(), "prefill": True}
-        make_settings(st.n_agents, st.memory, st.names, max_interactions=1, mode=mode, embedded=True, **kw)
-    return st, endpoint, choice
 
 
 def run_study(out, settings: StudySettings | None = None, *, embedded_model: str | None = None, endpoint=None,
@@ -201,21 +180,12 @@ def run_study(out, settings: StudySettings | None = None, *, embedded_model: str
 
 def _marker(out: Path, st: StudySettings, choice) -> None:
     """``OUT/study.json``: written at the first start; a rerun with other settings or model is refused."""
-    f = out / MARKER
     model = {"embedded": choice.embedded, "alias": choice.alias}
-    if f.exists():
-        stored = read_user_json(f)
-        old = StudySettings.from_dict(stored["settings"])
-        diff = old.differences(st)
-        if diff or stored.get("model") != model:
-            if stored.get("model") != model:
-                diff.append(f"model: {stored.get('model')} -> {model}")
-            raise ValueError(f"{out} holds a study with other settings ({'; '.join(diff)}); its predictions are "
-                             "registered for those: rerun with them, or start a new study in a new directory")
+    if check_stored(out, st, model) is not None:
         return
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(f, {"schema": "normlab.study/1", "normlab_version": __version__, "created": now_iso(),
-                          "settings": st.to_dict(), "model": model})
+    write_json_atomic(out / MARKER, {"schema": "normlab.study/1", "normlab_version": __version__, "created": now_iso(),
+                                     "settings": st.to_dict(), "model": model})
 
 
 def _run_stages(run: StudyRun, until, echo) -> None:

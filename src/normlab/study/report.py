@@ -21,9 +21,10 @@ import pandas as pd
 
 from normlab import __version__
 from normlab._display import style
-from normlab.calibration import llm_trajectories
+from normlab.calibration import Adequacy, TipResult, llm_trajectories
 from normlab.calibration.prediction import Prediction
 from normlab.demo.report import fig_strategy
+from normlab.llm_runs.journal import write_json_atomic
 
 from ._play import committed_tests, read_logs
 from ._register import PREDICTION_DIR, PREDICTIONS, PREDICTIONS_SHA
@@ -358,8 +359,6 @@ def fig_scores(scores: dict, path: Path) -> Path | None:
 def fig_tip(tip_dir: Path, tg: dict, n_agents: int, path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
-    from normlab.calibration import TipResult
-
     if tg is None or not tip_dir.exists():
         return None
     res = TipResult.load(tip_dir)
@@ -418,8 +417,6 @@ def write_report(run, reg: dict, results: dict) -> dict:
         if ad.exists():
             import matplotlib.pyplot as plt
 
-            from normlab.calibration import Adequacy
-
             r = Adequacy.load(ad).plot()
             fig = r if isinstance(r, plt.Figure) else np.ravel(r)[0].figure
             figs["adequacy"] = _save(fig, figdir / "adequacy.png")
@@ -457,8 +454,6 @@ def write_report(run, reg: dict, results: dict) -> dict:
     import jsonschema
 
     jsonschema.validate(summary, SUMMARY_SCHEMA)
-    from normlab.llm_runs.journal import write_json_atomic
-
     write_json_atomic(out / "summary.json", summary)
     page = _html(summary, figs, st)
     tmp = out / "report.html.tmp"
@@ -506,6 +501,8 @@ def _glance(s: dict, st) -> list[str]:
                    f"{_f(t['grid_critical_mass'], 0, 'not reached')}"
                    + (" -- inside tip's interval." if t["grid_inside_tip_interval"] else
                       " -- outside tip's interval." if t["grid_inside_tip_interval"] is False else "."))
+    if st.populations < 20:
+        out.append(f"Only {st.populations} populations: the issue asks for at least 20 (this is a small or test run).")
     out.append(f"Time: {_sec(s['timing']['wall_s'])} over {len(s['timing']['stages'])} stages; "
                f"{s['cost']['llm_calls']:,} requests, {s['cost']['prompt_tokens']:,} prompt tokens "
                f"({s['cost']['cached_tokens']:,} from the prompt cache).")
