@@ -78,7 +78,10 @@ class StudyPlan:
             lines.append(f"speed measured in stage 'measure' ({sp['time']}, load average {sp['load']} on {sp['cpus']} "
                          f"cores, {sp['threads'] or '?'} server thread(s)): sample {sp['s_per_decision']:.2f} s a "
                          f"decision ({sp['calls_per_decision']:.2f} calls, {sp['s_per_call']:.2f} s a call), exact "
-                         f"{sp['s_per_request']:.2f} s a request (memories <= 1)")
+                         f"{sp['s_per_request']:.2f} s a request (memories <= 1)"
+                         + (f"; CPU {sp['cpu_s_per_decision']:.2f} s a decision, {sp['cpu_s_per_request']:.2f} s a "
+                            "request (what a core of its own would take)" if sp.get("cpu_s_per_decision") and
+                            sp.get("cpu_s_per_request") else ""))
         else:
             lines.append("speed: not measured yet -- times are unknown until the first stage has run "
                          "(add --until measure to run it alone, then --dry-run again)")
@@ -105,7 +108,8 @@ def _speed(book: StageBook) -> dict | None:
             "calls_per_decision": s["calls_per_decision"],
             "s_per_call": s.get("s_per_call") or s["s_per_decision"] / max(s["calls_per_decision"], 1e-9),
             "time": m["time"], "load": m["load_average"][0], "cpus": m["cpus"], "threads": m.get("threads"),
-            "prompt_tokens_per_call": s.get("prompt_tokens_per_call"), "cached_share": s.get("cached_share")}
+            "prompt_tokens_per_call": s.get("prompt_tokens_per_call"), "cached_share": s.get("cached_share"),
+            "cpu_s_per_decision": s.get("cpu_s_per_decision"), "cpu_s_per_request": e.get("cpu_s_per_request")}
 
 
 def _registration(out: Path) -> dict | None:
@@ -221,6 +225,21 @@ def plan_stages(st: StudySettings, out: Path, *, label: str) -> StudyPlan:
     if reg is None:
         notes.append(f"committed counts not registered yet: assumed the full grid 1..{N - 1} against {names[0]} and "
                      f"{min(st.max_counts, N - 1)} counts against {names[1]}")
+    if speed and speed.get("cpu_s_per_decision") and speed.get("cpu_s_per_request"):
+        fs = speed["cpu_s_per_decision"] / speed["s_per_decision"] if speed["s_per_decision"] else 1.0
+        fx = speed["cpu_s_per_request"] / speed["s_per_request"] if speed["s_per_request"] else 1.0
+        quiet = [0.0, 0.0]
+        for st_row in stages:
+            sec = st_row["seconds"]
+            if sec[0] is None:
+                break
+            f = 1.0 if st_row["status"] == "done" else (fx if st_row["stage"] == "probe" else
+                                                         fs if st_row["stage"] in ("measure", "populations", "committed",
+                                                                                   "tip") else 1.0)
+            quiet = [quiet[0] + f * sec[0], quiet[1] + f * sec[1]]
+        else:
+            notes.append(f"on cores of its own (the CPU seconds the first stage measured instead of its wall time): "
+                         f"typical {quiet[0] / 3600:.2f} h, at most {quiet[1] / 3600:.2f} h")
     what = (f"normlab study, {label}: N = {N}, H = {H}, names {','.join(names)}, {P} populations (cap {st.max_rounds} "
             f"rounds), {R} committed runs per count ({st.window} rounds), tip at most {T} runs, {st.n_draws} draws")
     sizes = {"n_agents": N, "memory": H, "populations": P, "runs_per_count": R, "window": st.window,

@@ -128,18 +128,18 @@ def measure_stage(run: StudyRun) -> dict:
     dir_a, dir_s = run.llm / "probe-H1", run.llm / "measure-sample"
     run.model.endpoint()  # an embedded server is started (and its model loaded) before the clock starts
     n_a0, n_s0 = len(_calls(dir_a)), len(_calls(dir_s))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with run.budget():
         strategy_table(st.names, 1, mode="exact", out=dir_a, endpoint=run.endpoint_for(dir_a), progress=run.progress,
                        rng=0, **{**st.exact_sampling(), "prefill": True})
-    wall_a = time.perf_counter() - t0
-    t1 = time.perf_counter()
+    wall_a, cpu_a = time.perf_counter() - t0, time.process_time() - c0
+    t1, c1 = time.perf_counter(), time.process_time()
     with run.budget():
         res = run_game(st.n_agents, st.memory, list(st.names), max_interactions=st.measure_interactions, runs=1,
                        stop="max", out=dir_s, rng=run.seed("measure"), endpoint=run.endpoint_for(dir_s),
                        progress=run.progress, **run.run_kw("sample"))
         _stopped(res)
-    wall_s = time.perf_counter() - t1
+    wall_s, cpu_s = time.perf_counter() - t1, time.process_time() - c1
     ca, cs = _calls(dir_a), _calls(dir_s)
     d = res.log.decisions
     u = d[~d["committed"]]
@@ -150,22 +150,27 @@ def measure_stage(run: StudyRun) -> dict:
     out = {
         "exact": {"requests": len(ca), "prompt_tokens": int(sum(c.prompt_tokens for c in ca)),
                   "cached_tokens": int(sum(c.cached_tokens for c in ca)), "requests_this_session": new_a,
-                  "wall_s_this_session": round(wall_a, 3),
-                  "s_per_request": wall_a / new_a if new_a else None},
+                  "wall_s_this_session": round(wall_a, 3), "cpu_s_this_session": round(cpu_a, 3),
+                  "s_per_request": wall_a / new_a if new_a else None,
+                  "cpu_s_per_request": cpu_a / new_a if new_a else None},
         "sample": {"decisions": int(len(u)), "calls": len(cs), "calls_per_decision": len(cs) / max(len(u), 1),
                    "invalid": int((~u["valid"]).sum()), "reasks": int(u["reasks"].sum()) if "reasks" in u else None,
                    "prompt_tokens_per_call": float(np.mean([c.prompt_tokens for c in cs])) if cs else None,
                    "cached_share": (sum(c.cached_tokens for c in cs) / max(sum(c.prompt_tokens for c in cs), 1))
                    if cs else None,
                    "completion_tokens_per_call": float(np.mean([c.completion_tokens for c in cs])) if cs else None,
-                   "calls_this_session": new_s, "wall_s_this_session": round(wall_s, 3), "s_per_call": per_call_s,
+                   "calls_this_session": new_s, "wall_s_this_session": round(wall_s, 3),
+                   "cpu_s_this_session": round(cpu_s, 3), "s_per_call": per_call_s,
+                   "cpu_s_per_decision": cpu_s / new_s * len(cs) / max(len(u), 1) if new_s else None,
                    "s_per_decision": None if per_call_s is None else per_call_s * len(cs) / max(len(u), 1)},
         "machine": _machine(run.model),
     }
     e, s = out["exact"], out["sample"]
-    run.echo(f"  measured: exact {_sec(e['s_per_request'])} a request ({e['requests']} requests), sample "
-             f"{_sec(s['s_per_decision'])} a decision ({s['decisions']} decisions, {s['calls_per_decision']:.2f} "
-             f"calls each); load average {out['machine']['load_average'][0]:.1f} on {out['machine']['cpus']} cores")
+    run.echo(f"  measured: exact {_sec(e['s_per_request'])} a request ({e['requests']} requests; CPU "
+             f"{_sec(e['cpu_s_per_request'])}), sample {_sec(s['s_per_decision'])} a decision ({s['decisions']} "
+             f"decisions, {s['calls_per_decision']:.2f} calls each, {s['cached_share'] or 0:.0%} of prompt tokens "
+             f"cached; CPU {_sec(s['cpu_s_per_decision'])}); load average {out['machine']['load_average'][0]:.1f} on "
+             f"{out['machine']['cpus']} cores")
     return out
 
 
