@@ -34,7 +34,8 @@ from ._settings import FLIP_BAND, StudySettings
 from ._stages import now_iso, sha256_file
 
 __all__ = ["choose_counts", "study_designs", "prediction_rows", "write_registration", "verify_registration",
-           "RegistrationChanged", "PREDICTIONS", "PREDICTIONS_SHA", "PREDICTION_DIR", "predict_for_design"]
+           "RegistrationChanged", "PREDICTIONS", "PREDICTIONS_SHA", "PREDICTION_DIR", "predict_for_design",
+           "per_run_on_tested", "design_dict"]
 
 PREDICTIONS = "predictions.json"
 PREDICTIONS_SHA = "predictions.sha256"
@@ -168,12 +169,13 @@ def prediction_rows(pred, st: StudySettings, tested: dict) -> list[dict]:
     cm = pred.critical_mass()
     for key, v in cm.items():
         x = v["majority"]
-        pr = v["per_run"]
+        counts = tested.get(x, [])
+        est, lo, hi, p_nr = per_run_on_tested(pred, x, counts)
         rows.append({"id": f"cm_per_run:{x}", "quantity": "critical mass (per run)", "key": key, "majority": x,
-                     "challenger": v["challenger"], "estimate": _num(pr["pooled"]), "low": _num(pr["low"]),
-                     "high": _num(pr["high"]), "p_not_reached": _num(pr["p_not_reached"]),
-                     "interval": f"smallest count where at least half of {R} runs flip, over every count 1..{N - 1} "
-                                 "(estimate: the pooled flip probability; null: not reached)", "unit": "agents"})
+                     "challenger": v["challenger"], "estimate": est, "low": lo, "high": hi, "p_not_reached": p_nr,
+                     "interval": f"smallest tested count ({', '.join(map(str, counts))}) where at least half of {R} "
+                                 "runs flip within the window (estimate: from the pooled flip probabilities; null: "
+                                 "none of the tested counts)", "unit": "agents"})
         e = v.get("experiment")
         if e is not None:
             rows.append({"id": f"cm_published:{x}", "quantity": "critical mass (published rule)", "key": key,
@@ -185,6 +187,27 @@ def prediction_rows(pred, st: StudySettings, tested: dict) -> list[dict]:
                                      f"{', '.join(map(str, tested.get(x, [])))}, {R} runs of {w} rounds each; "
                                      "null: not reached)", "unit": "agents"})
     return rows
+
+
+def per_run_on_tested(pred, majority: str, counts) -> tuple:
+    """The per-run critical mass read as the experiment reads it: per draw, the smallest *tested* count
+    where at least half of its ``n_runs_flip`` simulated runs flip (a count past the sweep's saturation
+    flips); its median and 95 % interval over draws, the share of draws where no tested count does
+    (+inf, JSON null), and the estimate from the pooled flip probabilities."""
+    f = pred.flips[pred.flips["majority"] == majority]
+    counts = sorted(int(c) for c in counts)
+    if not counts:
+        return None, None, None, None
+    frac = f.assign(p=f["n_flips"] / f["n_runs"]).pivot_table(index="draw", columns="committed", values="p")
+    cms = []
+    for _, row in frac.iterrows():
+        hit = [c for c in counts if (row.get(c) if c in row.index and not np.isnan(row.get(c)) else 1.0) >= 0.5]
+        cms.append(float(hit[0]) if hit else np.inf)
+    cms = np.asarray(cms, float)
+    q = [float(np.quantile(cms, a, method="inverted_cdf")) for a in (0.5, 0.025, 0.975)]
+    pooled = f.groupby("committed")[["n_flips", "n_runs"]].sum()
+    hit = [c for c in counts if (pooled.loc[c, "n_flips"] / pooled.loc[c, "n_runs"] if c in pooled.index else 1.0) >= 0.5]
+    return (float(hit[0]) if hit else None), _num(q[1]), _num(q[2]), float(np.mean(np.isinf(cms)))
 
 
 # ----------------------------------------------------------------------------- the file and its hash
