@@ -1,6 +1,6 @@
 """The layering rule of ARCHITECTURE.md, checked on the source: ``theory`` imports neither
 ``llm_runs`` nor ``calibration``; ``llm_runs`` does not import ``calibration``; none of them
-imports the top layers ``figures`` and ``demo``; no layer imports another's private modules or
+imports the top layers ``figures``, ``demo`` and ``study``; no layer imports another's private modules or
 names; and every module that exists is named in ARCHITECTURE.md (the map stays complete)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "theory": ("normlab.llm_runs", "normlab.calibration", "normlab.figures", "normlab.demo"),
-    "llm_runs": ("normlab.calibration", "normlab.figures", "normlab.demo"),
-    "calibration": ("normlab.figures", "normlab.demo"),
+    "theory": ("normlab.llm_runs", "normlab.calibration", "normlab.figures", "normlab.demo", "normlab.study"),
+    "llm_runs": ("normlab.calibration", "normlab.figures", "normlab.demo", "normlab.study"),
+    "calibration": ("normlab.figures", "normlab.demo", "normlab.study"),
 }
 RELATIVE_ROOT = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibration": "normlab.calibration"}
 
@@ -60,10 +60,10 @@ SOURCES = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibrat
 
 
 def _layer(module: str) -> str:
-    """``theory``, ``llm_runs``, ``calibration``, ``figures``, ``demo`` or the umbrella ``normlab``."""
+    """``theory``, ``llm_runs``, ``calibration``, ``figures``, ``demo``, ``study`` or the umbrella ``normlab``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in ("theory", "llm_runs", "calibration", "figures",
-                                                        "demo") else "normlab"
+                                                        "demo", "study") else "normlab"
 
 
 def _private(name: str) -> bool:
@@ -108,9 +108,10 @@ def test_every_lazy_export_resolves():
     import normlab.demo as de
     import normlab.figures as fg
     import normlab.llm_runs as lr
+    import normlab.study as sd
     import normlab.theory as th
 
-    for pkg in (th, lr, ca, fg, de):
+    for pkg in (th, lr, ca, fg, de, sd):
         for name in pkg.__all__:
             assert getattr(pkg, name) is not None, f"{pkg.__name__}.{name}"
 
@@ -327,7 +328,7 @@ def _folder(module, paths):
     layer = _layer(module)
     folder, rel = paths[module]
     parts = rel.parts
-    if folder == "src/normlab" and layer in ("figures", "demo"):
+    if folder == "src/normlab" and layer in ("figures", "demo", "study"):
         parts = parts[1:]
     return layer, (parts[0] if len(parts) > 1 else "")
 
