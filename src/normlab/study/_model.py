@@ -60,7 +60,7 @@ def resolve_model(embedded_model: str | None, endpoint: EndpointConfig, model_fi
         return ModelChoice(embedded=None, path=path, alias=endpoint.model)
     name = embedded_model or "smollm2"
     if name in EMBEDDED_MODELS:
-        return ModelChoice(embedded=name, path=Path(embedded_model_path(name)), alias=EMBEDDED_MODELS[name])
+        return ModelChoice(embedded=name, path=Path(embedded_model_path(name)), alias=EMBEDDED_MODELS[name].alias)
     p = Path(name)
     if p.suffix.lower() == ".gguf":
         if not p.is_file():
