@@ -705,6 +705,14 @@ class CountingProxy:
             def log_message(self, *args):
                 pass
 
+            def finish(self):  # the client's connection is over: so is this thread's to the server
+                try:
+                    super().finish()
+                finally:
+                    conn, local.conn = getattr(local, "conn", None), None
+                    if conn is not None:
+                        conn.close()
+
             def _pass(self, method):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else None

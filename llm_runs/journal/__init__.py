@@ -45,8 +45,8 @@ from .records import (CALL, CALL_FIELDS, CALL_VIEW, DECISION_VIEW, DECISION_FIEL
                       reserve_record, run_end_record, run_error_record, sample_decision, step_record, steps,
                       _CALL_FILLED, _CALL_HEAD, _ENCODE, _ENCODE_ASCII, _INT_HEAD, _RESERVE_HEAD, _SIDE_FILLED, _TAIL,
                       _Distribution, _View, _line, _parse)
-from .files import (JOURNAL_FILE, Journal, JournalDamaged, JournalIndex, JournalLost, JournalReader, check_journal,
-                    iter_journal, read_journal, repair_journal, _SPLIT_WRITES, _Continuity, _corrupt, _cut_at,
+from .files import (JOURNAL_FILE, MAX_RECORD_BYTES, Journal, JournalDamaged, JournalIndex, JournalLost, JournalReader,
+                    check_journal, check_journal_file, iter_journal, read_journal, repair_journal, _SPLIT_WRITES, _Continuity, _corrupt, _cut_at,
                     _repair_tail, _see_tail)
 from .rundir import (FORMAT, LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_PACKAGES, SETTINGS_FILE,
                      DirectoryLock, check_new_run_dir, compare_settings, environment, finish_session, read_manifest,
