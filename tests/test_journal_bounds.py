@@ -155,7 +155,7 @@ def test_a_huge_journal_line_is_refused_without_being_held(finished, tmp_path, c
     out = dict(x.split(" ", 1) for x in r.stdout.splitlines())
     assert "ERR" in out, r.stdout + r.stderr
     assert str(j) in out["ERR"] and "line 2" in out["ERR"] and "longer than" in out["ERR"]
-    assert int(out["PEAK"]) < 40, out  # MiB above the start: one bounded read, not the line
+    assert int(out["PEAK"]) < 64, out  # MiB above the start: one bounded read (31 here), not the line
     capsys.readouterr()
     assert main([*ARGS, "--base-url", stub.base_url, "--out", str(finished)]) == 2
     err = _lines(capsys)

@@ -12,8 +12,8 @@ resumption, budget and dry-run machinery, for runners whose every step depends o
   completed call twice and ends identical to an uninterrupted run (what the endpoint measured, a
   call's latency, aside). A request in flight when the process is killed is billed by the server
   and not journaled: it is asked again, and with a budget its write-ahead reservation, journaled
-  before it was sent, counts it in full (:func:`arm_budget`);
-- :func:`arm_budget` -- the budget of a run (requests, ``--budget 300req``; tokens and USD) kept by
+  before it was sent, counts it in full (:func:`journaled_budget`);
+- :func:`journaled_budget` -- the budget of a run (requests, ``--budget 300req``; tokens and USD) kept by
   the client's :class:`~normlab.llm_runs.backend.SpendingCap` with the naming game's write-ahead
   reservations (:func:`normlab.llm_runs.journal.arm_budget`, every runner's), counting what
   earlier sessions journaled; :class:`RequestCap` -- the run's stop switch (a failing task halts
@@ -41,7 +41,7 @@ from ..journal import (JOURNAL_FILE, DirectoryLock, Journal, compare_settings, f
 from .estimate import BYTES_PER_TOKEN, RunEstimate
 
 __all__ = ["CALL_CONTEXT", "call_context", "current_context", "request_key", "call_seed", "RequestCap", "Halted",
-           "gather_all", "arm_budget",
+           "gather_all", "journaled_budget",
            "JournaledClient", "ScriptedClient", "RunDirectory", "replay_index", "result_of", "settings_digest",
            "spent", "make_estimate"]
 
@@ -117,7 +117,7 @@ class RequestCap:
     journaled) and sends no new one. ``max_requests`` (``None``: no cap) is checked here; the cap
     itself, at most that many requests in a run directory, earlier sessions and requests cut off
     by a kill included, is kept with the token and USD caps by the client's
-    :class:`~normlab.llm_runs.backend.SpendingCap` (:func:`arm_budget`: write-ahead)."""
+    :class:`~normlab.llm_runs.backend.SpendingCap` (:func:`journaled_budget`: write-ahead)."""
 
     def __init__(self, max_requests: int | None = None):
         if max_requests is not None and (isinstance(max_requests, bool) or not isinstance(max_requests, int)
@@ -357,7 +357,7 @@ class RunDirectory:
             self._lock = None
 
 
-def arm_budget(clients, journal: Journal, max_requests: int | None = None) -> None:
+def journaled_budget(clients, journal: Journal, max_requests: int | None = None) -> None:
     """The budget of a run whose requests go through ``clients`` (one cap for all: the first
     client's prices count the journaled requests): its cap on requests (``max_requests``), what
     earlier sessions journaled counted against it (request records, and every reservation never

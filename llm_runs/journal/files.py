@@ -22,6 +22,8 @@ import warnings
 from array import array
 from pathlib import Path
 
+from normlab.user_files import open_user_file, user_file
+
 from . import records as _records
 from .records import (CALL, FP, INTERACTION, RUN_END, SEQ, _CALL_HEAD, _RESERVE_HEAD, Call, Decision, RunEnd, _line,
                       _parse, fingerprint_of)
@@ -46,16 +48,12 @@ MAX_RECORD_BYTES = 16 * 2**20
 def _readable(path):
     """``path`` opened for binary reading if it is a regular file (a FIFO, device or directory is
     refused in one line naming it, without blocking: :func:`normlab.user_files.open_user_file`)."""
-    from normlab.user_files import open_user_file
-
     return open_user_file(path, str(path), max_bytes=2**62)
 
 
 def check_journal_file(path) -> None:
     """Refuse a journal path that exists but is not a regular file (a FIFO, a device, a directory),
     in one line naming it, before anything waits on it."""
-    from normlab.user_files import user_file
-
     p = Path(path)
     if p.exists() or p.is_symlink():
         try:

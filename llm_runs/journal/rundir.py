@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from normlab._validate import check_out_dir
+from normlab.user_files import MAX_TEXT_BYTES, read_user_json
 
 from ..backend.config import redact_command
 
@@ -73,8 +74,6 @@ def _read_json(p: Path, what: str, fmt: str) -> dict:
     """A run directory's JSON file (``settings.json``, ``manifest.json``): a regular file, size and
     depth capped (:mod:`normlab.user_files`), a JSON object of format ``fmt``; anything else is one
     line naming the file."""
-    from normlab.user_files import MAX_TEXT_BYTES, read_user_json
-
     try:
         d = read_user_json(p, str(p), max_bytes=MAX_TEXT_BYTES)
     except ValueError as exc:
