@@ -25,9 +25,9 @@ make the journal unreadable). A journal deleted or replaced while a run writes i
 run with a clear message, and the records of this process are saved beside it.
 
 The rest of normlab writes records with the writers of :mod:`.records` and reads them through its
-views and readers; the format on disk is unchanged by them. Every name is imported here (the three
-modules need only the standard library): ``from normlab.llm_runs import journal as jr;
-jr.interaction_record(...)``.
+views and readers; the format on disk is unchanged by them. Every name is imported here (the
+modules need only the standard library, :mod:`normlab.user_files` and the redaction of
+:mod:`..backend.config`): ``from normlab.llm_runs import journal as jr; jr.interaction_record(...)``.
 """
 
 from __future__ import annotations
