@@ -277,7 +277,8 @@ def test_each_shared_idea_has_one_home():
     assert [n for _, n, _ in literals] == ["FLIP_SUM"], f"2.849 written in: {literals}"
     assert literals[0][0] == REPO / "theory" / "criteria.py"
     for name in ("clopper_pearson", "end_of_run_windows", "flip_reached", "end_consensus", "first_position_reaching",
-                 "parse_line", "interval_crossing", "firth_logistic", "EXIT_CODE_TABLE", "exit_codes"):
+                 "parse_line", "interval_crossing", "firth_logistic", "EXIT_CODE_TABLE", "exit_codes",
+                 "BudgetBook", "arm_budget", "journal_spent", "prompt_tokens_bound", "count_of"):
         homes = sorted({str(p.relative_to(REPO)) for p, n, v in defs if n == name})
         assert len(homes) == 1, f"{name} defined in {homes}"
     thresholds = [(str(p.relative_to(REPO)), n) for p, n, v in defs if v is not None and "FLIP_SUM / 3" in v]

@@ -40,6 +40,7 @@ import pandas as pd
 from normlab._rng import as_generator
 from normlab.llm_runs import run_game
 from normlab.llm_runs.backend import EndpointConfig
+from normlab.llm_runs.journal import JOURNAL_FILE, journal_spent
 from normlab._validate import check_int
 from normlab.schema import GameLog, validate_names
 from normlab.theory.criteria import published_max_round
@@ -308,7 +309,9 @@ class LLMSource(RunSource):
         Directory of the search (``baselines/``, ``step01_c10/``, ...).
     endpoint : normlab.llm_runs.backend.EndpointConfig, optional
         Default: the environment's, else the embedded server. Its ``budget_tokens`` /
-        ``budget_usd`` bound the whole search (each step is capped at what is left).
+        ``budget_usd`` bound the whole search: everything journaled under ``out`` (a probe of
+        ``normlab tip --probe`` too) counts, requests cut off by a kill in full, and each step is
+        capped at what is left.
     runs_per_count : int, optional
         Runs per count of the design (10, the paper's).
     window : int, optional
@@ -354,8 +357,6 @@ class LLMSource(RunSource):
         self.progress = bool(progress)
         self._seeds = rng
         self._played = {}
-        self._spent_tokens = 0
-        self._spent_usd = 0.0
         self.label = "live runs on " + ("the embedded model" if endpoint is None or getattr(endpoint, "embedded", True)
                                         else str(getattr(endpoint, "model", None) or "the endpoint"))
 
@@ -365,22 +366,33 @@ class LLMSource(RunSource):
             return 0
         return self.design.runs[c] - self._played.get(c, 0)
 
-    def _endpoint(self):
+    def _endpoint(self, where: str):
+        """The endpoint of step ``where``: its budget what the search's budget leaves after every
+        other journal under ``out`` (the probe's, the other steps'), as each counts against a
+        budget (:func:`~normlab.llm_runs.journal.journal_spent`: requests cut off by a kill in
+        full); the step's own journal is counted by its run. ``None``: nothing left."""
         cfg = self.endpoint if self.endpoint is not None else EndpointConfig.from_env()
+        if cfg.budget_tokens is None and cfg.budget_usd is None:
+            return cfg
+        tokens = usd = 0.0
+        for j in sorted(self.out.glob(f"*/{JOURNAL_FILE}")) if self.out.is_dir() else ():
+            if j.parent.name != where:
+                spent = journal_spent(j.parent, (cfg.price_input, cfg.price_output))
+                tokens, usd = tokens + spent["tokens"], usd + spent["usd"]
         if cfg.budget_tokens is not None:
-            left = cfg.budget_tokens - self._spent_tokens
+            left = cfg.budget_tokens - tokens
             if left <= 0:
                 return None
             cfg = dataclasses.replace(cfg, budget_tokens=left)
         if cfg.budget_usd is not None:
-            left = cfg.budget_usd - self._spent_usd
+            left = cfg.budget_usd - usd
             if left <= 0:
                 return None
             cfg = dataclasses.replace(cfg, budget_usd=left)
         return cfg
 
     def _run(self, where, *, count, n_runs, max_interactions, initial, seed, committed_name) -> Batch:
-        cfg = self._endpoint()
+        cfg = self._endpoint(where)
         if cfg is None:
             return Batch(log=_empty_log(), count=count, tokens=0, usd=0.0, complete=False)
         # a run with committed agents stops at a 3N success streak (the authors' protocol); with nobody
@@ -392,8 +404,6 @@ class LLMSource(RunSource):
         r = res.log.runs
         tokens = int(r["prompt_tokens"].sum() + r["completion_tokens"].sum())
         usd = float(r["cost_usd"].sum())
-        self._spent_tokens += tokens
-        self._spent_usd += usd
         done = r["finished"].to_numpy(bool)
         ids = r.loc[done, "run"].to_numpy()
         lg = GameLog(res.log.decisions[res.log.decisions["run"].isin(ids)], r[done])

@@ -65,7 +65,7 @@ from normlab.schema import unique_names
 from .. import journal as jr
 from ..backend import EndpointConfig, open_endpoint
 from ..core.journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context,
-                              charge_earlier, gather_all, make_estimate, replay_index, spent)
+                              gather_all, journaled_budget, make_estimate, replay_index, spent)
 from ..core.sync import run_sync
 from .analysis import adoption_curves, event_counts, norm_funnel, plot_emergence, reach_times, write_crsec_run
 from .lifecycle import SYNTHESIS_THRESHOLD, _resolve_steps, aevaluate, asynthesise, maybe_await
@@ -436,9 +436,9 @@ async def _arun(agents, ops, pop: PopulationSettings, *, endpoint, out, rng, pro
             async with open_endpoint(cfg) as client:
                 rd.begin(seed=seed_list(ss), model=client.model, endpoints=[client.info],
                          budget={"tokens": cfg.budget_tokens, "usd": cfg.budget_usd, "requests": pop.max_requests})
-                charge_earlier(client, rd.journal.records)
+                journaled_budget([client], rd.journal, pop.max_requests)  # write-ahead, earlier sessions counted
                 jc = JournaledClient(client, rd.journal, replay=replay_index(rd.journal.records),
-                                     requests=RequestCap(pop.max_requests, jr.count(rd.journal.records, jr.CALL)))
+                                     requests=RequestCap(pop.max_requests))
                 sim.ops = LLMOperations(jc, names=sim.names, temperature=pop.temperature, max_tokens=pop.max_tokens,
                                         rng=sim.seeds[1])
                 sim.requests = jc.requests

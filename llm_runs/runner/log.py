@@ -276,6 +276,19 @@ class _GroupCounts:
 
 
 def _build(s: GameSettings, reader: JournalReader, directory: Path | None, prices, models) -> _Built:
+    """The tables built from the journal (:func:`_build_tables`); written whole or not at all: a
+    failure (a full disk) leaves no temporary copy behind, and the tables in place untouched."""
+    try:
+        return _build_tables(s, reader, directory, prices, models)
+    except BaseException:
+        if directory is not None:
+            for f in TABLE_FILES:
+                with contextlib.suppress(OSError):
+                    os.unlink(directory / (f + ".tmp"))
+        raise
+
+
+def _build_tables(s: GameSettings, reader: JournalReader, directory: Path | None, prices, models) -> _Built:
     groups = agent_groups(s)
     ix = reader.index(s.runs)
     dec_filled, call_filled = _filled(s, ix, groups, models)
