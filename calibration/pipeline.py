@@ -23,7 +23,7 @@ import pandas as pd
 
 from normlab._display import (elapsed_bar, fmt, fmt_interval, html_card, load_result, new_figure, plotting,
                               save_result, short_repr)
-from normlab._rng import spawn
+from normlab._rng import seeded, spawn
 from normlab._validate import check_int
 from normlab.llm_runs.probes import check_table_size
 from normlab.llm_runs.published.ainorms import ainorms_archives_log, first_round_reaching, mean_success_by_round  # noqa: F401
@@ -432,7 +432,8 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         except ValueError as exc:
             raise ValueError(f"{exc}; give n_agents= (--n-agents) to predict another size") from None
     counts = counts_from_log(sel, names=names, memory=memory)
-    seeds = spawn(rng, 5)
+    ss, rng_record = seeded(rng)
+    seeds = ss.spawn(5)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}
     fk = dict(fit_kwargs or {})
     if progress and family.uses_nuts:
@@ -469,7 +470,7 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     if len(names) == 2:
         a = strategy_asymmetry(fit, n_draws=200, rng=0).summary
         asym = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in a.items()}
-    settings = {"llm": llms[0], "source": source, "fit_on": meta["fit_on"], "asymmetry": asym,
+    settings = {"llm": llms[0], "source": source, "fit_on": meta["fit_on"], "asymmetry": asym, "rng": rng_record,
                 "seconds": round(time.perf_counter() - t0, 2)}
     return Calibration(fit=fit, prediction=pred, observed=observed, empirical=emp, settings=settings, scores=scores,
                        sensitivity=sens)

@@ -392,7 +392,8 @@ def check_adequacy(fit, log: GameLog, *, n_agents: int | None = None, llm: str |
     settings = {"fit_on": fit.meta.get("fit_on"), "fit_kind": fit.kind, "llm": fit.meta.get("llm"), "n_draws": D,
                 "n_agents": N, "window": win, "run_effects": bool(re), "order_bias": float(order_bias),
                 "name_order": "independent (baselines), shared (committed runs)",
-                "designs": [d.to_dict() for d in designs], "final_rounds": FINAL_ROUNDS, "flip_sum": FLIP_SUM}
+                "designs": [d.to_dict() for d in designs], "final_rounds": FINAL_ROUNDS, "flip_sum": FLIP_SUM,
+                "rng": pred.settings.get("rng")}
     return Adequacy(checks=checks, overall=overall, trajectories=pd.concat(traj, ignore_index=True), draws=draws,
                     level=float(level), settings=settings)
 

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normlab._rng import spawn
+from normlab._rng import seeded
 from normlab.theory.criteria import published_max_round
 from normlab.theory.name_order import check_order
 
@@ -242,7 +242,8 @@ def run_prediction(fit, settings: PredictSettings, *, threads: int | None = 1, e
     if engine == "reference" and (designs or effects.active or gamma):
         raise ValueError("the reference engine plays the paper's design without run effects; use engine='kernel' "
                          "with design=, run_effects= or order_bias=")
-    seeds = spawn(rng, 3)
+    ss, rng_record = seeded(rng)
+    seeds = ss.spawn(3)
     tables = table_draws(fit, D, rng=seeds[0])
     draw_seeds = spawn(seeds[1], D) if engine == "reference" else None
     cfg = dict(n_agents=N, within_rounds=wr, n_runs_consensus=nrc, n_runs_flip=nrf, max_rounds=mr,
@@ -263,6 +264,7 @@ def run_prediction(fit, settings: PredictSettings, *, threads: int | None = 1, e
                             "per_run": f"first passage within {wr} rounds, {nrf} runs per count, "
                                        f"flip frequency >= {float(flip_level)}"},
                   designs=[d.to_dict() for d in designs], run_effects=effects.to_dict() if effects.active else None,
+                  rng=rng_record,
                   **({"order_bias": gamma, "name_order": [str(o) for o in name_order]} if gamma else {}))
     fs = fit.summary() if isinstance(fit, StrategyFit) else {"kind": "fixed table"}
     return Prediction(names=tuple(names), memory=H, n_agents=N, n_draws=D, within_rounds=wr, level=float(level),
