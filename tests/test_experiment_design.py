@@ -216,13 +216,83 @@ AINORMS = Path(os.environ.get("NORMLAB_AINORMS", Path(__file__).resolve().parent
 @pytest.mark.skipif(not (AINORMS / "llama31_data.zip").is_file(), reason="published AI-norms data not present")
 def test_design_of_the_published_llama31_runs():
     """Llama-3.1's committed runs (N = 24, H = 5): counts 0 (the evolved runs), 1, 2, 4, 6, 8, 10,
-    ten runs each, ragged lengths, the authors' 30-round window."""
+    ten runs each, the authors' 30-round window; every run gets the protocol's cap (800 interactions,
+    the evolved runs 1000) and stops at a 3N streak -- not its own length, which tells its outcome
+    (every run shorter than 800 flipped; issue 32)."""
     from normlab.calibration import experiment_designs
     from normlab.llm_runs import load_ainorms
 
     log = load_ainorms(AINORMS / "llama31_data.zip")
     d = {x.majority: x for x in experiment_designs(log, names=("Q", "M"), memory=5, n_agents=24)}
     m = d["M"]
-    assert (m.challenger, m.counts, m.runs, m.window) == ("Q", (0, 1, 2, 4, 6, 8, 10), (10,) * 7, 30)
-    assert min(min(L) for L in m.lengths[1:]) == 326 and max(max(L) for L in m.lengths[1:]) == 800
-    assert d["Q"].counts == (0, 1, 2, 4, 6, 8, 10, 22) and d["Q"].runs[-1] == 1
+    assert (m.challenger, m.counts, m.runs, m.window, m.stop) == ("Q", (0, 1, 2, 4, 6, 8, 10), (10,) * 7, 30,
+                                                                  "streak")
+    assert set(m.lengths[0]) == {1000} and all(set(L) == {800} for L in m.lengths[1:])  # caps, not outcomes
+    q = d["Q"]
+    assert q.counts == (0, 1, 2, 4, 6, 8, 10, 22) and q.runs[-1] == 1 and q.stop == "streak"
+    assert all(set(L) == {800} for L in q.lengths[1:])
+    assert "capped at" in m.describe() and m.summary()["cap"] == [1000] + [800] * 6
+
+
+@pytest.mark.skipif(not (AINORMS / "llama3_data.zip").is_file(), reason="published AI-norms data not present")
+def test_llama3_designs_read_the_stop_rule():
+    """Llama-3 at N = 48, H = 3: overturn_M played every run to 1000 interactions (no stop); overturn_Q
+    stopped 12 of the 16 runs at count 1 at a 144 = 3N streak (cap unknown beyond the longest run)."""
+    from normlab.calibration import experiment_designs
+    from normlab.llm_runs import load_ainorms
+
+    log = load_ainorms(AINORMS / "llama3_data.zip")
+    d = {x.majority: x for x in experiment_designs(log, names=("Q", "M"), memory=3, n_agents=48)}
+    assert d["M"].stop == "none" and all(set(L) == {1000} for L in d["M"].lengths)
+    assert d["Q"].stop == "streak" and d["Q"].runs[0] == 16 and all(set(L) == {1258} for L in d["Q"].lengths)
+    assert d["Q"].window == 21
+
+
+def _shuffle_outcome_lengths(runs, cap, rng):
+    """The run table with every length below ``cap`` replaced by another value below it, and which runs
+    of a count are short shuffled: what a design must not read."""
+    r = runs.reset_index(drop=True)
+    for c, idx in r.groupby("committed_count").groups.items():
+        idx = list(idx)
+        short = r.loc[idx, "n_interactions"].astype(int) < cap
+        k = int(short.sum())
+        if not k:
+            continue
+        new = np.array(idx)[rng.permutation(len(idx))[:k]]
+        r.loc[idx, "n_interactions"] = cap
+        r.loc[new, "n_interactions"] = rng.integers(100, cap, size=k)
+    return r
+
+
+def test_design_does_not_read_outcomes():
+    """A log's design depends on what the experimenter fixed (counts, runs per count, cap, stop rule), not
+    on how long each run lasted: new lengths below the cap, on other runs, give the same design (on
+    the code before issue 32, each run's slot was its own length)."""
+    from normlab.schema import GameLog
+    from normlab.theory import strategy_game
+
+    logs = []
+    for i, c in enumerate((1, 2, 3)):
+        r = strategy_game("best_response", n_agents=8, memory=2, n_runs=4, names=("Q", "M"), committed=c,
+                          committed_name="Q", initial="consensus:M", max_interactions=320, stop="streak",
+                          record_decisions=True, rng=i)
+        logs.append(r.to_log())
+    log = GameLog.concat(logs)
+    assert (log.runs["n_interactions"] < 320).any()  # some runs stopped on the challenger's consensus
+    des = ExperimentDesign.from_log(log, names=("Q", "M"), majority="M", window=20)
+    assert des.stop == "streak" and all(set(L) == {320} for L in des.lengths)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        other = GameLog(log.decisions, _shuffle_outcome_lengths(log.runs, 320, rng))
+        assert ExperimentDesign.from_log(other, names=("Q", "M"), majority="M", window=20).to_dict() == des.to_dict()
+    if (AINORMS / "llama31_data.zip").is_file():
+        from normlab.llm_runs import load_ainorms
+
+        pub = load_ainorms(AINORMS / "llama31_data.zip")
+        ref = ExperimentDesign.from_log(pub, names=("Q", "M"), majority="M", memory=5, n_agents=24)
+        sel = (pub.runs["initial"] == "consensus:M") & (pub.runs["committed_count"] > 0)
+        runs = pub.runs.copy()
+        runs.loc[sel, "n_interactions"] = _shuffle_outcome_lengths(pub.runs[sel], 800, rng)["n_interactions"].to_numpy()
+        again = ExperimentDesign.from_log(GameLog(pub.decisions.iloc[:0], runs), names=("Q", "M"), majority="M",
+                                          memory=5, n_agents=24)
+        assert again.to_dict() == ref.to_dict()
