@@ -371,10 +371,12 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     source : str, optional
         Label of the data source (stored in the settings).
     run_effects : bool, optional
-        Estimate how much the strategy varies between the fitted runs
-        (:func:`~normlab.calibration.fit_run_effects`, two names, at least three runs), store it
-        in the fit's ``meta["run_effects"]`` and let every simulated run play its own effect
-        (default True; False: identical runs, the behaviour before run effects).
+        Estimate how much the strategy varies between the fitted runs (two names, at least three
+        runs), store it in the fit's ``meta["run_effects"]`` and let every simulated run play its
+        own effect (default True; False: identical runs, the behaviour before run effects). The
+        NUTS fit kinds sample the effects with the table (a joint fit,
+        :class:`~normlab.calibration.RunEffects` kind ``"joint"``); the others estimate them beside
+        it (:func:`~normlab.calibration.fit_run_effects`, kind ``"marginal"``).
     fit : StrategyFit, optional
         A fit of these runs made before (e.g. a shipped table, or ``calibrate(...).fit``): used
         instead of fitting again (it must have the pool and memory asked for).
@@ -438,6 +440,8 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     fk = dict(fit_kwargs or {})
     if progress and family.uses_nuts:
         fk.setdefault("progress", True)
+    if family.uses_nuts:  # the run effects in the model (a joint fit), or the pooled model without them
+        fk.setdefault("run_effects", bool(run_effects) and len(names) == 2)
     if design not in ("data", "paper"):
         raise ValueError(f"design must be 'data' or 'paper'; got {design!r}")
     if fit is None:
