@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .inputs import StateCounts
-from .logit import (CENTRED_ABOVE, TAU_SD, LogitFamily, LogitParams, _check_counts, _check_sampler, _log_sigmoid,
-                    _resolve_decay, _sigmoid, import_pymc)
+from .logit import (CENTRED_ABOVE, TAU_SD, LogitFamily, LogitParams, _check_counts, _check_run_effects,
+                    _check_sampler, _log_sigmoid, _resolve_decay, _sigmoid, import_pymc)
 from .posterior import StrategyFit
 
 __all__ = ["HierarchicalFamily", "HierarchicalParams", "HIERARCHICAL", "fit_hierarchical", "conditional_deltas"]
@@ -393,15 +393,14 @@ HIERARCHICAL = HierarchicalFamily()
 
 def fit_hierarchical(counts: StateCounts, *, decay="auto", draws: int = 1000, tune: int = 1000, chains: int = 2,
                      cores: int = 2, target_accept: float = 0.9, rng=None, meta: dict | None = None,
-                     return_idata: bool = False, progress: bool = False, run_effects: bool = True,
-                     correlated: bool = False):
+                     return_idata: bool = False, progress: bool = False, run_effects=True):
     """Fit the hierarchical strategy: feature logit plus partially pooled state effects (NUTS).
 
     Parameters
     ----------
     counts : StateCounts
         Two-name decision counts.
-    decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata, progress, run_effects, correlated
+    decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata, progress, run_effects
         As for :func:`normlab.calibration.fit_logit` (``run_effects``: the table, state effects and run
         effects sampled together, the default; the fit then stores its state effects' draws).
 
@@ -423,7 +422,8 @@ def fit_hierarchical(counts: StateCounts, *, decay="auto", draws: int = 1000, tu
     """
     _check_counts(counts)
     _check_sampler(draws, tune, chains, cores, target_accept)
+    _check_run_effects(run_effects)
     d = _resolve_decay(counts, decay, rng)
-    return HIERARCHICAL._fit_nuts(counts, decay=d, draws=draws, tune=tune, chains=chains, cores=cores,
-                                  target_accept=target_accept, rng=rng, meta=meta, return_idata=return_idata,
-                                  progress=progress, run_effects=run_effects, correlated=correlated)
+    return HIERARCHICAL._fit_nuts(counts, decay=d, sampler=dict(draws=draws, tune=tune, chains=chains, cores=cores,
+                                                                target_accept=target_accept, progress=progress),
+                                  rng=rng, meta=meta, return_idata=return_idata, run_effects=run_effects)

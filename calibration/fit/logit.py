@@ -390,10 +390,15 @@ class LogitFamily(FitFamily):
         none)."""
         return None
 
-    def _fit_nuts(self, counts, *, decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata,
-                  progress=False, run_effects=True, correlated=False):
+    def _fit_nuts(self, counts, *, decay, sampler: dict, rng, meta, return_idata, run_effects=True):
+        """The NUTS fit: ``sampler`` holds ``draws``, ``tune``, ``chains``, ``cores``, ``target_accept``,
+        ``progress``; ``run_effects``: True (independent run effects in the model), ``"correlated"``
+        (with an LKJ(2) correlation) or False (the pooled model)."""
         pm = import_pymc()
 
+        draws, tune, chains, cores = sampler["draws"], sampler["tune"], sampler["chains"], sampler["cores"]
+        target_accept, progress = sampler["target_accept"], sampler.get("progress", False)
+        correlated = run_effects == "correlated"
         _quiet()
         X = design_matrix(counts.memory, decay)
         C = counts.counts
@@ -479,8 +484,7 @@ LOGIT_SYMMETRIC = LogitFamily("logit_symmetric", symmetric=True)
 
 def fit_logit(counts: StateCounts, *, symmetric: bool = False, decay="auto", draws: int = 1000, tune: int = 1000,
               chains: int = 2, cores: int = 2, target_accept: float = 0.9, rng=None, meta: dict | None = None,
-              return_idata: bool = False, progress: bool = False, run_effects: bool = True,
-              correlated: bool = False):
+              return_idata: bool = False, progress: bool = False, run_effects=True):
     """Fit the feature-only logistic strategy (``logit``, or ``logit_symmetric``) with NUTS.
 
     Parameters
@@ -502,14 +506,13 @@ def fit_logit(counts: StateCounts, *, symmetric: bool = False, decay="auto", dra
         Also return the ArviZ ``InferenceData`` (then the result is a tuple).
     progress : bool, optional
         Show the sampler's progress bar. Divergent transitions always raise a ``RuntimeWarning``.
-    run_effects : bool, optional
+    run_effects : bool or "correlated", optional
         Fit the run effects in the model (default; from three runs on): every run plays the table
         under its own shift and sharpness, sampled with it (non-centred, mean zero, half-normal
         standard deviations), and the fit's ``meta["run_effects"]`` holds their posterior draws,
         paired with the table draws (:class:`~normlab.calibration.RunEffects`, kind ``"joint"``).
+        ``"correlated"``: shift and sharpness correlated (an LKJ(2) prior) instead of independent.
         False: the pooled model (every run the same table).
-    correlated : bool, optional
-        Let a run's shift and sharpness correlate (LKJ(2) prior) instead of independent effects.
 
     Returns
     -------
@@ -522,7 +525,14 @@ def fit_logit(counts: StateCounts, *, symmetric: bool = False, decay="auto", dra
     """
     _check_counts(counts)
     _check_sampler(draws, tune, chains, cores, target_accept)
+    _check_run_effects(run_effects)
     d = _resolve_decay(counts, decay, rng)
     return (LOGIT_SYMMETRIC if symmetric else LOGIT)._fit_nuts(
-        counts, decay=d, draws=draws, tune=tune, chains=chains, cores=cores, target_accept=target_accept, rng=rng,
-        meta=meta, return_idata=return_idata, progress=progress, run_effects=run_effects, correlated=correlated)
+        counts, decay=d, sampler=dict(draws=draws, tune=tune, chains=chains, cores=cores, target_accept=target_accept,
+                                      progress=progress), rng=rng, meta=meta, return_idata=return_idata,
+        run_effects=run_effects)
+
+
+def _check_run_effects(value) -> None:
+    if not (isinstance(value, (bool, np.bool_)) or value == "correlated"):
+        raise ValueError(f"run_effects must be True, False or 'correlated'; got {value!r}")
