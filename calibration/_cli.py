@@ -146,8 +146,7 @@ def _calibrate(args) -> int:
     progress = show_progress(args)
     from normlab._rng import resolve_seed
 
-    seed, drawn = resolve_seed(args.seed)
-    announce_seed("calibrate", seed, drawn)
+    seed, drawn = resolve_seed(args.seed)  # said on stderr once the run is done (an error stays one line)
     if args.table and args.adequacy:
         raise ValueError("--adequacy tests a fit against the data's committed runs; use it with --ainorms/--log")
     if args.table:
@@ -181,6 +180,7 @@ def _calibrate(args) -> int:
             fit.to_json(args.save_fit)
         if args.out:
             out["out"] = _save_result(args.out, pred, out)
+        announce_seed("calibrate", seed, drawn)
         _print_result(out, args.json)
         return 0
     if args.names is None:
@@ -233,6 +233,7 @@ def _calibrate(args) -> int:
             print(f"normlab calibrate: warning: adequacy check skipped: {err}", file=sys.stderr)
     if args.out:
         summary["out"] = _save_result(args.out, cal, summary)
+    announce_seed("calibrate", seed, drawn)
     _print_result(summary, args.json)
     if adequacy is not None and not args.json:
         print("adequacy (fit played under the committed runs' design; predictive p, sum of z^2 over counts):")

@@ -172,8 +172,7 @@ def _tip(args) -> int:
     # the search's seed (its replay order, refits and simulations): drawn and printed when not given. A live
     # source's runs keep their own seeds in their run directories (None: drawn per step and stored there, so a
     # rerun resumes them whatever seed this session draws).
-    seed, drawn = resolve_seed(args.seed)
-    announce_seed("tip", seed, drawn)
+    seed, drawn = resolve_seed(args.seed)  # said on stderr once the search is done (an error stays one line)
 
     def go():
         import contextlib
@@ -234,6 +233,7 @@ def _tip(args) -> int:
             res.save(Path(args.out) / "result")
             write_user_text(Path(args.out) / "summary.json",
                             json.dumps(with_seed(res.summary(), seed, drawn), indent=1, default=json_default))
+        announce_seed("tip", seed, drawn)
         if args.json:
             emit(with_seed(res.summary(), seed, drawn), True)
         else:

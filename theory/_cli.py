@@ -257,8 +257,7 @@ def _simulate(args) -> int:
         check_out_dir(args.out)
     from normlab._rng import resolve_seed
 
-    seed, drawn = resolve_seed(args.seed)
-    announce_seed("simulate", seed, drawn)
+    seed, drawn = resolve_seed(args.seed)  # said on stderr once the run is done (an error stays one line)
     graph = _graph_from_spec(args.graph, args.n_agents, seed)
     common = dict(n_runs=args.runs, graph=graph, max_interactions=args.max_interactions, stop=args.stop, rng=seed,
                   progress=(True if args.progress else None) if show_progress(args) else False)
@@ -301,6 +300,7 @@ def _simulate(args) -> int:
                 df.to_parquet(out / f"{name}.parquet", index=False)
         summary["out"] = str(out)
         _write_summary(out / "summary.json", summary)
+    announce_seed("simulate", seed, drawn)
     emit(summary, args.json)
     return 0
 
@@ -317,8 +317,7 @@ def _critical_mass(args) -> int:
         kw = dict(strategy=args.strategy, memory=args.memory)
     from normlab._rng import resolve_seed
 
-    seed, drawn = resolve_seed(args.seed)
-    announce_seed("critical-mass", seed, drawn)
+    seed, drawn = resolve_seed(args.seed)  # said on stderr once the sweep is done (an error stays one line)
     res = critical_mass(args.model, committed, n_agents=args.n_agents, n_runs=args.runs,
                         within_rounds=args.within_rounds, rng=seed, progress=show_progress(args), **kw)
     summary = with_seed(res.summary(), seed, drawn)
@@ -336,5 +335,6 @@ def _critical_mass(args) -> int:
         df.to_csv(path, index=False) if path.suffix.lower() == ".csv" else df.to_parquet(path, index=False)
         summary["out"] = str(path)
         _write_summary(path.with_suffix(".json"), summary)
+    announce_seed("critical-mass", seed, drawn)
     emit(summary, args.json)
     return 0

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normlab._rng import seeded
+from normlab._rng import seeded, spawn
 from normlab.theory.criteria import published_max_round
 from normlab.theory.name_order import check_order
 

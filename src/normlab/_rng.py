@@ -59,7 +59,7 @@ def resolve_seed(seed) -> tuple[int, bool]:
 
         return int(secrets.randbits(32)), True
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
-        raise ValueError(f"a seed must be a non-negative int; got {seed!r}")
+        raise ValueError(f"--seed must be a non-negative int; got {seed!r}")
     return int(seed), False
 
 
