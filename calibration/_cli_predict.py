@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.cli_output import add_progress_flags, emit, show_progress
+from normlab.cli_output import add_progress_flags, announce_seed, emit, show_progress, with_seed
 from normlab.llm_runs.core.cli_kit import add_api_key_args, endpoint_config, guard
 
 from ._cli_format import format_probe_summary
@@ -88,7 +88,8 @@ def register_predict(sub) -> None:
     s.add_argument("--top-logprobs", type=int, default=20, help="alternatives per position (default %(default)s)")
     s.add_argument("--multi-token", default="expand", choices=("expand", "first_token"),
                    help="scoring of names of several tokens (default %(default)s)")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="random seed (default: one drawn, printed on stderr and recorded in --json and --out)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_progress_flags(p, what="progress bars (--no-progress: no cost line either)")
     p.set_defaults(func=_predict)
@@ -114,6 +115,10 @@ def _predict(args) -> int:
     for attr, default in (("price_input", 0.0), ("price_output", 0.0)):
         setattr(args, attr, default)
 
+    from normlab._rng import resolve_seed
+
+    seed, drawn = resolve_seed(args.seed)
+
     def go():
         import contextlib
 
@@ -133,11 +138,12 @@ def _predict(args) -> int:
                 within_rounds=args.within_rounds, max_round=args.max_round, strength=not args.no_strength,
                 underlying=not args.no_underlying, progress=show_progress(args),
                 announce=args.progress is not False,
-                rng=args.seed, wrap=args.wrap, temperature=args.temperature, top_k=args.top_k or None,
+                rng=seed, wrap=args.wrap, temperature=args.temperature, top_k=args.top_k or None,
                 top_logprobs=args.top_logprobs, multi_token=args.multi_token)
         if args.save_table:
             res.fit.to_json(args.save_table)
-        summary = res.summary()
+        announce_seed("predict", seed, drawn)
+        summary = with_seed(res.summary(), seed, drawn)
         if args.json:
             emit(summary, True)
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.cli_output import emit, exit_codes, show_progress
+from normlab.cli_output import announce_seed, emit, exit_codes, show_progress, with_seed
 from normlab.llm_runs.core.cli_kit import add_endpoint_args, endpoint_config, guard, sampling
 
 from .fit.registry import FIT_KINDS
@@ -167,6 +167,12 @@ def _tip(args) -> int:
     args.budget = other_budget
     endpoint = endpoint_config(args) if live else None
     progress = show_progress(args)
+    from normlab._rng import resolve_seed
+
+    # the search's seed (its replay order, refits and simulations): drawn and printed when not given. A live
+    # source's runs keep their own seeds in their run directories (None: drawn per step and stored there, so a
+    # rerun resumes them whatever seed this session draws).
+    seed, drawn = resolve_seed(args.seed)  # said on stderr once the search is done (an error stays one line)
 
     def go():
         import contextlib
@@ -195,7 +201,7 @@ def _tip(args) -> int:
                                    files=ainorms_file_patterns(names), on_inconsistency="warn")
             llm = _LLM_ALIASES.get(args.llm, args.llm) if args.llm else None
             source = ArchiveReplay(archive, names=names, majority=majority, memory=args.memory,
-                                   n_agents=args.n_agents, llm=llm, window=args.window, rng=args.seed)
+                                   n_agents=args.n_agents, llm=llm, window=args.window, rng=seed)
             ctx = contextlib.nullcontext()
         else:
             from normlab.llm_runs.backend import shared_embedded_server
@@ -215,13 +221,21 @@ def _tip(args) -> int:
                                    mode=mode, sampling=kw, progress=progress and sys.stderr.isatty(), rng=args.seed)
             res = tip(source, target=args.target, level=args.level, batch=args.batch, fit_model=args.fit_model,
                       prior=prior, run_effects=not args.no_run_effects, n_draws=args.draws, strategy=args.strategy,
-                      max_runs=runs_budget, log=log, confirm=args.confirm, progress=progress, rng=args.seed)
+                      max_runs=runs_budget, log=log, confirm=args.confirm, progress=progress, rng=seed)
         if args.plot:
             res.plot("both", path=args.plot)
         if args.out:
+            import json
+
+            from normlab.cli_output import json_default
+            from normlab.user_files import write_user_text
+
             res.save(Path(args.out) / "result")
+            write_user_text(Path(args.out) / "summary.json",
+                            json.dumps(with_seed(res.summary(), seed, drawn), indent=1, default=json_default))
+        announce_seed("tip", seed, drawn)
         if args.json:
-            emit(res.summary(), True)
+            emit(with_seed(res.summary(), seed, drawn), True)
         else:
             print(res.describe())
         return 5 if res.stopped.startswith("budget") or res.stopped.startswith("run budget") else 0

@@ -278,7 +278,8 @@ def test_each_shared_idea_has_one_home():
     assert literals[0][0] == REPO / "theory" / "criteria.py"
     for name in ("clopper_pearson", "end_of_run_windows", "flip_reached", "end_consensus", "first_position_reaching",
                  "parse_line", "interval_crossing", "firth_logistic", "EXIT_CODE_TABLE", "exit_codes",
-                 "BudgetBook", "arm_budget", "journal_spent", "prompt_tokens_bound", "count_of"):
+                 "BudgetBook", "arm_budget", "journal_spent", "prompt_tokens_bound", "count_of", "resolve_seed",
+                 "seed_record", "announce_seed"):
         homes = sorted({str(p.relative_to(REPO)) for p, n, v in defs if n == name})
         assert len(homes) == 1, f"{name} defined in {homes}"
     thresholds = [(str(p.relative_to(REPO)), n) for p, n, v in defs if v is not None and "FLIP_SUM / 3" in v]
@@ -303,7 +304,7 @@ OVER_1000: set = set()
 PUBLIC_CONVENIENCES = {
     "calibrate", "predict", "probe_predict", "tip", "LLMSource.__init__", "arun_game", "run_game", "make_settings",
     "meta_prompting", "ameta_prompting", "run_population", "arun_population", "estimate_population", "run_demo",
-    "strategy_game", "minimal_naming_game", "simulate_ltrha", "StubServer.__init__",
+    "strategy_game", "minimal_naming_game", "simulate_ltrha", "StubServer.__init__", "fit_logit",
 }
 KERNELS = {"_ng_steps", "_remember", "_sg_run_py", "_lean_remember", "_sg_lean_play_py", "_lean", "_sg_lean_run_py",
            "ng_run_reference", "sg_run_reference"}

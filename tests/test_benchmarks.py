@@ -50,6 +50,7 @@ def test_bench_calibration_engines_tiny():
     for k in ("predict", "mean_table", "table_draws"):
         assert res[k]["old_cpu_s"] > 0 and res[k]["new_cpu_s"] >= 0
     assert res["design_kernel"]["interactions"] > 0
+    assert res["predict_run_effects"]["identical"] is True and res["predict_llama31_200_draws_cpu_s"] > 0
 
 
 @pytest.mark.slow

@@ -232,6 +232,11 @@ class FitFamily:
         the generator ``g``."""
         raise NotImplementedError
 
+    def sample_tables_indexed(self, fit, n_draws: int, g):
+        """``(tables, index)``: :meth:`sample_tables` and, per table, the stored posterior draw it is
+        (None for a family whose draws are not stored ones; default)."""
+        return self.sample_tables(fit, n_draws, g), None
+
     def mean_table(self, fit, n_draws: int, rng) -> np.ndarray:
         """The posterior-mean table, shape ``(n_states, W)`` (default: the mean of ``n_draws``
         draws seeded by ``rng``)."""
@@ -407,7 +412,7 @@ class StrategyFit:
         return design_matrix(self.memory, self.decay)
 
     # ----------------------------------------------------------------- draws
-    def sample_tables(self, n_draws: int, *, rng=None) -> np.ndarray:
+    def sample_tables(self, n_draws: int, *, rng=None, return_index: bool = False):
         """Posterior draws of the whole table.
 
         Parameters
@@ -416,19 +421,28 @@ class StrategyFit:
             Number of tables. Feature-based fits cycle through their stored coefficient draws
             (in a random order) when more are asked than stored.
         rng : None, int, SeedSequence or Generator, optional
+        return_index : bool, optional
+            Also return which stored posterior draw each table is (None for a family whose draws are
+            not stored ones, e.g. ``empirical``): a joint fit's run effects
+            (``meta["run_effects"]``) are paired with its table draws by it.
 
         Returns
         -------
         numpy.ndarray, shape (n_draws, n_states, W)
-            ``p[d, s, n]``: probability of name ``n`` in state ``s`` under draw ``d``.
+            ``p[d, s, n]``: probability of name ``n`` in state ``s`` under draw ``d`` (with
+            ``return_index``: ``(tables, index)``).
         """
         if isinstance(n_draws, bool) or not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
             raise ValueError(f"n_draws must be an int >= 1; got {n_draws!r}")
-        return self.family.sample_tables(self, int(n_draws), as_generator(rng))
+        tabs, index = self.family.sample_tables_indexed(self, int(n_draws), as_generator(rng))
+        return (tabs, index) if return_index else tabs
 
-    def tables(self, n_draws: int, *, rng=None) -> list:
-        """Posterior draws as :class:`normlab.theory.strategies.StrategyTable` objects."""
-        return [StrategyTable(t, memory=self.memory, names=self.names) for t in self.sample_tables(n_draws, rng=rng)]
+    def tables(self, n_draws: int, *, rng=None, return_index: bool = False):
+        """Posterior draws as :class:`normlab.theory.strategies.StrategyTable` objects (with
+        ``return_index``: ``(tables, index)`` as :meth:`sample_tables`)."""
+        arr, index = self.sample_tables(n_draws, rng=rng, return_index=True)
+        tabs = [StrategyTable(t, memory=self.memory, names=self.names) for t in arr]
+        return (tabs, index) if return_index else tabs
 
     def mean_table(self, *, n_draws: int = 400, rng=0):
         """Posterior-mean table (exact for ``empirical``/``logit``; Monte Carlo with ``n_draws``

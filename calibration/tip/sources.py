@@ -150,62 +150,12 @@ def _direction_runs(log, names, majority, challenger, memory, n_agents, llm):
 
 def archive_design(log: GameLog, *, names, majority: str, memory: int, n_agents: int, llm: str | None = None,
                    window: int | None = None, stop: str | None = None) -> ExperimentDesign:
-    """The design of an archive's committed-minority experiment as a search must simulate it.
-
-    Counts and runs per count as the archive tested them; every run a *cap* on its length -- the
-    longest run the archive played at a count of at least one committed agent (at count 0: the
-    longest of its own runs) -- and ``stop="streak"`` when the archive's runs ended at a
-    consensus streak of ``3N`` successes before their cap (read from the run table: ``stop_streak``
-    of the published archives, ``stop_reason`` of normlab's runs). Beyond the last tested count
-    the grid is extended with the median runs per count (as :class:`ExperimentDesign`).
-
-    The lengths of the archive's own runs are not used: in the published Llama-3.1 runs a short
-    run is a run that reached the challenger's consensus, so its length tells its outcome.
-
-    Parameters
-    ----------
-    log : normlab.schema.GameLog
-    names : sequence of str
-    majority : str
-    memory, n_agents : int
-    llm : str, optional
-        The ``model`` run column (required when the log holds several LLMs).
-    window : int, optional
-        Default: the authors' (:func:`normlab.theory.criteria.published_max_round`).
-    stop : {"none", "streak"}, optional
-        Override the stop rule read from the run table.
-
-    Returns
-    -------
-    ExperimentDesign
-    """
-    names, challenger = _pool(names, majority)
-    r = _direction_runs(log, names, majority, challenger, memory, n_agents, llm)
-    if not len(r):
-        raise ValueError(f"the archive holds no committed-minority run overturning {majority} (pool "
-                         f"{','.join(names)}, H = {memory}, N = {n_agents})")
-    models = sorted(map(str, r["model"].unique()))
-    if len(models) > 1:
-        raise ValueError(f"runs of several LLMs {models}; choose llm=")
-    n_int = r["n_interactions"].astype(int).to_numpy()
-    cc = r["committed_count"].astype(int).to_numpy()
-    cap = int(n_int[cc > 0].max()) if (cc > 0).any() else int(n_int.max())
-    cap0 = int(n_int[cc == 0].max()) if (cc == 0).any() else cap
-    if stop is None:
-        L = 3 * int(n_agents)
-        if "stop_streak" in r.columns:
-            streak = pd.to_numeric(r["stop_streak"], errors="coerce").fillna(0).to_numpy()
-            stopped = (streak >= L) & (cc > 0) & (n_int < cap)
-        elif "stop_reason" in r.columns:
-            stopped = (r["stop_reason"].astype(str) == "streak").to_numpy() & (cc > 0)
-        else:
-            stopped = np.zeros(len(r), bool)
-        stop = "streak" if stopped.any() else "none"
-    counts = sorted(int(c) for c in np.unique(cc))
-    lengths = tuple((cap0 if c == 0 else cap,) * int((cc == c).sum()) for c in counts)
-    W = published_max_round(models[0], int(n_agents)) if window is None else check_int(window, "window", low=3)
-    return ExperimentDesign(majority, challenger, int(n_agents), tuple(counts), lengths, W, extend=True,
-                            source=f"{models[0]}: the archive's design ({len(r)} runs)", stop=stop)
+    """The design of an archive's committed-minority experiment as a search must simulate it: the one
+    home, :meth:`ExperimentDesign.from_log` (tested counts, runs per count, the protocol's cap and
+    stop rule, read from the run table only; never a run's own length)."""
+    names, _ = _pool(names, majority)
+    return ExperimentDesign.from_log(log, names=names, majority=majority, memory=memory, n_agents=n_agents, llm=llm,
+                                     window=window, stop=stop)
 
 
 class ArchiveReplay(RunSource):

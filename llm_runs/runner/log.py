@@ -415,7 +415,7 @@ def _write_decisions(s, reader, ix, dest, groups, models, filled, directory) -> 
                 "memory": s.memory, "committed_count": s.committed, "committed_name": s.committed_name,
                 "initial": s.initial, "n_interactions": n_k, "consensus": cons, "consensus_rule": "end_window",
                 "source_file": str(directory / JOURNAL_FILE) if directory is not None else None,
-                "mode": s.mode, "template": s.template, "stop": s.stop,
+                "mode": s.mode, "template": s.template, "stop": s.stop, "max_interactions": s.max_interactions,
                 "stop_reason": end.reason if end else None, "finished": end is not None,
                 "decisions": unc_n, "llm_calls": 0, "cache_hits": hits, "reasks": reasks,
                 "wrap": s.wrap, "parse": s.parse, "max_reasks": str(s.max_reasks), "sampler": json.dumps(s.sampler()),
