@@ -690,8 +690,6 @@ def tip_facts(tp, cfg: dict, model: str, embedded: bool, out: Path, llm_dir) -> 
          "critical_mass": {"estimate": finite(float(r.estimate)), "low": finite(float(r.low)),
                            "high": finite(float(r.high))},
          "level": float(r.settings.get("level", 0.95)), "p_within_one": float(r.p_within),
-         "credible_set": [None if not np.isfinite(c) else int(c) for c in r.credible_set], "p_set": float(r.p_set),
-         "target_reached": bool(r.target_reached),
          "target": float(r.settings.get("target", 0.9)), "runs_used": int(r.runs_used),
          "run_budget": int(cfg["tip_runs"]), "runs_per_count": int(tp.runs_per_count),
          "window": int(cfg["within_rounds"]), "runs_available": int(r.runs_available),
@@ -711,8 +709,7 @@ def tip_text(t: dict, cfg: dict, model: str, embedded: bool) -> list[str]:
     est = "not reached" if cm["estimate"] is None else f"{cm['estimate']:.0f} of {N} agents"
     iv = f"[{_f(cm['low'], 0) if cm['low'] is not None else 'not reached'}, " \
          f"{_f(cm['high'], 0) if cm['high'] is not None else 'not reached'}]"
-    # the search's stop rule: a credible set of tested counts holding the target, at most its tolerance wide
-    met = "reaching" if t.get("target_reached", t["p_within_one"] >= t["target"]) else "short of"
+    met = "reaching" if t["p_within_one"] >= t["target"] else "short of"
     zero = sum(p["runs"] for p in t["played"] if p["committed"] == 0)
     what = (f"played {t['runs_used'] or 'no'} committed-minority run{'s' if t['runs_used'] != 1 else ''} of its "
             f"budget of {t['run_budget']}"
