@@ -1176,6 +1176,7 @@ def equality_verdict(recs, cfg, cheap) -> dict:
         signs[q] = {"cheap_further": worse, "cheap_closer": better, "ties": len(pairs) - worse - better,
                     "p_one_sided": round(p, 4), "ok": p > 0.05}
     diag = [r["fits"]["cheap"]["fit"] for r in recs]
+    diag_default = [r["fits"][k]["fit"] for r in recs for k in ("a", "b")]
     diag_ok = all((d.get("r_hat_max") is None or d["r_hat_max"] < 1.01)
                   and (d.get("ess_bulk_min") is None or d["ess_bulk_min"] >= 400)
                   and not d.get("divergences") for d in diag)
@@ -1184,6 +1185,7 @@ def equality_verdict(recs, cfg, cheap) -> dict:
             "disagreement_default_a_b": round(float(per[:, 0].sum() / max(per[:, 2].sum(), 1)), 4),
             "disagreement_cheap_a": round(float(per[:, 1].sum() / max(per[:, 2].sum(), 1)), 4),
             "excess_upper_95": round(upper, 4), "ends": signs, "cheap_diagnostics": diag,
+            "default_diagnostics": diag_default,
             "diagnostics_ok": diag_ok, "accepted": ok,
             "seconds": [r["seconds"] for r in recs]}
 

@@ -15,28 +15,39 @@ the LLM leans to the name listed first, which correlates the two choices of a pa
 has no per-order play, so it is a plain-Python simulator of the game). Adding a truth is one entry
 in :data:`TRUTHS`.
 
-For each truth and seed the benchmark plays a **synthetic archive** the way the paper's experiments
-were played: 20 baseline runs from empty memories (stopped at a 3N success streak) and the paper's
-full grid -- 10 runs at every committed count 0 .. N - 1, each at most 30 rounds and stopped at a 3N
-streak. The **true critical mass** is that grid's published-rule critical mass (what the full grid
-would report, :func:`normlab.theory.criteria.published_critical_mass`). Then, on the same archive
-(replayed by :class:`normlab.calibration.tip.sources.ArchiveReplay`: runs drawn without replacement,
-never a run not paid for):
+For each truth and seed the benchmark plays **two synthetic archives** of the same hidden table the
+way the paper's experiments were played: 20 baseline runs from empty memories (stopped at a 3N
+success streak) and the paper's full grid -- 10 runs at every committed count 0 .. N - 1, each at
+most 30 rounds and stopped at a 3N streak. Archive A (seed 1000 + s) is replayed
+(:class:`normlab.calibration.tip.sources.ArchiveReplay`: runs drawn without replacement, never a run
+not paid for); archive B (seed 2000 + s) is never read by any method, and **the truth is B's
+published-rule critical mass** (what an independent replication of the experiment reports,
+:func:`normlab.theory.criteria.published_critical_mass`). A's own full-grid reading is kept as
+``truth_same_archive``: once the search has played a count out, its reading is A's, so scoring
+against A is largely structural. The methods, all scored against B:
 
-- ``tip`` (``strategy="eig"``, and ``"half"`` with ``--strategies eig,half``): runs used, estimate, whether it lands within one
-  agent of the truth, whether its 95% interval covers it;
-- ``full grid``: every committed run (error 0 by the definition of the truth);
+- ``tip`` (``strategy="eig"``, and ``"half"`` with ``--strategies eig,half``): runs used, its
+  estimate (always a tested count), its credible set, whether it hits B's value (``hit``) or lands
+  within one agent (``hit1``); ``covered``: B's value inside the interval of a *fresh* experiment
+  of the design (``TipResult.replication``); ``covered_same``: A's value inside the headline
+  interval (structural); the categorical Brier score of its distribution over the tested counts
+  (0: all mass on the truth, 2: all on one wrong value) and the share of zero-width intervals;
+- ``full grid``: every committed run of A read by the rule -- the agreement with B no method reading
+  A can beat;
 - ``bisection`` on observed flip frequencies, over the counts 1 .. N - 1: at each probed count play
   ``m`` runs and call the count "overturned" when every one of them flipped by its end (flip
   frequency 1, the per-run analogue of the ensemble rule), m = 5; and the same with all 10 runs of
-  the count read by the published rule (exact on the archive when the rule is monotone in the count).
+  the count read by the published rule (exact on A when the rule is monotone in the count). A
+  point estimate's Brier score is 0 or 2.
 
-``--archives``: ``tip`` on the Llama-3.1 and Llama-3 archives by replay (several seeds: the seed
-orders the runs drawn), against their published critical masses (10 and 6), with the same two
-bisections.
+``--archives``: ``tip`` on the Llama-3.1 and Llama-3 archives by replay, both directions (several
+seeds: the seed orders the runs drawn), against their published critical masses (Table S3: 10 and
+0, 6 and 1), with the same rivals. There is no second archive: the truth is the archive's own full
+grid as its authors read it, so "covered" is structural once a count is played out.
 
-Prints one line per (truth, seed, method) and a table: runs used (mean, as % of the full grid),
-error rate (|estimate - truth| > 1), interval coverage.
+Prints one line per (truth, seed, method), a table (runs used, mean and % of the full grid; exact
+and within-one hits; Brier score; coverage and zero-width share of tip's intervals) and README's
+tip table (estimate, credible set, runs, hits, Brier, covered, zero-width per case and method).
 """
 
 from __future__ import annotations
