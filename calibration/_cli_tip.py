@@ -29,8 +29,9 @@ runs meet the published ensemble rule behind Table S3 of Flint Ashery, Aiello & 
 all runs so far (default: the Dirichlet table) with the between-run heterogeneity, reads every
 count's experiment as its observed runs plus simulated ones (so the runs decide where they were
 played), and plays the next batch (--batch runs at one count) where the expected information about
-the critical mass per unit of cost is highest. It stops when P(|critical mass - estimate| <= 1)
-reaches --target, or the --budget (runs, tokens or USD) is spent.
+the critical mass per unit of cost is highest. It stops when the smallest set of tested counts
+holding --target of the probability spans at most --tolerance agents (only tested counts are ever
+reported), or the --budget (runs, tokens or USD) is spent.
 
 The experiment: with --ainorms, the archive's own (its tested counts and runs per count, its run
 protocol and window: the number its authors reported); a run requested at a count is one of the
@@ -38,7 +39,8 @@ archive's runs there, drawn without replacement (seeded), and counts it did not 
 played. Live: the paper's design (--runs-per-count runs of --window rounds at every count, runs
 stopping at a 3N success streak), every step journaled under --out (a rerun resumes).
 
---json prints {"direction", "critical_mass": {"estimate", "low", "high"}, "runs_used",
+--json prints {"direction", "critical_mass": {"estimate", "low", "high", "credible_set", "p_set"},
+"replication": {... a fresh experiment of the same design, "distribution"}, "runs_used",
 "runs_available", "tokens_used", "counts": {count: runs}, "steps": [...]} (null: not reached on the
 grid; tokens_used is null for a replay, whose archive has no token counts). A search that --budget
 stopped before --target still prints its result, and exits with 5.
@@ -84,7 +86,11 @@ def register_tip(sub) -> None:
                    help="window of the published rule in rounds; live: also the runs' length (default 30; "
                         "--ainorms: the authors' window for that archive)")
     d.add_argument("--target", type=float, default=0.9,
-                   help="stop when P(|critical mass - estimate| <= 1) reaches it (default 0.9)")
+                   help="stop when a set of tested counts spanning at most --tolerance agents holds this much of "
+                        "the probability (default 0.9)")
+    d.add_argument("--tolerance", type=int, default=1, metavar="AGENTS",
+                   help="width in agents the credible set may span at the stop (default 1; on a coarse grid such as "
+                        "0,1,2,4,6,8,10 the set {8, 10} is not tight)")
     d.add_argument("--level", type=float, default=0.95, help="level of the reported interval (default 0.95)")
     d.add_argument("--batch", type=int, default=2, help="runs per step, at one count (default 2)")
     d.add_argument("--strategy", default="eig", choices=["eig", "half"],
@@ -126,7 +132,7 @@ def _tip(args) -> int:
     from pathlib import Path
 
     for nm, low in (("memory", 1), ("n_agents", 3), ("batch", 1), ("draws", 20), ("runs_per_count", 1),
-                    ("confirm", 0),
+                    ("confirm", 0), ("tolerance", 0),
                     ("baseline_rounds", 3)):
         v = getattr(args, nm)
         if v is None or v < low:
@@ -221,7 +227,8 @@ def _tip(args) -> int:
                                    mode=mode, sampling=kw, progress=progress and sys.stderr.isatty(), rng=args.seed)
             res = tip(source, target=args.target, level=args.level, batch=args.batch, fit_model=args.fit_model,
                       prior=prior, run_effects=not args.no_run_effects, n_draws=args.draws, strategy=args.strategy,
-                      max_runs=runs_budget, log=log, confirm=args.confirm, progress=progress, rng=seed)
+                      max_runs=runs_budget, log=log, confirm=args.confirm, tolerance=args.tolerance,
+                      progress=progress, rng=seed)
         if args.plot:
             res.plot("both", path=args.plot)
         if args.out:
