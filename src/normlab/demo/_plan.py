@@ -298,7 +298,7 @@ def estimate_demo(out, **settings):
         led = ledger(dirs)
         if led["calls"]:
             done_before = {"requests": led["calls"], "tokens": led["prompt_tokens"] + led["completion_tokens"]}
-    model = "embedded SmolLM2-135M-Instruct" if ep.embedded else (ep.model or "the endpoint's first model")
+    model = ep.model_label
     what = (f"normlab demo: N = {N}, H = {H}, names {','.join(names)}, {cfg.runs} populations, "
             f"{cfg.mode} mode, {model}")
     return RunEstimate(what=what, rows=rows, prices=prices, notes=tuple(notes), done=done_before)

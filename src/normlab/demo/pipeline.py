@@ -278,6 +278,7 @@ def _start(cfg: DemoSettings, *, rng, progress: bool, verbose: bool) -> DemoRun:
     llm_dir = out / "llm" / directory_key(cfg)
     llm_dir.mkdir(parents=True, exist_ok=True)
     seeds = spawn(seed, 8)
-    where = "the embedded SmolLM2-135M-Instruct server" if ep.embedded else f"{redact_url(ep.base_url)} ({ep.model or 'its first model'})"
+    where = (f"the {ep.model_label} server (--embedded-model {ep.embedded_model})" if ep.embedded
+             else f"{redact_url(ep.base_url)} ({ep.model or 'its first model'})")
     echo(f"normlab demo: {N} agents, memory {H}, names {','.join(names)}, {where}; report in {out}")
     return DemoRun(cfg=cfg, seed=seed, ep=ep, llm_dir=llm_dir, seeds=seeds, clock=clock, echo=echo, progress=progress)
