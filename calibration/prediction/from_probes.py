@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import elapsed_bar, plotting
+from normlab._display import elapsed_bar, plotting, error_bars
 from normlab._rng import as_generator, spawn
 from normlab._validate import check_int
 from normlab.llm_runs import (BudgetExhausted, EndpointConfig, enumerate_states, load_template, open_endpoint,
@@ -767,7 +767,7 @@ class ProbePrediction:
             f = f[f["name"] == self.fit.names[0]].reset_index(drop=True)
             x = np.arange(len(f))
             ax1.vlines(x, f["p_min_order"], f["p_max_order"], color="0.6", lw=1, label="spread over name orders")
-            ax1.errorbar(x, f["p"], yerr=[f["p"] - f["low"], f["high"] - f["p"]], fmt="o", ms=2.5, color="C3",
+            ax1.errorbar(x, f["p"], yerr=error_bars(f["p"], f["low"], f["high"]), fmt="o", ms=2.5, color="C3",
                          lw=0.8, label="order average (interval over draws)")
             ax1.set(xlabel="memory state (stable order)", ylabel=f"p({self.fit.names[0]} | state)", ylim=(-0.02, 1.02))
             ax1.legend(fontsize=8, frameon=False)

@@ -663,7 +663,7 @@ def _run_table(played, source, rows) -> pd.DataFrame:
             w = s[:source.design.window][-LAST_ROUNDS:]
             base = by.get((i, int(r)), {"step": i, "committed": int(b.count), "run": int(r), "interactions": -1})
             out.append({**base, "outcome": ["neither", "majority", "flipped"][_run_class(s, source.design.window)],
-                        "window_share": float(np.nanmean(w)) if len(w) else float("nan"),
+                        "window_share": float(np.nanmean(w)) if np.isfinite(w).any() else float("nan"),
                         "flipped_at_end": bool(len(s) and np.nansum(s[-LAST_ROUNDS:]) >= FLIP_SUM)})
     cols = ["step", "committed", "run", "interactions", "outcome", "window_share", "flipped_at_end"]
     return pd.DataFrame(out, columns=cols)
