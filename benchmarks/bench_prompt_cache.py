@@ -11,15 +11,18 @@ a fresh in-process server (default threads: 1 on up to 2 cores):
   prompt cache (``--embedded-cache-mib 0``): every prompt token is evaluated;
 - **after** (normlab's default): the slot's KV reused for the common prefix and a 256 MiB host
   cache from which every request resumes at the cached state sharing the longest prefix, so a
-  prompt pays only the tail after the prefix it shares with an earlier one.
+  prompt pays only the tail after the prefix it shares with an earlier one;
+- **again**: the same prompts once more on that warm server (a new probe directory, so nothing
+  comes from normlab's journal): every prompt is a full hit and only its last token is evaluated
+  -- the largest change of batch shape, so the largest logit jitter.
 
 Printed per model: prompt tokens (the server's count) and how many came from the cache, wall and
 process CPU seconds (the server runs in this process, so its threads count), **prompt tokens per
 second** (wall and CPU) before and after, and their ratio. Then the **logit jitter** of prefix
-reuse: a cached evaluation of a prompt differs from a cold one in the last digits (the final
+reuse: a cached evaluation of a prompt can differ from a cold one in the last digits (the final
 logits come from a batch of another size), so ``max |dp|`` over every (state, order, name) of
-the two tables -- the same prompts, cold and cached -- says how far "answers do not change"
-holds. One run each; on a machine other jobs share, wall seconds move with the load and the CPU
+the tables -- the same prompts, cold against cached (after) and against fully cached (again) --
+says how far "answers do not change" holds. One run each; on a machine other jobs share, wall seconds move with the load and the CPU
 columns are the steadier reading.
 """
 
@@ -40,7 +43,8 @@ def _cpu() -> float:
 
 
 def probe_once(model: str, cache: bool, names, memory: int, directory: Path) -> dict:
-    """One exact strategy probe on a fresh embedded server; its tokens, seconds and table."""
+    """One exact strategy probe (a fresh embedded server unless inside ``shared_embedded_server``);
+    its tokens, seconds and table."""
     from normlab.llm_runs import EndpointConfig, strategy_table
     from normlab.llm_runs import journal
     from normlab.llm_runs.journal import JOURNAL_FILE, read_journal
@@ -72,28 +76,31 @@ def main(argv=None) -> int:
     ap.add_argument("--memory", type=int, default=2)
     ap.add_argument("--names", default="X,Y")
     args = ap.parse_args(argv)
-    from normlab.llm_runs.backend import default_threads
+    from normlab.llm_runs.backend import default_threads, shared_embedded_server
 
     names = args.names.split(",")
     print(f"exact strategy probe, names {args.names}, H = {args.memory}, {default_threads()} thread(s), "
           f"{os.cpu_count()} cores; before = prompt cache off, after = normlab's default")
     with tempfile.TemporaryDirectory(prefix="nl-bench-cache-") as tmp:
         for model in args.models.split(","):
-            res = {}
-            for label, cache in (("before", False), ("after", True)):
-                res[label] = probe_once(model, cache, names, args.memory, Path(tmp) / f"{model}-{label}")
+            res = {"before": probe_once(model, False, names, args.memory, Path(tmp) / f"{model}-before")}
+            with shared_embedded_server():  # after and again: one server, its prompt cache warm for "again"
+                for label in ("after", "again"):
+                    res[label] = probe_once(model, True, names, args.memory, Path(tmp) / f"{model}-{label}")
+            for label in ("before", "after", "again"):
                 r = res[label]
                 print(f"  {model:20s} {label:6s}: {r['requests']} requests, {r['prompt_tokens']:,} prompt tokens "
                       f"({r['cached_tokens']:,} from the cache), {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU: "
                       f"{r['tok_per_s']:.1f} prompt tokens/s ({r['tok_per_cpu_s']:.1f} per CPU second)", flush=True)
             b, a = res["before"], res["after"]
-            j = jitter(b["by_order"], a["by_order"])
             print(f"  {model:20s} ratio : {a['tok_per_s'] / b['tok_per_s']:.2f}x prompt tokens/s wall, "
                   f"{a['tok_per_cpu_s'] / b['tok_per_cpu_s']:.2f}x per CPU second; "
                   f"{a['cached_tokens'] / max(a['prompt_tokens'], 1):.0%} of the prompt tokens cached")
-            print(f"  {model:20s} jitter: max |dp| = {j['max_abs_dp']:.4f} (mean {j['mean_abs_dp']:.4f}) between the cold "
-                  f"and the cached evaluation of the same {j['compared']} (state, order, name) probabilities; "
-                  f"{j['differing']} differ", flush=True)
+            for label in ("after", "again"):
+                j = jitter(b["by_order"], res[label]["by_order"])
+                print(f"  {model:20s} jitter: max |dp| = {j['max_abs_dp']:.4f} (mean {j['mean_abs_dp']:.4f}) between the "
+                      f"cold and the {'cached' if label == 'after' else 'fully cached'} ({label}) evaluation of the same "
+                      f"{j['compared']} (state, order, name) probabilities; {j['differing']} differ", flush=True)
     return 0
 
 
