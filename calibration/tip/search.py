@@ -55,6 +55,7 @@ import pandas as pd
 from normlab._display import fmt, fmt_interval, html_card, load_result, new_figure, plain, plotting, save_result, short_repr
 from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
+from normlab.llm_runs import BudgetExhausted
 from normlab.schema import GameLog
 from normlab.theory.criteria import FLIP_SUM, LAST_ROUNDS, published_rule
 
@@ -184,6 +185,9 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
     if kb is not None and len(kb.log.runs):
         known.append(kb.log)
     baseline_runs = sum(len(x.runs) for x in known)
+    if not known and prior_counts is None and kb is not None and not kb.complete:
+        raise BudgetExhausted("the budget was spent before the baseline runs finished (nothing else to start from); "
+                              "the runs played so far are kept")
     if not known and prior_counts is None:
         raise ValueError("nothing to start from: give baseline runs (a log or a source with baselines), a table or "
                          "probe counts (prior=)")
