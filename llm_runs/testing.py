@@ -213,11 +213,18 @@ def main(argv=None) -> int:
                    help="answer CRSEC's or SCENE's prompts with a scripted stand-in of a capable model (rules and "
                         "seeded choices, not a language model)")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--bias", default=None, metavar="NAME=W,...",
+                   help="the memory-less weight of each name (e.g. X=1,Y=0.0001: a strong individual bias)")
+    p.add_argument("--no-logprobs", action="store_true",
+                   help="never return logprobs (a hosted API without them: exact mode refuses, sample mode works)")
     args = p.parse_args(argv)
     beta = args.beta
+    bias = None
+    if args.bias:
+        bias = {k.strip(): float(v) for k, _, v in (x.partition("=") for x in args.bias.split(","))}
     stub = StubServer(args.names.split(",") if args.names else None, latency=args.latency, junk_mass=args.junk_mass,
-                      policy=lambda system, names: memory_policy(system, names, beta=beta), scripted=args.scripted,
-                      port=args.port)
+                      policy=lambda system, names: memory_policy(system, names, beta=beta, bias=bias),
+                      scripted=args.scripted, port=args.port, logprobs=not args.no_logprobs)
     with stub:
         print(stub.base_url, flush=True)
         try:

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
+from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr, error_bars
 from normlab._rng import as_generator, as_seed_sequence
 from normlab._validate import Check, check_int, validated
 from normlab.llm_runs.probes import check_table_size
@@ -626,7 +626,7 @@ class StrategyFit:
         ax.scatter(st["pred_mean"], st["observed_freq"], s=np.clip(np.sqrt(st["n"]) * 3, 4, 60), alpha=0.3,
                    color="C0", lw=0, label="memory states (size: decisions)")
         ax.errorbar(ln["pred_mean"], ln["observed_freq"],
-                    xerr=[ln["pred_mean"] - ln["pred_low"], ln["pred_high"] - ln["pred_mean"]], fmt="o", color="C3",
+                    xerr=error_bars(ln["pred_mean"], ln["pred_low"], ln["pred_high"]), fmt="o", color="C3",
                     capsize=3, label="per memory length (95% predictive interval)")
         for _, r in ln.iterrows():
             ax.annotate(f"L={int(r['memory_len'])}", (r["pred_mean"], r["observed_freq"]), fontsize=7, color="C3",

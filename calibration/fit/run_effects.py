@@ -412,7 +412,9 @@ def run_effect_values(draw: np.ndarray, cells, *, rng=None) -> tuple[np.ndarray,
     shared = np.repeat(g.standard_normal((len(cells), 2)) @ L.T, cells, axis=0)
     own = g.standard_normal((n, 2)) @ L.T
     e = math.sqrt(om) * shared + math.sqrt(1.0 - om) * own
-    return mu_b + e[:, 0], np.exp(mu_k + e[:, 1])
+    # the sharpness on the log scale, bounded: at a table of 0s and 1s (a strong bias) its posterior can
+    # reach values whose exp overflows to inf, and inf * 0 poisons every later product with NaN
+    return mu_b + e[:, 0], np.exp(np.clip(mu_k + e[:, 1], -30.0, 30.0))
 
 
 def _chol(sd_b: float, sd_k: float, rho: float) -> np.ndarray:

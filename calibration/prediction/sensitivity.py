@@ -286,7 +286,8 @@ def state_sensitivity(fit, *, n_agents: int, majority: str | None = None, commit
             # effects' convention; flip its sign when the target is name 0)
             sign = 1.0 if ti == 1 else -1.0
             lt = kk[r] * base + sign * bb[r]
-            pt = 1.0 / (1.0 + np.exp(-lt))
+            with np.errstate(over="ignore"):  # a logit of +-inf (a table at 0 or 1) gives exactly 0 or 1
+                pt = 1.0 / (1.0 + np.exp(-lt))
             tab = np.empty((S, 2))
             tab[:, ti] = pt
             tab[:, 1 - ti] = 1.0 - pt

@@ -61,6 +61,7 @@ import pandas as pd
 from normlab._display import fmt, fmt_interval, html_card, load_result, new_figure, plain, plotting, save_result, short_repr
 from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
+from normlab.llm_runs import BudgetExhausted
 from normlab.schema import GameLog
 from normlab.theory.criteria import FLIP_SUM, LAST_ROUNDS, published_rule
 
@@ -196,6 +197,9 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
     if kb is not None and len(kb.log.runs):
         known.append(kb.log)
     baseline_runs = sum(len(x.runs) for x in known)
+    if not known and prior_counts is None and kb is not None and not kb.complete:
+        raise BudgetExhausted("the budget was spent before the baseline runs finished (nothing else to start from); "
+                              "the runs played so far are kept")
     if not known and prior_counts is None:
         raise ValueError("nothing to start from: give baseline runs (a log or a source with baselines), a table or "
                          "probe counts (prior=)")
@@ -728,7 +732,7 @@ def _run_table(played, source, rows) -> pd.DataFrame:
             w = s[:source.design.window][-LAST_ROUNDS:]
             base = by.get((i, int(r)), {"step": i, "committed": int(b.count), "run": int(r), "interactions": -1})
             out.append({**base, "outcome": ["neither", "majority", "flipped"][_run_class(s, source.design.window)],
-                        "window_share": float(np.nanmean(w)) if len(w) else float("nan"),
+                        "window_share": float(np.nanmean(w)) if np.isfinite(w).any() else float("nan"),
                         "flipped_at_end": bool(len(s) and np.nansum(s[-LAST_ROUNDS:]) >= FLIP_SUM)})
     cols = ["step", "committed", "run", "interactions", "outcome", "window_share", "flipped_at_end"]
     return pd.DataFrame(out, columns=cols)

@@ -170,6 +170,9 @@ class StubServer:
         ``responder``.
     port : int
         Port on ``127.0.0.1`` (default 0: a free one).
+    logprobs : bool
+        ``False``: never return logprobs, whatever the request asks (a hosted API without them; the
+        ``"nologprobs"`` fault does this for one request).
 
     Examples
     --------
@@ -181,9 +184,10 @@ class StubServer:
                  junk_mass: float = 0.1, latency: float = 0.0, faults=(), retry_after: float = 0.05,
                  slow_seconds: float = 2.0, echo_prefill: bool = True, piece_size: int = 3,
                  model: str = "stub-model", responder: Callable | None = None, scripted: str | None = None,
-                 port: int = 0):
+                 port: int = 0, logprobs: bool = True):
         self.names = list(names) if names is not None else None
         self.port_requested = int(port)
+        self.logprobs = bool(logprobs)
         self.scripted = scripted
         if scripted is not None:
             responder = scripted_responder(scripted)
@@ -312,7 +316,7 @@ class StubServer:
                     return
                 try:
                     fn = stub.complete_text if text_route else stub.complete
-                    resp = fn(body, malformed=fault == "malformed", logprobs=fault != "nologprobs")
+                    resp = fn(body, malformed=fault == "malformed", logprobs=fault != "nologprobs" and stub.logprobs)
                 except Exception as exc:  # a bug in a user policy must not hang the client
                     self._json(500, {"error": {"message": f"stub error: {exc}", "type": "server_error"}})
                     return

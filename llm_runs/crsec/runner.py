@@ -432,7 +432,7 @@ async def _arun(agents, ops, pop: PopulationSettings, *, endpoint, out, rng, pro
             cfg = endpoint if endpoint is not None else EndpointConfig.from_env(embedded_threads=1, concurrency=1)
             if cfg.embedded and cfg.model is not None:
                 raise ValueError("a model name was given without a base URL; pass base_url too (the embedded server "
-                                 "only serves SmolLM2)")
+                                 "serves the model of --embedded-model)")
             async with open_endpoint(cfg) as client:
                 rd.begin(seed=seed_list(ss), model=client.model, endpoints=[client.info],
                          budget={"tokens": cfg.budget_tokens, "usd": cfg.budget_usd, "requests": pop.max_requests})
@@ -844,14 +844,15 @@ def _estimate(agents, ops, pop: PopulationSettings, *, endpoint, out, rng):
              "at most: the same requests, each generating its prompt's max_tokens; a model that talks more or "
              "identifies more norms makes more requests (no bound holds for every model)",
              "tokens: prompts and answers in UTF-8 bytes / 3",
-             "the embedded SmolLM2 cannot do these tasks: it writes no norms, so its runs make fewer requests"]
+             *(["the embedded SmolLM2 cannot do these tasks: it writes no norms, so its runs make fewer requests"]
+               if endpoint.embedded and endpoint.embedded_model == "smollm2" else [])]
     return make_estimate(what, requests=(n, n), prompt_tokens=(client.prompt_tokens, client.prompt_tokens),
                          completion_tokens=(client.completion_tokens, client.max_completion_tokens), prices=prices,
                          notes=notes, done=done)
 
 
 def _model_name(endpoint) -> str:
-    return "the embedded SmolLM2-135M-Instruct" if endpoint.embedded else (endpoint.model or "the endpoint's first model")
+    return ("the " if endpoint.embedded else "") + endpoint.model_label
 
 
 __all__ = ["run_population", "arun_population", "PopulationRun", "PopulationSettings", "load_population", "estimate_population",

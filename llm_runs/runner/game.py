@@ -460,8 +460,10 @@ class Game:
                     break
             if not res.top:
                 raise EndpointError(
-                    f"{client.base_url} returned no top_logprobs; exact mode needs an endpoint that "
-                    "supports logprobs/top_logprobs (llama.cpp, vLLM, ...); use --mode sample otherwise"
+                    f"{client.base_url} returned no top_logprobs: exact mode reads next-token logprobs and needs an "
+                    "endpoint that returns them (llama.cpp, vLLM, the embedded models); sample mode needs none -- "
+                    "answers are generated and parsed (llm-run, llm-probe, tip and demo take --mode sample; the demo "
+                    "then estimates the strategy table from sampled answers); predict --probe needs logprobs"
                 )
             self.cache[key] = res.top
             fut.set_result(res.top)

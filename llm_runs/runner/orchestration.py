@@ -99,7 +99,8 @@ def _endpoint(endpoint) -> EndpointConfig:
     if not isinstance(endpoint, EndpointConfig):
         raise TypeError(f"endpoint must be an EndpointConfig or None; got {type(endpoint).__name__}")
     if endpoint.embedded and endpoint.model is not None:
-        raise ValueError("a model name was given without a base URL; pass base_url too (the embedded server only serves SmolLM2)")
+        raise ValueError("a model name was given without a base URL; pass base_url too (the embedded server serves the "
+                         "model of --embedded-model / EndpointConfig.embedded_model)")
     return endpoint
 
 
