@@ -355,9 +355,16 @@ def _outside_one(r, cfg: dict, free: dict | None) -> str:
         head += (f": {k} of {n} against {_f(n * p, 1)} +/- {_f(sd, 1)} expected"
                  + (f" ({_f(abs(k - n * p) / sd, 1)} standard deviations)" if sd > 0 else
                     " (the prediction allows no spread: a single differing run falls outside)"))
-    why = what_it_shows(q, cfg)
+    why = what_it_shows(q, cfg, gap=(gap, side))
     if r["source"] == "log":
         why += " (The log fit is in-sample for the convergence runs.)"
+    elif cfg.get("mode") == "exact":
+        # the populations play this very table: it cannot be too sure or too noisy for them
+        why = (("in exact mode the populations play this very table, so its probabilities are the runs' own; "
+                "what remains is " + why) if q == "P(flip)" else
+               ("in exact mode the populations play this very table, so its probabilities are the runs' own and "
+                "cannot explain the difference: a miss is chance -- a 95% interval misses about one experiment in "
+                "20 -- unless it persists with more runs (--runs)."))
     return f"<li>{head}. What it can show: {why}</li>"
 
 
@@ -382,9 +389,14 @@ def _inside_one(r, cfg: dict) -> str:
     return f"<li>{head}. What it compares: {what_it_shows(q, cfg, inside=True)}</li>"
 
 
-def what_it_shows(q: str, cfg: dict, inside: bool = False) -> str:
+def what_it_shows(q: str, cfg: dict, inside: bool = False, gap: tuple[float, str] | None = None) -> str:
     """What a check of quantity ``q`` compares (``inside``) or, outside its interval, what the
-    difference can show."""
+    difference can show (``gap``: how far outside, and ``"above"`` or ``"below"``)."""
+    if gap is not None:
+        rounds = _f(gap[0], 1)
+        later = f"{rounds} round{'' if float(gap[0]) == 1 else 's'} {'later' if gap[1] == 'above' else 'earlier'}"
+    else:
+        later = "earlier or later"
     if inside:
         return {
             "P(consensus)": f"the share of {cfg['runs']} runs reaching each convention against the binomial noise of "
@@ -408,9 +420,9 @@ def what_it_shows(q: str, cfg: dict, inside: bool = False) -> str:
                                f"({_f(0.95 ** (3 * cfg['n_agents']), 2)} at 0.95, {_f(0.97 ** (3 * cfg['n_agents']), 2)} "
                                f"at 0.97), so a table slightly too sure or too noisy in the settled states shifts the "
                                "time a lot while every probability stays close.",
-        "rounds to 95% success": "the mean success curve of the runs crosses 0.95 one round earlier or later: a "
-                                 "difference of a few percent in the settled states' noise, or in how fast the first "
-                                 "rounds sort out, moves the crossing by a round.",
+        "rounds to 95% success": f"the mean success curve of the runs crosses 0.95 {later} than the simulated "
+                                 "experiments' crossings allow: a difference of a few percent in the settled states' "
+                                 "noise, or in how fast the first rounds sort out, moves the crossing.",
         "P(flip)": f"{cfg['committed_runs']} runs at one committed count; the committed runs visit mixed memories and "
                    "the challenger's consensus far more than free populations do, and both players of an interaction "
                    "see one shared name order there (the theory draws them independently): outside, the table's "
