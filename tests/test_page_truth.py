@@ -54,3 +54,14 @@ def test_rounds_to_95_gap_is_said_with_its_size():
     assert "one round" not in html_ and "earlier or later" not in html_
     assert "crosses 0.95 4 rounds later" in html_
     assert "1.0 round earlier" in _outside([{**_CROSS, "observed": 6.0}], mode="sample")
+
+
+def test_every_command_builds_its_parser():
+    """``normlab --help`` builds every sub-command's parser (after the merge of issue 31's shared
+    --embedded-model, ``study``'s own flag of the same name broke all of them); ``study`` still takes a GGUF file."""
+    from normlab.cli import build_parser
+
+    p = build_parser()
+    sub = next(a for a in p._actions if a.__class__.__name__ == "_SubParsersAction")
+    study = sub.choices["study"]
+    assert study.parse_args(["--out", "x", "--embedded-model", "/m/q.gguf"]).embedded_model == "/m/q.gguf"
