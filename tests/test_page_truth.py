@@ -65,3 +65,87 @@ def test_every_command_builds_its_parser():
     sub = next(a for a in p._actions if a.__class__.__name__ == "_SubParsersAction")
     study = sub.choices["study"]
     assert study.parse_args(["--out", "x", "--embedded-model", "/m/q.gguf"]).embedded_model == "/m/q.gguf"
+
+
+def _reading(sym_p: float, above: int, states: int = 20):
+    return {"name": "Y", "states": states, "p_min": 0.2, "p_max": 0.9, "above_half": above,
+            "after_successes": {"X": {"1": sym_p, "2": sym_p}, "Y": {"1": sym_p, "2": sym_p}}}
+
+
+def test_symmetric_table_sentence_follows_the_predicted_consensus():
+    """A full-memory row that is nearly symmetric beside a predicted consensus on Y with probability 1.00:
+    the reading must not promise "little collective bias"; it names the prediction and where the bias lies."""
+    from normlab.demo.report import strategy_reading_text
+
+    text = strategy_reading_text(_reading(0.9, 17), ("X", "Y"), {"X": 0.0, "Y": 1.0})
+    assert "little collective bias" not in text
+    assert "predicts a consensus on Y with probability 1.00" in text and "17 of 20" in text
+    even = strategy_reading_text(_reading(0.9, 10), ("X", "Y"), {"X": 0.45, "Y": 0.55})
+    assert "little collective bias" in even and "only 0.55" in even
+
+
+def _checks(*bad):
+    import pandas as pd
+
+    rows = [{"quantity": "P(consensus)", "key": "Y", "source": "probe", "consistent": True}]
+    rows += [{"quantity": q, "key": "", "source": src, "consistent": False} for q in bad for src in ("probe", "log")]
+    return pd.DataFrame(rows)
+
+
+def test_one_slow_experiment_is_not_counted_as_four_findings():
+    """A slow experiment misses "rounds to consensus" and "rounds to 95% success" against both predictions:
+    4 rows outside, 2 observations -- the count says so (the printed headline and the report share it)."""
+    from normlab.demo.report import checks_count
+
+    text = checks_count(_checks("rounds to consensus", "rounds to 95% success"))
+    assert text.startswith("1 inside their predicted interval, 4 outside (2 observations: rounds to consensus, "
+                           "rounds to 95% success; each compared with both")
+    assert checks_count(_checks()) == "1 inside their predicted interval, 0 outside"
+    assert checks_count(_checks("rounds to consensus")[:2].to_dict("records")).endswith(", 1 outside")
+
+
+def _glance(first: float):
+    import pandas as pd
+
+    from normlab.demo._report_html import _glance
+    s = {"strategy_table": {"p_empty": {"X": 0.5, "Y": 0.5}, "p_first_listed_empty": first}}
+    cfg = {"n_agents": 4, "runs": 3}
+    iv = {"estimate": 0.5, "low": 0.0, "high": 1.0}
+    obs = {"consensus": {"Y": {"runs": 2, "estimate": 0.67, "low": 0.1, "high": 0.99}}, "consensus_rounds": 9.0}
+    checks = pd.DataFrame([{"quantity": "P(consensus)", "key": "Y", "source": "probe", "consistent": True}])
+    return _glance(s, cfg, checks, "Y", {"consensus": {"Y": iv}, "consensus_rounds": iv}, {}, obs, [], None,
+                   ("X", "Y"))[0]
+
+
+def test_no_position_bias_claimed_at_one_half():
+    """p(the name listed first) = 0.50 is no position bias; 0.80 is one."""
+    from normlab.demo._report_text import summary_paragraph  # noqa: F401 (the printed summary shares the rule)
+
+    assert "position bias" in _glance(0.8) and "no position bias" not in _glance(0.8)
+    assert "no position bias" in _glance(0.5) and "but it picks" not in _glance(0.5)
+
+
+def test_demo_dry_run_does_not_count_journaled_free_generation_answers(tmp_path):
+    """``demo --dry-run`` on a folder whose free-generation check is journaled: those answers are not
+    counted again (a rerun reads them from the journal and sends nothing for them)."""
+    from normlab.demo.pipeline import _start, estimate_demo
+    from normlab.demo._plan import DemoSettings
+    from normlab.demo._steps import free_generation_step
+    from normlab.llm_runs import EndpointConfig
+    from normlab.llm_runs.testing import StubServer
+
+    with StubServer() as stub:
+        kw = dict(n_agents=4, memory=1, sample_check=3, endpoint=EndpointConfig(base_url=stub.base_url))
+        before = estimate_demo(tmp_path / "d", seed=1, **kw)
+        run = _start(DemoSettings.of(tmp_path / "d", **kw), rng=1, progress=False, verbose=False)
+        free_generation_step(run)
+        sent = stub.n_chat
+        assert sent == 3
+        free_generation_step(run)  # the rerun's own rule: journaled answers are not asked again
+        assert stub.n_chat == sent
+        after = estimate_demo(tmp_path / "d", seed=1, **kw)
+        stored = estimate_demo(tmp_path / "d", **kw)  # no seed: the stored one, as the run takes it
+    # H = 1: 5 memory states x 2 orders (exact, none journaled here) + the 3 free-generation answers
+    assert before.to_dict()["requests"]["typical"] == 13
+    assert after.to_dict()["requests"]["typical"] == stored.to_dict()["requests"]["typical"] == 10
+    assert any("3 already journaled" in n for n in after.notes)
