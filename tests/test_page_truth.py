@@ -149,3 +149,21 @@ def test_demo_dry_run_does_not_count_journaled_free_generation_answers(tmp_path)
     assert before.to_dict()["requests"]["typical"] == 13
     assert after.to_dict()["requests"]["typical"] == stored.to_dict()["requests"]["typical"] == 10
     assert any("3 already journaled" in n for n in after.notes)
+
+
+def test_every_option_of_every_command_has_help():
+    """``--temperature`` (llm-run, llm-probe, demo, predict ...) had no help text; no option may lack one."""
+    import argparse
+
+    from normlab.cli import build_parser
+
+    def walk(p, path):
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sp in a.choices.items():
+                    yield from walk(sp, f"{path} {name}")
+            elif a.option_strings and not a.help:
+                yield f"{path} {a.option_strings[-1]}"
+
+    missing = sorted(set(walk(build_parser(), "normlab")))
+    assert not missing, missing

@@ -74,7 +74,8 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     s.add_argument("--parse", default="normlab",
                    help="sample mode: normlab (the answer field must hold one pool name; default) | authors (any pool "
                         "name between single quotes, the authors' get_response)")
-    s.add_argument("--temperature", type=float, default=0.5)
+    s.add_argument("--temperature", type=float, default=0.5,
+                   help="sampling temperature (default %(default)s, the paper's Table S4): sample mode sends it; exact mode asks at temperature 1 and applies it to the next-token logprobs (0: the most likely name)")
     s.add_argument("--top-k", type=int, default=10, help="0 omits it (OpenAI's own API); default %(default)s")
     s.add_argument("--top-p", default="1",
                    help="sample mode: nucleus filter sent (default 1 = neutral; 'none' omits it and the server's "
