@@ -167,3 +167,30 @@ def test_every_option_of_every_command_has_help():
 
     missing = sorted(set(walk(build_parser(), "normlab")))
     assert not missing, missing
+
+
+
+def test_tip_says_not_reached_properly():
+    """A search whose estimate is "not reached" prints neither ``P(|CM - not reached| <= 1)`` (fixed on main
+    by 7a33e9e, issue 32) nor "P(within one agent)" for what is the probability of not reaching it."""
+    import dataclasses
+    import math
+
+    import importlib.util
+    from pathlib import Path
+
+    from normlab.calibration.tip import tip
+    from normlab.calibration.tip_sources import ArchiveReplay
+
+    spec = importlib.util.spec_from_file_location("bench_tip", Path(__file__).parents[1] / "benchmarks" / "bench_tip.py")
+    b = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(b)
+    log = b.synthetic_archive(b._conformity_truth(), n_agents=8, majority="Y", runs=4, baselines=8, seed=1)
+    src = ArchiveReplay(log, names=("X", "Y"), majority="Y", memory=2, n_agents=8, stop="streak", rng=3)
+    ok = tip(src, target=0.5, n_draws=20, rng=3, max_steps=1)
+    assert math.isfinite(ok.estimate) and f"P(within one agent) = {ok.p_within:.2f}" in ok.describe()
+    steps = [*ok.steps[:-1], {**ok.steps[-1], "estimate": math.inf}]
+    none = dataclasses.replace(ok, estimate=math.inf, low=math.inf, high=math.inf, steps=tuple(steps))
+    text = none.describe() + repr(none) + none._repr_html_()
+    assert "|CM" not in text and "within one" not in text
+    assert f"P(not reached up to 7 committed) = {none.p_within:.2f}" in text

@@ -884,7 +884,9 @@ class TipResult:
             f"{self.n_agents}, H = {self.memory}: {fmt(self.estimate)} {fmt_interval(self.low, self.high)} "
             f"({s.get('level', 0.95):.0%} interval over the tested counts); credible set "
             f"{_set_text(self.credible_set)} with P = {self.p_set:.2f} (target {s.get('target', 0.9)}, tolerance "
-            f"{s.get('tolerance', 1)} agent(s)); P(within one agent) = {self.p_within:.2f}",
+            f"{s.get('tolerance', 1)} agent(s)); "
+            + (f"P(within one agent) = {self.p_within:.2f}" if np.isfinite(self.estimate) else
+               f"P(not reached up to {self.n_agents - 1} committed) = {self.p_within:.2f}"),
             f"a fresh experiment of this design would report: {fmt((self.replication or {}).get('estimate'))} "
             f"{fmt_interval((self.replication or {}).get('low'), (self.replication or {}).get('high'))}",
             f"runs used: {self.runs_used} committed-minority runs{share}{tok}; "
