@@ -194,3 +194,21 @@ def test_tip_says_not_reached_properly():
     text = none.describe() + repr(none) + none._repr_html_()
     assert "|CM" not in text and "within one" not in text
     assert f"P(not reached up to 7 committed) = {none.p_within:.2f}" in text
+
+
+def test_game_plot_labels_what_it_averages():
+    """Runs stopped at the 3N success streak (not absorbing) drop out of later rounds: the success curve's
+    legend must not say "mean of 20 runs" where fewer runs are averaged; with every run to the end it does."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from normlab.theory import minimal_naming_game
+
+    res = minimal_naming_game(8, n_words=2, n_runs=20, stop="streak", rng=1)
+    n = res.success_rate()["n_runs"]
+    assert n.iloc[-1] < 20  # the set-up the label must describe
+    label = res.plot("success").get_legend_handles_labels()[1]
+    assert "mean of 20 runs" not in label
+    assert f"mean of the runs still going (20 of 20 at first, {n.iloc[-1]} in the last round)" in label
+    full = minimal_naming_game(8, n_words=2, n_runs=20, stop="max", max_interactions=8 * 10, rng=1)
+    assert "mean of 20 runs" in full.plot("success").get_legend_handles_labels()[1]
