@@ -212,3 +212,25 @@ def test_game_plot_labels_what_it_averages():
     assert f"mean of the runs still going (20 of 20 at first, {n.iloc[-1]} in the last round)" in label
     full = minimal_naming_game(8, n_words=2, n_runs=20, stop="max", max_interactions=8 * 10, rng=1)
     assert "mean of 20 runs" in full.plot("success").get_legend_handles_labels()[1]
+
+
+def test_tip_step_and_run_table_share_one_meaning_of_flipped(monkeypatch):
+    """A run that met the flip criterion over the window's last three rounds and fell back later: the run
+    table said "flipped", the step line "1 flipped" (the narrower reading, at the run's end). One meaning now;
+    the narrower one keeps its own name (``flipped_at_end``)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from normlab.calibration.tip import search
+
+    shares = {0: [0.2, 0.5, 0.96, 0.96, 0.96, 0.5, 0.4],  # flipped in the window (rounds 3-5), not at its end
+              1: [0.3, 0.6, 0.9, 0.97, 0.97, 0.97, 0.97]}  # flipped by its end
+    sh = pd.DataFrame([(r, k + 1, v) for r, s in shares.items() for k, v in enumerate(s)],
+                      columns=["run", "round", "share"])
+    monkeypatch.setattr(search, "challenger_shares", lambda log: sh)
+    batch = SimpleNamespace(count=2, log=SimpleNamespace(runs=pd.DataFrame({"run": [0, 1]})))
+    source = SimpleNamespace(design=SimpleNamespace(window=5))
+    table = search._run_table([batch], source, [])
+    assert list(table["outcome"]) == ["flipped", "flipped"] and list(table["flipped_at_end"]) == [False, True]
+    assert search._flips(batch, source) == (table["outcome"] == "flipped").sum() == 2

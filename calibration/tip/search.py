@@ -321,7 +321,7 @@ def _printer(progress):
     def say(rec):
         played = rec.get("played")
         what = "start" if not played else (f"{played['runs']} run(s) at {played['count']} committed "
-                                           f"({played['flipped']} flipped by their end)")
+                                           f"({played['flipped']} flipped)")
         print(f"tip step {rec['step']}: {what}; critical mass {fmt(rec['estimate'])} "
               f"{fmt_interval(rec['low'], rec['high'])}, P(CM in {_set_text(rec['credible_set'])}) "
               f"{rec['p_set']:.2f}, "
@@ -708,14 +708,17 @@ def _choose(strategy, met, cls, cm, grid, source, n_obs, B, p_at_least):
 
 
 def _flips(b: Batch, source) -> int:
-    """Runs of a batch flipped by their end (the challenger's last three rounds sum to >= 2.849)."""
+    """Runs of a batch that flipped, in the one meaning the search, its step lines and its run table
+    share: the challenger's three-round share sum reached 2.849 by the run's end or over the window's
+    last three rounds (:func:`_run_class` 2, the table's ``outcome == "flipped"``). The table's
+    ``flipped_at_end`` is the narrower reading, named as such."""
     sh = challenger_shares(b.log) if len(b.log.runs) else None
     if sh is None:
         return 0
     n = 0
     for r in b.log.runs["run"]:
         s = sh[sh["run"] == r].sort_values("round")["share"].to_numpy(float)
-        n += int(len(s) > 0 and np.nansum(s[-LAST_ROUNDS:]) >= FLIP_SUM)
+        n += int(_run_class(s, source.design.window) == 2)
     return n
 
 
@@ -934,8 +937,9 @@ class TipResult:
         kind : {"path", "estimate", "both"}, optional
             ``path``: P(the count's experiment meets the published rule) against the committed
             count, one line per step (darker: later), with the runs played as points (their
-            mean challenger share over the window's last three rounds; filled: flipped by their
-            end); ``estimate``: the estimate and its interval against the committed runs used;
+            mean challenger share over the window's last three rounds; filled: flipped, by their
+            end or over the window's last three rounds); ``estimate``: the estimate and its
+            interval against the committed runs used;
             ``both``: the two side by side.
         axes : Axes or sequence of Axes, optional
 
@@ -965,11 +969,11 @@ class TipResult:
                     r = self.runs
                     jit = (np.arange(len(r)) % 5 - 2) * 0.06
                     for flipped, mk in ((True, "o"), (False, "x")):
-                        m = r["flipped_at_end"].to_numpy(bool) == flipped
+                        m = (r["outcome"] == "flipped").to_numpy() == flipped
                         if m.any():
                             ax.scatter(r["committed"].to_numpy()[m] + jit[m], r["window_share"].to_numpy()[m],
                                        c=[cmap(0.9 * s / (n - 1)) for s in r["step"].to_numpy()[m]], marker=mk, s=28,
-                                       label="runs: flipped by their end" if flipped else "runs: not flipped",
+                                       label="runs: flipped" if flipped else "runs: not flipped",
                                        zorder=3)
                 if _none_if_inf(self.estimate) is not None:
                     ax.axvline(self.estimate, color="C3", lw=1, ls="--", label=f"estimate {fmt(self.estimate)}")

@@ -181,7 +181,7 @@ def _tip_html(t: dict | None, figs: dict) -> str:
             f"<figure><img src='{_img(figs['tip'])}' alt='tip search'><figcaption>Left: probability that the "
             f"experiment at each committed count meets the published rule, one line per step of the search (darker: "
             f"later), with the runs played as points (their challenger share over the window's last three rounds; "
-            f"circles: flipped by their end)."
+            f"circles: flipped, by their end or over the window's last three rounds)."
             + (f" Right: the estimate and its {t['level']:.0%} interval against the committed runs used, with "
                f"P(within one agent) (green) and its target." if t.get("figure_kind") == "both" else
                " (No step put the critical mass on the grid, so the estimate panel is left out.)")

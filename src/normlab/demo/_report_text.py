@@ -206,7 +206,7 @@ def tip_facts(tp, cfg: dict, model: str, embedded: bool, out: Path, llm_dir) -> 
     runs = r.runs
     played = []
     for c, n in sorted(r.counts.items()):
-        k = int(runs.loc[runs["committed"] == c, "flipped_at_end"].astype(bool).sum()) if len(runs) else 0
+        k = int((runs.loc[runs["committed"] == c, "outcome"] == "flipped").sum()) if len(runs) else 0
         played.append({"committed": int(c), "runs": int(n), "flipped": k})
     t = {"majority": tp.majority, "challenger": tp.challenger, "direction": r.direction, "why": tp.why,
          "critical_mass": {"estimate": finite(float(r.estimate)), "low": finite(float(r.low)),
