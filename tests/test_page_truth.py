@@ -234,3 +234,28 @@ def test_tip_step_and_run_table_share_one_meaning_of_flipped(monkeypatch):
     table = search._run_table([batch], source, [])
     assert list(table["outcome"]) == ["flipped", "flipped"] and list(table["flipped_at_end"]) == [False, True]
     assert search._flips(batch, source) == (table["outcome"] == "flipped").sum() == 2
+
+
+def test_bias_probe_prints_no_test_of_simulated_counts(tmp_path):
+    """Exact mode draws the counts locally from two requests' probabilities: a binomial p of them is a
+    function of --trials alone (5.1e-17 at the default) -- none is printed, in the table, JSON or repr;
+    sample mode (the model's own answers) keeps its test."""
+    import json
+
+    import numpy as np
+
+    from normlab.llm_runs import individual_bias
+    from normlab.llm_runs.testing import StubServer
+
+    with StubServer(["Q", "M"]) as stub:
+        args = [sys.executable, "-m", "normlab.cli", "llm-probe", "bias", "--base-url", stub.base_url,
+                "--no-progress", "--seed", "1"]
+        p = json.loads(subprocess.run([*args, "--trials", "400", "--json", "--out", str(tmp_path / "400")],
+                                      capture_output=True, text=True, timeout=120).stdout)["p_value"]
+        out = subprocess.run([*args, "--trials", "40", "--out", str(tmp_path / "40")], capture_output=True,
+                             text=True, timeout=120).stdout
+        from normlab.llm_runs import EndpointConfig
+        sample = individual_bias("Q,M", trials=20, mode="sample", endpoint=EndpointConfig(base_url=stub.base_url),
+                                 rng=1, progress=False)
+    assert p is None and "binomial" not in out and "p_value: none" in out
+    assert sample.test == "binomial" and np.isfinite(sample.p_value)

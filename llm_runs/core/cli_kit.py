@@ -325,15 +325,16 @@ def save_summary(out, summary: dict) -> str:
     return str(path)
 
 
-def report_summary(command: str, args, summary: dict, draw=None) -> int:
+def report_summary(command: str, args, summary: dict, draw=None, text=None) -> int:
     """How the commands that read a run end (``crsec analyse``, ``scene score``): ``summary``
     printed (``--json``: as JSON) and, with ``--out DIR``, saved by :func:`save_summary`; then
-    ``draw()`` (the figure), all under :func:`guard`."""
+    ``draw()`` (the figure), all under :func:`guard`. ``text`` (a function of the summary), where
+    given, formats it for the terminal only: the JSON and the saved file keep its numbers."""
     from normlab.cli_output import emit
 
     def go():
         shown = summary if args.out is None else {**summary, "summary file": save_summary(args.out, summary)}
-        emit(shown, args.json)
+        emit(shown if args.json or text is None else text(shown), args.json)
         if draw is not None:
             draw()
         return 0
