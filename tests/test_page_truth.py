@@ -58,7 +58,8 @@ def test_rounds_to_95_gap_is_said_with_its_size():
 
 def test_every_command_builds_its_parser():
     """``normlab --help`` builds every sub-command's parser (after the merge of issue 31's shared
-    --embedded-model, ``study``'s own flag of the same name broke all of them); ``study`` still takes a GGUF file."""
+    --embedded-model at b308029, ``study``'s own flag of the same name broke all of them; main fixed it in
+    9212604); ``study`` still takes a GGUF file."""
     from normlab.cli import build_parser
 
     p = build_parser()

@@ -57,7 +57,8 @@ def _study(args) -> int:
                        max_counts=args.max_counts, tip_runs=args.tip_runs, n_draws=args.draws,
                        jitter_states=args.jitter_states, measure_interactions=args.measure_interactions,
                        seed=args.seed, sampling=smp)
-    endpoint = endpoint_config(args)
+    # the study serves its own model (a registered name or a GGUF file): the endpoint flags without it
+    endpoint = endpoint_config(argparse.Namespace(**{**vars(args), "embedded_model": None}))
     command = (("normlab " + " ".join(shlex.quote(a) for a in redact_command(sys.argv[1:])))
                if Path(sys.argv[0]).name == "normlab" else None)
     kw = dict(embedded_model=args.embedded_model, endpoint=endpoint, model_file=args.model_file)
@@ -162,19 +163,18 @@ def register(subparsers) -> None:
     g.add_argument("--measure-interactions", type=int, default=_DEFAULTS["measure_interactions"],
                    help="interactions of the timed sample-mode population of the first stage (default %(default)s)")
     m = p.add_argument_group("model")
+    m.add_argument("--embedded-model", default=None, metavar="NAME|FILE.gguf",
+                   help="serve a registered embedded model (smollm2, gemma3-270m, ...: normlab.llm_runs.EMBEDDED_MODELS) or "
+                        "a GGUF file in-process for the whole study (default: --base-url / NORMLAB_LLM_BASE_URL, else "
+                        "smollm2); its SHA-256 goes into predictions.json")
     m.add_argument("--model-file", default=None, metavar="FILE",
                    help="with --base-url: the GGUF file the server loaded (its SHA-256 goes into predictions.json)")
     m.add_argument("--until", default=None, metavar="STAGE",
                    help="stop after this stage (measure, probe, register, populations, committed, exact, tip, score, "
                         "report); the same command without it goes on")
-    add_endpoint_args(p, run_controls=True)
+    add_endpoint_args(p, run_controls=True, embedded_model=False)
     for a in p._actions:
-        if a.dest == "embedded_model":  # the endpoint flags' --embedded-model, widened to a GGUF file
-            a.choices, a.metavar = None, "NAME|FILE.gguf"
-            a.help = ("serve a registered embedded model (smollm2, gemma3-270m, ...: normlab.llm_runs.EMBEDDED_MODELS) "
-                      "or a GGUF file in-process for the whole study (default: --base-url / NORMLAB_LLM_BASE_URL, "
-                      "else smollm2); its SHA-256 goes into predictions.json")
-        elif a.dest == "mode":
+        if a.dest == "mode":
             a.help = "not used: the study fixes each stage's mode (see the stages below)"
         elif a.dest == "seed":
             a.help = "seed of every run and simulation (default %(default)s)"
