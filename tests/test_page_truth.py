@@ -260,3 +260,21 @@ def test_bias_probe_prints_no_test_of_simulated_counts(tmp_path):
                                  rng=1, progress=False)
     assert p is None and "binomial" not in out and "p_value: none" in out
     assert sample.test == "binomial" and np.isfinite(sample.p_value)
+
+
+def test_adoption_fit_says_how_many_bootstrap_replicates_its_interval_rests_on():
+    """The CRSEC notebook's headline reading (belief faster than compliance) rested on 8 bootstrap
+    replicates without saying so: the reading, the figure title and the repr carry the count."""
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    from normlab.calibration import fit_adoption
+    from normlab.theory import norm_contagion_agents
+
+    r = norm_contagion_agents(400, 20, 2.0, 0.5, t_max=8, dt=0.02, n_runs=1, rng=1).to_frame()
+    r = r[np.isclose((r.t * 2) % 1, 0) | np.isclose((r.t * 2) % 1, 1)]
+    fit = fit_adoption(r, n_agents=400, behaviour="compliance", ceiling=1.0, n_boot=8, rng=2)
+    assert fit.reading().startswith("belief spread faster than compliance")
+    assert "at 95% from 8 bootstrap replicates" in fit.reading() and "from 8 bootstrap replicates" in repr(fit)
+    assert fit.plot().get_title().endswith("(8 bootstrap replicates)")
