@@ -278,3 +278,27 @@ def test_adoption_fit_says_how_many_bootstrap_replicates_its_interval_rests_on()
     assert fit.reading().startswith("belief spread faster than compliance")
     assert "at 95% from 8 bootstrap replicates" in fit.reading() and "from 8 bootstrap replicates" in repr(fit)
     assert fit.plot().get_title().endswith("(8 bootstrap replicates)")
+
+
+_FAKE_KERNEL = """
+import sys, types, warnings
+sys.modules["ipywidgets"] = None  # not installed (a plain `pip install normlab`)
+class ZMQInteractiveShell:  # what tqdm.auto asks of a Jupyter kernel
+    config = {"IPKernelApp": {}}
+ip = types.ModuleType("IPython")
+ip.get_ipython = ZMQInteractiveShell
+sys.modules["IPython"] = ip
+sys.modules["ipykernel.zmqshell"] = types.ModuleType("ipykernel.zmqshell")
+warnings.simplefilter("always")  # printed to stderr, as into a notebook's output
+from normlab.theory import minimal_naming_game
+minimal_naming_game(6, n_words=2, n_runs=2, rng=1, progress=True)
+print("ok")
+"""
+
+
+def test_progress_bars_print_no_tqdm_warning_in_a_notebook_without_ipywidgets():
+    """Two notebooks' outputs held tqdm's "IProgress not found" TqdmWarning: in a Jupyter kernel without
+    ipywidgets, normlab's bars fall back to tqdm's text bar."""
+    r = subprocess.run([sys.executable, "-c", _FAKE_KERNEL], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    assert "TqdmWarning" not in r.stderr and "IProgress" not in r.stderr
