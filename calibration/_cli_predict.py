@@ -67,7 +67,8 @@ def register_predict(sub) -> None:
     s = p.add_argument_group("sampler the population uses (Flint Ashery, Aiello & Baronchelli 2025, Table S4)")
     s.add_argument("--template", default="main", help="main | bullet | narrative | path to a JSON template")
     s.add_argument("--wrap", default="chat", help="chat | raw-llama3 | raw-llama2 (default %(default)s)")
-    s.add_argument("--temperature", type=float, default=0.5)
+    s.add_argument("--temperature", type=float, default=0.5,
+                   help="sampling temperature (default %(default)s, the paper's Table S4): sample mode sends it; exact mode asks at temperature 1 and applies it to the next-token logprobs (0: the most likely name)")
     s.add_argument("--top-k", type=int, default=10, help="0: no top-k (default %(default)s)")
     s.add_argument("--top-logprobs", type=int, default=20, help="alternatives per position (default %(default)s)")
     s.add_argument("--multi-token", default="expand", choices=("expand", "first_token"),

@@ -225,13 +225,20 @@ def main(argv=None) -> int:
     stub = StubServer(args.names.split(",") if args.names else None, latency=args.latency, junk_mass=args.junk_mass,
                       policy=lambda system, names: memory_policy(system, names, beta=beta, bias=bias),
                       scripted=args.scripted, port=args.port, logprobs=not args.no_logprobs)
-    with stub:
+    try:
+        stub.start()
+    except OSError as e:  # the port is taken (or not ours to bind): one line, as every normlab command says it
+        print(f"error: cannot serve on 127.0.0.1:{args.port}: {e.strerror or e} (pass another --port, or "
+              "leave it out for a free one)", file=sys.stderr)
+        return 2
+    try:
         print(stub.base_url, flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stub.close()
     sys.stdout.flush()
     return 0
 

@@ -251,7 +251,7 @@ def test_llm_results_show_themselves(tmp_path):
         bias = individual_bias("Q,M", trials=40, endpoint=ep, rng=1, progress=False)
         probe = strategy_table("Q,M", 2, endpoint=ep, rng=1, progress=False)
         run = run_game(6, 2, "Q,M", max_interactions=60, runs=2, mode="exact", endpoint=ep, rng=1, progress=False)
-    rep, h = _check_display(bias, expect_html=[fmt(bias.p_value), "share of Q"])
+    rep, h = _check_display(bias, expect_html=["JSD from uniform", "share of Q"])
     assert "shares Q" in rep
     _check_plot(bias, tmp_path)
 

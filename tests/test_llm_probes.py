@@ -65,8 +65,8 @@ def test_individual_bias_exact_mode_binomial():
     assert r.exact_p == pytest.approx((expect["Q"], expect["M"]))
     assert r.llm_calls == 2  # one request per name order (W! = 2), whatever the number of trials
     assert sum(r.counts) + r.invalid == 300 and r.invalid == 0
-    assert r.counts[0] > 250 and r.test == "binomial"
-    assert r.p_value == pytest.approx(binomtest(r.counts[0], 300, 0.5).pvalue)
+    assert r.counts[0] > 250 and r.test == "none"  # simulated counts: no test (issue 33)
+    assert np.isnan(r.p_value) and np.isnan(r.bootstrap_p)
     assert r.jsd == pytest.approx(jensenshannon([expect["Q"], expect["M"]], [0.5, 0.5], base=2))
     f = r.to_frame()
     assert list(f["name"]) == ["Q", "M"] and f["n"].iloc[0] == 300

@@ -126,9 +126,20 @@ def test_cli_run_score_budget_dry_run(stub, tmp_path, capsys):
     assert main([*base, "--out", str(out), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["episodes"] == s["played"] == s["judged"] == 4
-    assert main(["scene", "score", str(out), "--n-boot", "200", "--json", "--plot", str(tmp_path / "s.png")]) == 0
+    assert main(["scene", "score", str(out), "--n-boot", "200", "--json", "--plot", str(tmp_path / "s.png"),
+                 "--out", str(tmp_path / "sc")]) == 0
     sc = json.loads(capsys.readouterr().out)
-    assert sc["repair rate [95% CI]"] == s["repair rate [95% CI]"] and (tmp_path / "s.png").is_file()
+    # issue 33: numbers as numbers (value/low/high/n), in --json and in --out's summary.json; and one
+    # computation of rho's bootstrap interval, whatever seed the run played with
+    saved = json.loads((tmp_path / "sc" / "summary.json").read_text())
+    for d in (s, sc, saved):
+        for k in ("repair rate", "Spearman rho"):
+            assert set(d[k]) == {"value", "low", "high", "n"} and isinstance(d[k]["n"], int), d[k]
+            assert all(v is None or isinstance(v, float) for v in (d[k]["value"], d[k]["low"], d[k]["high"]))
+        assert not any(isinstance(v, str) and "[" in v for v in d.values()), d
+    assert sc["repair rate"] == s["repair rate"] == saved["repair rate"] and (tmp_path / "s.png").is_file()
+    assert s["Spearman rho"]["low"] is not None  # an interval to compare
+    assert sc["Spearman rho"] == s["Spearman rho"] == saved["Spearman rho"]
     assert main([*base, "--out", str(tmp_path / "dry"), "--dry-run", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["nothing_sent"] and d["requests"]["typical"] > 0 and not (tmp_path / "dry").exists()
@@ -187,3 +198,15 @@ def test_score_out_saves_summary_and_figure_and_help_reads_plainly(stub, tmp_pat
     assert main(["scene", "score", str(sweep), "--out", str(tmp_path / "file")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--out" in err[0] and "not a directory" in err[0]
+
+
+def test_run_and_score_print_one_rho_interval(stub, tmp_path, capsys):
+    """Issue 33: ``scene run --seed 1`` bootstrapped rho with the run's seed, ``scene score`` with its own:
+    the same episodes printed two intervals. One computation now (README's set-up, fewer resamples)."""
+    out = tmp_path / "rho"
+    assert main(["scene", "run", "--base-url", stub.base_url, "--tuples", "12", "--seed", "1", "--max-turns", "4",
+                 "--no-progress", "--n-boot", "400", "--out", str(out), "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)["Spearman rho"]
+    assert main(["scene", "score", str(out), "--n-boot", "400", "--json"]) == 0
+    score = json.loads(capsys.readouterr().out)["Spearman rho"]
+    assert run["low"] is not None and run == score

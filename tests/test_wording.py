@@ -190,7 +190,7 @@ def test_asymmetry_line_names_the_favoured_name_with_a_positive_amount():
 # ----------------------------------------------------------------------------- llm-probe bias
 def test_bias_probe_says_what_its_counts_are_and_which_question_each_p_answers(tmp_path, capsys):
     """Exact mode: the counts are local draws from two requests' probabilities, and the printed
-    lines say so beside the binomial p and Table S5's bootstrap p."""
+    lines say so and print no test of those simulated counts (issue 33)."""
     from normlab.llm_runs.testing import StubServer
 
     with StubServer(["Q", "M"]) as stub:
@@ -202,8 +202,8 @@ def test_bias_probe_says_what_its_counts_are_and_which_question_each_p_answers(t
         s = json.loads(capsys.readouterr().out)
     assert "40 decisions drawn locally from the exact next-token probabilities of 2 requests" in out
     assert "not 40 model answers" in out
-    assert re.search(r"p_value: is the model biased\? exact binomial test of p\(Q\) = 1/2 on the \d+ counts", out)
-    assert "bootstrap_p: could the model's bias be more extreme than observed?" in out
+    assert "p_value: none -- a test of counts drawn locally would measure --trials, not the model" in out
+    assert "binomial" not in out and "bootstrap_p: could" not in out and s["p_value"] is None
     assert s["notes"][0].startswith("counts: 40 decisions drawn locally")
 
 

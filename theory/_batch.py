@@ -69,7 +69,7 @@ def _progress_bar(progress, n_runs, desc):
     """A tqdm bar over runs, or a stand-in that costs nothing (tqdm is imported only when shown)."""
     if not progress:
         return _NoBar()
-    from tqdm.auto import tqdm
+    from normlab._display import tqdm
 
     return tqdm(total=n_runs, desc=desc, unit="run", leave=False)
 

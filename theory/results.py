@@ -504,7 +504,9 @@ class GameResult:
 
     @plotting
     def plot(self, kind: str | None = None, *, ax=None, n_rounds: int | None = None):
-        """The curve of the runs over population rounds, mean over runs with a 95% band.
+        """The curve of the runs over population rounds, mean over runs with a 95% band. Runs that
+        stopped in an absorbing consensus count as settled afterwards; runs that stopped otherwise
+        drop out, and the legend then says how many runs the mean holds.
 
         Parameters
         ----------
@@ -537,7 +539,11 @@ class GameResult:
             lo = np.clip(sr["success_rate"] - 1.96 * sr["sem"].fillna(0), 0, 1)
             hi = np.clip(sr["success_rate"] + 1.96 * sr["sem"].fillna(0), 0, 1)
             ax.fill_between(sr["round"], lo, hi, alpha=0.25, lw=0, label="95% CI of the mean" if R > 1 else None)
-            ax.plot(sr["round"], sr["success_rate"], marker="o", ms=3, label=f"mean of {R} runs")
+            n = sr["n_runs"].to_numpy()
+            # runs that stopped without an absorbing consensus drop out of the later rounds: say what is averaged
+            lab = (f"mean of {R} runs" if n.size == 0 or n.min() == R else
+                   f"mean of the runs still going ({int(n.max())} of {R} at first, {int(n[-1])} in the last round)")
+            ax.plot(sr["round"], sr["success_rate"], marker="o", ms=3, label=lab)
             ax.set(xlabel="population round (N interactions)", ylabel="success rate", ylim=(-0.02, 1.02))
         elif kind == "production":
             if not self.n_names:

@@ -342,7 +342,7 @@ def critical_mass(
     Implements the critical-mass protocol of Flint Ashery et al., Sci. Adv. 11, eadu9368 (2025),
     Methods "Committed Minorities" (flip within 30 population rounds).
     """
-    from tqdm.auto import tqdm
+    from normlab._display import tqdm
 
     N = check_int(n_agents, "n_agents", low=2)
     R = check_int(n_runs, "n_runs", low=1)
@@ -533,7 +533,7 @@ def sweep(simulate, grid: dict, *, n_runs: int = 1, executor=None, progress: boo
     >>> res = sweep(minimal_naming_game, {"n_agents": [100, 200, 400]}, n_runs=50, rng=1)
     >>> res.summary()[["n_agents", "mean_consensus_time"]]  # doctest: +SKIP
     """
-    from tqdm.auto import tqdm
+    from normlab._display import tqdm
 
     if not callable(simulate):
         raise TypeError(f"simulate must be callable; got {type(simulate).__name__}")

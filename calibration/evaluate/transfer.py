@@ -538,7 +538,7 @@ def transfer_scores(sources: dict, log: GameLog, *, names=("Q", "M"), targets=No
     rows, cov, all_scores = [], [], {}
     it = list(zip(pairs, seeds))
     if progress:
-        from tqdm.auto import tqdm
+        from normlab._display import tqdm
 
         it = tqdm(it, desc="transfer predictions")
     for (lab, t), s in it:

@@ -350,7 +350,7 @@ def _size_curve(tables, per, sizes, T, seed, progress):
     rows, speed = [], []
     it = sizes
     if progress:
-        from tqdm.auto import tqdm
+        from normlab._display import tqdm
 
         it = tqdm(sizes, desc="group sizes")
     for N, s in zip(it, size_seeds):

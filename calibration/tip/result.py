@@ -160,7 +160,9 @@ class TipResult:
             f"{self.n_agents}, H = {self.memory}: {fmt(self.estimate)} {fmt_interval(self.low, self.high)} "
             f"({s.get('level', 0.95):.0%} interval over the tested counts); credible set "
             f"{_set_text(self.credible_set)} with P = {self.p_set:.2f} (target {s.get('target', 0.9)}, tolerance "
-            f"{s.get('tolerance', 1)} agent(s)); P(within one agent) = {self.p_within:.2f}",
+            f"{s.get('tolerance', 1)} agent(s)); "
+            + (f"P(within one agent) = {self.p_within:.2f}" if np.isfinite(self.estimate) else
+               f"P(not reached up to {self.n_agents - 1} committed) = {self.p_within:.2f}"),
             f"a fresh experiment of this design would report: {fmt((self.replication or {}).get('estimate'))} "
             f"{fmt_interval((self.replication or {}).get('low'), (self.replication or {}).get('high'))}",
             f"runs used: {self.runs_used} committed-minority runs{share}{tok}; "
@@ -208,8 +210,9 @@ class TipResult:
         kind : {"path", "estimate", "both"}, optional
             ``path``: P(the count's experiment meets the published rule) against the committed
             count, one line per step (darker: later), with the runs played as points (their
-            mean challenger share over the window's last three rounds; filled: flipped by their
-            end); ``estimate``: the estimate and its interval against the committed runs used;
+            mean challenger share over the window's last three rounds; filled: flipped, by their
+            end or over the window's last three rounds); ``estimate``: the estimate and its
+            interval against the committed runs used;
             ``both``: the two side by side.
         axes : Axes or sequence of Axes, optional
 
@@ -239,11 +242,11 @@ class TipResult:
                     r = self.runs
                     jit = (np.arange(len(r)) % 5 - 2) * 0.06
                     for flipped, mk in ((True, "o"), (False, "x")):
-                        m = r["flipped_at_end"].to_numpy(bool) == flipped
+                        m = (r["outcome"] == "flipped").to_numpy() == flipped
                         if m.any():
                             ax.scatter(r["committed"].to_numpy()[m] + jit[m], r["window_share"].to_numpy()[m],
                                        c=[cmap(0.9 * s / (n - 1)) for s in r["step"].to_numpy()[m]], marker=mk, s=28,
-                                       label="runs: flipped by their end" if flipped else "runs: not flipped",
+                                       label="runs: flipped" if flipped else "runs: not flipped",
                                        zorder=3)
                 if _none_if_inf(self.estimate) is not None:
                     ax.axvline(self.estimate, color="C3", lw=1, ls="--", label=f"estimate {fmt(self.estimate)}")

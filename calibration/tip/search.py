@@ -322,7 +322,7 @@ def _printer(progress):
     def say(rec):
         played = rec.get("played")
         what = "start" if not played else (f"{played['runs']} run(s) at {played['count']} committed "
-                                           f"({played['flipped']} flipped by their end)")
+                                           f"({played['flipped']} flipped)")
         print(f"tip step {rec['step']}: {what}; critical mass {fmt(rec['estimate'])} "
               f"{fmt_interval(rec['low'], rec['high'])}, P(CM in {_set_text(rec['credible_set'])}) "
               f"{rec['p_set']:.2f}, "
@@ -704,14 +704,17 @@ def _choose(strategy, met, cls, cm, grid, source, n_obs, B, p_at_least):
 
 
 def _flips(b: Batch, source) -> int:
-    """Runs of a batch flipped by their end (the challenger's last three rounds sum to >= 2.849)."""
+    """Runs of a batch that flipped, in the one meaning the search, its step lines and its run table
+    share: the challenger's three-round share sum reached 2.849 by the run's end or over the window's
+    last three rounds (:func:`_run_class` 2, the table's ``outcome == "flipped"``). The table's
+    ``flipped_at_end`` is the narrower reading, named as such."""
     sh = challenger_shares(b.log) if len(b.log.runs) else None
     if sh is None:
         return 0
     n = 0
     for r in b.log.runs["run"]:
         s = sh[sh["run"] == r].sort_values("round")["share"].to_numpy(float)
-        n += int(len(s) > 0 and np.nansum(s[-LAST_ROUNDS:]) >= FLIP_SUM)
+        n += int(_run_class(s, source.design.window) == 2)
     return n
 
 

@@ -76,7 +76,8 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     s.add_argument("--parse", default="normlab",
                    help="sample mode: normlab (the answer field must hold one pool name; default) | authors (any pool "
                         "name between single quotes, the authors' get_response)")
-    s.add_argument("--temperature", type=float, default=0.5)
+    s.add_argument("--temperature", type=float, default=0.5,
+                   help="sampling temperature (default %(default)s, the paper's Table S4): sample mode sends it; exact mode asks at temperature 1 and applies it to the next-token logprobs (0: the most likely name)")
     s.add_argument("--top-k", type=int, default=10, help="0 omits it (OpenAI's own API); default %(default)s")
     s.add_argument("--top-p", default="1",
                    help="sample mode: nucleus filter sent (default 1 = neutral; 'none' omits it and the server's "
@@ -326,15 +327,16 @@ def save_summary(out, summary: dict) -> str:
     return str(path)
 
 
-def report_summary(command: str, args, summary: dict, draw=None) -> int:
+def report_summary(command: str, args, summary: dict, draw=None, text=None) -> int:
     """How the commands that read a run end (``crsec analyse``, ``scene score``): ``summary``
     printed (``--json``: as JSON) and, with ``--out DIR``, saved by :func:`save_summary`; then
-    ``draw()`` (the figure), all under :func:`guard`."""
+    ``draw()`` (the figure), all under :func:`guard`. ``text`` (a function of the summary), where
+    given, formats it for the terminal only: the JSON and the saved file keep its numbers."""
     from normlab.cli_output import emit
 
     def go():
         shown = summary if args.out is None else {**summary, "summary file": save_summary(args.out, summary)}
-        emit(shown, args.json)
+        emit(shown if args.json or text is None else text(shown), args.json)
         if draw is not None:
             draw()
         return 0

@@ -88,9 +88,12 @@ class BiasResult:
     invalid : int
     trials : int
     test : str
-        ``"binomial"`` (two-sided exact test of ``p = 1/2``, W = 2) or ``"chi2"`` (uniform, W > 2).
+        ``"binomial"`` (two-sided exact test of ``p = 1/2``, W = 2) or ``"chi2"`` (uniform, W > 2) on the
+        answers of sample mode; ``"none"`` in exact mode, whose counts are drawn locally from ``exact_p``
+        (a test of them would measure ``trials``, not the model: ``exact_p`` and ``jsd`` are the bias).
     statistic, p_value : float
-        Test statistic (the first name's count for the binomial test) and p-value.
+        Test statistic (the first name's count for the binomial test) and p-value (NaN in exact mode;
+        so is ``bootstrap_p``).
     exact_p : tuple of float or None
         Exact mode: the model's distribution averaged over the decisions (i.e. over the name
         orders shown); ``None`` in sample mode.
@@ -159,14 +162,17 @@ class BiasResult:
         n = self.n_valid
         shares = ", ".join(f"{nm} {c / n:.2f}" if n else f"{nm} -" for nm, c in zip(self.names, self.counts))
         return short_repr("BiasResult", self.model, f"{self.mode} mode", f"{self.trials} trials ({self.invalid} invalid)",
-                          f"shares {shares}", f"{self.test} p = {fmt(self.p_value)}", f"JSD = {fmt(self.jsd)}")
+                          f"shares {shares}", *([] if self.test == "none" else [f"{self.test} p = {fmt(self.p_value)}"]),
+                          f"JSD = {fmt(self.jsd)}")
 
     def _repr_html_(self) -> str:
         f = self.to_frame()
         rows = [(f"share of {r['name']}", r["share"], (r["ci_low"], r["ci_high"]),
                  f"{int(r['count'])}/{int(r['n'])}" + ("" if self.exact_p is None else f"; exact p = {r['p_exact']:.3f}"))
                 for _, r in f.iterrows()]
-        rows += [(f"{self.test} test of neutrality, p", self.p_value), ("JSD from uniform (base 2)", self.jsd)]
+        if self.test != "none":
+            rows.append((f"{self.test} test of neutrality, p", self.p_value))
+        rows.append(("JSD from uniform (base 2)", self.jsd))
         if np.isfinite(self.bootstrap_p):
             rows.append(("bootstrap p (Table S5)", self.bootstrap_p))
         return html_card("BiasResult", rows, subtitle=f"individual bias, {self.model}, {self.mode} mode",
@@ -197,7 +203,8 @@ class BiasResult:
         ax.axhline(1.0 / len(f), color="0.4", ls="--", lw=1, label="neutral (1/W)")
         ax.set_xticks(x, [str(n) for n in f["name"]])
         ax.set(ylim=(0, 1.02), ylabel="P(name | empty memory)",
-               title=f"{self.model}: {self.test} p = {fmt(self.p_value)}, JSD = {fmt(self.jsd)}")
+               title=f"{self.model}: " + ("" if self.test == "none" else f"{self.test} p = {fmt(self.p_value)}, ")
+               + f"JSD = {fmt(self.jsd)}")
         ax.title.set_fontsize(9)
         legend_outside(ax)
         return ax
@@ -250,7 +257,10 @@ async def aindividual_bias(names, *, trials: int = 100, mode: str = "exact", tem
         cov = float(np.mean([0.0 if x.covered_mass is None else x.covered_mass for x in sides]))
     test, stat, p, jsd = bias_stats(names_t, counts, exact_p)
     boot = np.nan
-    if len(names_t) == 2 and sum(counts) and int(0.7 * sum(counts)) >= 1:
+    if pr.s.decision is EXACT:
+        # the counts are drawn locally from exact_p: a test of them measures --trials, not the model
+        test, stat, p = "none", np.nan, np.nan
+    elif len(names_t) == 2 and sum(counts) and int(0.7 * sum(counts)) >= 1:
         entropy, *key = pr.s.seed
         boot = bootstrap_p(counts, rng=np.random.SeedSequence(int(entropy), spawn_key=tuple(key) + (int(trials), 1)))
     dec = pd.DataFrame({
@@ -341,14 +351,13 @@ def command_notes(result) -> list[str]:
     else:
         src = f"counts: {n} answers the model wrote ({r.invalid} named no pool name)"
     out = [src]
-    if r.test == "binomial":
-        out.append(f"p_value: is the model biased? exact binomial test of p({a}) = 1/2 on the {n} counts"
-                   + (" (simulated counts: it shrinks as --trials grows; jsd measures the bias itself)"
-                      if exact else ""))
+    if exact:
+        out.append("p_value: none -- a test of counts drawn locally would measure --trials, not the model; exact_p "
+                   "and jsd are the bias itself (--mode sample tests the model's own answers)")
+    elif r.test == "binomial":
+        out.append(f"p_value: is the model biased? exact binomial test of p({a}) = 1/2 on the {n} counts")
     else:
-        out.append(f"p_value: is the model biased? chi-squared test of uniform shares on the {n} counts"
-                   + (" (simulated counts: it shrinks as --trials grows; jsd measures the bias itself)"
-                      if exact else ""))
+        out.append(f"p_value: is the model biased? chi-squared test of uniform shares on the {n} counts")
     if math.isfinite(r.bootstrap_p):
         out.append("bootstrap_p: could the model's bias be more extreme than observed? Table S5's one-tailed "
                    "bootstrap (a large value: no evidence that it is)")

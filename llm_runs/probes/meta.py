@@ -348,7 +348,7 @@ async def _ameta(s, tpl, ms: "MetaSettings", *, endpoint: EndpointConfig, progre
     async with open_endpoint(endpoint) as client:
         pbar = None
         if progress:
-            from tqdm.auto import tqdm
+            from normlab._display import tqdm
 
             pbar = tqdm(total=len(items), desc="meta-prompting", leave=False, dynamic_ncols=True)
 

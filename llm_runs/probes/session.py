@@ -114,7 +114,7 @@ class ProbeSession:
         """Run ``(key, index, memory, order)`` jobs concurrently (bounded by the client)."""
         pbar = None
         if self.progress:
-            from tqdm.auto import tqdm
+            from normlab._display import tqdm
 
             pbar = tqdm(total=len(jobs), desc=desc, leave=False, dynamic_ncols=True)
 

@@ -24,7 +24,7 @@ class Progress:
     """
 
     def __init__(self, s: GameSettings, played: dict, finished: dict):
-        from tqdm.auto import tqdm
+        from normlab._display import tqdm
 
         self.s = s
         self.played = dict(played)

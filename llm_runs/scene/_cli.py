@@ -86,12 +86,12 @@ def _run(args) -> int:
                               max_requests=max_requests, rng=args.seed, progress=show_progress(args), **kw)
         out = _sweep_lines(scene.sweep_summary(eps))
         if any(e.judge is not None for e in eps):
-            res = scene.score(eps, n_boot=args.n_boot, rng=0 if args.seed is None else args.seed)
+            res = scene.score(eps, n_boot=args.n_boot, rng=SCORE_SEED)  # as `scene score` does by default
             out.update(_score_lines(res))
             if args.plot:
                 res.plot(path=args.plot)
         out["episodes file"] = f"{args.out}/episodes.jsonl"
-        emit(out, args.json)
+        emit(out if args.json else _score_text(out), args.json)
         return 0
 
     return guard("scene run", go, args.out)
@@ -107,19 +107,45 @@ def _sweep_lines(s: dict) -> dict:
     return out
 
 
+#: The bootstrap seed of Spearman rho's interval in ``scene run`` and (default) ``scene score``: one
+#: computation, so the same episodes print the same interval whichever command scores them.
+SCORE_SEED = 0
+
+
 def _score_lines(res) -> dict:
+    """The scores as numbers (``--json`` and ``--out``'s summary.json): each estimate as ``value``,
+    ``low``, ``high`` (95%) and ``n``; :func:`_score_text` formats them for the terminal."""
     out = {}
     for model, m in res.summary()["models"].items():
         pre = f"{model}: " if len(res.models) > 1 else ""
         v, lo, hi = m["repair_rate"]
-        out[f"{pre}repair rate [95% CI]"] = "-" if v is None else f"{v:.3f} [{lo:.3f}, {hi:.3f}] (n = {m['sanctioned']})"
+        out[f"{pre}repair rate"] = {"value": v, "low": lo, "high": hi, "n": m["sanctioned"]}
         v, lo, hi = m["spearman_rho"]
-        out[f"{pre}Spearman rho [95% CI]"] = "-" if v is None else (
-            f"{v:.3f}" + ("" if lo is None else f" [{lo:.3f}, {hi:.3f}]") + f" (n = {m['rho_n']})")
-        out[f"{pre}episodes scored / breached / sanctioned"] = f"{m['scored']} / {m['breached']} / {m['sanctioned']}"
+        out[f"{pre}Spearman rho"] = {"value": v, "low": lo, "high": hi, "n": m["rho_n"]}
+        out[f"{pre}scored episodes"] = {"scored": m["scored"], "breached": m["breached"], "sanctioned": m["sanctioned"]}
         out[f"{pre}persona breach rate"] = m["sp_breach_rate"]
-        out[f"{pre}sanction delivered / shape match"] = f"{m['sanction_delivered']} / {m['sanction_shape_match']}"
+        out[f"{pre}sanction"] = {"delivered": m["sanction_delivered"], "shape_match": m["sanction_shape_match"]}
     return out
+
+
+def _score_text(out: dict) -> dict:
+    """:func:`_score_lines`'s numbers as the terminal shows them."""
+    def f(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    shown = {}
+    for k, v in out.items():
+        if isinstance(v, dict) and "value" in v:
+            shown[f"{k} [95% CI]"] = "-" if v["value"] is None else (
+                f(v["value"]) + ("" if v["low"] is None else f" [{f(v['low'])}, {f(v['high'])}]") + f" (n = {v['n']})")
+        elif isinstance(v, dict) and "scored" in v:
+            shown[k.replace("scored episodes", "episodes scored / breached / sanctioned")] = \
+                f"{v['scored']} / {v['breached']} / {v['sanctioned']}"
+        elif isinstance(v, dict) and "delivered" in v:
+            shown[f"{k} delivered / shape match"] = f"{v['delivered']} / {v['shape_match']}"
+        else:
+            shown[k] = v
+    return shown
 
 
 def _score(args) -> int:
@@ -138,7 +164,8 @@ def _score(args) -> int:
     eps = scene.load_episodes(args.path)
     out = {**_sweep_lines(scene.sweep_summary(eps)), **_score_lines(res)}
 
-    return report_summary("scene score", args, out, (lambda: res.plot(path=plot)) if plot else None)
+    return report_summary("scene score", args, out, (lambda: res.plot(path=plot)) if plot else None,
+                          text=_score_text)
 
 
 def register(subparsers) -> None:
@@ -203,7 +230,8 @@ def register(subparsers) -> None:
     q.add_argument("--repair-window", type=int, default=3, help="subject actions after a sanction that count (3)")
     q.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples of Spearman rho (default %(default)s)")
     q.add_argument("--exclude-invalid", action="store_true", help="drop episodes whose audit says INVALID")
-    q.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default %(default)s)")
+    q.add_argument("--seed", type=int, default=SCORE_SEED,
+                   help="seed of the bootstrap (default %(default)s, the one `scene run` scores with)")
     q.add_argument("--plot", default=None, metavar="PNG", help="draw the scores beside the paper's six models")
     q.add_argument("--out", default=None, metavar="DIR",
                    help="also save the summary as DIR/summary.json and the figure as DIR/scene.png (unless --plot)")

@@ -111,6 +111,20 @@ MAX_MANIFEST_BYTES = 64 * 2**20
 
 
 # ----------------------------------------------------------------------------- numbers
+def tqdm(*args, **kwargs):
+    """A progress bar: ``tqdm.auto``'s (a widget in a notebook) where ipywidgets can draw it, else
+    tqdm's text bar -- never the "IProgress not found" ``TqdmWarning`` that ``tqdm.auto`` prints into a
+    notebook's output when ipywidgets is not installed (the ``notebooks`` extra installs it).
+    Arguments as :class:`tqdm.std.tqdm`'s."""
+    import importlib.util
+
+    if importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm as bar
+    else:
+        from tqdm.std import tqdm as bar
+    return bar(*args, **kwargs)
+
+
 def _is_nan(x) -> bool:
     return isinstance(x, float) and math.isnan(x)
 
@@ -605,8 +619,6 @@ class elapsed_bar:
     def __enter__(self):
         if self.enabled:
             import threading
-
-            from tqdm.auto import tqdm
 
             self._bar = tqdm(total=None, desc=self.desc, bar_format="{desc}: {elapsed} elapsed", leave=False)
             self._stop = threading.Event()

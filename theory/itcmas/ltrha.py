@@ -781,7 +781,7 @@ def _runs(R: int, progress):
     show = (R > 200) if progress is None else bool(progress)
     if not show:
         return range(R)
-    from tqdm.auto import tqdm
+    from normlab._display import tqdm
 
     return tqdm(range(R), desc="LTRHA runs", unit="run")
 

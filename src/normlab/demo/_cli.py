@@ -60,7 +60,7 @@ def _demo(args) -> int:
     if args.dry_run:
         from normlab.demo.pipeline import estimate_demo
 
-        return print_estimate(estimate_demo(args.out, **kw), args.json)
+        return print_estimate(estimate_demo(args.out, seed=args.seed, **kw), args.json)
 
     def go():
         from normlab.demo.pipeline import run_demo
@@ -86,6 +86,8 @@ def _demo(args) -> int:
 
 def _headline(res) -> dict:
     """The few lines printed after a demo (the report holds the rest)."""
+    from ._report_text import checks_count
+
     s = res.summary
     st = s["settings"]
     pop = s["population"]
@@ -134,9 +136,7 @@ def _headline(res) -> dict:
             f"{t['run_budget']} committed runs; runs played at (count: runs) "
             + (", ".join(f"{c}: {n}" for c, n in t["counts"].items()) or "none")
             + (f"; {secs[0]:.0f} s" if secs else ""))
-    ok = sum(1 for c in s["checks"] if c["consistent"] is True)
-    bad = sum(1 for c in s["checks"] if c["consistent"] is False)
-    out["checks"] = f"{ok} inside their predicted interval, {bad} outside"
+    out["checks"] = checks_count(s["checks"])
     out["LLM requests"] = f"{s['cost']['llm_calls']} now, {s['cost']['llm_calls_total']} journaled (reused by a rerun)"
     out["time"] = f"{s['timing']['wall_s']:.0f} s wall, {s['timing']['cpu_s']:.0f} s CPU"
     return out

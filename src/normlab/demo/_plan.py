@@ -213,7 +213,7 @@ def demo_ctx(cfg: DemoSettings) -> int:
 
 
 # ----------------------------------------------------------------------------- estimates
-def estimate_demo(out, **settings):
+def estimate_demo(out, *, seed: int | None = None, **settings):
     """Requests, tokens and cost of :func:`run_demo` with the same settings, before anything
     is sent (``normlab demo --dry-run``): nothing is sent and nothing is written.
 
@@ -224,13 +224,17 @@ def estimate_demo(out, **settings):
         (``names``, ``n_agents``, ``memory``, ``runs``, ``max_rounds``, ``committed``,
         ``committed_runs``, ``sample_check``, ``fit``, ``n_draws``, ``mode``, ``within_rounds``,
         ``tip_runs``, ``endpoint``, ``sampling``; defaults :data:`DEMO_DEFAULTS`).
+    seed : int, optional
+        The seed the run would use (its free-generation answers are journaled under it); default: the
+        one stored in ``OUT/demo.json``, as :func:`run_demo` without a seed does. Answers journaled
+        under it are not counted again.
 
     Returns
     -------
     normlab.llm_runs.RunEstimate
         ``typical`` and ``at_most`` per quantity, summed over the steps that call the model:
         the strategy table (one exact request per memory state and name order, less what
-        ``out`` already journaled), the free-generation check (``sample_check`` requests), and
+        ``out`` already journaled), the free-generation check (``sample_check`` requests, less those journaled), and
         in sample mode the populations, the committed-minority runs and the tip search's at most
         ``tip_runs`` runs (:func:`normlab.llm_runs.estimate_game`; in exact mode they are answered
         from the table's cache). Tokens are estimated from the rendered prompts (UTF-8 bytes / 3).
@@ -238,6 +242,8 @@ def estimate_demo(out, **settings):
     cfg = DemoSettings.of(out, **settings)
     out, names, N, H = cfg.out, cfg.names, cfg.n_agents, cfg.memory
     ep, smp = cfg.endpoint, cfg.sampling
+    if seed is None and (out / MARKER).is_file():  # the run's own rule: no seed given, the stored one
+        seed = (read_user_json(out / MARKER) or {}).get("seed")
     llm_dir = out / "llm" / directory_key(cfg)
     prices = {"all": (ep.price_input, ep.price_output)}
     parts, notes = [], []
@@ -271,10 +277,12 @@ def estimate_demo(out, **settings):
     if cfg.sample_check:
         s2, tpl2, _ = make_settings(N, H, names, max_interactions=1, mode="sample", embedded=ep.embedded,
                                     **{**smp, "max_reasks": 0})
-        n = cfg.sample_check
+        done = free_generation_done(llm_dir, cfg, int(seed)) if seed is not None else 0
+        n = max(cfg.sample_check - done, 0)
         parts.append(estimate_requests(s2, tpl2, requests=(n, n), prompt_tokens=prompt_tokens(s2, tpl2, 0),
                                        what="", prices=prices))
-        notes.append(f"free-generation check: {n} requests (sample mode, no re-ask)")
+        notes.append(f"free-generation check: {cfg.sample_check} requests (sample mode, no re-ask)"
+                     + (f", {done:,} already journaled" if done else ""))
     # 3. populations and committed-minority runs
     tip_note = (f"tip search: at most {cfg.tip_runs} committed-minority runs of at most {cfg.within_rounds} "
                 f"rounds against the convention the populations reach" if cfg.tip_runs else "tip search: off (--tip-runs 0)")

@@ -80,7 +80,7 @@ class JournalBar:
     def __enter__(self):
         if not self.enabled:
             return self
-        from tqdm.auto import tqdm
+        from normlab._display import tqdm
 
         self._read()
         self.bar = tqdm(total=max(self._total(), 1), initial=sum(self.count), desc=self.desc, unit="int",

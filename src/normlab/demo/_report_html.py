@@ -15,7 +15,7 @@ from normlab.theory.criteria import FLIP_SUM
 
 from ._common import fmt_seconds
 from ._report_text import (_agents, _calibration_text, _cm_line, _embedded_caveat, _f, _inside_one, _iv, _next_runs,
-                           _outside_one,
+                           _outside_one, checks_count, position_bias,
                            _pct, strategy_caption, strategy_reading_text)
 
 
@@ -101,7 +101,7 @@ plays LLM populations to check the predictions.</p>
 <figure><img src="{_img(figs['strategy'])}" alt="strategy table"><figcaption>{e(strategy_caption(
     s['strategy_table']['reading'], s['strategy_table']['prompts'], s['strategy_table']['states'], H, cfg['sampling'], y))}
 </figcaption></figure>
-<p><b>Reading it.</b> {e(strategy_reading_text(s['strategy_table']['reading'], names))} <b>Try next:</b> <code>tables/strategy_table.parquet</code> holds the table
+<p><b>Reading it.</b> {e(strategy_reading_text(s['strategy_table']['reading'], names, {n: (pfacts['consensus'].get(n) or {}).get('estimate') for n in names}))} <b>Try next:</b> <code>tables/strategy_table.parquet</code> holds the table
 (<code>pd.read_parquet</code>); <code>tables/strategy_table_by_order.parquet</code> shows how much the order of the
 names in the prompt matters.</p>
 {fg}
@@ -181,7 +181,7 @@ def _tip_html(t: dict | None, figs: dict) -> str:
             f"<figure><img src='{_img(figs['tip'])}' alt='tip search'><figcaption>Left: probability that the "
             f"experiment at each committed count meets the published rule, one line per step of the search (darker: "
             f"later), with the runs played as points (their challenger share over the window's last three rounds; "
-            f"circles: flipped by their end)."
+            f"circles: flipped, by their end or over the window's last three rounds)."
             + (f" Right: the estimate and its {t['level']:.0%} interval against the committed runs used, with "
                f"P(within one agent) (green) and its target." if t.get("figure_kind") == "both" else
                " (No step put the critical mass on the grid, so the estimate panel is left out.)")
@@ -200,8 +200,11 @@ def _glance(s, cfg, checks, winner, pfacts, pcrit, obs, cm_rows, free, names) ->
     glance = [
         f"<b>Individual bias</b>: with an empty memory the model picks {x} with probability {emp[x]:.2f} and "
         f"{y} with {emp[y]:.2f} (exact next-token probabilities, both name orders averaged)"
-        + (f" -- but it picks whichever name the prompt lists first with probability {first:.2f}: a position bias "
-           f"that the random order of the names cancels only on average." if first is not None else "."),
+        + ("." if first is None else
+           f"; whichever name the prompt lists first it picks with probability {first:.2f}: no position bias."
+           if not position_bias(first) else
+           f" -- but it picks whichever name the prompt lists first with probability {first:.2f}: a position bias "
+           f"that the random order of the names cancels only on average."),
         f"<b>Collective bias</b>: the theory, fed the probed strategy table, predicts a consensus on {winner} with "
         f"probability {_f(pw['estimate'])} (the share an {R}-run experiment would show: {_iv(pw)}); the {R} LLM "
         f"populations reached it in {cons_w['runs']} of {R} runs ({_iv(cons_w)}, Clopper-Pearson) "
@@ -234,7 +237,7 @@ def _glance(s, cfg, checks, winner, pfacts, pcrit, obs, cm_rows, free, names) ->
                                                                         for p in t["played"]) or "none") + ").")
     n_in = int((checks["consistent"] == True).sum())  # noqa: E712
     n_out = int((checks["consistent"] == False).sum())  # noqa: E712
-    glance.append(f"<b>All checks</b>: {n_in} observations inside their predicted interval, {n_out} outside "
+    glance.append(f"<b>All checks</b>: {html.escape(checks_count(checks))} "
                   "(table at the end, where every check is discussed: "
                   + ("" if n_out == 0 else "how far each one outside falls and what the comparison can show; ")
                   + "what each one inside compares, and where a zero-width interval makes it a weak or a strict test).")

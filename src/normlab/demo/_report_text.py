@@ -97,15 +97,32 @@ def order_effect(by_order: pd.DataFrame, y: str) -> pd.Series:
     return (first - second).rename("order_effect")
 
 
+#: How far above one half the predicted probability of consensus on one name must be for the report
+#: to call it a collective bias (below it: "little collective bias").
+COLLECTIVE_BIAS = 0.15
+
+#: How far from one half the probability of the first-listed name must be for the report to call it a
+#: position bias (at 0.50 +/- this, the printed probability shows none).
+POSITION_BIAS = 0.05
+
+
+def position_bias(p_first: float | None) -> bool:
+    """Whether ``p(the name listed first)`` (empty memory) is far enough from one half to be called a
+    position bias (:data:`POSITION_BIAS`)."""
+    return p_first is not None and abs(float(p_first) - 0.5) >= POSITION_BIAS
+
+
 def _colour(p: float) -> str:
     """The colour of a ``p(y)`` cell in the top row (``vlag``, centred at 0.5)."""
     return "blue" if p < 0.4 else "red" if p > 0.6 else "near white (no clear preference)"
 
 
-def strategy_reading_text(r: dict, names) -> str:
+def strategy_reading_text(r: dict, names, predicted: dict | None = None) -> str:
     """"Reading it" under the strategy heat map, from :func:`strategy_reading`'s numbers: what a
     model that follows conventions would show, what this one shows, and whether its table is
-    asymmetric (the source of collective bias)."""
+    asymmetric (the source of collective bias). ``predicted`` (``{name: P(consensus on name)}``, the
+    theory fed the whole table), where given, decides what a nearly symmetric full-memory row may
+    promise: "little collective bias" only where the prediction shows little."""
     x, y = names
     ax_, ay_ = r["after_successes"][x], r["after_successes"][y]
 
@@ -139,8 +156,21 @@ def strategy_reading_text(r: dict, names) -> str:
                        f"more firmly than the other -- is what makes a population prefer one name even when single "
                        f"agents have no preference: collective bias (the paper's Fig. 2B).")
         else:
-            out.append(f"After a full memory of successes the model keeps {x} with probability {hx:.2f} and {y} with "
-                       f"{hy:.2f}: a nearly symmetric table, from which the theory expects little collective bias.")
+            sym = (f"After a full memory of successes the model keeps {x} with probability {hx:.2f} and {y} with "
+                   f"{hy:.2f}: nearly symmetric")
+            pred = {n: float(v) for n, v in (predicted or {}).items() if v is not None and math.isfinite(float(v))}
+            w = max(pred, key=pred.get) if pred else None
+            if w is not None and pred[w] - 0.5 >= COLLECTIVE_BIAS:
+                out.append(f"{sym} there, yet the theory, fed the whole table, predicts a consensus on {w} with "
+                           f"probability {pred[w]:.2f}: the collective bias comes from the other memories, where "
+                           + (f"p({y} | memory) is above one half in {r['above_half']} of {r['states']}."
+                              if r["states"] else "the table is not symmetric."))
+            elif w is not None:
+                out.append(f"{sym}, and the theory, fed the whole table, predicts a consensus on {w} with probability "
+                           f"only {pred[w]:.2f}: little collective bias.")
+            else:
+                out.append(f"{sym} at full memory; the collective bias rests on the whole table (the prediction "
+                           "below).")
     return " ".join(out)
 
 
@@ -176,7 +206,7 @@ def tip_facts(tp, cfg: dict, model: str, embedded: bool, out: Path, llm_dir) -> 
     runs = r.runs
     played = []
     for c, n in sorted(r.counts.items()):
-        k = int(runs.loc[runs["committed"] == c, "flipped_at_end"].astype(bool).sum()) if len(runs) else 0
+        k = int((runs.loc[runs["committed"] == c, "outcome"] == "flipped").sum()) if len(runs) else 0
         played.append({"committed": int(c), "runs": int(n), "flipped": k})
     t = {"majority": tp.majority, "challenger": tp.challenger, "direction": r.direction, "why": tp.why,
          "critical_mass": {"estimate": finite(float(r.estimate)), "low": finite(float(r.low)),
@@ -277,7 +307,8 @@ def summary_paragraph(s: dict) -> str:
            + (f"{x} or {y} about equally often" if even else f"{x} with probability {pe[x]:.2f} and {y} with {pe[y]:.2f}")
            + (" when the two name orders are averaged" if first is not None else "")
            + (f" ({pe[x]:.2f} / {pe[y]:.2f})" if even else "")
-           + (f", but it picks the name the prompt lists first with probability {first:.2f}" if first is not None else "")
+           + ("" if first is None else f", but it picks the name the prompt lists first with probability {first:.2f}"
+              if position_bias(first) else f", and the name the prompt lists first with {first:.2f}")
            + f"; {agree}, as the theory predicts from the probed table (probability {pred[win]['estimate']:.2f})."]
     r = st.get("reading") or {}
     if r.get("states"):
@@ -355,10 +386,33 @@ def _outside_one(r, cfg: dict, free: dict | None) -> str:
         head += (f": {k} of {n} against {_f(n * p, 1)} +/- {_f(sd, 1)} expected"
                  + (f" ({_f(abs(k - n * p) / sd, 1)} standard deviations)" if sd > 0 else
                     " (the prediction allows no spread: a single differing run falls outside)"))
-    why = what_it_shows(q, cfg)
+    why = what_it_shows(q, cfg, gap=(gap, side))
     if r["source"] == "log":
         why += " (The log fit is in-sample for the convergence runs.)"
+    elif cfg.get("mode") == "exact":
+        # the populations play this very table: it cannot be too sure or too noisy for them
+        why = (("in exact mode the populations play this very table, so its probabilities are the runs' own; "
+                "what remains is " + why) if q == "P(flip)" else
+               ("in exact mode the populations play this very table, so its probabilities are the runs' own and "
+                "cannot explain the difference: a miss is chance -- a 95% interval misses about one experiment in "
+                "20 -- unless it persists with more runs (--runs)."))
     return f"<li>{head}. What it can show: {why}</li>"
+
+
+def checks_count(checks) -> str:
+    """``"k inside their predicted interval, m outside"``, where the checks outside are also counted by what
+    was observed: one observation (a slow experiment's rounds, say) compared with both predictions (the
+    probed table and the log fit) is one finding, not two. ``checks``: rows with ``quantity``, ``key``,
+    ``consistent`` (a frame or a list of dicts)."""
+    rows = checks.to_dict("records") if hasattr(checks, "to_dict") else list(checks)
+    ok = sum(1 for c in rows if c["consistent"] is True)
+    bad = [c for c in rows if c["consistent"] is False]
+    text = f"{ok} inside their predicted interval, {len(bad)} outside"
+    seen = list(dict.fromkeys(f"{c['quantity']} {c['key']}".strip() for c in bad))
+    if len(seen) < len(bad):
+        text += (f" ({len(seen)} observation{'s' if len(seen) != 1 else ''}: {', '.join(seen)}; each compared with "
+                 "both the probed table and the fit on the population log)")
+    return text
 
 
 def _inside_one(r, cfg: dict) -> str:
@@ -382,9 +436,14 @@ def _inside_one(r, cfg: dict) -> str:
     return f"<li>{head}. What it compares: {what_it_shows(q, cfg, inside=True)}</li>"
 
 
-def what_it_shows(q: str, cfg: dict, inside: bool = False) -> str:
+def what_it_shows(q: str, cfg: dict, inside: bool = False, gap: tuple[float, str] | None = None) -> str:
     """What a check of quantity ``q`` compares (``inside``) or, outside its interval, what the
-    difference can show."""
+    difference can show (``gap``: how far outside, and ``"above"`` or ``"below"``)."""
+    if gap is not None:
+        rounds = _f(gap[0], 1)
+        later = f"{rounds} round{'' if float(gap[0]) == 1 else 's'} {'later' if gap[1] == 'above' else 'earlier'}"
+    else:
+        later = "earlier or later"
     if inside:
         return {
             "P(consensus)": f"the share of {cfg['runs']} runs reaching each convention against the binomial noise of "
@@ -408,9 +467,9 @@ def what_it_shows(q: str, cfg: dict, inside: bool = False) -> str:
                                f"({_f(0.95 ** (3 * cfg['n_agents']), 2)} at 0.95, {_f(0.97 ** (3 * cfg['n_agents']), 2)} "
                                f"at 0.97), so a table slightly too sure or too noisy in the settled states shifts the "
                                "time a lot while every probability stays close.",
-        "rounds to 95% success": "the mean success curve of the runs crosses 0.95 one round earlier or later: a "
-                                 "difference of a few percent in the settled states' noise, or in how fast the first "
-                                 "rounds sort out, moves the crossing by a round.",
+        "rounds to 95% success": f"the mean success curve of the runs crosses 0.95 {later} than the simulated "
+                                 "experiments' crossings allow: a difference of a few percent in the settled states' "
+                                 "noise, or in how fast the first rounds sort out, moves the crossing.",
         "P(flip)": f"{cfg['committed_runs']} runs at one committed count; the committed runs visit mixed memories and "
                    "the challenger's consensus far more than free populations do, and both players of an interaction "
                    "see one shared name order there (the theory draws them independently): outside, the table's "

@@ -30,7 +30,7 @@ from ._common import cp_interval
 from ._report_figures import (_legend_below, _style, fig_calibration, fig_committed,  # noqa: F401 (_legend_below: tests)
                               fig_critical_mass, fig_population, fig_strategy)
 from ._report_html import _html, _outside_html, checks_html  # noqa: F401 (_outside_html: tests)
-from ._report_text import (_first_listed, _next_runs, _reading, strategy_caption,  # noqa: F401 (the names tests import)
+from ._report_text import (_first_listed, _next_runs, _reading, checks_count, strategy_caption,  # noqa: F401 (the names tests import)
                            strategy_reading_text, strategy_title_line, summary_paragraph, tip_facts, tip_figure_kind,
                            tip_text)
 
