@@ -303,6 +303,28 @@ class TipResult:
                    credible_set=_set_back(m.get("credible_set", ())), replication=_replication_back(m.get("replication")))
 
 
+    @classmethod
+    def _contract_example(cls) -> "TipResult":
+        """A two-step search on six agents (four committed runs at counts 2 and 3) on the design of
+        :meth:`ExperimentDesign._contract_example`, literal numbers (``tests/test_contracts.py``)."""
+        design = ExperimentDesign._contract_example()
+        steps = ({"step": 0, "estimate": 3.0, "low": 1.0, "high": 5.0, "p_within_one": 0.5, "p_set": 0.5, "credible_set": (2.0, 3.0, 4.0), "p_met": {1: 0.1, 2: 0.4, 3: 0.7},
+                  "runs_used": 0, "tokens_used": 0, "played": None, "next": "play 2 runs at 2"},
+                 {"step": 1, "estimate": 3.0, "low": 2.0, "high": 4.0, "p_within_one": 0.8, "p_set": 0.8, "credible_set": (2.0, 3.0), "p_met": {1: 0.05, 2: 0.3, 3: 0.8},
+                  "runs_used": 2, "tokens_used": 900, "played": {"count": 2, "runs": 2, "flipped": 0}, "next": "play 2 runs at 3"},
+                 {"step": 2, "estimate": 3.0, "low": 2.0, "high": 3.0, "p_within_one": 0.93, "p_set": 0.93, "credible_set": (3.0,), "p_met": {1: 0.02, 2: 0.2, 3: 0.9},
+                  "runs_used": 4, "tokens_used": 1800, "played": {"count": 3, "runs": 2, "flipped": 2}, "next": None})
+        curves = pd.DataFrame([(s["step"], c, p, p / 2, p, k) for s in steps for k, (c, p) in enumerate(s["p_met"].items())],
+                              columns=["step", "committed", "p_met", "p_cm", "p_at_least", "observed"])
+        runs = pd.DataFrame([(1, 2, 0, 180, "majority", 0.2, False), (1, 2, 1, 180, "majority", 0.3, False),
+                             (2, 3, 0, 120, "flipped", 0.97, True), (2, 3, 1, 140, "flipped", 0.95, True)],
+                            columns=["step", "committed", "run", "interactions", "outcome", "window_share", "flipped_at_end"])
+        return cls(direction="overturn_A", majority="A", challenger="B", names=("A", "B"), n_agents=6, memory=1,
+                   estimate=3.0, low=2.0, high=3.0, p_set=0.93, credible_set=(3.0,), runs_used=4, runs_available=9, tokens_used=1800,
+                   usd_used=0.0, decisions_used=600, counts={2: 2, 3: 2}, steps=steps, curves=curves, runs=runs,
+                   stopped="target reached: P(CM in {3}) = 0.930 >= 0.9", design=design.to_dict(),
+                   settings={"level": 0.95, "target": 0.9, "source": "toy", "baseline_runs": 10, "seconds": 1.0})
+
 def _json_set(S) -> list:
     """A credible set for JSON: counts as ints, beyond the tested counts as null."""
     return [None if x is None or not np.isfinite(x) else int(x) for x in (S or ())]
@@ -322,28 +344,6 @@ def _replication_back(r) -> dict:
         if out.get(k) is None:
             out[k] = math.inf
     return out
-
-    @classmethod
-    def _contract_example(cls) -> "TipResult":
-        """A two-step search on six agents (four committed runs at counts 2 and 3) on the design of
-        :meth:`ExperimentDesign._contract_example`, literal numbers (``tests/test_contracts.py``)."""
-        design = ExperimentDesign._contract_example()
-        steps = ({"step": 0, "estimate": 3.0, "low": 1.0, "high": 5.0, "p_within_one": 0.5, "p_met": {1: 0.1, 2: 0.4, 3: 0.7},
-                  "runs_used": 0, "tokens_used": 0, "played": None, "next": "play 2 runs at 2"},
-                 {"step": 1, "estimate": 3.0, "low": 2.0, "high": 4.0, "p_within_one": 0.8, "p_met": {1: 0.05, 2: 0.3, 3: 0.8},
-                  "runs_used": 2, "tokens_used": 900, "played": {"count": 2, "runs": 2, "flipped": 0}, "next": "play 2 runs at 3"},
-                 {"step": 2, "estimate": 3.0, "low": 2.0, "high": 3.0, "p_within_one": 0.93, "p_met": {1: 0.02, 2: 0.2, 3: 0.9},
-                  "runs_used": 4, "tokens_used": 1800, "played": {"count": 3, "runs": 2, "flipped": 2}, "next": None})
-        curves = pd.DataFrame([(s["step"], c, p, p / 2, p, k) for s in steps for k, (c, p) in enumerate(s["p_met"].items())],
-                              columns=["step", "committed", "p_met", "p_cm", "p_at_least", "observed"])
-        runs = pd.DataFrame([(1, 2, 0, 180, "stay", 0.2, False), (1, 2, 1, 180, "stay", 0.3, False),
-                             (2, 3, 0, 120, "flip", 0.97, True), (2, 3, 1, 140, "flip", 0.95, True)],
-                            columns=["step", "committed", "run", "interactions", "outcome", "window_share", "flipped_at_end"])
-        return cls(direction="overturn_A", majority="A", challenger="B", names=("A", "B"), n_agents=6, memory=1,
-                   estimate=3.0, low=2.0, high=3.0, p_within=0.93, runs_used=4, runs_available=9, tokens_used=1800,
-                   usd_used=0.0, decisions_used=600, counts={2: 2, 3: 2}, steps=steps, curves=curves, runs=runs,
-                   stopped="P(within one agent) reached the target 0.9", design=design.to_dict(),
-                   settings={"level": 0.95, "target": 0.9, "source": "toy", "baseline_runs": 10, "seconds": 1.0})
 
 
 def _json_step(s: dict) -> dict:

@@ -219,7 +219,7 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
         cm = _critical_masses(met, grid)
         summ = _summarise(cm, level, grid, tol=tol, target=target)
         est, low, high = summ["estimate"], summ["low"], summ["high"]
-        runs_used = sum(len(b.log.runs) for b in played if b.count > 0)
+        runs_used = sum(len(b.log.runs) for b in played)  # count 0 too: a tested count's runs cost as any
         rec = {"step": step, "estimate": est, "low": low, "high": high, "credible_set": list(summ["credible_set"]),
                "p_set": summ["p_set"], "tight": summ["tight"], "p_beyond": summ["p_beyond"],
                "p_within_one": summ["p_within_one"],

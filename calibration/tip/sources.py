@@ -206,7 +206,9 @@ class ArchiveReplay(RunSource):
         for c in self.design.counts:
             ids = r.loc[r["committed_count"].astype(int) == c, "run"].to_numpy()
             self._queue[int(c)] = list(g.permutation(ids))
-        self.runs_available = int((r["committed_count"].astype(int) > 0).sum())
+        # every run the replay can hand out: the committed grid at the design's counts (0 included where the
+        # archive tested it: its runs cost what any run costs)
+        self.runs_available = int(sum(len(q) for q in self._queue.values()))
         self._log = log  # private: only play() and known() hand runs out
         self._baselines = bool(baselines)
         self.label = f"replay of {self._llm} ({self.runs_available} committed runs overturning {majority})"
