@@ -20,7 +20,8 @@
 # n_truths, seconds, by_family: in-family truths and, one in four each, the three wider families), log.txt.
 set -u -o pipefail
 SECONDS_MAX=${1:-330}
-WORKERS=${2:-$(nproc)}
+CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc alone reads OMP_NUM_THREADS
+WORKERS=${2:-$CORES}
 SEED=${3:-2026}
 : "${OUT:?set OUT to the folder the results go to}"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,13 +39,14 @@ if root:
 EOF
 export NORMLAB_ROOT="$ROOT" PYTHONPATH="$BOOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+PY=${PYTHON:-$(command -v python3 || command -v python)}
 cd "$ROOT"
 {
-  echo "# $(date -u) sbc_device.sh: $WORKERS workers, --max-seconds $SECONDS_MAX, seed $SEED, $(nproc) cores"
-  python -c "import numpy, scipy, numba, pandas; print('# numpy', numpy.__version__, 'scipy', scipy.__version__, 'numba', numba.__version__, 'pandas', pandas.__version__)"
-  python -c "import pymc" 2>/dev/null && echo "# PyMC present (not used: --fit-model empirical)"
+  echo "# $(date -u) sbc_device.sh: $WORKERS workers, --max-seconds $SECONDS_MAX, seed $SEED, $CORES cores"
+  "$PY" -c "import numpy, scipy, numba, pandas; print('# numpy', numpy.__version__, 'scipy', scipy.__version__, 'numba', numba.__version__, 'pandas', pandas.__version__)"
+  "$PY" -c "import pymc" 2>/dev/null && echo "# PyMC present (not used: --fit-model empirical)"
   t0=$(date +%s)
-  python benchmarks/bench_coverage.py --truths 2000 --wider 250 --fit-model empirical \
+  "$PY" benchmarks/bench_coverage.py --truths 2000 --wider 250 --fit-model empirical \
       --workers "$WORKERS" --seed "$SEED" --max-seconds "$SECONDS_MAX" \
       --results "$OUT/coverage.jsonl" --json "$OUT/coverage.json" "${@:4}"
   rc=$?
