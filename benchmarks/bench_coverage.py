@@ -1121,13 +1121,13 @@ def _equality_truth(spec) -> dict:
     counts = counts_from_log(sel, names=NAMES, memory=truth.memory)
     meta = {"llm": str(sel.runs["model"].iloc[0]), "fit_on": "baseline"}
     out = {"index": spec["index"], "fits": {}, "seconds": {}}
-    for name, fseed, kw in (("a", s_a, _fit_kwargs(cfg)), ("b", s_b, _fit_kwargs(cfg)),
-                            ("cheap", s_a, _fit_kwargs({**cfg, **cheap}))):
+    low = {**cfg, **cheap}
+    for name, fseed, c in (("a", s_a, cfg), ("b", s_b, cfg), ("cheap", s_a, low)):
         t = time.perf_counter()
-        fit = fit_strategy(counts, cfg["fit_model"], rng=fseed, meta=meta, **kw)
+        fit = fit_strategy(counts, c["fit_model"], rng=fseed, meta=meta, **_fit_kwargs(c))
         t_fit = time.perf_counter() - t
         cal = calibrate(log, names=NAMES, memory=truth.memory, n_agents=cfg["n_agents"], fit_on="baseline",
-                        model=cfg["fit_model"], n_draws=int(cfg["draws"]), fit=fit, sensitivity=False, rng=s_pred)
+                        model=c["fit_model"], n_draws=int(cfg["draws"]), fit=fit, sensitivity=False, rng=s_pred)
         out["seconds"][name] = {"fit": round(t_fit, 1), "total": round(time.perf_counter() - t, 1)}
         out["fits"][name] = {"rows": calibration_rows(cal, vals, np.random.default_rng(s_rows)),
                              "fit": _fit_diag(fit)}
@@ -1181,7 +1181,8 @@ def equality_verdict(recs, cfg, cheap) -> dict:
                   and (d.get("ess_bulk_min") is None or d["ess_bulk_min"] >= 400)
                   and not d.get("divergences") for d in diag)
     ok = bool(upper <= 0.02 and all(s["ok"] for s in signs.values()) and diag_ok)
-    return {"K": len(recs), "default": _fit_kwargs(cfg), "cheap": _fit_kwargs({**cfg, **cheap}),
+    return {"K": len(recs), "default": {"fit_model": cfg["fit_model"], **_fit_kwargs(cfg)},
+            "cheap": {"fit_model": {**cfg, **cheap}["fit_model"], **_fit_kwargs({**cfg, **cheap})},
             "disagreement_default_a_b": round(float(per[:, 0].sum() / max(per[:, 2].sum(), 1)), 4),
             "disagreement_cheap_a": round(float(per[:, 1].sum() / max(per[:, 2].sum(), 1)), 4),
             "excess_upper_95": round(upper, 4), "ends": signs, "cheap_diagnostics": diag,
@@ -1220,6 +1221,9 @@ def main(argv=None) -> int:
     ap.add_argument("--equality", type=int, default=None, metavar="K",
                     help="judge a cheaper fit on K in-family truths instead (see equality())")
     ap.add_argument("--cheap-draws", type=int, default=500, help="--equality: the cheap fit's NUTS draws (500)")
+    ap.add_argument("--cheap-model", default=None,
+                    help="--equality: the cheap fit's kind (default the default's, with --cheap-draws); e.g. "
+                         "empirical, which needs no PyMC")
     a = ap.parse_args(argv)
     cfg = dict(DEFAULTS)
     if a.tiny:
@@ -1232,7 +1236,8 @@ def main(argv=None) -> int:
         ap.error("--debug-shrink must be in (0, 1)")
     t0 = time.perf_counter()
     if a.equality:
-        res = equality(a.equality, a.seed, cfg, {"nuts_draws": a.cheap_draws}, workers=a.workers)
+        cheap = {"nuts_draws": a.cheap_draws, **({"fit_model": a.cheap_model} if a.cheap_model else {})}
+        res = equality(a.equality, a.seed, cfg, cheap, workers=a.workers)
         res["seconds_total"] = round(time.perf_counter() - t0, 1)
         _emit(res, a.json)
         return 0

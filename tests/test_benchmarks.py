@@ -102,6 +102,29 @@ def test_coverage_randomised_rank_and_discrete_intervals():
             assert bc.expected_coverage(range(6), p, lo, hi) >= L - 1e-9
 
 
+def test_coverage_equality_names_the_cheap_fit_kind_and_rejects_moved_intervals():
+    """--equality with --cheap-model: the verdict names both fit kinds, and a cheap fit whose
+    intervals move further from the default's than a second default seed does, on every row, and
+    change coverage, is rejected (while the same rows as the default's are accepted)."""
+    mod = _coverage_module()
+    cfg = {"fit_model": "hierarchical", "nuts_draws": 1000, "nuts_tune": None, "chains": 2}
+
+    def rows(shift, covered):
+        return [{"quantity": "flip", "key": f"r{i}", **{str(L): {"covered": covered, "low": 0.1 + shift + 0.001 * i,
+                                                                 "high": 0.3 + shift} for L in mod.LEVELS}}
+                for i in range(12)]
+
+    def rec(cheap_shift, cheap_covered):
+        return {"fits": {"a": {"rows": rows(0.0, True), "fit": {}}, "b": {"rows": rows(0.001, True), "fit": {}},
+                         "cheap": {"rows": rows(cheap_shift, cheap_covered), "fit": {}}}, "seconds": {}}
+
+    same = mod.equality_verdict([rec(0.0, True) for _ in range(6)], cfg, {"fit_model": "empirical"})
+    assert same["cheap"] == {"fit_model": "empirical"} and same["default"]["fit_model"] == "hierarchical"
+    assert same["accepted"] is True
+    moved = mod.equality_verdict([rec(0.2, False) for _ in range(6)], cfg, {"fit_model": "empirical"})
+    assert moved["accepted"] is False and moved["disagreement_cheap_a"] == 1.0
+
+
 def test_coverage_share_intervals():
     bc = _coverage_module()
     lo, hi = bc.share_interval(19, 20)

@@ -244,3 +244,32 @@ def test_lazy_effect_thresholds_are_bit_identical(monkeypatch, order_bias):
     none = predict(fit, **dict(kw, run_effects=None))
     assert not none.flips["n_flips"].equals(lazy.flips["n_flips"]) or \
         not none.experiment_shares["share"].equals(lazy.experiment_shares["share"])
+
+
+def test_lazy_effect_thresholds_certain_states_and_many_runs(monkeypatch):
+    """The lazy thresholds of run effects (a sentinel per state not met yet, the met states reset at
+    the next run) give the eager reference's runs where a table row is certain (p 0 or 1: logits
+    -inf and +inf) and over many runs and draws of one block: every table of the prediction equal."""
+    import normlab.theory.design as design
+    from normlab.calibration import RunEffects
+
+    fit = load_fit("llama31_70b_QM_H5")
+    base = fit.mean_table().table.copy()
+    rng = np.random.default_rng(3)
+    tables = []
+    for d in range(3):
+        t = base.copy()
+        rows = rng.choice(np.arange(1, t.shape[0]), 300, replace=False)
+        t[rows[:150]] = (1.0, 0.0)
+        t[rows[150:]] = (0.0, 1.0)
+        tables.append(StrategyTable(t, memory=fit.memory, names=fit.names))
+    eff = RunEffects(params=np.array([0.3, -0.2, np.log(0.8), np.log(0.5), 0.0]), cov=np.eye(5) * 1e-3, n_runs=40)
+    kw = dict(n_agents=10, n_draws=3, n_runs_consensus=8, n_runs_flip=6, run_effects=eff, rng=4)
+    monkeypatch.setattr(design, "_EAGER_EFFECTS", True)
+    eager = predict(tables, **kw)
+    monkeypatch.setattr(design, "_EAGER_EFFECTS", False)
+    lazy = predict(tables, **kw)
+    for name in ("consensus", "success", "draw_stats", "flips", "critical_mass_draws", "strength"):
+        pd.testing.assert_frame_equal(getattr(eager, name), getattr(lazy, name), check_exact=True)
+    none = predict(tables, **dict(kw, run_effects=None))
+    assert not none.flips["n_flips"].equals(lazy.flips["n_flips"])

@@ -318,30 +318,64 @@ _sg_lean_order_play = kernel_variant(_sg_lean_play_py, "_sg_lean_order_play_py",
 # table (the draw's logits under the run's shift and sharpness) are computed the first time the run
 # meets a state, not for every state before the run (issue 32: that cost 10 us per run, 1.9 of
 # predict's 3.7 CPU s). The effects variants of the lean kernels differ from the plain ones only in
-# their pick (``_lean_pick_lazy``), so the plain kernels' code is what it was.
+# their pick (``_lean_pick_lazy``), so the plain kernels' code is what it was. The run's block keeps
+# the thresholds where the plain kernel keeps a table's (two per state, 16 bytes: the hot part is no
+# larger than a plain table's), a sentinel marks a state not yet met, and the states a run met are
+# listed so the next run resets only those (a stamp per state beside its thresholds and a token read
+# at every pick made the effects kernel 1.5x slower per interaction than the plain one).
+#: A threshold no table gives (they are in [0, 1], 2.0, -1.0 or NaN): the state is not met yet in this run.
+_UNSET = -2.0
+
+
 @njit(inline="always")
 def _lean_pick_lazy(u, thr, b, W):
     """:func:`_lean_pick` (``W = 2``) on a run's table under its run effect, computed on first use.
 
-    ``thr`` is the run's block: per state ``s`` four entries ``[threshold 0, threshold 1, stamp,
-    logit]`` (one cache line), then ``[shift, sharpness, token]``. The thresholds of the state at
-    offset ``b = 2 s`` are those :func:`_effect_thresholds` writes (same arithmetic), computed when
-    its stamp is not the run's token."""
-    n = thr.shape[0]
-    o = 2 * b
-    tok = thr[n - 1]
-    if thr[o + 2] != tok:
-        x = thr[o + 3]
+    ``thr`` is the run's block of ``4 S + 3`` entries (``S`` states, :func:`_lazy_block`):
+    ``[0, 2 S)`` the thresholds, two per state as :func:`_effect_thresholds` writes them (same
+    arithmetic), ``_UNSET`` where the run has not met the state; ``[2 S, 3 S)`` the draw's
+    logits; ``[3 S, 4 S)`` the states the run met, in order; then ``[shift, sharpness, met]``."""
+    t0 = thr[b]
+    if t0 == _UNSET:
+        n = thr.shape[0]
+        S = (n - 3) // 4
+        s = b // 2
+        x = thr[2 * S + s]
         if np.isnan(x):
-            thr[o] = -1.0
-            thr[o + 1] = -1.0
+            t0 = -1.0
+            thr[b + 1] = -1.0
         else:
             eta = thr[n - 2] * x + thr[n - 3]
             p0 = 0.0 if eta > 709.0 else 1.0 / (1.0 + math.exp(eta))  # 709: exp overflows past it
-            thr[o] = 2.0 if p0 >= 1.0 else p0
-            thr[o + 1] = 2.0
-        thr[o + 2] = tok
-    return np.int64(u >= thr[o]) + np.int64(u >= thr[o + 1])
+            t0 = 2.0 if p0 >= 1.0 else p0
+            thr[b + 1] = 2.0
+        thr[b] = t0
+        c = thr[n - 1]
+        thr[3 * S + np.int64(c)] = s
+        thr[n - 1] = c + 1.0
+    return np.int64(u >= t0) + np.int64(u >= thr[b + 1])
+
+
+@njit(inline="always")
+def _lazy_block(S):
+    """A run's block of lazily computed thresholds for a table of ``S`` states (:func:`_lean_pick_lazy`):
+    every state unset, no state met."""
+    blk = np.zeros(4 * S + 3)
+    for s in range(S):
+        blk[2 * s] = _UNSET
+    return blk
+
+
+@njit(inline="always")
+def _lazy_new_run(blk, b, k):
+    """Start a run on the lazy block: the states the last run met unset again, the run's shift and sharpness."""
+    n = blk.shape[0]
+    S = (n - 3) // 4
+    for i in range(np.int64(blk[n - 1])):
+        blk[2 * np.int64(blk[3 * S + i])] = _UNSET
+    blk[n - 1] = 0.0
+    blk[n - 3] = b
+    blk[n - 2] = k
 
 
 _sg_lean_effects_play = kernel_variant(_sg_lean_play_py, "_sg_lean_effects_play_py", _lean_pick=_lean_pick_lazy)
@@ -393,10 +427,7 @@ def _run_thr(re, d, g, k, thr):
         _effect_thresholds(lg, re_b[d, g, k], re_k[d, g, k], thr_run)
         return thr_run
     if mode == 2:
-        n = thr_run.shape[0]
-        thr_run[n - 3] = re_b[d, g, k]
-        thr_run[n - 2] = re_k[d, g, k]
-        thr_run[n - 1] += 1.0
+        _lazy_new_run(thr_run, re_b[d, g, k], re_k[d, g, k])
         return thr_run
     return thr
 
@@ -730,11 +761,8 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
           np.empty(max(window, 1)))
     mode, re_b, re_k = effects
     lg = np.empty(S)
-    if mode == 2:  # lazily: per state [thresholds, stamp, logit], then [b, kappa, token] (see _lean_pick_lazy)
-        thr_run = np.empty(4 * S + 3)
-        for s in range(S):
-            thr_run[4 * s + 2] = -1.0
-        thr_run[4 * S + 2] = 0.0
+    if mode == 2:  # lazily: thresholds, logits, the states met, [b, kappa, met] (see _lean_pick_lazy)
+        thr_run = _lazy_block(S)
         game = (game[0], game[1], game[2], game[3], game[4] + LAZY_MODE, game[5] + LAZY_MODE)
     else:
         thr_run = np.empty(S * W)
@@ -747,7 +775,7 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
             _table_logits(tables[d], S, W, lg)
             if mode == 2:
                 for s in range(S):
-                    thr_run[4 * s + 3] = lg[s]
+                    thr_run[2 * S + s] = lg[s]
         g = 0
         if do_cons:
             e, m = _design_consensus(seeds, d, g, game, consensus, out_cons, work, re)
