@@ -22,15 +22,19 @@ __all__ = ["EXIT_CODES", "ENDPOINT_GROUP", "add_endpoint_args", "add_embedded_mo
 EXIT_CODES = exit_codes(llm=True)
 
 
-def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False, sampling: bool = True) -> None:
+def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False, sampling: bool = True,
+                      embedded_model: bool = True) -> None:
     """Endpoint, embedded-server, price and sampling flags; ``run_controls`` adds ``--budget``
     and ``--dry-run`` (llm-run and llm-probe handle them; other commands reusing these flags
     would not); ``sampling=False`` leaves out the naming game's sampling flags (commands with
-    prompts of their own: ``crsec``, ``scene``) and keeps ``--seed``, ``--no-progress``, ``--json``."""
+    prompts of their own: ``crsec``, ``scene``) and keeps ``--seed``, ``--no-progress``, ``--json``;
+    ``embedded_model=False`` leaves out ``--embedded-model`` for a command that defines its own
+    (``study``: a registered name or a GGUF file)."""
     g = p.add_argument_group(ENDPOINT_GROUP)
     g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", default=None, help="model name (default: the first model the endpoint lists)")
-    add_embedded_model_arg(g)
+    if embedded_model:
+        add_embedded_model_arg(g)
     add_api_key_args(g)
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default %(default)s)")
     g.add_argument("--timeout", type=float, default=120.0,

@@ -171,7 +171,7 @@ def register(subparsers) -> None:
     m.add_argument("--until", default=None, metavar="STAGE",
                    help="stop after this stage (measure, probe, register, populations, committed, exact, tip, score, "
                         "report); the same command without it goes on")
-    add_endpoint_args(p, run_controls=True)
+    add_endpoint_args(p, run_controls=True, embedded_model=False)  # its own --embedded-model above (NAME|FILE.gguf)
     for a in p._actions:
         if a.dest == "mode":
             a.help = "not used: the study fixes each stage's mode (see the stages below)"
