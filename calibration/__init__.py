@@ -95,7 +95,7 @@ _EXPORTS = {
     "check_adequacy": "evaluate.adequacy",
     "PairAgreement": "evaluate.adequacy",
     "pair_agreement": "evaluate.adequacy",
-    "TipResult": "tip.search",
+    "TipResult": "tip.result",
     "TipSettings": "tip.settings",
     "RunSource": "tip.sources",
     "ArchiveReplay": "tip.sources",

@@ -19,3 +19,11 @@ def ainorms_dir() -> Path:
     if not (AINORMS / "llama31_data.zip").exists():
         pytest.skip(f"published AI-norms data not found at {AINORMS}")
     return AINORMS
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that reads the published archives through ``ainorms_dir`` (directly or through a
+    fixture) is in the ``data`` tier: opt-in (``-m data``; CI runs every tier)."""
+    for item in items:
+        if "ainorms_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.data)

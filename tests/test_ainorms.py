@@ -533,6 +533,7 @@ def _raw(name: str):
 
 
 @needs_data
+@pytest.mark.data
 def test_published_counts_and_load_time(published):
     log, seconds = published
     assert seconds < 20.0, f"loading both archives took {seconds:.1f} s"
@@ -559,6 +560,7 @@ def test_published_counts_and_load_time(published):
 
 
 @needs_data
+@pytest.mark.data
 def test_published_qm_baselines_reach_consensus_on_m(published):
     log, _ = published
     qm = log.select(kind="baseline", names="Q,M", memory=5, n_agents=24)
@@ -568,6 +570,7 @@ def test_published_qm_baselines_reach_consensus_on_m(published):
 
 
 @needs_data
+@pytest.mark.data
 def test_published_rounds_to_095_with_ten_names(published):
     log, _ = published
     w10 = log.select(kind="baseline", names="Q,M,X,Y,F,J,P,R,C,D", memory=5, n_agents=24)
@@ -581,6 +584,7 @@ def test_published_rounds_to_095_with_ten_names(published):
 
 
 @needs_data
+@pytest.mark.data
 def test_published_memory_round_trip(published):
     log, _ = published
     files = [
@@ -600,6 +604,7 @@ def test_published_memory_round_trip(published):
 
 
 @needs_data
+@pytest.mark.data
 def test_published_probes_and_meta(published):
     log, _ = published
     pr = load_ainorms_probes(DATA)

@@ -244,6 +244,7 @@ def test_predict_probe_records_its_seed(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.data
 def test_tip_replay_records_its_seed(capsys):
     import os
     from pathlib import Path

@@ -303,6 +303,7 @@ AINORMS = Path(os.environ.get("NORMLAB_AINORMS", Path(__file__).resolve().parent
 
 
 @pytest.mark.skipif(not (AINORMS / "llama31_data.zip").is_file(), reason="published AI-norms data not present")
+@pytest.mark.data
 def test_design_of_the_published_llama31_runs():
     """Llama-3.1's committed runs (N = 24, H = 5): counts 0 (the evolved runs), 1, 2, 4, 6, 8, 10,
     ten runs each, the authors' 30-round window; every run gets the protocol's cap (800 interactions,
@@ -324,6 +325,7 @@ def test_design_of_the_published_llama31_runs():
 
 
 @pytest.mark.skipif(not (AINORMS / "llama3_data.zip").is_file(), reason="published AI-norms data not present")
+@pytest.mark.data
 def test_llama3_designs_read_the_stop_rule():
     """Llama-3 at N = 48, H = 3: overturn_M played every run to 1000 interactions (no stop); overturn_Q
     stopped 12 of the 16 runs at count 1 at a 144 = 3N streak (cap unknown beyond the longest run)."""
@@ -353,6 +355,7 @@ def _shuffle_outcome_lengths(runs, cap, rng):
     return r
 
 
+@pytest.mark.data
 def test_design_does_not_read_outcomes():
     """A log's design depends on what the experimenter fixed (counts, runs per count, cap, stop rule), not
     on how long each run lasted: new lengths below the cap, on other runs, give the same design (on

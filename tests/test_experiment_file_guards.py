@@ -56,6 +56,32 @@ def test_a_printed_config_without_sweep_runs_a_journaled_command(tmp_path, monke
     assert (tmp_path / "runs" / "llm" / "decisions.parquet").exists()
 
 
+
+@pytest.mark.parametrize("command", ["llm-probe strategy", "scene run"])
+def test_the_other_journaled_commands_run_from_a_printed_config(command, tmp_path, monkeypatch, capsys):
+    """Item 3, the two commands the first test does not run: ``llm-probe strategy`` and ``scene run``
+    from ``--print-config`` output without ``[sweep]`` (both refused their own run directory before),
+    run and then resumed from their journal (the second run sends nothing new)."""
+    monkeypatch.chdir(tmp_path)
+    if command == "scene run":
+        stub_ctx, argv = StubServer(scripted="scene"), ["scene", "run", "--tuples", "1", "--seed", "2", "--max-turns",
+                                                        "2", "--no-progress", "--n-boot", "50"]
+    else:
+        stub_ctx, argv = StubServer(["Q", "M"]), ["llm-probe", "strategy", "--memory", "1", "--names", "Q,M",
+                                                  "--no-progress"]
+    with stub_ctx as stub:
+        Path("exp.toml").write_text(_printed_config([*argv, "--base-url", stub.base_url, "--model", "stub-model",
+                                                     "--out", "runs/step"], capsys))
+        rc, text = _run(["run", "exp.toml"], capsys)
+        assert rc == 0, text[-2000:]
+        journal = tmp_path / "runs" / "step" / "journal.jsonl"
+        lines = journal.read_text().count("\n")
+        assert lines > 0 and (tmp_path / "runs" / "step" / "settings.json").exists()
+        rc, text = _run(["run", "exp.toml"], capsys)
+        assert rc == 0, text[-2000:]
+    manifest = json.loads((tmp_path / "runs" / f"step.{MANIFEST_NAME}").read_text())
+    assert [s["exit_code"] for s in manifest["steps"]] == [0] and not (tmp_path / "runs" / "step" / MANIFEST_NAME).exists()
+
 def test_restart_never_deletes_a_run_it_then_refuses(tmp_path, monkeypatch, capsys):
     """Item 3: with ``restart = true`` and ``out`` naming an existing run, the restart deleted the
     run's journal, settings, manifest and tables and then failed anyway (the experiment's own

@@ -295,6 +295,7 @@ def test_the_most_costly_admitted_pickle_stays_bounded(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.data
 def test_published_archives_load_as_an_independent_unpickler_reads_them():
     """Every published pickle gives what Python's pure-Python unpickler (globals refused) builds."""
     root = os.environ.get("NORMLAB_AINORMS")

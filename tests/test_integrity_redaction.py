@@ -101,6 +101,29 @@ def test_no_file_of_a_run_holds_a_password_with_a_quote_space_or_at(password, tm
     assert not bad, bad
 
 
+
+@pytest.mark.slow
+def test_no_file_of_a_demo_holds_a_password_with_a_quote_space_or_at(tmp_path, monkeypatch, capsys):
+    """Item 6 through the demo (the issue's path: report.html, summary.json and six manifests): a
+    password holding ``'``, a space and an unencoded ``@`` reaches none of the demo's files nor its
+    printed lines, and the recorded command shows the masked URL."""
+    password = "it's hun@ter-Secret"
+    monkeypatch.delenv("NORMLAB_LLM_API_KEY", raising=False)
+    with StubServer(["Q", "M"]) as stub:
+        url = stub.base_url.replace("http://", f"http://alice:{password}@")
+        argv = ["demo", "--out", str(tmp_path / "demo"), "--names", "Q,M", "--n-agents", "4", "--memory", "1",
+                "--runs", "2", "--max-rounds", "20", "--committed-runs", "1", "--sample-check", "2", "--draws", "10",
+                "--within-rounds", "8", "--no-progress", "--base-url", url, "--model", "stub-model"]
+        monkeypatch.setattr(sys, "argv", ["normlab", *argv])
+        rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 0, err[-2000:]
+    bad = _leaks(tmp_path, out + err, ["ter-Secret", "it's hun"])
+    assert not bad, bad
+    manifests = list((tmp_path / "demo").rglob("manifest.json"))
+    assert len(manifests) >= 2 and (tmp_path / "demo" / "report.html").is_file()
+    assert "http://***@" in (tmp_path / "demo" / "report.html").read_text(encoding="utf-8")
+
 def test_a_fullwidth_at_never_reaches_the_printed_error(tmp_path, monkeypatch, capsys):
     """Item 6: a fullwidth ``＠`` in ``--base-url`` kept the password in the printed error."""
     monkeypatch.delenv("NORMLAB_LLM_API_KEY", raising=False)

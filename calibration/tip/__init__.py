@@ -12,7 +12,7 @@ from normlab._lazy import lazy_exports
 _EXPORTS = {
     "tip": "search",
     "run_tip": "search",
-    "TipResult": "search",
+    "TipResult": "result",
     "TipSettings": "settings",
     "STRATEGIES": "settings",
     "count_met": "search",

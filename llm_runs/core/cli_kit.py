@@ -27,13 +27,11 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     """Endpoint, embedded-server, price and sampling flags; ``run_controls`` adds ``--budget``
     and ``--dry-run`` (llm-run and llm-probe handle them; other commands reusing these flags
     would not); ``sampling=False`` leaves out the naming game's sampling flags (commands with
-    prompts of their own: ``crsec``, ``scene``) and keeps ``--seed``, ``--no-progress``, ``--json``;
-    ``embedded_model=False`` leaves out ``--embedded-model`` for a command that defines its own
-    (``study``: a registered name or a GGUF file)."""
+    prompts of their own: ``crsec``, ``scene``) and keeps ``--seed``, ``--no-progress``, ``--json``."""
     g = p.add_argument_group(ENDPOINT_GROUP)
     g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", default=None, help="model name (default: the first model the endpoint lists)")
-    if embedded_model:
+    if embedded_model:  # False: the command defines its own (normlab study also takes a GGUF file)
         add_embedded_model_arg(g)
     add_api_key_args(g)
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default %(default)s)")

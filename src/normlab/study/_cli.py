@@ -57,7 +57,8 @@ def _study(args) -> int:
                        max_counts=args.max_counts, tip_runs=args.tip_runs, n_draws=args.draws,
                        jitter_states=args.jitter_states, measure_interactions=args.measure_interactions,
                        seed=args.seed, sampling=smp)
-    endpoint = endpoint_config(args)
+    # the study serves its own model (a registered name or a GGUF file): the endpoint flags without it
+    endpoint = endpoint_config(argparse.Namespace(**{**vars(args), "embedded_model": None}))
     command = (("normlab " + " ".join(shlex.quote(a) for a in redact_command(sys.argv[1:])))
                if Path(sys.argv[0]).name == "normlab" else None)
     kw = dict(embedded_model=args.embedded_model, endpoint=endpoint, model_file=args.model_file)
@@ -171,7 +172,7 @@ def register(subparsers) -> None:
     m.add_argument("--until", default=None, metavar="STAGE",
                    help="stop after this stage (measure, probe, register, populations, committed, exact, tip, score, "
                         "report); the same command without it goes on")
-    add_endpoint_args(p, run_controls=True, embedded_model=False)  # its own --embedded-model above (NAME|FILE.gguf)
+    add_endpoint_args(p, run_controls=True, embedded_model=False)
     for a in p._actions:
         if a.dest == "mode":
             a.help = "not used: the study fixes each stage's mode (see the stages below)"
