@@ -199,5 +199,5 @@ def test_experiment_file_naming_the_embedded_model(tmp_path, capsys):
     m = json.loads((out / MANIFEST_NAME).read_text())
     assert [s["exit_code"] for s in m["steps"]] == [0, 0]
     for s in m["steps"]:
-        assert "--embedded-model=qwen2.5-coder-1.5b" in " ".join(s.get("argv", [])) or QWEN in json.dumps(s)
+        assert s["arguments"]["embedded_model"] == QWEN and "--embedded-model=qwen2.5-coder-1.5b" in s["argv"]
         assert _model_of(out / s["name"]) == {ALIAS}
