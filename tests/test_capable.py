@@ -175,9 +175,10 @@ def test_crsec_run_llm_on_qwen_tiny(tmp_path, capsys):
 
 
 def test_scene_run_on_qwen_tiny(tmp_path, capsys):
-    """``scene run``, one tuple of one turn: the episode played and judged on Qwen."""
+    """``scene run`` on the built-in example scenario (a written one: generating a scenario asks for up to
+    700 tokens, minutes on one CPU thread), one turn, no audit: the episode played and judged on Qwen."""
     out = tmp_path / "s"
-    assert main(["scene", "run", *Q, "--tuples", "1", "--seed", "1", "--max-turns", "1", "--n-boot", "50",
+    assert main(["scene", "run", *Q, "--example", "--seed", "1", "--max-turns", "1", "--n-boot", "50",
                  "--no-audit", "--budget", "200k", "--out", str(out), "--json"]) == 0
     s = _json(capsys)
     assert s["episodes"] == 1 and s["played"] == 1, s
