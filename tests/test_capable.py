@@ -176,10 +176,12 @@ def test_crsec_run_llm_on_qwen_tiny(tmp_path, capsys):
 
 def test_scene_run_on_qwen_tiny(tmp_path, capsys):
     """``scene run`` on the built-in example scenario (a written one: generating a scenario asks for up to
-    700 tokens, minutes on one CPU thread), one turn, no audit: the episode played and judged on Qwen."""
+    700 tokens, minutes on one CPU thread), one turn, no audit: the episode played and judged on Qwen. The judge
+    may also write up to 700 tokens: at ~0.16-0.2 s a token on one thread that can pass the default 120 s
+    request timeout, hence ``--timeout 900``."""
     out = tmp_path / "s"
     assert main(["scene", "run", *Q, "--example", "--seed", "1", "--max-turns", "1", "--n-boot", "50",
-                 "--no-audit", "--budget", "200k", "--out", str(out), "--json"]) == 0
+                 "--no-audit", "--timeout", "900", "--budget", "200k", "--out", str(out), "--json"]) == 0
     s = _json(capsys)
     assert s["episodes"] == 1 and s["played"] == 1, s
     ep = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines() if line.strip()]
