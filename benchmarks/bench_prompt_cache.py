@@ -13,8 +13,12 @@ a fresh in-process server (default threads: 1 on up to 2 cores):
   cache from which every request resumes at the cached state sharing the longest prefix, so a
   prompt pays only the tail after the prefix it shares with an earlier one;
 - **again**: the same prompts once more on that warm server (a new probe directory, so nothing
-  comes from normlab's journal): every prompt is a full hit and only its last token is evaluated
-  -- the largest change of batch shape, so the largest logit jitter.
+  comes from normlab's journal): a prompt whose state the host cache still holds is a full hit and
+  only its last token is evaluated -- the largest change of batch shape, so the largest logit
+  jitter. The cache holds only so many states (256 MiB: about 30 of SmolLM2's ~330-token
+  prompts): the 42 prompts of H = 2, asked in the same order, evict each other's states before
+  they come round again and "again" caches no more than "after" (measured: 62 % vs 60 %); the 10
+  of H = 1 fit.
 
 Printed per model: prompt tokens (the server's count) and how many came from the cache, wall and
 process CPU seconds (the server runs in this process, so its threads count), **prompt tokens per
