@@ -1,10 +1,17 @@
 """Every notebook in notebooks/ executes headless from top to bottom (nbclient), is committed
-without outputs, opens with what it answers and ends with what to try next."""
+without outputs, opens with what it answers and ends with what to try next. The executed copy is
+kept in build/notebooks/ (tools/notebooks.py), where the docs build renders it instead of
+executing the notebook a second time."""
 
+import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+_spec = importlib.util.spec_from_file_location("_nb_tools", Path(__file__).resolve().parents[1] / "tools" / "notebooks.py")
+nb_tools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(nb_tools)
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
@@ -24,11 +31,9 @@ def test_notebook_is_committed_clean(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs(path, tmp_path):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()  # raises CellExecutionError on the first failing cell
+def test_notebook_runs(path):
+    pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    nb = nb_tools.execute(path)  # raises CellExecutionError on the first failing cell; stores the executed copy
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
