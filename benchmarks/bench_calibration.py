@@ -11,7 +11,10 @@ drawing the tables, and the prediction (convergence runs, critical-mass sweeps f
 directions, relative strength) with ``--draws`` posterior draws.
 
 ``--engines`` instead times the prediction engine alone, on the shipped Llama-3.1 fit, old and
-new measured in the same run, interleaved (CPU seconds of this process; one thread):
+new measured in the same run, interleaved (CPU seconds of this process; one thread); its
+``predict_run_effects`` line times the prediction with the fit's run effects, every state's
+thresholds computed before each run (old) against on first use in a run (new; the same runs),
+and ``predict_llama31_200_draws_cpu_s`` is the new one (issue 32's target: <= 1.5 s):
 
     python benchmarks/bench_calibration.py --engines [--reps 3]
 
@@ -78,8 +81,20 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
         with old_draws():
             return fit.sample_tables(draws, rng=1)
 
+    from normlab.theory import design as design_mod
+
+    def effects_predict(eager):  # the shipped fit with its run effects: thresholds for every state before each
+        def go():  # run (eager, the reference) or per state on first use in a run (lazy, the default)
+            design_mod._EAGER_EFFECTS = eager
+            try:
+                return predict(fit, n_agents=24, n_draws=draws, rng=2)
+            finally:
+                design_mod._EAGER_EFFECTS = False
+        return go
+
     tasks = {"predict": (old_predict, new_predict), "mean_table": (old_mean, fit.mean_table),
-             "table_draws": (old_tables, lambda: fit.sample_tables(draws, rng=1))}
+             "table_draws": (old_tables, lambda: fit.sample_tables(draws, rng=1)),
+             "predict_run_effects": (effects_predict(True), effects_predict(False))}
     # warm-up: compile / load every kernel once
     predict(fit, n_agents=6, n_draws=1, n_runs_consensus=2, n_runs_flip=2, run_effects=None, rng=1)
     predict(fit, n_agents=6, n_draws=1, n_runs_consensus=2, n_runs_flip=2, engine="reference", run_effects=None, rng=1)
@@ -125,6 +140,10 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
                             "design_vs_batch": round(kr / br, 2)}
     a, b = results[("predict", "old")], results[("predict", "new")]
     out["predict"]["same_critical_mass"] = a.critical_mass() == b.critical_mass()
+    e, z = results[("predict_run_effects", "old")], results[("predict_run_effects", "new")]
+    out["predict_run_effects"]["identical"] = bool(e.flips.equals(z.flips) and e.critical_mass() == z.critical_mass())
+    # issue 32's target: predict(load_fit("llama31_70b_QM_H5"), n_agents=24, n_draws=200), run effects played
+    out["predict_llama31_200_draws_cpu_s"] = out["predict_run_effects"]["new_cpu_s"]
     out["predict"]["overturn_M_new"] = [b.critical_mass()["overturn_M"][q] for q in ("estimate", "low", "high")]
     return out
 

@@ -15,28 +15,39 @@ the LLM leans to the name listed first, which correlates the two choices of a pa
 has no per-order play, so it is a plain-Python simulator of the game). Adding a truth is one entry
 in :data:`TRUTHS`.
 
-For each truth and seed the benchmark plays a **synthetic archive** the way the paper's experiments
-were played: 20 baseline runs from empty memories (stopped at a 3N success streak) and the paper's
-full grid -- 10 runs at every committed count 0 .. N - 1, each at most 30 rounds and stopped at a 3N
-streak. The **true critical mass** is that grid's published-rule critical mass (what the full grid
-would report, :func:`normlab.theory.criteria.published_critical_mass`). Then, on the same archive
-(replayed by :class:`normlab.calibration.tip.sources.ArchiveReplay`: runs drawn without replacement,
-never a run not paid for):
+For each truth and seed the benchmark plays **two synthetic archives** of the same hidden table the
+way the paper's experiments were played: 20 baseline runs from empty memories (stopped at a 3N
+success streak) and the paper's full grid -- 10 runs at every committed count 0 .. N - 1, each at
+most 30 rounds and stopped at a 3N streak. Archive A (seed 1000 + s) is replayed
+(:class:`normlab.calibration.tip.sources.ArchiveReplay`: runs drawn without replacement, never a run
+not paid for); archive B (seed 2000 + s) is never read by any method, and **the truth is B's
+published-rule critical mass** (what an independent replication of the experiment reports,
+:func:`normlab.theory.criteria.published_critical_mass`). A's own full-grid reading is kept as
+``truth_same_archive``: once the search has played a count out, its reading is A's, so scoring
+against A is largely structural. The methods, all scored against B:
 
-- ``tip`` (``strategy="eig"``, and ``"half"`` with ``--strategies eig,half``): runs used, estimate, whether it lands within one
-  agent of the truth, whether its 95% interval covers it;
-- ``full grid``: every committed run (error 0 by the definition of the truth);
+- ``tip`` (``strategy="eig"``, and ``"half"`` with ``--strategies eig,half``): runs used, its
+  estimate (always a tested count), its credible set, whether it hits B's value (``hit``) or lands
+  within one agent (``hit1``); ``covered``: B's value inside the interval of a *fresh* experiment
+  of the design (``TipResult.replication``); ``covered_same``: A's value inside the headline
+  interval (structural); the categorical Brier score of its distribution over the tested counts
+  (0: all mass on the truth, 2: all on one wrong value) and the share of zero-width intervals;
+- ``full grid``: every committed run of A read by the rule -- the agreement with B no method reading
+  A can beat;
 - ``bisection`` on observed flip frequencies, over the counts 1 .. N - 1: at each probed count play
   ``m`` runs and call the count "overturned" when every one of them flipped by its end (flip
   frequency 1, the per-run analogue of the ensemble rule), m = 5; and the same with all 10 runs of
-  the count read by the published rule (exact on the archive when the rule is monotone in the count).
+  the count read by the published rule (exact on A when the rule is monotone in the count). A
+  point estimate's Brier score is 0 or 2.
 
-``--archives``: ``tip`` on the Llama-3.1 and Llama-3 archives by replay (several seeds: the seed
-orders the runs drawn), against their published critical masses (10 and 6), with the same two
-bisections.
+``--archives``: ``tip`` on the Llama-3.1 and Llama-3 archives by replay, both directions (several
+seeds: the seed orders the runs drawn), against their published critical masses (Table S3: 10 and
+0, 6 and 1), with the same rivals. There is no second archive: the truth is the archive's own full
+grid as its authors read it, so "covered" is structural once a count is played out.
 
-Prints one line per (truth, seed, method) and a table: runs used (mean, as % of the full grid),
-error rate (|estimate - truth| > 1), interval coverage.
+Prints one line per (truth, seed, method), a table (runs used, mean and % of the full grid; exact
+and within-one hits; Brier score; coverage and zero-width share of tip's intervals) and README's
+tip table (estimate, credible set, runs, hits, Brier, covered, zero-width per case and method).
 """
 
 from __future__ import annotations
@@ -302,8 +313,48 @@ def bisection(source, *, per_probe, rule):
 
 
 # ----------------------------------------------------------------------------- one case
+def _on_support(x, tested) -> float:
+    """A critical mass on the tested counts: itself, or inf ("beyond the tested counts")."""
+    return float(x) if x is not None and np.isfinite(x) and int(x) in tested else float("inf")
+
+
+def brier(dist: dict, truth: float) -> float:
+    """Categorical Brier score of a distribution over the tested counts and "beyond" (``inf``):
+    ``sum_k (p_k - 1{k = truth})^2`` (0: all mass on the truth; 2: all mass on one wrong value)."""
+    keys = set(dist) | {truth}
+    return float(sum((dist.get(k, 0.0) - (1.0 if k == truth else 0.0)) ** 2 for k in keys))
+
+
+def _final_distribution(res, tested) -> dict:
+    """The search's last-step distribution of this experiment's critical mass on the tested counts."""
+    cv = res.curves[res.curves["step"] == res.curves["step"].max()]
+    d = {float(c): float(p) for c, p in zip(cv["committed"], cv["p_cm"]) if int(c) in tested and p > 0}
+    rest = 1.0 - sum(d.values())
+    if rest > 1e-9:
+        d[float("inf")] = rest
+    return d
+
+
+def _row(label, seed, method, truth, estimate, runs, full_runs, tested, **kw):
+    t = _on_support(truth, tested)
+    e = _on_support(estimate, tested)
+    hit1 = bool(abs(e - t) <= 1) if np.isfinite(t) and np.isfinite(e) else bool(e == t)
+    out = {"case": label, "seed": seed, "method": method, "truth": truth, "estimate": estimate,
+           "estimate_tested": bool(estimate is not None and (not np.isfinite(estimate) or int(estimate) in tested)),
+           "hit": bool(e == t), "hit1": hit1, "runs": runs, "full_grid": full_runs,
+           "brier": 0.0 if e == t else 2.0}
+    out.update(kw)
+    return out
+
+
 def run_case(archive, *, truth_cm, names, majority, memory, n_agents, window, seed, draws, strategies, label,
-             full_runs, stop=None, verbose=True):
+             full_runs, stop=None, truth_same=None, truth_kind="independent archive", verbose=True):
+    """tip and its rivals on ``archive`` (replayed), scored against ``truth_cm``.
+
+    ``truth_cm``: the critical mass the methods are scored against -- for a synthetic truth the
+    full grid of a *second*, independent archive of the same hidden table (``truth_kind``), never
+    read by the replay; ``truth_same``: the full grid of the replayed archive itself (the
+    structural reading: a count played out is read identically by the search and by it)."""
     from normlab.calibration.tip import tip
     from normlab.calibration.tip.sources import ArchiveReplay
 
@@ -313,25 +364,39 @@ def run_case(archive, *, truth_cm, names, majority, memory, n_agents, window, se
         return ArchiveReplay(archive, names=names, majority=majority, memory=memory, n_agents=n_agents,
                              window=window, stop=stop, rng=s)
 
+    tested = {int(c) for c in src(seed).design.counts}
+    same = truth_cm if truth_same is None else truth_same
     for strat in strategies:
         t = time.perf_counter()
         res = tip(src(seed), strategy=strat, n_draws=draws, rng=seed)
-        est = res.estimate
-        rows.append({"case": label, "seed": seed, "method": f"tip ({strat})", "truth": truth_cm, "estimate": est,
-                     "low": res.low, "high": res.high, "runs": res.runs_used, "full_grid": full_runs,
-                     "hit": bool(abs(est - truth_cm) <= 1) if np.isfinite(truth_cm) else bool(np.isinf(est)),
-                     "covered": bool(res.low <= truth_cm <= res.high), "p_within": res.p_within,
-                     "stopped": res.stopped, "seconds": round(time.perf_counter() - t, 1)})
+        rep = res.replication or {}
+        this = _final_distribution(res, tested)
+        rdist = rep.get("distribution") or {}
+        tr = _on_support(truth_cm, tested)
+        rows.append(_row(label, seed, f"tip ({strat})", truth_cm, res.estimate, res.runs_used, full_runs, tested,
+                         truth_kind=truth_kind, truth_same_archive=same, low=res.low, high=res.high,
+                         credible_set=[None if not np.isfinite(c) else int(c) for c in res.credible_set],
+                         p_set=res.p_set, p_within=res.p_within,
+                         # the headline interval (this experiment: played counts read from their own runs)
+                         covered_same=bool(res.low <= _on_support(same, tested) <= res.high),
+                         zero_width=bool(res.low == res.high),
+                         brier_same=brier(this, _on_support(same, tested)),
+                         # the replication interval: what an independent experiment reports
+                         rep_estimate=rep.get("estimate"), rep_low=rep.get("low"), rep_high=rep.get("high"),
+                         covered=bool(rep.get("low", np.inf) <= tr <= rep.get("high", -np.inf)),
+                         rep_zero_width=bool(rep.get("low") == rep.get("high")),
+                         brier=brier(rdist, tr) if truth_kind != "published" else brier(this, tr),
+                         stopped=res.stopped, seconds=round(time.perf_counter() - t, 1)))
+        if truth_kind == "published":  # no second archive: the headline interval is scored
+            rows[-1]["covered"] = bool(res.low <= tr <= res.high)
     for per, rule, name in ((5, "flips", "bisection (5 runs, all flip)"),
                             (10, "published", "bisection (10 runs, published rule)")):
         est, used = bisection(src(seed), per_probe=per, rule=rule)
-        rows.append({"case": label, "seed": seed, "method": name, "truth": truth_cm, "estimate": est,
-                     "low": None, "high": None, "runs": used, "full_grid": full_runs,
-                     "hit": bool(abs(est - truth_cm) <= 1) if np.isfinite(truth_cm) else bool(np.isinf(est)),
-                     "covered": None, "p_within": None, "stopped": None, "seconds": None})
-    rows.append({"case": label, "seed": seed, "method": "full grid", "truth": truth_cm, "estimate": truth_cm,
-                 "low": None, "high": None, "runs": full_runs, "full_grid": full_runs, "hit": True, "covered": None,
-                 "p_within": None, "stopped": None, "seconds": None})
+        rows.append(_row(label, seed, name, truth_cm, est, used, full_runs, tested, truth_kind=truth_kind,
+                         truth_same_archive=same))
+    # the full grid of the replayed archive read by the rule: what no method reading it can beat
+    rows.append(_row(label, seed, "full grid", truth_cm, same, full_runs, full_runs, tested, truth_kind=truth_kind,
+                     truth_same_archive=same))
     if verbose:
         for r in rows:
             print(json.dumps({k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()}),
@@ -340,6 +405,8 @@ def run_case(archive, *, truth_cm, names, majority, memory, n_agents, window, se
 
 
 def bench_truths(truths, seeds, draws, strategies, *, runs=10, verbose=True):
+    """Per truth and seed two archives of the same hidden table: A (seed 1000 + s) is replayed,
+    B (seed 2000 + s) is never read by any method and gives the truth."""
     rows = []
     for name in truths:
         factory, N = TRUTHS[name]
@@ -349,58 +416,111 @@ def bench_truths(truths, seeds, draws, strategies, *, runs=10, verbose=True):
         for seed in seeds:
             t = time.perf_counter()
             arch = synthetic_archive(truth, n_agents=N, majority=majority, runs=runs, seed=1000 + seed)
-            cm, _ = true_critical_mass(arch, names=names, majority=majority, memory=truth.memory, n_agents=N)
+            other = synthetic_archive(truth, n_agents=N, majority=majority, runs=runs, seed=2000 + seed)
+            same, _ = true_critical_mass(arch, names=names, majority=majority, memory=truth.memory, n_agents=N)
+            cm, _ = true_critical_mass(other, names=names, majority=majority, memory=truth.memory, n_agents=N)
             if verbose:
-                print(f"# {name} seed {seed}: true critical mass {cm} (archive in {time.perf_counter() - t:.0f} s)",
-                      flush=True)
-            rows += run_case(arch, truth_cm=cm, names=names, majority=majority, memory=truth.memory, n_agents=N,
-                             window=30, seed=seed, draws=draws, strategies=strategies, label=name,
+                print(f"# {name} seed {seed}: critical mass of archive B (the truth) {cm}, of the replayed archive A "
+                      f"{same} (archives in {time.perf_counter() - t:.0f} s)", flush=True)
+            rows += run_case(arch, truth_cm=cm, truth_same=same, names=names, majority=majority, memory=truth.memory,
+                             n_agents=N, window=30, seed=seed, draws=draws, strategies=strategies, label=name,
                              full_runs=runs * (N - 1), stop="streak", verbose=verbose)
     return rows
 
 
-def bench_archives(seeds, draws, strategies, verbose=True):
+#: The published archives: label, file, H, N and the published critical masses (Table S3: overturn_M, overturn_Q).
+ARCHIVES = (("Llama-3.1 (N = 24, H = 5)", "llama31_data.zip", 5, 24, {"M": 10.0, "Q": 0.0}),
+            ("Llama-3 (N = 48, H = 3)", "llama3_data.zip", 3, 48, {"M": 6.0, "Q": 1.0}))
+
+
+def bench_archives(seeds, draws, strategies, verbose=True, directions=("M", "Q")):
+    """tip and its rivals on the published archives by replay, per direction, scored against the
+    published critical masses (there is no second archive: the truth is the archive's own full
+    grid as its authors read it, so "covered" is structural once a count is played out)."""
     from normlab.llm_runs import load_ainorms
+    from normlab.calibration.tip.sources import ArchiveReplay
 
     rows = []
-    for label, zf, H, N, published in (("llama31 archive", "llama31_data.zip", 5, 24, 10.0),
-                                       ("llama3 archive", "llama3_data.zip", 3, 48, 6.0)):
+    for label, zf, H, N, published in ARCHIVES:
         path = AINORMS / zf
         if not path.exists():
             print(f"# {path} not found: skipped", file=sys.stderr)
             continue
         arch = load_ainorms(path, kinds=["baseline", "swap", "evolved"])
-        from normlab.calibration.tip.sources import ArchiveReplay
-
-        full = ArchiveReplay(arch, names=("Q", "M"), majority="M", memory=H, n_agents=N).runs_available
-        for seed in seeds:
-            rows += run_case(arch, truth_cm=published, names=("Q", "M"), majority="M", memory=H, n_agents=N,
-                             window=None, seed=seed, draws=draws, strategies=strategies, label=label,
-                             full_runs=full, verbose=verbose)
+        for maj in directions:
+            full = ArchiveReplay(arch, names=("Q", "M"), majority=maj, memory=H, n_agents=N)
+            same, _ = true_critical_mass(arch, names=("Q", "M"), majority=maj, memory=H, n_agents=N,
+                                         window=full.design.window)
+            for seed in seeds:
+                rows += run_case(arch, truth_cm=published[maj], truth_same=same, names=("Q", "M"), majority=maj,
+                                 memory=H, n_agents=N, window=None, seed=seed, draws=draws, strategies=strategies,
+                                 label=f"{label}, overturn_{maj} ({published[maj]:g})", full_runs=full.runs_available,
+                                 truth_kind="published", verbose=verbose)
     return rows
 
 
 def table(rows) -> pd.DataFrame:
+    """Per case and method: runs used (mean, share of the grid), exact and within-one hits against
+    the truth, the mean Brier score, and for tip the coverage of its intervals and their
+    zero-width share."""
     df = pd.DataFrame(rows)
     g = df.groupby(["case", "method"], sort=False)
     out = g.agg(seeds=("seed", "nunique"), runs_mean=("runs", "mean"), runs_max=("runs", "max"),
-                full_grid=("full_grid", "first"), errors=("hit", lambda h: int((~h.astype(bool)).sum())))
+                full_grid=("full_grid", "first"), hit=("hit", "mean"), hit1=("hit1", "mean"),
+                brier=("brier", "mean"), tested=("estimate_tested", "mean"))
     out["share_of_grid"] = out["runs_mean"] / out["full_grid"]
-    out["error_rate"] = out["errors"] / out["seeds"]
-    cov = df[df["covered"].notna()].groupby(["case", "method"], sort=False)["covered"].mean()
-    out["coverage"] = cov
+    for col in ("covered", "zero_width", "covered_same", "rep_zero_width"):
+        if col in df:
+            out[col] = df[df[col].notna()].groupby(["case", "method"], sort=False)[col].mean()
     return out.reset_index()
 
 
+def readme_table(rows) -> str:
+    """The README's tip table: per case, tip (estimate, credible set, runs) beside its rivals."""
+    df = pd.DataFrame(rows)
+    lines = ["| case (truth) | method | estimate (seed 1) | credible set | runs (mean, % of grid) | exact / within 1 "
+             "| Brier | covered | zero-width |", "|---|---|---|---|---|---|---|---|---|"]
+    for (case, method), g in df.groupby(["case", "method"], sort=False):
+        r0 = g.iloc[0]
+        est = "not reached" if r0["estimate"] is None or not np.isfinite(r0["estimate"]) else f"{r0['estimate']:g}"
+        iv = f" [{r0['low']:g}, {r0['high']:g}]" if "low" in g and pd.notna(r0.get("low")) else ""
+        cs = "{" + ", ".join("beyond" if c is None else str(c) for c in r0["credible_set"]) + "}" \
+            if isinstance(r0.get("credible_set"), list) else ""
+        cov = f"{g['covered'].mean():.2f}" if "covered" in g and g["covered"].notna().any() else ""
+        zw = f"{g['zero_width'].mean():.2f}" if "zero_width" in g and g["zero_width"].notna().any() else ""
+        lines.append(f"| {case} | {method} | {est}{iv} | {cs} | {g['runs'].mean():.1f} "
+                     f"({g['runs'].mean() / g['full_grid'].iloc[0]:.0%}) | {g['hit'].mean():.2f} / {g['hit1'].mean():.2f} "
+                     f"| {g['brier'].mean():.2f} | {cov} | {zw} |")
+    return "\n".join(lines)
+
+
 def tiny():
-    """Seconds: a small hand-made truth at N = 8, H = 2, 4 runs per count, one seed, 40 draws."""
+    """Seconds: a small hand-made truth at N = 8, H = 2, 4 runs per count, one seed, 40 draws; the
+    replayed archive A (seed 1) and the truth's archive B (seed 2) from the same hidden table."""
     truth = _conformity_truth()
     arch = synthetic_archive(truth, n_agents=8, majority="Y", runs=4, baselines=8, seed=1)
-    cm, _ = true_critical_mass(arch, names=truth.names, majority="Y", memory=2, n_agents=8)
-    rows = run_case(arch, truth_cm=cm, names=truth.names, majority="Y", memory=2, n_agents=8, window=30, seed=1,
-                    draws=40, strategies=("eig",), label="conformity (tiny)", full_runs=4 * 7, stop="streak",
-                    verbose=False)
+    other = synthetic_archive(truth, n_agents=8, majority="Y", runs=4, baselines=8, seed=2)
+    same, _ = true_critical_mass(arch, names=truth.names, majority="Y", memory=2, n_agents=8)
+    cm, _ = true_critical_mass(other, names=truth.names, majority="Y", memory=2, n_agents=8)
+    rows = run_case(arch, truth_cm=cm, truth_same=same, names=truth.names, majority="Y", memory=2, n_agents=8,
+                    window=30, seed=1, draws=40, strategies=("eig",), label="conformity (tiny)", full_runs=4 * 7,
+                    stop="streak", verbose=False)
+    for r in rows:
+        r.update(replay_seed=1, truth_seed=2)
     return rows
+
+
+def _finite(o):
+    """JSON: inf and NaN as null, recursively."""
+    if isinstance(o, float):
+        return o if np.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if isinstance(o, (np.floating, np.integer, np.bool_)):
+        return _finite(o.item())
+    return o
 
 
 def main(argv=None):
@@ -416,7 +536,7 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="write every row to this file")
     a = ap.parse_args(argv)
     if a.tiny:
-        print(json.dumps(tiny(), default=lambda o: None if isinstance(o, float) else str(o)))
+        print(json.dumps(_finite(tiny()), default=str))
         return 0
     seeds = list(range(a.first_seed, a.first_seed + a.seeds))
     strategies = tuple(s for s in a.strategies.split(",") if s)
@@ -431,10 +551,12 @@ def main(argv=None):
     tab = table(rows)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(tab.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print()
+    print(readme_table(rows))
     print(f"# {time.perf_counter() - t:.0f} s", flush=True)
     if a.json:
-        Path(a.json).write_text(json.dumps({"rows": rows, "table": tab.to_dict(orient="records")}, indent=1,
-                                           default=lambda o: None))
+        Path(a.json).write_text(json.dumps(_finite({"rows": rows, "table": tab.to_dict(orient="records")}), indent=1,
+                                           default=str))
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.cli_output import add_progress_flags, emit, json_default, show_progress
+from normlab.cli_output import add_progress_flags, announce_seed, emit, json_default, show_progress, with_seed
 
 from ._cli_format import _LLM_ALIASES, format_summary
 from ._cli_predict import register_predict
@@ -97,7 +97,8 @@ def register(sub) -> None:
                    help="save the result in DIR (created): summary.json, predictions.parquet (predicted vs observed, "
                         "one row per quantity), the fit and the per-draw simulations as Parquet tables "
                         "(normlab.load(DIR) reads it back)")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="random seed (default: one drawn, printed on stderr and recorded in --json and --out)")
     p.add_argument("--json", action="store_true", help="print the result as JSON (default: a readable summary)")
     add_progress_flags(p)
     p.set_defaults(func=_calibrate)
@@ -143,6 +144,9 @@ def _calibrate(args) -> int:
         _check_result_dir(args.out)
     pk = dict(n_runs_flip=args.runs_flip, n_runs_consensus=args.runs_consensus, strength=not args.no_strength)
     progress = show_progress(args)
+    from normlab._rng import resolve_seed
+
+    seed, drawn = resolve_seed(args.seed)  # said on stderr once the run is done (an error stays one line)
     if args.table and args.adequacy:
         raise ValueError("--adequacy tests a fit against the data's committed runs; use it with --ainorms/--log")
     if args.table:
@@ -161,13 +165,14 @@ def _calibrate(args) -> int:
         with _warnings_as_lines(), elapsed_bar(f"predicting ({args.draws} posterior draws)", enabled=progress):
             pred = predict(fit, n_agents=n, n_draws=args.draws, within_rounds=args.within_rounds,
                            max_round=args.max_round, run_effects=None if args.no_run_effects else "fit",
-                           rng=args.seed, **pk)
+                           rng=seed, **pk)
         out = pred.summary()
         from normlab.calibration import RunEffects
 
         eff = RunEffects.none("--no-run-effects") if args.no_run_effects else \
             RunEffects.from_dict(fit.meta.get("run_effects"))
-        out = {"llm": fit.meta.get("llm"), "source": str(args.table), "model": fit.kind, **out,
+        out = {"seed": seed, "seed_drawn": drawn, "llm": fit.meta.get("llm"), "source": str(args.table),
+               "model": fit.kind, **out,
                "run_effects": eff.summary(),
                "fit": {k: v for k, v in fit.summary().items() if k in ("decisions", "states_observed", "states_total",
                                                                         "decay", "diagnostics")}}
@@ -175,6 +180,7 @@ def _calibrate(args) -> int:
             fit.to_json(args.save_fit)
         if args.out:
             out["out"] = _save_result(args.out, pred, out)
+        announce_seed("calibrate", seed, drawn)
         _print_result(out, args.json)
         return 0
     if args.names is None:
@@ -209,10 +215,10 @@ def _calibrate(args) -> int:
                         model=args.fit_model, llm=llm, n_draws=args.draws, within_rounds=args.within_rounds,
                         max_round=args.max_round, fit_kwargs=fit_kwargs, predict_kwargs=pk, source=source,
                         run_effects=not args.no_run_effects, design=args.design,
-                        sensitivity=not args.no_sensitivity, rng=args.seed, progress=progress)
+                        sensitivity=not args.no_sensitivity, rng=seed, progress=progress)
     if args.save_fit:
         cal.fit.to_json(args.save_fit)
-    summary = cal.summary()
+    summary = with_seed(cal.summary(), seed, drawn)
     adequacy = None
     if args.adequacy:
         from normlab.calibration.evaluate.adequacy import check_adequacy
@@ -220,13 +226,14 @@ def _calibrate(args) -> int:
         try:
             with _warnings_as_lines():
                 adequacy = check_adequacy(cal, log, n_agents=cal.prediction.n_agents, llm=llm, n_draws=args.draws,
-                                          rng=args.seed)
+                                          rng=seed)
             summary["adequacy"] = adequacy.summary()
         except ValueError as err:  # e.g. no committed-minority run: the calibration is kept, the check skipped
             summary["adequacy"] = {"skipped": str(err)}
             print(f"normlab calibrate: warning: adequacy check skipped: {err}", file=sys.stderr)
     if args.out:
         summary["out"] = _save_result(args.out, cal, summary)
+    announce_seed("calibrate", seed, drawn)
     _print_result(summary, args.json)
     if adequacy is not None and not args.json:
         print("adequacy (fit played under the committed runs' design; predictive p, sum of z^2 over counts):")

@@ -192,11 +192,16 @@ def format_summary(s: dict) -> str:
     re_ = s.get("run_effects") or (s.get("settings") or {}).get("run_effects_summary")
     if re_ and re_.get("active"):
         sb, sk = re_.get("sd_b") or {}, re_.get("sd_k") or {}
-        lines += _wrap(f"runs differ: sd of a run's shift {_num(sb.get('estimate'))} [{_num(sb.get('low'))}, "
-                       f"{_num(sb.get('high'))}] and of its log-sharpness {_num(sk.get('estimate'))} "
-                       f"[{_num(sk.get('low'))}, {_num(sk.get('high'))}] on the logit of the table (likelihood ratio "
-                       f"{_num(re_.get('lr_statistic'))} against identical runs, p {_num(re_.get('p_value'))}); every "
-                       "simulated run plays its own", indent="  ")
+        how = {"joint": "sampled with the table", "marginal": "estimated beside the table"}.get(re_.get("kind"), "")
+        mean = ""
+        if re_.get("kind") == "marginal" and (re_.get("mu_k") or {}).get("estimate") is not None:
+            mean = (f"; the average run against the table: shift {_num(re_['mu_b']['estimate'])}, log-sharpness "
+                    f"{_num(re_['mu_k']['estimate'])} (p {_num(re_.get('p_mean'))}), played as a correction of it")
+        lines += _wrap(f"runs differ{' (' + how + ')' if how else ''}: sd of a run's shift {_num(sb.get('estimate'))} "
+                       f"[{_num(sb.get('low'))}, {_num(sb.get('high'))}] and of its log-sharpness "
+                       f"{_num(sk.get('estimate'))} [{_num(sk.get('low'))}, {_num(sk.get('high'))}] on the logit of the "
+                       f"table (likelihood ratio {_num(re_.get('lr_statistic'))} against identical runs, p "
+                       f"{_num(re_.get('p_value'))}){mean}; every simulated run plays its own", indent="  ")
     elif re_ and re_.get("note"):
         lines += _wrap(f"runs differ: not estimated ({re_['note']}); every simulated run plays the same table", "  ")
     settings = s.get("settings") or {}

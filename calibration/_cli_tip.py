@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.cli_output import emit, exit_codes, show_progress
+from normlab.cli_output import announce_seed, emit, exit_codes, show_progress, with_seed
 from normlab.llm_runs.core.cli_kit import add_endpoint_args, endpoint_config, guard, sampling
 
 from .fit.registry import FIT_KINDS
@@ -22,6 +22,8 @@ examples:
       --mode exact --out tip-xy --seed 1               # live, on the embedded SmolLM2 (baselines first)
   normlab tip --names Q,M --memory 5 --n-agents 24 --direction overturn_M --base-url http://127.0.0.1:8000/v1 \\
       --from-log runs/qm_h5 --budget 40runs --out tip-qm    # an endpoint, starting from earlier baseline runs
+  normlab tip --names X,Y --memory 1 --n-agents 6 --direction overturn_Y --embedded-model qwen2.5-coder-1.5b \\
+      --budget 6runs --out tip-qwen --dry-run               # the plan: mode, runs, requests, tokens; nothing sent
 
 Finds the critical mass of a committed-minority experiment -- the smallest committed count whose
 runs meet the published ensemble rule behind Table S3 of Flint Ashery, Aiello & Baronchelli (2025)
@@ -29,8 +31,9 @@ runs meet the published ensemble rule behind Table S3 of Flint Ashery, Aiello & 
 all runs so far (default: the Dirichlet table) with the between-run heterogeneity, reads every
 count's experiment as its observed runs plus simulated ones (so the runs decide where they were
 played), and plays the next batch (--batch runs at one count) where the expected information about
-the critical mass per unit of cost is highest. It stops when P(|critical mass - estimate| <= 1)
-reaches --target, or the --budget (runs, tokens or USD) is spent.
+the critical mass per unit of cost is highest. It stops when the smallest set of tested counts
+holding --target of the probability spans at most --tolerance agents (only tested counts are ever
+reported), or the --budget (runs, tokens or USD) is spent.
 
 The experiment: with --ainorms, the archive's own (its tested counts and runs per count, its run
 protocol and window: the number its authors reported); a run requested at a count is one of the
@@ -38,10 +41,14 @@ archive's runs there, drawn without replacement (seeded), and counts it did not 
 played. Live: the paper's design (--runs-per-count runs of --window rounds at every count, runs
 stopping at a 3N success streak), every step journaled under --out (a rerun resumes).
 
---json prints {"direction", "critical_mass": {"estimate", "low", "high"}, "runs_used",
+--json prints {"direction", "critical_mass": {"estimate", "low", "high", "credible_set", "p_set"},
+"replication": {... a fresh experiment of the same design, "distribution"}, "runs_used",
 "runs_available", "tokens_used", "counts": {count: runs}, "steps": [...]} (null: not reached on the
 grid; tokens_used is null for a replay, whose archive has no token counts). A search that --budget
-stopped before --target still prints its result, and exits with 5.
+stopped before --target still prints its result, and exits with 5. Live runs play in sample mode
+unless --mode exact is given (the paper's protocol: answers generated and parsed, re-asked; exact
+mode reads next-token logprobs, cached per prompt); the mode is printed when the search starts, and
+--dry-run prints the whole plan without sending anything.
 
 """ + exit_codes(llm=True)
 
@@ -84,7 +91,11 @@ def register_tip(sub) -> None:
                    help="window of the published rule in rounds; live: also the runs' length (default 30; "
                         "--ainorms: the authors' window for that archive)")
     d.add_argument("--target", type=float, default=0.9,
-                   help="stop when P(|critical mass - estimate| <= 1) reaches it (default 0.9)")
+                   help="stop when a set of tested counts spanning at most --tolerance agents holds this much of "
+                        "the probability (default 0.9)")
+    d.add_argument("--tolerance", type=int, default=1, metavar="AGENTS",
+                   help="width in agents the credible set may span at the stop (default 1; on a coarse grid such as "
+                        "0,1,2,4,6,8,10 the set {8, 10} is not tight)")
     d.add_argument("--level", type=float, default=0.95, help="level of the reported interval (default 0.95)")
     d.add_argument("--batch", type=int, default=2, help="runs per step, at one count (default 2)")
     d.add_argument("--strategy", default="eig", choices=["eig", "half"],
@@ -105,6 +116,10 @@ def register_tip(sub) -> None:
                    help="live: the search's directory (every step journaled there; required); with --ainorms: save "
                         "the result there (normlab.load reads it back)")
     p.add_argument("--plot", default=None, metavar="PNG", help="write the figure of the search's path")
+    d.add_argument("--dry-run", action="store_true",
+                   help="print the plan -- the mode, the baseline runs and at most how many committed runs, their "
+                        "requests, tokens and cost (an estimate from the prompts and the design) -- and exit without "
+                        "sending anything or writing files")
     add_endpoint_args(p)
     p.set_defaults(func=_tip)
 
@@ -126,7 +141,7 @@ def _tip(args) -> int:
     from pathlib import Path
 
     for nm, low in (("memory", 1), ("n_agents", 3), ("batch", 1), ("draws", 20), ("runs_per_count", 1),
-                    ("confirm", 0),
+                    ("confirm", 0), ("tolerance", 0),
                     ("baseline_rounds", 3)):
         v = getattr(args, nm)
         if v is None or v < low:
@@ -167,6 +182,16 @@ def _tip(args) -> int:
     args.budget = other_budget
     endpoint = endpoint_config(args) if live else None
     progress = show_progress(args)
+    from normlab._rng import resolve_seed
+
+    # the search's seed (its replay order, refits and simulations): drawn and printed when not given. A live
+    # source's runs keep their own seeds in their run directories (None: drawn per step and stored there, so a
+    # rerun resumes them whatever seed this session draws).
+    seed, drawn = resolve_seed(args.seed)  # said on stderr once the search is done (an error stays one line)
+    if args.dry_run:
+        return _dry_run(args, names, majority, endpoint, runs_budget, live)
+    if live:
+        print(f"normlab tip: {_mode_line(args)}; {endpoint.model_label}", file=sys.stderr)
 
     def go():
         import contextlib
@@ -195,7 +220,7 @@ def _tip(args) -> int:
                                    files=ainorms_file_patterns(names), on_inconsistency="warn")
             llm = _LLM_ALIASES.get(args.llm, args.llm) if args.llm else None
             source = ArchiveReplay(archive, names=names, majority=majority, memory=args.memory,
-                                   n_agents=args.n_agents, llm=llm, window=args.window, rng=args.seed)
+                                   n_agents=args.n_agents, llm=llm, window=args.window, rng=seed)
             ctx = contextlib.nullcontext()
         else:
             from normlab.llm_runs.backend import shared_embedded_server
@@ -215,18 +240,94 @@ def _tip(args) -> int:
                                    mode=mode, sampling=kw, progress=progress and sys.stderr.isatty(), rng=args.seed)
             res = tip(source, target=args.target, level=args.level, batch=args.batch, fit_model=args.fit_model,
                       prior=prior, run_effects=not args.no_run_effects, n_draws=args.draws, strategy=args.strategy,
-                      max_runs=runs_budget, log=log, confirm=args.confirm, progress=progress, rng=args.seed)
+                      max_runs=runs_budget, log=log, confirm=args.confirm, tolerance=args.tolerance,
+                      progress=progress, rng=seed)
         if args.plot:
             res.plot("both", path=args.plot)
         if args.out:
+            import json
+
+            from normlab.cli_output import json_default
+            from normlab.user_files import write_user_text
+
             res.save(Path(args.out) / "result")
+            write_user_text(Path(args.out) / "summary.json",
+                            json.dumps(with_seed(res.summary(), seed, drawn), indent=1, default=json_default))
+        announce_seed("tip", seed, drawn)
         if args.json:
-            emit(res.summary(), True)
+            emit(with_seed(res.summary(), seed, drawn), True)
         else:
             print(res.describe())
         return 5 if res.stopped.startswith("budget") or res.stopped.startswith("run budget") else 0
 
     return guard("tip", go, args.out if live else None)
+
+
+_MODES = {"sample": "sample mode (the paper's protocol: answers generated, parsed and re-asked; any endpoint)",
+          "exact": "exact mode (next-token logprobs, cached per prompt; the endpoint must return logprobs)"}
+
+
+def _mode_line(args) -> str:
+    """The live runs' mode in words, saying when it is the default."""
+    mode = args.mode or "sample"
+    return f"live runs in {_MODES[mode]}" + ("" if args.mode else "; the default, --mode exact for the other")
+
+
+def _dry_run(args, names, majority, endpoint, runs_budget, live) -> int:
+    """``tip --dry-run``: the plan and what it may cost; nothing sent, nothing written."""
+    from pathlib import Path
+
+    from normlab.llm_runs.core.estimate import RunEstimate
+    from normlab.llm_runs.core.cli_kit import print_estimate
+
+    if not live:
+        est = RunEstimate(what=f"tip: a replay of {args.ainorms} (its own design)", rows={
+            "requests": (0.0, 0.0), "prompt_tokens": (0.0, 0.0), "completion_tokens": (0.0, 0.0), "cost_usd": (0.0, 0.0)},
+            prices={"all": (0.0, 0.0)}, notes=("a replay draws the archive's runs: no endpoint is asked",
+                                               f"at most {runs_budget or 'every'} committed run(s) of the archive"))
+        return print_estimate(est, args.json)
+    from normlab.llm_runs.runner import estimate_game
+
+    kw = sampling(args)
+    mode = args.mode or "sample"
+    N, H = args.n_agents, args.memory
+    challenger = next(n for n in names if n != majority)
+    nb = args.baselines if args.baselines is not None else (0 if (args.from_log or args.table or args.probe) else 4)
+    window = args.window or 30
+    grid = args.runs_per_count * N  # counts 0 .. N - 1, --runs-per-count runs each
+    runs = min(runs_budget, grid) if runs_budget else grid
+    parts, notes = [], [_mode_line(args), f"on {endpoint.model_label}"]
+    if args.probe:
+        from normlab.calibration.prediction.probe_estimate import probe_estimate
+
+        parts.append(("probe", probe_estimate(names, H, endpoint=endpoint, template=kw["template"], jitter_states=0,
+                                    out=Path(args.out) / "probe", wrap=kw["wrap"])))
+        notes.append(f"--probe: an {parts[-1][1].what} first (logprobs needed)")
+    if nb:
+        parts.append(("baselines", estimate_game(N, H, list(names), max_interactions=args.baseline_rounds * N, runs=nb,
+                                                 mode=mode, stop="streak", endpoint=endpoint, **kw)))
+        notes.append(f"baselines: {nb} run(s) from empty memories, up to {args.baseline_rounds} rounds each")
+    if runs:
+        # one committed agent: the most deciding agents, the most requests a run can make
+        one = estimate_game(N, H, list(names), max_interactions=window * N, runs=runs, mode=mode, stop="streak",
+                            committed=1, committed_name=challenger, initial=f"consensus:{majority}",
+                            endpoint=endpoint, **kw)
+        parts.append(("committed runs", one))
+        notes.append(f"committed runs: at most {runs} ({'--budget' if runs_budget else f'the whole grid: {args.runs_per_count} at each of counts 0..{N - 1}'}), "
+                     f"{window} rounds each; the search usually stops far earlier (--target {args.target})")
+    keys = ("requests", "prompt_tokens", "completion_tokens", "cost_usd")
+    rows = {}
+    for k in keys:
+        t = [p.rows[k] for _, p in parts if k in p.rows]
+        rows[k] = (sum(x[0] for x in t), None if any(x[1] is None for x in t) else sum(x[1] for x in t))
+    for label, p in parts:
+        notes += [f"{label}: {n}" for n in p.notes[:2]]
+    if endpoint.budget_tokens or endpoint.budget_usd:
+        notes.append(f"--budget {args.budget}: the search stops cleanly there (exit 5)")
+    est = RunEstimate(what=f"tip: critical mass to overturn {majority} (N = {N}, H = {H}, names {','.join(names)}), "
+                           f"{mode} mode", rows=rows, prices={"all": (endpoint.price_input, endpoint.price_output)},
+                      notes=tuple(notes))
+    return print_estimate(est, args.json)
 
 
 def _read_log(path):

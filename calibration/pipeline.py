@@ -23,7 +23,7 @@ import pandas as pd
 
 from normlab._display import (elapsed_bar, fmt, fmt_interval, html_card, load_result, new_figure, plotting,
                               save_result, short_repr)
-from normlab._rng import spawn
+from normlab._rng import seeded, spawn
 from normlab._validate import check_int
 from normlab.llm_runs.probes import check_table_size
 from normlab.llm_runs.published.ainorms import ainorms_archives_log, first_round_reaching, mean_success_by_round  # noqa: F401
@@ -382,10 +382,12 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     source : str, optional
         Label of the data source (stored in the settings).
     run_effects : bool, optional
-        Estimate how much the strategy varies between the fitted runs
-        (:func:`~normlab.calibration.fit_run_effects`, two names, at least three runs), store it
-        in the fit's ``meta["run_effects"]`` and let every simulated run play its own effect
-        (default True; False: identical runs, the behaviour before run effects).
+        Estimate how much the strategy varies between the fitted runs (two names, at least three
+        runs), store it in the fit's ``meta["run_effects"]`` and let every simulated run play its
+        own effect (default True; False: identical runs, the behaviour before run effects). The
+        NUTS fit kinds sample the effects with the table (a joint fit,
+        :class:`~normlab.calibration.RunEffects` kind ``"joint"``); the others estimate them beside
+        it (:func:`~normlab.calibration.fit_run_effects`, kind ``"marginal"``).
     fit : StrategyFit, optional
         A fit of these runs made before (e.g. a shipped table, or ``calibrate(...).fit``): used
         instead of fitting again (it must have the pool and memory asked for).
@@ -443,11 +445,14 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
         except ValueError as exc:
             raise ValueError(f"{exc}; give n_agents= (--n-agents) to predict another size") from None
     counts = counts_from_log(sel, names=names, memory=memory)
-    seeds = spawn(rng, 5)
+    ss, rng_record = seeded(rng)
+    seeds = ss.spawn(5)
     meta = {"llm": llms[0], "fit_on": fit_on if isinstance(fit_on, str) else list(fit_on), "data_source": source}
     fk = dict(fit_kwargs or {})
     if progress and family.uses_nuts:
         fk.setdefault("progress", True)
+    if family.uses_nuts:  # the run effects in the model (a joint fit), or the pooled model without them
+        fk.setdefault("run_effects", bool(run_effects) and len(names) == 2)
     if design not in ("data", "paper"):
         raise ValueError(f"design must be 'data' or 'paper'; got {design!r}")
     if fit is None:
@@ -480,7 +485,7 @@ def calibrate(log: GameLog, *, names, memory: int | None = None, n_agents: int |
     if len(names) == 2:
         a = strategy_asymmetry(fit, n_draws=200, rng=0).summary
         asym = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in a.items()}
-    settings = {"llm": llms[0], "source": source, "fit_on": meta["fit_on"], "asymmetry": asym,
+    settings = {"llm": llms[0], "source": source, "fit_on": meta["fit_on"], "asymmetry": asym, "rng": rng_record,
                 "seconds": round(time.perf_counter() - t0, 2)}
     return Calibration(fit=fit, prediction=pred, observed=observed, empirical=emp, settings=settings, scores=scores,
                        sensitivity=sens)

@@ -96,6 +96,7 @@ API_PACKAGES = [
     ("normlab.calibration.tip", "normlab tip: the critical mass with few runs"),
     ("normlab.figures", "every figure and table of the paper"),
     ("normlab.demo", "normlab demo: from nothing to a report"),
+    ("normlab.study", "normlab study: a blind test, predictions registered before the runs"),
     ("normlab.experiment", "experiment files"),
 ]
 API_MODULES = [

@@ -167,7 +167,7 @@ def _probe_estimate(args, kw, endpoint, mode):
     reask = check_reasks(kw["max_reasks"])
     per = None if reask == UNBOUNDED else 1 + reask
     reqs, ptok, what, notes = hooks.command_estimate(args, s, tpl, per)
-    return estimate_requests(s, tpl, requests=reqs, prompt_tokens=ptok, what=what,
+    return estimate_requests(s, tpl, requests=reqs, prompt_tokens=ptok, what=f"{what}, {endpoint.model_label}",
                              prices=group_prices(s, endpoint, None), notes=notes)
 
 

@@ -4,7 +4,8 @@
 127.0.0.1 with fault injection) answers the naming game from a memory-following policy, and CRSEC's
 and SCENE's prompts with their scripted stand-ins (``scripted="crsec"``, ``"scene"``: the modules of
 :data:`STAND_INS`, which register themselves, imported on the first scripted use);
-:func:`kill_resume_trials` is the crash part of the fault matrix; ``python -m normlab.llm_runs.testing``
+:func:`kill_resume_trials` is the crash part of the fault matrix, :func:`budget_kill_trials` its budget
+part (the server behind a :class:`CountingProxy` that counts what it received); ``python -m normlab.llm_runs.testing``
 serves the stub until interrupted (:func:`main`).
 """
 
@@ -14,12 +15,12 @@ import time
 from typing import Sequence
 
 from .core import stub as _stub
-from .core.stub import (FAULTS, JUNK_TOKENS, SCRIPTED, Faults, StubProcess, StubServer, history, memory_policy,
-                        pieces, register_scripted, scripted_responder, stand_ins)
+from .core.stub import (FAULTS, JUNK_TOKENS, SCRIPTED, CountingProxy, Faults, StubProcess, StubServer, history,
+                        memory_policy, pieces, register_scripted, scripted_responder, stand_ins)
 
-__all__ = ["FAULTS", "JUNK_TOKENS", "SCRIPTED", "STAND_INS", "Faults", "StubProcess", "StubServer", "history",
-           "kill_resume_trials", "main", "memory_policy", "pieces", "register_scripted", "scripted_responder",
-           "stand_ins"]
+__all__ = ["FAULTS", "JUNK_TOKENS", "SCRIPTED", "STAND_INS", "CountingProxy", "Faults", "StubProcess", "StubServer",
+           "budget_kill_trials", "history", "kill_resume_trials", "main", "memory_policy", "pieces", "register_scripted",
+           "scripted_responder", "stand_ins"]
 
 #: The modules of the scripted stand-ins (each registers its task with
 #: :func:`~normlab.llm_runs.core.stub.register_scripted` when imported). A new stand-in: its module
@@ -110,6 +111,83 @@ def kill_resume_trials(n_trials: int = 20, *, rng=0, workdir=None, split_writes:
     return out
 
 
+def budget_kill_trials(args: Sequence[str], budget: str, *, stub_args: Sequence[str] = (), n_trials: int = 2,
+                       kills: int = 2, rng=0, workdir=None, latency: float = 0.1, usage: str | None = None,
+                       kill_after: tuple[int, int] = (2, 30), timeout: float = 300.0) -> dict:
+    """The budget part of the fault matrix: ``normlab ARGS --budget BUDGET`` on the stub server
+    behind a :class:`CountingProxy`, killed (``kill -9``) ``kills`` times with requests in flight,
+    then run to its end; the proxy counts what the server received.
+
+    The stub runs in its own process with ``--latency`` ``latency`` (so requests are in flight
+    most of the time); each session is killed as soon as the proxy has passed on a uniform
+    ``kill_after`` number of its requests (the last one still being answered), so every kill
+    cuts off at least one request the server received and billed.
+
+    Parameters
+    ----------
+    args : sequence of str
+        The command after ``normlab`` (``crsec run ...``, ``scene run ...``, ``tip ...``,
+        ``llm-run ...``) without ``--base-url``, ``--out`` and ``--budget``.
+    budget : str
+        ``--budget`` (``300req``, ``50k``, ...).
+    stub_args : sequence of str
+        The stub's flags (``--scripted crsec``, ``--names Q,M``).
+    usage : {None, "omit", "negative"}, optional
+        What the proxy does to the answers' ``usage`` (:class:`CountingProxy`).
+
+    Returns
+    -------
+    dict
+        ``trials``; ``received``: ``[(requests, tokens), ...]`` the server received per trial
+        (all its sessions); ``cut_off``: requests received but never journaled, summed over
+        trials (the kills' victims); ``exits``: each trial's last exit code; ``failures``.
+    """
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    from . import journal as jr
+
+    gen = np.random.default_rng(rng)
+    work = Path(workdir or tempfile.mkdtemp(prefix="normlab-budget-faults-"))
+    work.mkdir(parents=True, exist_ok=True)
+    out = dict(trials=n_trials, received=[], cut_off=0, exits=[], failures=[])
+    with StubProcess(*stub_args, "--latency", str(latency)) as stub:
+        for k in range(n_trials):
+            d = work / f"trial{k}"
+            with CountingProxy(stub.base_url, usage=usage) as px:
+                cmd = [sys.executable, "-m", "normlab.cli", *args, "--budget", str(budget), "--base-url", px.base_url,
+                       "--out", str(d)]
+                for _ in range(kills):
+                    n0 = px.requests
+                    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    target = n0 + int(gen.integers(kill_after[0], kill_after[1] + 1))
+                    t0 = time.monotonic()
+                    while px.requests < target and proc.poll() is None and time.monotonic() - t0 < timeout:
+                        time.sleep(0.002)
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                try:
+                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    out["failures"].append(f"trial {k}: the last session hung")
+                    continue
+                time.sleep(2 * latency + 0.2)  # requests of the killed sessions still being answered are billed too
+                out["received"].append((px.requests, px.tokens))
+                out["exits"].append(r.returncode)
+                if r.returncode not in (0, 5):
+                    out["failures"].append(f"trial {k}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+                journals = list(d.rglob(jr.JOURNAL_FILE))
+                out["cut_off"] += px.requests - sum(len(jr.calls(jr.read_journal(j))) for j in journals)
+            shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
 def main(argv=None) -> int:
     """``python -m normlab.llm_runs.testing --names Q,M``: serve the stub until interrupted.
 
@@ -135,11 +213,18 @@ def main(argv=None) -> int:
                    help="answer CRSEC's or SCENE's prompts with a scripted stand-in of a capable model (rules and "
                         "seeded choices, not a language model)")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--bias", default=None, metavar="NAME=W,...",
+                   help="the memory-less weight of each name (e.g. X=1,Y=0.0001: a strong individual bias)")
+    p.add_argument("--no-logprobs", action="store_true",
+                   help="never return logprobs (a hosted API without them: exact mode refuses, sample mode works)")
     args = p.parse_args(argv)
     beta = args.beta
+    bias = None
+    if args.bias:
+        bias = {k.strip(): float(v) for k, _, v in (x.partition("=") for x in args.bias.split(","))}
     stub = StubServer(args.names.split(",") if args.names else None, latency=args.latency, junk_mass=args.junk_mass,
-                      policy=lambda system, names: memory_policy(system, names, beta=beta), scripted=args.scripted,
-                      port=args.port)
+                      policy=lambda system, names: memory_policy(system, names, beta=beta, bias=bias),
+                      scripted=args.scripted, port=args.port, logprobs=not args.no_logprobs)
     with stub:
         print(stub.base_url, flush=True)
         try:

@@ -38,11 +38,11 @@ def _truth(tilt=0.0):
     return StrategyTable(np.column_stack([p, 1 - p]), memory=H, names=("Q", "M"))
 
 
-def _log(table, counts=(1, 3), runs=4, T=(160, 200), seed=0, order_bias=0.0):
+def _log(table, counts=(1, 3), runs=4, T=(160, 200), seed=0, order_bias=0.0, stop="max"):
     logs = []
     for i, c in enumerate(counts):
         r = strategy_game(table, n_agents=N, memory=H, n_runs=runs, committed=c, committed_name="Q",
-                          initial="consensus:M", max_interactions=T[i % len(T)], stop="max", record_decisions=True,
+                          initial="consensus:M", max_interactions=T[i % len(T)], stop=stop, record_decisions=True,
                           rng=seed + i, order_bias=order_bias, name_order="shared")
         logs.append(r.to_log())
     return GameLog.concat(logs)
@@ -88,9 +88,22 @@ def test_observed_statistics_are_read_from_the_runs(sim_log, fit):
         assert row.loc["final_sd", "observed"] == pytest.approx(np.std(f, ddof=1))
         assert row.loc["tipped", "observed"] == pytest.approx(np.mean(np.array(f) >= 0.5))
         assert row.loc["final_mean", "runs"] == len(ids)
-    # the simulated experiment is the design of the log: 4 runs per count, each of its own length
+    # the simulated experiment is the design of the log: 4 runs per count, each capped at the protocol's length
     d = a.settings["designs"][0]
     assert ExperimentDesign.from_dict(d).runs == (4, 4)
+
+
+def test_adequacy_reads_streak_stopped_runs(fit):
+    """Committed runs stopped at a 3N streak (the published Llama-3.1 protocol): the simulated runs of the
+    design stop too and are read to their own last round, so every count has simulated statistics (on the
+    code before issue 32, a stopped simulated run was read at its cap's rounds: no final share)."""
+    log = _log(_truth(), counts=(1, 3), runs=6, T=(320,), seed=4, stop="streak")
+    assert (log.runs["n_interactions"] < 320).any()
+    a = check_adequacy(fit, log, n_draws=12, window=20, rng=1)
+    assert ExperimentDesign.from_dict(a.settings["designs"][0]).stop == "streak"
+    tipped = a.checks[a.checks["statistic"] == "tipped"]
+    assert len(tipped) == 2 and np.isfinite(tipped["sim_mean"]).all()
+    assert np.isfinite(a.checks[a.checks["statistic"] == "final_mean"]["sim_mean"]).all()
 
 
 def test_invariants_and_same_seed(sim_log, fit):
@@ -145,6 +158,39 @@ def test_the_truth_passes_and_a_wrong_table_fails():
     b = bad.overall.set_index(["direction", "statistic"])["p_value"]
     assert o[("all", "final_mean")] > 0.01
     assert b[("all", "final_mean")] < 0.01
+
+
+@pytest.mark.slow
+def test_adequacy_pvalues_uniform_under_the_null():
+    """40 logs of a known table whose committed runs stop at a 3N streak (N = 8, H = 2, counts 3-5, six runs
+    each, cap 480 interactions), checked against the true table (a fixed fit: posterior predictive
+    p-values of a fitted table are conservative, so the exact check uses the truth): the overall
+    p-values of the continuous statistics are uniform. The same logs read under the design that gives
+    each simulated run the real run's length (the code before issue 32) are not: a short real run has
+    flipped, so its simulated twin is cut before it can (measured: KS p 7e-5, 28 % below 0.05). The
+    ``tipped`` share is discrete (its p-values sit at 1 when observed and simulated agree exactly) and is
+    left out."""
+    from scipy.stats import kstest
+
+    truth = _truth()
+    fit = truth_fit(truth)
+    counts = (3, 4, 5)
+    new, old = {}, {}
+    for i in range(40):
+        log = _log(truth, counts=counts, runs=6, T=(480,), seed=1000 + 10 * i, stop="streak")
+        r = log.runs
+        leaky = ExperimentDesign("M", "Q", N, counts, tuple(
+            tuple(int(t) for t in r.loc[r["committed_count"] == c, "n_interactions"]) for c in counts), 30)
+        for out, des in ((new, None), (old, [leaky])):
+            a = check_adequacy(fit, log, n_draws=100, window=30, run_effects=None, rng=i, design=des)
+            for (d, st), p in a.overall.set_index(["direction", "statistic"])["p_value"].items():
+                if d == "all":
+                    out.setdefault(st, []).append(p)
+    for st in ("final_mean", "final_sd", "tipped_level", "last3"):
+        v = np.asarray(new[st])
+        assert kstest(v, "uniform").pvalue > 0.01, (st, v)
+        assert 0 <= np.mean(v < 0.05) <= 0.15, (st, v)
+    assert kstest(old["final_mean"], "uniform").pvalue < 0.01
 
 
 def truth_fit(table):

@@ -1,6 +1,6 @@
 """The layering rule of ARCHITECTURE.md, checked on the source: ``theory`` imports neither
 ``llm_runs`` nor ``calibration``; ``llm_runs`` does not import ``calibration``; none of them
-imports the top layers ``figures`` and ``demo``; no layer imports another's private modules or
+imports the top layers ``figures``, ``demo`` and ``study``; no layer imports another's private modules or
 names; and every module that exists is named in ARCHITECTURE.md (the map stays complete)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "theory": ("normlab.llm_runs", "normlab.calibration", "normlab.figures", "normlab.demo"),
-    "llm_runs": ("normlab.calibration", "normlab.figures", "normlab.demo"),
-    "calibration": ("normlab.figures", "normlab.demo"),
+    "theory": ("normlab.llm_runs", "normlab.calibration", "normlab.figures", "normlab.demo", "normlab.study"),
+    "llm_runs": ("normlab.calibration", "normlab.figures", "normlab.demo", "normlab.study"),
+    "calibration": ("normlab.figures", "normlab.demo", "normlab.study"),
 }
 RELATIVE_ROOT = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibration": "normlab.calibration"}
 
@@ -60,10 +60,10 @@ SOURCES = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibrat
 
 
 def _layer(module: str) -> str:
-    """``theory``, ``llm_runs``, ``calibration``, ``figures``, ``demo`` or the umbrella ``normlab``."""
+    """``theory``, ``llm_runs``, ``calibration``, ``figures``, ``demo``, ``study`` or the umbrella ``normlab``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in ("theory", "llm_runs", "calibration", "figures",
-                                                        "demo") else "normlab"
+                                                        "demo", "study") else "normlab"
 
 
 def _private(name: str) -> bool:
@@ -108,9 +108,10 @@ def test_every_lazy_export_resolves():
     import normlab.demo as de
     import normlab.figures as fg
     import normlab.llm_runs as lr
+    import normlab.study as sd
     import normlab.theory as th
 
-    for pkg in (th, lr, ca, fg, de):
+    for pkg in (th, lr, ca, fg, de, sd):
         for name in pkg.__all__:
             assert getattr(pkg, name) is not None, f"{pkg.__name__}.{name}"
 
@@ -276,7 +277,9 @@ def test_each_shared_idea_has_one_home():
     assert [n for _, n, _ in literals] == ["FLIP_SUM"], f"2.849 written in: {literals}"
     assert literals[0][0] == REPO / "theory" / "criteria.py"
     for name in ("clopper_pearson", "end_of_run_windows", "flip_reached", "end_consensus", "first_position_reaching",
-                 "parse_line", "interval_crossing", "firth_logistic", "EXIT_CODE_TABLE", "exit_codes"):
+                 "parse_line", "interval_crossing", "firth_logistic", "EXIT_CODE_TABLE", "exit_codes",
+                 "BudgetBook", "arm_budget", "journal_spent", "prompt_tokens_bound", "count_of", "resolve_seed",
+                 "seed_record", "announce_seed"):
         homes = sorted({str(p.relative_to(REPO)) for p, n, v in defs if n == name})
         assert len(homes) == 1, f"{name} defined in {homes}"
     thresholds = [(str(p.relative_to(REPO)), n) for p, n, v in defs if v is not None and "FLIP_SUM / 3" in v]
@@ -301,7 +304,7 @@ OVER_1000: set = set()
 PUBLIC_CONVENIENCES = {
     "calibrate", "predict", "probe_predict", "tip", "LLMSource.__init__", "arun_game", "run_game", "make_settings",
     "meta_prompting", "ameta_prompting", "run_population", "arun_population", "estimate_population", "run_demo",
-    "strategy_game", "minimal_naming_game", "simulate_ltrha", "StubServer.__init__",
+    "strategy_game", "minimal_naming_game", "simulate_ltrha", "StubServer.__init__", "fit_logit",
 }
 KERNELS = {"_ng_steps", "_remember", "_sg_run_py", "_lean_remember", "_sg_lean_play_py", "_lean", "_sg_lean_run_py",
            "ng_run_reference", "sg_run_reference"}
@@ -327,7 +330,7 @@ def _folder(module, paths):
     layer = _layer(module)
     folder, rel = paths[module]
     parts = rel.parts
-    if folder == "src/normlab" and layer in ("figures", "demo"):
+    if folder == "src/normlab" and layer in ("figures", "demo", "study"):
         parts = parts[1:]
     return layer, (parts[0] if len(parts) > 1 else "")
 

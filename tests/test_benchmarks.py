@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -50,6 +51,7 @@ def test_bench_calibration_engines_tiny():
     for k in ("predict", "mean_table", "table_draws"):
         assert res[k]["old_cpu_s"] > 0 and res[k]["new_cpu_s"] >= 0
     assert res["design_kernel"]["interactions"] > 0
+    assert res["predict_run_effects"]["identical"] is True and res["predict_llama31_200_draws_cpu_s"] > 0
 
 
 @pytest.mark.slow
@@ -62,3 +64,95 @@ def test_bench_faults_aims_kills_at_the_start_and_checks_its_window():
     r = subprocess.run([sys.executable, str(BENCH / "bench_faults.py"), "--kill-window", "0.5"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "--kill-window must be LO,HI" in r.stderr and "Traceback" not in r.stderr
+
+
+# ----------------------------------------------------------------------------- simulation-based calibration
+def _coverage_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_coverage", BENCH / "bench_coverage.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_coverage", mod)  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_coverage_randomised_rank_and_discrete_intervals():
+    bc = _coverage_module()
+    x = [1, 2, 2, 3, float("inf")]
+    # below 1: rank u / 6; ties split at random over their places; inf is the largest value
+    assert bc.randomised_rank(x, 0, 0.5) == pytest.approx(0.5 / 6)
+    assert bc.randomised_rank(x, 2, 0.0) == pytest.approx(1 / 6)
+    assert bc.randomised_rank(x, 2, 1.0) == pytest.approx(4 / 6)
+    assert bc.randomised_rank(x, float("inf"), 1.0) == pytest.approx(1.0)
+    # 10 draws at 1, 80 at 2, 10 at 3: the 80 % interval is [2, 2] (CDF 0.1 reaches 0.1 at 1: the
+    # inverted CDF takes the smallest value whose CDF reaches the tail), and it holds 0.8 of the mass
+    vals, probs = [1, 2, 3], [10, 80, 10]
+    assert bc.discrete_interval(vals, probs, 0.8) == (1.0, 2.0)
+    assert bc.discrete_interval(vals, probs, 0.5) == (2.0, 2.0)
+    assert bc.discrete_interval(vals, probs, 0.95) == (1.0, 3.0)
+    assert bc.expected_coverage(vals, probs, 1, 2) == pytest.approx(0.9)
+    assert bc.expected_coverage(vals, probs, 2, 2) == pytest.approx(0.8)
+    # an integer's equal-tailed interval holds at least its level
+    g = np.random.default_rng(0)
+    for _ in range(50):
+        p = g.dirichlet(np.ones(6))
+        for L in (0.5, 0.8, 0.95):
+            lo, hi = bc.discrete_interval(range(6), p, L)
+            assert bc.expected_coverage(range(6), p, lo, hi) >= L - 1e-9
+
+
+def test_coverage_share_intervals():
+    bc = _coverage_module()
+    lo, hi = bc.share_interval(19, 20)
+    assert lo == pytest.approx(0.7513, abs=1e-4) and hi == pytest.approx(0.9987, abs=1e-4)  # Clopper-Pearson
+    assert bc.share_interval(0, 10)[0] == 0.0
+    # every truth alike: the bootstrap interval collapses; truths that differ widen it
+    assert bc.cluster_bootstrap([(3, 4)] * 10) == (0.75, 0.75)
+    lo, hi = bc.cluster_bootstrap([(4, 4)] * 10 + [(0, 4)] * 10)
+    assert lo < 0.5 < hi and hi - lo > 0.2
+
+
+def test_coverage_of_probabilities_at_the_truths_resolution():
+    """A wide interval covers at its level; near 0 the truth's resolution (k of n runs) lets a
+    calibrated forecaster cover more, and the expected share says how much."""
+    from scipy.stats import beta
+
+    bc = _coverage_module()
+    a, b = 20.0, 20.0
+    lo, hi = beta.ppf(0.025, a, b), beta.ppf(0.975, a, b)
+    assert bc.resolution_coverage(a, b, 10**6, lo, hi) == pytest.approx(0.95, abs=0.005)
+    a, b = 0.5, 200.0
+    lo, hi = beta.ppf(0.25, a, b), beta.ppf(0.75, a, b)
+    assert bc.resolution_coverage(a, b, 1000, lo, hi) > 0.7  # a 50 % interval near 0 at 1/1000
+    # the planted over-confident forecaster pulls values to the median
+    assert bc._shrink_values(np.array([0.0, 5.0, 10.0]), 0.2).tolist() == [4.0, 5.0, 6.0]
+    assert bc._shrink_values(np.array([0.0, 4.0, np.inf]), 0.5, support=[0, 2, 4, 8]).tolist()[:2] == [2.0, 4.0]
+
+
+@pytest.mark.slow
+def test_bench_coverage_tiny():
+    """The CI form: keys, truths, every family; a planted over-confident forecaster is seen; the
+    same seed gives the same JSON whatever the number of workers."""
+    res = json.loads(_run("bench_coverage.py", "--tiny", "--debug-shrink", "0.2", "--json", timeout=900))
+    assert res["n_truths"] == 8
+    assert set(res["n_truths_by_family"]) == {"posterior", "run_effects", "shared_order", "non_logit"}
+    for q in ("critical_mass", "flip", "consensus", "tip"):
+        for lv in ("0.5", "0.8", "0.95"):
+            assert 0 <= res["coverage"][q][lv] <= 1
+            d = res["coverage_detail"][q][lv]
+            assert d["low"] <= d["share"] <= d["high"] and d["rows"] >= d["truths"] > 0
+    assert set(res["posterior_sbc"]) == {"critical_mass", "flip", "consensus"}
+    assert res["reading_differs"] == 0  # the intervals scored are the ones the user sees
+    assert all(len(h) == 20 for h in res["ranks"].values())
+    honest, shrunk = res["coverage"]["critical_mass"]["0.95"], res["shrunk"]["coverage"]["critical_mass"]["0.95"]
+    assert shrunk < honest and shrunk < 0.8
+    assert res["shrunk"]["coverage"]["flip"]["0.95"] < res["coverage"]["flip"]["0.95"]
+    a = json.loads(_run("bench_coverage.py", "--tiny", "--truths", "2", "--wider", "0", "--families", "posterior",
+                        "--workers", "2", "--json", timeout=600))
+    b = json.loads(_run("bench_coverage.py", "--tiny", "--truths", "2", "--wider", "0", "--families", "posterior",
+                        "--workers", "1", "--json", timeout=600))
+    for x in (a, b):
+        for k in ("seconds", "stage_seconds", "settings"):
+            x.pop(k, None)
+    assert a == b

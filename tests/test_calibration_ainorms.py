@@ -132,7 +132,15 @@ def test_llama3_fit_at_h3_predicts_the_n48_committed_runs(qm_log):
     assert p.settings["max_round"] == 21  # the authors' window for Llama-3 at N = 48
     assert cm["overturn_Q"]["per_run"]["estimate"] == 1  # published 1
     assert cm["overturn_Q"]["low"] <= 1 <= cm["overturn_Q"]["high"]
-    assert cm["overturn_M"]["low"] <= 6 <= cm["overturn_M"]["high"] + 1  # published 6
+    # the experiment the published 6 was read from (its counts, runs per count, cap and stop rule: the
+    # leak-free design), unwidened (before issue 32 this test widened the paper-design interval by one)
+    from normlab.calibration import experiment_designs
+
+    des = experiment_designs(qm_log, names=QM, memory=3, n_agents=48, llm=L3)
+    pe = predict(fit, n_agents=48, n_draws=100, n_runs_flip=12, within_rounds=20, strength=False, consensus=False,
+                 design=des, rng=6)
+    exp = pe.critical_mass()["overturn_M"]["experiment"]
+    assert exp["low"] <= 6 <= exp["high"], exp  # published 6
     sw = select_runs(qm_log, names=QM, memory=3, n_agents=48, model=L3, fit_on=["swap", "evolved"])
     e = empirical_critical_mass(sw, within_rounds=20, n_boot=500, rng=2).estimate("M", n_agents=48, memory=3)
     assert e["published"] == 6
@@ -164,7 +172,18 @@ def test_cli_calibrate_on_the_published_archive(ainorms_dir):
     sc = out["scores"]
     assert sc["n_flip_runs"] == 68 and sc["n_consensus_runs"] == 0 and sc["brier_consensus"] is None
     assert 0 <= sc["brier_flip"] < sc["reference"]["brier_flip"] and sc["log_score_flip"] < np.log(2)
-    assert sc["coverage"]["n_experiment"] > 0 and 0 <= sc["coverage"]["experiment"] <= 1
+    # the experiment-interval rows counted by what they are: per direction its flip fractions (one per tested
+    # count with scored runs) and its two critical-mass readings; the zero-width share beside the coverage;
+    # and normlab's Brier below both rivals' on the same runs (before issue 32: 0 <= coverage <= 1)
+    cov = sc["coverage"]
+    by_dir = {d["majority"]: d for d in sc["by_direction"]}
+    assert cov["n_experiment"] == sum(d["coverage"]["n_experiment"] for d in by_dir.values())
+    assert cov["n_experiment"] == sc["fraction_coverage"]["flip"]["n"] + 2 * len(by_dir)
+    assert cov["zero_width_experiment"] is not None and 0 <= cov["zero_width_experiment"] <= 1
+    inside = round(cov["experiment"] * cov["n_experiment"])
+    assert abs(cov["experiment"] * cov["n_experiment"] - inside) < 1e-9  # a share of whole rows
+    assert sc["brier_flip"] < sc["rivals"]["direction_rule"]["brier_flip"]
+    assert sc["brier_flip"] < sc["rivals"]["logistic"]["brier_flip"]
     # several LLMs in a folder: a clear error, not a silent choice
     r2 = subprocess.run([sys.executable, "-m", "normlab.cli", "calibrate", "--ainorms", str(ainorms_dir), "--names",
                          "Q,M", "--memory", "5", "--fit-model", "empirical", "--draws", "2"],

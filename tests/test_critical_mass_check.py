@@ -33,7 +33,8 @@ def test_summary_and_text_count_what_is_inside():
     assert (s["inside"], s["directions"], s["mean_width"], s["max_width"], s["mean_error"]) == (1, 2, 3.5, 7, 1.5)
     text = _check(rows).text()
     assert "| A (24, 5) | overturn_Q | 0 | 1 [1, 1] | NO | 0 |" in text
-    assert text.splitlines()[-1].startswith("1 of 2 published critical masses inside their 95% intervals")
+    assert text.splitlines()[-2].startswith("1 of 2 published critical masses inside their 95% intervals")
+    assert text.splitlines()[-1].startswith("A: flip frequencies inside their experiment intervals")
     assert "1/2 inside" in repr(_check(rows))
 
 
@@ -65,3 +66,29 @@ def test_readme_table_is_what_the_script_prints(ainorms_dir):
     assert s["inside"] == s["directions"] >= 4
     assert s["max_width"] <= 8 and s["mean_width"] <= 4 and s["mean_error"] <= 1.5
     assert all(c >= 0.9 for c in s["coverage"].values())
+
+
+def test_text_counts_rows_by_quantity():
+    """The experiment-interval rows of a score counted by what they are: 3 flip frequencies (one interval
+    of zero width, one row outside) and 2 critical-mass rows; the Brier scores with the rivals' beside
+    them (issue 32: "coverage of the flip frequencies: 12 of 12" counted critical-mass rows too and
+    left out the zero-width share and the rivals)."""
+    from types import SimpleNamespace
+
+    from normlab.calibration.critical_mass_check import _coverage_counts, model_line
+
+    cov = pd.DataFrame({
+        "quantity": ["flip_fraction"] * 3 + ["critical_mass_published", "critical_mass_per_run", "flip_fraction"],
+        "interval": ["experiment"] * 5 + ["underlying"],
+        "low": [0.0, 0.2, 0.1, 4, 3, 0.0], "high": [0.0, 0.6, 0.3, 12, 9, 1.0],
+        "covered": [True, True, False, True, True, True]})
+    counts = _coverage_counts(SimpleNamespace(coverage=cov))
+    assert (counts["flip_inside"], counts["flip_rows"], counts["cm_inside"], counts["cm_rows"]) == (2, 3, 2, 2)
+    assert counts["flip_zero_width"] == pytest.approx(1 / 3)
+    assert (counts["flip_inside_other"], counts["flip_rows_other"]) == (1, 2)
+    line = model_line({"model": "A", **counts, "brier": 0.089, "brier_direction_rule": 0.184, "brier_logistic": 0.117,
+                       "brier_coin": 0.25})
+    assert "flip frequencies inside their experiment intervals: 2 of 3 (zero-width 0.33; 1 of 2 among the others)" \
+        in line
+    assert "critical-mass rows 2 of 2" in line
+    assert "Brier 0.089 (direction rule 0.184, logistic 0.117, coin 0.25)" in line

@@ -162,3 +162,48 @@ def test_saved_results_keep_their_type_tags(tmp_path):
                      (fit, "normlab.calibration.posterior:StrategyFit")):
         d = obj.save(tmp_path / type(obj).__name__)
         assert json.loads((d / "result.json").read_text())["format"] == tag
+
+
+def test_a_joint_fit_round_trips_through_json(tmp_path):
+    """A fit with run effects in the model keeps its state effects' draws (16-bit quantiles, compressed)
+    and its run effects' draws, paired row for row with the table draws, through JSON and thinning."""
+    import dataclasses
+
+    from normlab.calibration import RunEffects
+    from normlab.calibration.fit.hierarchical import HierarchicalParams
+    from normlab.calibration.fit.features import COLUMNS
+    from normlab.theory.strategies import n_states
+
+    g = np.random.default_rng(4)
+    D, H = 30, 2
+    S = n_states(2, H)
+    states = np.array([1, 2, 5, 7, 11])
+    params = HierarchicalParams(decay=0.7, coef_names=COLUMNS, coef_draws=g.normal(0, 1, (D, len(COLUMNS))),
+                                tau_draws=g.uniform(0.2, 1.0, D), delta_states=states,
+                                delta_draws=g.normal(0, 1.5, (D, len(states))))
+    sample = np.column_stack([np.zeros((D, 2)), g.uniform(0, 0.5, (D, 2)), np.zeros(D)])
+    eff = RunEffects(sample=sample, kind="joint", n_runs=12, n_decisions=100.0)
+    counts = np.zeros((S, 2))
+    counts[states] = 5
+    fit = cal.StrategyFit(kind="hierarchical", names=("Q", "M"), memory=H, counts=counts, params=params,
+                          meta={"run_effects": eff.to_dict()})
+    back = cal.StrategyFit.from_json(fit.to_json(tmp_path / "joint.json"))
+    np.testing.assert_array_equal(back.params.delta_states, states)
+    rng_ = np.ptp(params.delta_draws, axis=0)
+    assert (np.abs(back.params.delta_draws - params.delta_draws) <= rng_ / 131070 + 1e-6).all()
+    np.testing.assert_array_equal(RunEffects.from_dict(back.meta["run_effects"]).sample, sample)
+    a, ia = fit.sample_tables(50, rng=3, return_index=True)
+    b, ib = back.sample_tables(50, rng=3, return_index=True)
+    np.testing.assert_array_equal(ia, ib)
+    assert np.abs(a - b).max() < 1e-4
+    # the observed states' logits are the stored draws': X beta + delta of the draw the index names
+    lg = np.log(a[:, states, 1] / a[:, states, 0])
+    np.testing.assert_allclose(lg, params.coef_draws[ia] @ fit.design()[states].T + params.delta_draws[ia],
+                               atol=1e-9)
+    th = fit.family.thin(fit, 10)
+    keep = np.linspace(0, D - 1, 10).round().astype(int)
+    np.testing.assert_array_equal(th.params.delta_draws, params.delta_draws[keep])
+    np.testing.assert_array_equal(RunEffects.from_dict(th.meta["run_effects"]).sample, sample[keep])
+    with pytest.raises(ValueError, match="stored state effects"):
+        cal.StrategyFit(kind="hierarchical", names=("Q", "M"), memory=H, counts=counts,
+                        params=dataclasses.replace(params, delta_draws=params.delta_draws[:5]))

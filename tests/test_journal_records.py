@@ -68,12 +68,19 @@ def test_the_writers_write_the_lines_they_always_wrote():
 
 def test_every_kind_is_written_in_its_declared_key_order():
     declared = {code: ["ev"] + [s.partition("=")[0].rstrip("?") for s in k.keys] for code, k in jr.KINDS.items()}
-    for rec in _records():
-        assert list(rec) == declared[rec["ev"]], rec["ev"]
-    # a request without a reservation has no "res"
+    optional = {s.partition("=")[0].rstrip("?") for k in jr.KINDS.values() for s in k.keys
+                if s.partition("=")[0].endswith("?")}
+    assert optional == {"res", "counted"}
+    for rec in _records():  # the optional keys only when they hold a value (RESULT: a reservation, usage reported)
+        assert list(rec) == [k for k in declared[rec["ev"]] if k not in optional or k in rec], rec["ev"]
+    assert "res" in _records()[0] and "counted" not in _records()[0]
+    # a request without a reservation has no "res"; one whose answer carried no usage says its tokens were counted
     rec = jr.call_record(id=1, run=0, t=0, agent=0, purpose="sample", key=None, prompt_hash="ab", partial=None,
                          result=SimpleNamespace(**{**vars(RESULT), "reservation": None}))
-    assert list(rec) == declared[jr.CALL][:-1]
+    assert list(rec) == declared[jr.CALL][:-2]
+    rec = jr.call_record(id=1, run=0, t=0, agent=0, purpose="sample", key=None, prompt_hash="ab", partial=None,
+                         result=SimpleNamespace(**{**vars(RESULT), "usage_missing": True}))
+    assert list(rec) == declared[jr.CALL] and rec["counted"] is True and jr.Call(rec).usage_counted
     assert set(jr.KINDS) == {jr.CALL, jr.IMPORTED, jr.INTERACTION, jr.RUN_END, jr.RUN_ERROR, jr.PROBE, jr.RESERVE,
                              jr.STEP, jr.EPISODE_EVENT, jr.EPISODE}
 
@@ -110,7 +117,13 @@ def test_views_read_their_fields_with_the_declared_defaults(view, fields):
                 getattr(empty, f.attr)
         else:
             assert getattr(empty, f.attr) == (bool(f.default) if f.read == "bool" else f.default), f.attr
-        assert getattr(view({f.key: "v"}), f.attr) == (True if f.read == "bool" else "v"), f.attr
+        if f.read == "count":  # a token count or amount: checked (issue 29: usage validated wherever summed)
+            assert getattr(view({f.key: 7}), f.attr) == 7, f.attr
+            for bad in ("v", -5, float("nan"), 1e400, True):
+                with pytest.raises(ValueError, match="not a token count"):
+                    getattr(view({f.key: bad}), f.attr)
+        else:
+            assert getattr(view({f.key: "v"}), f.attr) == (True if f.read == "bool" else "v"), f.attr
     assert not hasattr(empty, "__dict__")  # slots only: a view stays one pointer
 
 

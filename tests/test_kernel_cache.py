@@ -70,6 +70,11 @@ SCRIPT = textwrap.dedent(
         p = predict(load_fit("llama3_70b_QM_H3"), n_agents=12, n_draws=4, committed=[0, 2, 4], rng=5,
                     run_effects=None)
         out["design"] = hashlib.sha256(json.dumps(p.summary(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+        # run effects (the lazy-threshold variants of the lean kernels), with and without a name-order bias
+        for key, kw in (("design_effects", {}), ("design_effects_order", {"order_bias": 0.4})):
+            p = predict(load_fit("llama3_70b_QM_H3"), n_agents=12, n_draws=4, committed=[0, 2, 4], rng=5, **kw)
+            out[key] = hashlib.sha256(json.dumps(p.summary(), sort_keys=True,
+                                                 default=str).encode()).hexdigest()[:16]
     print("FP " + json.dumps(out, sort_keys=True))
     """
 )
@@ -98,7 +103,8 @@ def test_every_kernel_same_cold_and_warm_after_a_user_strategy(tmp_path):
             k: v for k, v in plain.items() if k != "design"}
         # the built-in kernels and the same strategies tabulated play identical runs
         assert out["logit"] == out["logit_table"] and out["best_response"] == out["best_response_table"]
-    assert after_user[0]["design"] == plain["design"]
+    for key in ("design", "design_effects", "design_effects_order"):
+        assert after_user[0][key] == plain[key]
     assert after_user[1]["user"] == after_user[2]["user"] == after_user[0]["user"]
 
 

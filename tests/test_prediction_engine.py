@@ -217,3 +217,30 @@ def test_lean_design_run_equals_the_full_kernel_run_for_run():
                 assert ref["rounds"]["succ"] == lean[1][:nr].tolist()
                 assert ref["rounds"]["produ"] == lean[3][:nr].tolist()
     assert n_err > 0 and n_twin > 0  # invalid rows and the twins were exercised
+
+
+@pytest.mark.parametrize("order_bias", [0.0, 0.5])
+def test_lazy_effect_thresholds_are_bit_identical(monkeypatch, order_bias):
+    """Run effects computed per state on first use (the default) and for every state before each
+    run (the reference, ``theory.design._EAGER_EFFECTS``) play the same runs: every table of the
+    prediction is equal, experiment designs and name-order tables included (issue 32, section 8)."""
+    import normlab.theory.design as design
+    from normlab.calibration import ExperimentDesign, RunEffects
+
+    fit = load_fit("llama31_70b_QM_H5")
+    eff = RunEffects(params=np.array([0.1, 0.15, np.log(0.4), np.log(0.3), 0.2]), cov=np.eye(5) * 1e-3, n_runs=40)
+    des = ExperimentDesign("M", "Q", 12, counts=(0, 1, 3), lengths=((500,) * 3, (360,) * 4, (360,) * 2), window=20,
+                           stop="streak")
+    kw = dict(n_agents=12, n_draws=6, n_runs_consensus=6, n_runs_flip=4, design=des, run_effects=eff,
+              order_bias=order_bias, rng=9)
+    monkeypatch.setattr(design, "_EAGER_EFFECTS", True)
+    eager = predict(fit, **kw)
+    monkeypatch.setattr(design, "_EAGER_EFFECTS", False)
+    lazy = predict(fit, **kw)
+    for name in ("consensus", "success", "draw_stats", "flips", "critical_mass_draws", "strength", "experiment",
+                 "experiment_cm", "experiment_shares"):
+        pd.testing.assert_frame_equal(getattr(eager, name), getattr(lazy, name), check_exact=True)
+    # and the effects do act: without them the runs differ
+    none = predict(fit, **dict(kw, run_effects=None))
+    assert not none.flips["n_flips"].equals(lazy.flips["n_flips"]) or \
+        not none.experiment_shares["share"].equals(lazy.experiment_shares["share"])

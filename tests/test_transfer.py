@@ -184,3 +184,46 @@ def test_the_command_behind_readme(ainorms_dir, capsys, monkeypatch):
     assert not [ln for ln in lines if ln.startswith(("other N:", "other N and H:", "other H:"))]
     same = [ln for ln in lines if ln.startswith("same setting:")]
     assert len(same) == 1 and "consensus on Q, the weak convention" in same[0]
+
+
+def test_transfer_plays_the_source_fits_run_effects(monkeypatch):
+    """A transfer cell's prediction plays the source fit's run effects (before issue 32 it passed the
+    tables as a list, which plays none, and said nothing); a joint fit's are lined up with its draws."""
+    import dataclasses
+
+    import normlab.calibration.evaluate.transfer as tr
+    from normlab.calibration import RunEffects, fit_strategy
+    from normlab.calibration.fit.inputs import counts_from_log
+    from normlab.schema import GameLog
+    from normlab.theory import strategy_game
+
+    logs = []
+    for i, (c, init) in enumerate(((0, None), (1, "consensus:M"), (2, "consensus:M"))):
+        kw = dict(committed=c, committed_name="Q", initial=init) if init else {}
+        lg = strategy_game("best_response", n_agents=6, memory=2, n_runs=4, names=("Q", "M"), max_interactions=120,
+                           stop="max", record_decisions=True, rng=i, **kw).to_log()
+        lg.runs["kind"] = "swap" if c else "baseline"
+        logs.append(lg)
+    log = GameLog.concat(logs)
+    fit = fit_strategy(counts_from_log(logs[0], names=("Q", "M"), memory=2), "empirical")
+    eff = RunEffects(sample=np.tile([0.1, 0.05, 0.3, 0.2, 0.0], (50, 1)), kind="marginal", n_runs=12)
+    fit = dataclasses.replace(fit, meta={**fit.meta, "run_effects": eff.to_dict()})
+    seen = []
+    real = tr.predict
+
+    def spy(*a, **k):
+        seen.append(k.get("run_effects"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(tr, "predict", spy)
+    ts = transfer_scores({"A": fit}, log, n_draws=4, n_runs_flip=2, rng=1)
+    assert seen and all(isinstance(e, RunEffects) and e.active for e in seen)
+    assert set(ts.table["run_effects"]) == {"marginal"}
+    # explicit tables with run_effects="fit" play none, and the prediction says so
+    p = real(fit.tables(3, rng=1), n_agents=6, n_draws=3, n_runs_consensus=2, n_runs_flip=2, strength=False, rng=1)
+    assert p.settings["run_effects"] is None and "carry no run effects" in p.settings["run_effects_note"]
+    # a joint fit's effects, aligned with explicit draws, pair row i with table i
+    joint = RunEffects(sample=np.column_stack([np.zeros((5, 2)), np.arange(5) / 10, np.zeros(5), np.zeros(5)]),
+                       kind="joint", n_runs=12)
+    al = joint.aligned([4, 0, 2])
+    np.testing.assert_array_equal(al.sample[:, 2], [0.4, 0.0, 0.2])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.cli_output import EXIT_CODES, add_progress_flags, emit, show_progress
+from normlab.cli_output import EXIT_CODES, add_progress_flags, announce_seed, emit, show_progress, with_seed
 
 
 def _graph_from_spec(spec: str | None, n: int, seed):
@@ -57,7 +57,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                         "LLM runs), flip (the committed name reached 2.849/3 of uncommitted productions over 3 "
                         "rounds; default of 'binary'), max (only at --max-interactions)")
     p.add_argument("--graph", default=None, help="complete (default), ba:M, ws:K:P, er:P, ring, grid")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: one drawn, printed on stderr and recorded in --json and --out)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="directory for tidy tables: runs (one row per run), rounds (one row per run and population "
                         "round), success_rate (one row per round); created, must not be an existing file")
@@ -166,7 +166,7 @@ def register(sub) -> None:
     cm.add_argument("--strategy", default="best_response",
                     help="--model strategy: best_response (default) or wsls")
     cm.add_argument("--memory", type=int, default=None, help="--model strategy: memory length H (required there)")
-    cm.add_argument("--seed", type=int, default=None, help="random seed (default: fresh entropy)")
+    cm.add_argument("--seed", type=int, default=None, help="random seed (default: one drawn, printed on stderr and recorded in --json and --out)")
     cm.add_argument("--out", default=None, metavar="DIR|FILE",
                     help="the sweep table, one row per committed count: a file ending in .csv or .parquet, or a "
                          "directory (created) receiving critical_mass.parquet (--format csv: .csv)")
@@ -236,6 +236,16 @@ def _load_table(path: str, memory: int, names):
     return StrategyTable.from_frame(df, memory=memory, names=names)
 
 
+def _write_summary(path, summary: dict) -> None:
+    """The printed summary (its seed first) as JSON beside a command's tables under ``--out``."""
+    import json
+
+    from normlab.cli_output import json_default
+    from normlab.user_files import write_user_text
+
+    write_user_text(path, json.dumps(summary, indent=1, default=json_default))
+
+
 def _simulate(args) -> int:
     from pathlib import Path
 
@@ -245,8 +255,11 @@ def _simulate(args) -> int:
         from normlab._validate import check_out_dir
 
         check_out_dir(args.out)
-    graph = _graph_from_spec(args.graph, args.n_agents, args.seed)
-    common = dict(n_runs=args.runs, graph=graph, max_interactions=args.max_interactions, stop=args.stop, rng=args.seed,
+    from normlab._rng import resolve_seed
+
+    seed, drawn = resolve_seed(args.seed)  # said on stderr once the run is done (an error stays one line)
+    graph = _graph_from_spec(args.graph, args.n_agents, seed)
+    common = dict(n_runs=args.runs, graph=graph, max_interactions=args.max_interactions, stop=args.stop, rng=seed,
                   progress=(True if args.progress else None) if show_progress(args) else False)
     if args.model == "minimal":
         initial = args.initial
@@ -272,7 +285,7 @@ def _simulate(args) -> int:
                             initial=args.initial, names=names, n_names=args.n_names, **common)
     else:
         raise ValueError("choose a model: normlab simulate {minimal,binary,strategy} ...")
-    summary = res.summary()
+    summary = with_seed(res.summary(), seed, drawn)
     sr = res.success_rate()
     reach = sr.loc[sr["success_rate"] >= 0.95, "round"]
     summary["rounds_to_95"] = int(reach.iloc[0]) if len(reach) else None
@@ -286,6 +299,8 @@ def _simulate(args) -> int:
             else:
                 df.to_parquet(out / f"{name}.parquet", index=False)
         summary["out"] = str(out)
+        _write_summary(out / "summary.json", summary)
+    announce_seed("simulate", seed, drawn)
     emit(summary, args.json)
     return 0
 
@@ -300,9 +315,12 @@ def _critical_mass(args) -> int:
         if args.memory is None:
             raise ValueError("--model strategy needs --memory H")
         kw = dict(strategy=args.strategy, memory=args.memory)
+    from normlab._rng import resolve_seed
+
+    seed, drawn = resolve_seed(args.seed)  # said on stderr once the sweep is done (an error stays one line)
     res = critical_mass(args.model, committed, n_agents=args.n_agents, n_runs=args.runs,
-                        within_rounds=args.within_rounds, rng=args.seed, progress=show_progress(args), **kw)
-    summary = res.summary()
+                        within_rounds=args.within_rounds, rng=seed, progress=show_progress(args), **kw)
+    summary = with_seed(res.summary(), seed, drawn)
     if not args.json:  # every missing value said in words (null in --json)
         kmax = int(res.committed.max())
         beyond = f"not reached with up to {kmax} committed (the largest count swept)"
@@ -316,5 +334,7 @@ def _critical_mass(args) -> int:
         df = res.to_frame()
         df.to_csv(path, index=False) if path.suffix.lower() == ".csv" else df.to_parquet(path, index=False)
         summary["out"] = str(path)
+        _write_summary(path.with_suffix(".json"), summary)
+    announce_seed("critical-mass", seed, drawn)
     emit(summary, args.json)
     return 0

@@ -314,16 +314,60 @@ _sg_lean_play = njit(cache=True)(_sg_lean_play_py)
 _sg_lean_order_play = kernel_variant(_sg_lean_play_py, "_sg_lean_order_play_py", _ORDER_DRAWS=True)
 
 
+# Run effects, lazily: a run visits a few dozen of the table's states, so the thresholds of its own
+# table (the draw's logits under the run's shift and sharpness) are computed the first time the run
+# meets a state, not for every state before the run (issue 32: that cost 10 us per run, 1.9 of
+# predict's 3.7 CPU s). The effects variants of the lean kernels differ from the plain ones only in
+# their pick (``_lean_pick_lazy``), so the plain kernels' code is what it was.
+@njit(inline="always")
+def _lean_pick_lazy(u, thr, b, W):
+    """:func:`_lean_pick` (``W = 2``) on a run's table under its run effect, computed on first use.
+
+    ``thr`` is the run's block: per state ``s`` four entries ``[threshold 0, threshold 1, stamp,
+    logit]`` (one cache line), then ``[shift, sharpness, token]``. The thresholds of the state at
+    offset ``b = 2 s`` are those :func:`_effect_thresholds` writes (same arithmetic), computed when
+    its stamp is not the run's token."""
+    n = thr.shape[0]
+    o = 2 * b
+    tok = thr[n - 1]
+    if thr[o + 2] != tok:
+        x = thr[o + 3]
+        if np.isnan(x):
+            thr[o] = -1.0
+            thr[o + 1] = -1.0
+        else:
+            eta = thr[n - 2] * x + thr[n - 3]
+            p0 = 0.0 if eta > 709.0 else 1.0 / (1.0 + math.exp(eta))  # 709: exp overflows past it
+            thr[o] = 2.0 if p0 >= 1.0 else p0
+            thr[o + 1] = 2.0
+        thr[o + 2] = tok
+    return np.int64(u >= thr[o]) + np.int64(u >= thr[o + 1])
+
+
+_sg_lean_effects_play = kernel_variant(_sg_lean_play_py, "_sg_lean_effects_play_py", _lean_pick=_lean_pick_lazy)
+_sg_lean_order_effects_play = kernel_variant(_sg_lean_play_py, "_sg_lean_order_effects_play_py", _ORDER_DRAWS=True,
+                                             _lean_pick=_lean_pick_lazy)
+#: Added to a stage's name-order mode when its runs play lazily computed run effects (:func:`_lean`).
+LAZY_MODE = 3
+
+
 @njit(inline="always")
 def _lean(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr, omode, r_count,
           r_succ, r_prod, r_produ, scal, wk):
-    """One lean run: the plain kernel (``omode`` 0) or the one that draws name orders."""
+    """One lean run: the plain kernel (``omode`` 0) or the one that draws name orders (1, 2); with
+    ``LAZY_MODE`` added, their variants whose thresholds come from run effects on first use."""
     if omode == 0:
         _sg_lean_play(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr, omode,
                       r_count, r_succ, r_prod, r_produ, scal, wk)
-    else:
+    elif omode < LAZY_MODE:
         _sg_lean_order_play(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
                             omode, r_count, r_succ, r_prod, r_produ, scal, wk)
+    elif omode == LAZY_MODE:
+        _sg_lean_effects_play(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
+                              omode - LAZY_MODE, r_count, r_succ, r_prod, r_produ, scal, wk)
+    else:
+        _sg_lean_order_effects_play(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code,
+                                    flip_thr, omode - LAZY_MODE, r_count, r_succ, r_prod, r_produ, scal, wk)
 
 
 def _sg_lean_run_py(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr,
@@ -340,10 +384,19 @@ _sg_lean_run = njit(cache=True)(_sg_lean_run_py)
 @njit(inline="always")
 def _run_thr(re, d, g, k, thr):
     """The thresholds run ``k`` of group ``g`` of draw ``d`` plays: the draw's table, or -- with run
-    effects (``re = (on, b, kappa, logits, work)``) -- that table under the run's effect."""
-    on, re_b, re_k, lg, thr_run = re
-    if on:
+    effects (``re = (mode, b, kappa, logits, work)``) -- that table under the run's effect: every
+    state's thresholds at once (``mode`` 1, the reference) or the run's shift and sharpness and a
+    new token in the work block's tail, the thresholds computed on first use (``mode`` 2,
+    :func:`_lean_pick_lazy`)."""
+    mode, re_b, re_k, lg, thr_run = re
+    if mode == 1:
         _effect_thresholds(lg, re_b[d, g, k], re_k[d, g, k], thr_run)
+        return thr_run
+    if mode == 2:
+        n = thr_run.shape[0]
+        thr_run[n - 3] = re_b[d, g, k]
+        thr_run[n - 2] = re_k[d, g, k]
+        thr_run[n - 1] += 1.0
         return thr_run
     return thr
 
@@ -638,10 +691,12 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
        simulated), ``ex_last3``, ``ex_cm`` (the smallest count of the grid meeting the rule, inf if
        none) and the per-round shares of the runs of the kept counts (``ex_share``).
 
-    ``effects = (on, b, kappa)`` (arrays shaped like ``seeds[..., 0]``): with ``on`` run ``k`` of
-    group ``g`` of draw ``d`` plays the draw's table under its run effect, logits
-    ``kappa * logit p + b`` (two names; with per-order tables each order's logit); off, the
-    draw's table itself (bit-identical to before).
+    ``effects = (mode, b, kappa)`` (arrays shaped like ``seeds[..., 0]``): with ``mode`` 1 or 2
+    run ``k`` of group ``g`` of draw ``d`` plays the draw's table under its run effect, logits
+    ``kappa * logit p + b`` (two names; with per-order tables each order's logit), its thresholds
+    computed for every state before the run (1) or for each state the run meets, when it meets it
+    (2, the default: same thresholds, same runs); ``mode`` 0, the draw's table itself
+    (bit-identical to before).
 
     Every run is :func:`_sg_lean_play`. Returns ``(runs with an invalid probability vector,
     interactions simulated)``.
@@ -673,15 +728,26 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
         max_runs = max(max_runs, e_off[j + 1] - e_off[j])
     wx = (np.empty((max_runs, n_rows)), np.zeros(max_runs, np.int64), np.zeros(max_runs, np.bool_),
           np.empty(max(window, 1)))
-    on, re_b, re_k = effects
+    mode, re_b, re_k = effects
     lg = np.empty(S)
-    re = (on, re_b, re_k, lg, np.empty(S * W))
+    if mode == 2:  # lazily: per state [thresholds, stamp, logit], then [b, kappa, token] (see _lean_pick_lazy)
+        thr_run = np.empty(4 * S + 3)
+        for s in range(S):
+            thr_run[4 * s + 2] = -1.0
+        thr_run[4 * S + 2] = 0.0
+        game = (game[0], game[1], game[2], game[3], game[4] + LAZY_MODE, game[5] + LAZY_MODE)
+    else:
+        thr_run = np.empty(S * W)
+    re = (mode, re_b, re_k, lg, thr_run)
     n_err = 0
     n_int = 0
     for d in range(tables.shape[0]):
         _choice_thresholds(tables[d], S, W, thr)
-        if on:
+        if mode:
             _table_logits(tables[d], S, W, lg)
+            if mode == 2:
+                for s in range(S):
+                    thr_run[4 * s + 3] = lg[s]
         g = 0
         if do_cons:
             e, m = _design_consensus(seeds, d, g, game, consensus, out_cons, work, re)
@@ -865,14 +931,14 @@ def strategy_design(tables, seeds, n_agents, memory, plan: DesignPlan | None = N
     plan_strength = (plan.strength, plan.mix_kx)
     plan_exp, out_exp = _experiment_plan(experiment, D, plan.flip_sum)
     if effects is None:
-        eff = (False, np.zeros((1, 1, 1)), np.ones((1, 1, 1)))
+        eff = (np.int64(0), np.zeros((1, 1, 1)), np.ones((1, 1, 1)))
     else:
         if W != 2:
             raise ValueError(f"run effects act on two-name tables; got W={W}")
         b, k = (np.ascontiguousarray(a, np.float64) for a in effects)
         if b.shape != seeds.shape[:3] or k.shape != seeds.shape[:3]:
             raise ValueError(f"effects must be shaped like seeds[..., 0] {seeds.shape[:3]}; got {b.shape}, {k.shape}")
-        eff = (True, b, k)
+        eff = (np.int64(1 if _EAGER_EFFECTS else 2), b, k)
     n_err, n_int = _sg_design(seeds, flat, game, plan_cons, plan_flips, plan_strength, out_cons, out_flips,
                               out_strength, plan_exp, out_exp, eff)
     if n_err:
@@ -889,6 +955,11 @@ def strategy_design(tables, seeds, n_agents, memory, plan: DesignPlan | None = N
     if experiment is not None:
         out.update(ex_ok=out_exp[0], ex_last3=out_exp[1], ex_cm=out_exp[2], ex_share=out_exp[3])
     return out
+
+
+#: Play run effects by computing every state's thresholds before each run (the reference of the lazy
+#: thresholds, :func:`_lean_pick_lazy`; bit-identical, slower). Tests switch it on.
+_EAGER_EFFECTS = False
 
 
 def _experiment_plan(experiment, D, flip_sum):

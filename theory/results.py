@@ -403,7 +403,8 @@ class GameResult:
                     "initial": self.params.get("initial_label", "empty"),
                     "n_interactions": T, "consensus": end_consensus(decs[-1], self.n_agents),
                     "source_file": None, "memory_consensus": self.name_label(self.winner[k]),
-                    "consensus_rule": "end_window",
+                    "consensus_rule": "end_window", "stop": self.stop, "stop_reason": str(self.stop_reason[k]),
+                    "max_interactions": int(self.max_interactions),
                 }
             )
         return GameLog(pd.concat(decs, ignore_index=True), pd.DataFrame(runs))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr
+from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr, error_bars
 from normlab._rng import spawn
 from normlab._validate import check_int
 
@@ -197,7 +197,7 @@ class CriticalMassResult:
         ax = new_axes(ax, (5.8, 4.6))
         f = 1.0 / self.n_agents if fraction else 1.0
         x = self.committed * f
-        ax.errorbar(x, self.p_flip, yerr=[self.p_flip - self.ci_low, self.ci_high - self.p_flip], fmt="o-", ms=4,
+        ax.errorbar(x, self.p_flip, yerr=error_bars(self.p_flip, self.ci_low, self.ci_high), fmt="o-", ms=4,
                     capsize=2, lw=1.2, label=f"P(flip within {self.within_rounds} rounds), 95% CI")
         ax.axhline(self.level, color="0.5", lw=0.8, ls=":")
         if np.isfinite(self.low) or np.isfinite(self.high):

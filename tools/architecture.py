@@ -38,7 +38,10 @@ def _module_name(path: Path) -> str:
 
 def plugins() -> dict[Path, str]:
     """Files of the plug-in modules, each with the registry that names it."""
-    sys.path.insert(0, str(REPO / "src"))
+    try:  # the installed normlab (CI installs it non-editable; src/ alone lacks the mapped packages)
+        import normlab.calibration  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, str(REPO / "src"))
     from normlab.calibration.fit.registry import FIT_KINDS
     from normlab.figures.registry import FIGURE_MODULES
     from normlab.llm_runs.probes.registry import PROBES

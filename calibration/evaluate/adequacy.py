@@ -5,8 +5,9 @@ table is wrong in the states the experiment visits, the runs of the LLM differ f
 more than the model's runs do, or the experiment's design (a few ragged runs per count, a
 knife-edge ensemble rule) makes the published number noisy. :func:`check_adequacy` separates them
 with a posterior predictive check: for every posterior draw of the table it simulates *the
-experiment that was run* -- the tested committed counts, the runs per count, each run's own length
-and the rule's window, read from the log by :class:`~normlab.calibration.ExperimentDesign` -- and
+experiment that was run* -- the tested committed counts, the runs per count, the protocol's cap and
+stop rule and the rule's window, read from the log by :class:`~normlab.calibration.ExperimentDesign`
+(never a run's own length: a run stopped on an outcome would hand its outcome to the simulation) -- and
 compares, count by count, statistics of the challenger-share trajectories with the LLM's:
 
 ``tipped``
@@ -64,7 +65,7 @@ from ..fit.inputs import _check_names, _state_index_map, counts_from_log, select
 from ..fit.posterior import StrategyFit
 from ..fit.registry import fit_strategy
 from ..prediction.api import predict
-from ..prediction.experiment import committed_runs, experiment_designs
+from ..prediction.experiment import ExperimentDesign, committed_runs, experiment_designs
 from .observed_critical_mass import challenger_shares
 
 __all__ = ["Adequacy", "check_adequacy", "ADEQUACY_STATISTICS", "PairAgreement", "pair_agreement"]
@@ -281,7 +282,7 @@ def _fit_of(fit):
 
 def check_adequacy(fit, log: GameLog, *, n_agents: int | None = None, llm: str | None = None, majorities=None,
                    n_draws: int = 200, window: int | None = None, run_effects="fit", order_bias: float = 0.0,
-                   level: float = 0.95, rng=None) -> Adequacy:
+                   level: float = 0.95, design=None, rng=None) -> Adequacy:
     """Play the fitted table under the exact design of a log's committed runs and test it against them.
 
     Parameters
@@ -307,6 +308,11 @@ def check_adequacy(fit, log: GameLog, *, n_agents: int | None = None, llm: str |
         (:mod:`normlab.theory.name_order`).
     level : float, optional
         Level of the simulated intervals and bands.
+    design : ExperimentDesign or sequence of them, optional
+        The experiment(s) the fit is played under (default: each direction's
+        :meth:`ExperimentDesign.from_log`: the counts, runs per count, cap and stop rule the experimenter
+        fixed); another design tests what reading the runs under it does (e.g. one giving each run its
+        own length).
     rng : optional
 
     Returns
@@ -332,7 +338,12 @@ def check_adequacy(fit, log: GameLog, *, n_agents: int | None = None, llm: str |
     if not 0 < float(level) < 1:
         raise ValueError(f"level must be in (0, 1); got {level}")
     names, H = tuple(fit.names), fit.memory
-    designs = experiment_designs(log, names=names, memory=H, n_agents=n_agents, llm=llm, window=window)
+    if design is None:
+        designs = experiment_designs(log, names=names, memory=H, n_agents=n_agents, llm=llm, window=window)
+    else:
+        designs = [design] if isinstance(design, ExperimentDesign) else list(design)
+        if not all(isinstance(d, ExperimentDesign) for d in designs):
+            raise TypeError("design must be an ExperimentDesign or a sequence of them")
     if majorities is not None:
         want = [str(m) for m in np.atleast_1d(majorities)]
         bad = set(want) - set(names)
@@ -372,14 +383,17 @@ def check_adequacy(fit, log: GameLog, *, n_agents: int | None = None, llm: str |
                 traj.append(pd.DataFrame({"source": "llm", "direction": dr, "committed": int(c), "run": int(r),
                                           "round": np.arange(1, len(t) + 1), "share": t, "low": np.nan,
                                           "high": np.nan}))
-            # simulated: per draw the runs of this count (run k has length L[k])
+            # simulated: per draw the runs of this count (each at most its cap L[k], ending earlier under a stop rule)
             s = sh[sh["committed"] == c]
             piv = s.pivot_table(index=["draw", "run"], columns="round", values="share", aggfunc="first")
             R = int(piv.columns.max()) if len(piv) else 0
             mat = piv.reindex(columns=range(1, R + 1)).to_numpy()
             dr_ids = piv.index.get_level_values(0).to_numpy()
             run_k = piv.index.get_level_values(1).to_numpy()
-            comp = np.array([L[k] // N for k in run_k])
+            # a simulated run's own rounds (a streak-stopped run ends before its cap, its last rounds the consensus
+            # it stopped on), not its design slot: the cap is a bound, never the run's length
+            rec = ~np.isnan(mat)
+            comp = np.where(rec.any(axis=1), R - np.argmax(rec[:, ::-1], axis=1), 0) if R else np.zeros(len(mat), int)
             sim_final = np.array([_final_shares(mat[i], comp[i], win) for i in range(len(mat))])
             l3 = ex[ex["committed"] == c].set_index("draw")["last3"]
             stats = []
@@ -416,7 +430,8 @@ def check_adequacy(fit, log: GameLog, *, n_agents: int | None = None, llm: str |
     settings = {"fit_on": fit.meta.get("fit_on"), "fit_kind": fit.kind, "llm": fit.meta.get("llm"), "n_draws": D,
                 "n_agents": N, "window": win, "run_effects": bool(re), "order_bias": float(order_bias),
                 "name_order": "independent (baselines), shared (committed runs)",
-                "designs": [d.to_dict() for d in designs], "final_rounds": FINAL_ROUNDS, "flip_sum": FLIP_SUM}
+                "designs": [d.to_dict() for d in designs], "final_rounds": FINAL_ROUNDS, "flip_sum": FLIP_SUM,
+                "rng": pred.settings.get("rng")}
     return Adequacy(checks=checks, overall=overall, trajectories=pd.concat(traj, ignore_index=True), draws=draws,
                     level=float(level), settings=settings)
 

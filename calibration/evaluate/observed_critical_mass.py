@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
+from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr, error_bars
 from normlab._rng import as_generator
 from normlab._validate import check_int
 from normlab.schema import GameLog
@@ -285,7 +285,7 @@ class EmpiricalCriticalMass:
             lab = f"{key[2]} overturning {key[1]} (N={key[3]}, H={key[4]})"
             if len(e):
                 lab += f": published {fmt(e.iloc[0]['published'])}"
-            ax.errorbar(cv["committed"], cv["p_flip"], yerr=[cv["p_flip"] - cv["ci_low"], cv["ci_high"] - cv["p_flip"]],
+            ax.errorbar(cv["committed"], cv["p_flip"], yerr=error_bars(cv["p_flip"], cv["ci_low"], cv["ci_high"]),
                         fmt="o", color=c, capsize=3, label=lab)
             if len(e) and np.isfinite(e.iloc[0]["b1"]) and e.iloc[0]["b1"] > 0:
                 xs = np.linspace(0, max(float(cv["committed"].max()), 1.0), 200)

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import plotting
+from normlab._display import plotting, error_bars
 from normlab._rng import spawn
 from normlab._validate import check_int
 from normlab.llm_runs.runner.mode import EXACT, SAMPLE, mode_of
@@ -294,8 +294,7 @@ class ProbeCheck:
         nm = self.fit.names[0]
         for k, (src, g) in enumerate(st.groupby("source", sort=False)):
             g = g[g["valid"] >= 10]
-            axes[0].errorbar(g["p_first_pred"], g["p_first"], yerr=[g["p_first"] - g["p_first_low"],
-                                                                      g["p_first_high"] - g["p_first"]],
+            axes[0].errorbar(g["p_first_pred"], g["p_first"], yerr=error_bars(g["p_first"], g["p_first_low"], g["p_first_high"]),
                              fmt="o", ms=3, lw=0.6, alpha=0.75, color=f"C{k}", label=_short(src))
         axes[0].plot([0, 1], [0, 1], color="0.5", lw=0.8)
         axes[0].set(xlabel=f"exact probe: p({nm} | state, valid)", ylabel=f"sampled: share of {nm} among valid answers",
@@ -304,8 +303,7 @@ class ProbeCheck:
         axes[0].legend(fontsize=7, frameon=False)
         for k, (src, g) in enumerate(st.groupby("source", sort=False)):
             g = g[g["attempts"] >= 20]
-            axes[1].errorbar(g["valid_pred"], g["valid_rate"], yerr=[g["valid_rate"] - g["valid_low"],
-                                                                      g["valid_high"] - g["valid_rate"]],
+            axes[1].errorbar(g["valid_pred"], g["valid_rate"], yerr=error_bars(g["valid_rate"], g["valid_low"], g["valid_high"]),
                              fmt="o", ms=3, lw=0.6, alpha=0.75, color=f"C{k}", label=_short(src))
         axes[1].plot([0, 1], [0, 1], color="0.5", lw=0.8)
         axes[1].set(xlabel="exact probe: covered mass C (pool name at the answer position)",

@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from normlab._display import plotting
+from normlab._display import plotting, error_bars
 from normlab._validate import check_int
 from normlab.schema import GameLog
 
@@ -563,7 +563,7 @@ class Scores:
         for k, (tgt, g) in enumerate(rel.groupby("target", sort=False)):
             g = g[g["n"] > 0]
             c = f"C{k}"
-            ax.errorbar(g["mean_p"], g["freq"], yerr=[g["freq"] - g["low"], g["high"] - g["freq"]], fmt="none",
+            ax.errorbar(g["mean_p"], g["freq"], yerr=error_bars(g["freq"], g["low"], g["high"]), fmt="none",
                         ecolor=c, alpha=0.6, lw=1)
             ax.scatter(g["mean_p"], g["freq"], s=15 + 85 * g["n"] / max(1, rel["n"].max()), color=c,
                        label=f"{tgt} ({int(g['n'].sum())} forecasts)", zorder=3, alpha=0.85)

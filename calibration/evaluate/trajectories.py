@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, html_card, legend_outside, plain, plotting, short_repr
+from normlab._display import fmt, html_card, legend_outside, plain, plotting, short_repr, error_bars
 from normlab._rng import as_generator, spawn
 from normlab.schema import GameLog
 from normlab.theory import strategy_game
@@ -429,7 +429,7 @@ def plot_flip_curves(prediction=None, empirical=None, *, majority: str, n_agents
         if memory is not None:
             cv = cv[cv["memory"] == memory]
         if not cv.empty:
-            ax.errorbar(cv["committed"], cv["p_flip"], yerr=[cv["p_flip"] - cv["ci_low"], cv["ci_high"] - cv["p_flip"]],
+            ax.errorbar(cv["committed"], cv["p_flip"], yerr=error_bars(cv["p_flip"], cv["ci_low"], cv["ci_high"]),
                         fmt="o", color="C3", capsize=3, label="LLM runs (Clopper-Pearson 95%)")
             est = empirical.estimates[(empirical.estimates["majority"] == majority)]
             if n_agents is not None:

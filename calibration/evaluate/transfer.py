@@ -15,6 +15,10 @@ log, :func:`transfer_scores` predicts the target's experiments and scores them w
 - a different LLM is the leave-one-model-out check: how much is lost by predicting a model with
   another model's strategy.
 
+Every cell plays the source fit's run effects (:class:`~normlab.calibration.RunEffects`: they act on
+the logits, so at any ``H``; an "other LLM" cell plays the source LLM's; a joint fit's lined up with
+its table draws); the ``run_effects`` column says which (``joint``, ``marginal`` or ``none``).
+
 Targets carry the design of their own experiments: the consensus interval is that of as many
 runs as the target has baseline runs, the published-rule interval that of its runs per committed
 count, flips are read within the target's observed window (``min(within_rounds, complete rounds of
@@ -51,6 +55,7 @@ from normlab.theory.strategies import decode_state, encode_state, n_states
 
 from ..fit.inputs import _check_names
 from ..fit.posterior import StrategyFit, load_fit
+from ..fit.run_effects import RunEffects
 from ..prediction.api import predict
 from .rivals import RIVAL_LABELS, design_rounds
 from .scores import compare_forecasts, rival_wins, score, summarize_coverage
@@ -67,7 +72,8 @@ def _suffix_index(W: int, h_fit: int, h_new: int) -> np.ndarray:
                     dtype=np.int64)
 
 
-def tables_at_memory(fit: StrategyFit, memory: int, n_draws: int, *, how: str = "suffix", rng=None) -> list:
+def tables_at_memory(fit: StrategyFit, memory: int, n_draws: int, *, how: str = "suffix", rng=None,
+                     return_index: bool = False):
     """Posterior draws of a fitted strategy, as tables over the memory states of another ``H``.
 
     Parameters
@@ -84,11 +90,15 @@ def tables_at_memory(fit: StrategyFit, memory: int, n_draws: int, *, how: str = 
         state effects; ``"prior"``: the feature model with every state effect drawn from its prior
         ``N(0, tau)`` (hierarchical fits).
     rng : optional
+    return_index : bool, optional
+        Also return the stored posterior draw each table comes from (:meth:`StrategyFit.tables`;
+        None for a fit without stored draws): a joint fit's run effects are paired with them.
 
     Returns
     -------
     list of normlab.theory.strategies.StrategyTable
-        ``n_draws`` tables for ``memory`` (for ``memory == fit.memory`` the fit's own draws).
+        ``n_draws`` tables for ``memory`` (for ``memory == fit.memory`` the fit's own draws; with
+        ``return_index``: ``(tables, index)``).
 
     Raises
     ------
@@ -107,10 +117,13 @@ def tables_at_memory(fit: StrategyFit, memory: int, n_draws: int, *, how: str = 
     H = check_int(memory, "memory", low=1)
     D = check_int(n_draws, "n_draws", low=1)
     if H == fit.memory:
-        return fit.tables(D, rng=rng)
+        tabs, index = fit.tables(D, rng=rng, return_index=True)
+        return (tabs, index) if return_index else tabs
     if how == "suffix":
         idx = _suffix_index(fit.n_names, fit.memory, H)
-        return [StrategyTable(t[idx], memory=H, names=fit.names) for t in fit.sample_tables(D, rng=rng)]
+        arr, index = fit.sample_tables(D, rng=rng, return_index=True)
+        tabs = [StrategyTable(t[idx], memory=H, names=fit.names) for t in arr]
+        return (tabs, index) if return_index else tabs
     if not fit.family.features:
         raise ValueError(f"memory transfer {how!r} needs a feature-based fit (logit or hierarchical); "
                          f"use how='suffix' for an {fit.kind} fit")
@@ -121,7 +134,7 @@ def tables_at_memory(fit: StrategyFit, memory: int, n_draws: int, *, how: str = 
                         prior=fit.prior, decay=fit.decay, coef_names=fit.coef_names, coef_draws=fit.coef_draws,
                         tau_draws=fit.tau_draws if how == "prior" else np.zeros(0),
                         meta={**fit.meta, "memory_transfer": {"from": fit.memory, "how": how}})
-    return moved.tables(D, rng=rng)
+    return moved.tables(D, rng=rng, return_index=return_index)  # the same stored draws: the index holds
 
 
 def fitted_runs(fit: StrategyFit, log: GameLog) -> np.ndarray:
@@ -598,7 +611,7 @@ def _transfer_cell(lab, fit, t, log, names, fitted, s, *, n_draws, n_runs_flip, 
            **{c: np.nan for c in _RIVAL_COLS},
            "coverage_experiment": np.nan, "n_experiment": 0, "zero_width_experiment": np.nan,
            "coverage_underlying": np.nan, "n_underlying": 0, "zero_width_underlying": np.nan, "logistic_trained_on": "",
-           "within_rounds": np.nan, "seconds": 0.0, "note": ""}
+           "within_rounds": np.nan, "seconds": 0.0, "note": "", "run_effects": "none"}
     # what is left to score once the fit's own runs are set aside
     r = log.runs
     here = r[(r["model"] == t["llm"]) & (r["n_agents"] == t["n_agents"]) & (r["memory"] == t["memory"])
@@ -619,13 +632,19 @@ def _transfer_cell(lab, fit, t, log, names, fitted, s, *, n_draws, n_runs_flip, 
         dirs = [(x, y) for x, y in dirs if x in maj]
     else:
         dirs = dirs[:1]
-    tables = tables_at_memory(fit, t["memory"], D, how=memory_transfer, rng=spawn(s, 2)[0])
+    tables, index = tables_at_memory(fit, t["memory"], D, how=memory_transfer, rng=spawn(s, 2)[0], return_index=True)
     n_base = int((init == "empty").sum())
+    # the source fit's run effects (they act on logits, so at any H; an "other LLM" cell plays the source LLM's):
+    # a joint fit's lined up with its table draws
+    eff = RunEffects.from_dict(fit.meta.get("run_effects"))
+    if eff.kind == "joint" and index is not None:
+        eff = eff.aligned(index)
     pred = predict(tables, n_agents=t["n_agents"], n_draws=D, within_rounds=wr, committed=counts,
                    directions=dirs, consensus=has_base, strength=False, n_runs_flip=nrf,
                    n_runs_consensus=max(10, n_base), max_rounds=mr,
                    design_runs=max(1, t["runs_per_count"]), max_round=published_max_round(t["llm"], t["n_agents"]),
-                   rng=spawn(s, 2)[1])
+                   run_effects=eff if eff.active and len(names) == 2 else None, rng=spawn(s, 2)[1])
+    row["run_effects"] = eff.kind if eff.active and len(names) == 2 else "none"
     try:
         sc = score(pred, log, exclude=sorted(fitted), llm=t["llm"], rng=s)
     except ValueError as exc:

@@ -26,13 +26,14 @@ S8-S10; A. Gelman et al., Bayesian Data Analysis, 3rd ed. (2013), ch. 5 (hierarc
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .inputs import StateCounts
-from .logit import (CENTRED_ABOVE, TAU_SD, LogitFamily, LogitParams, _check_counts, _check_sampler, _log_sigmoid,
-                    _resolve_decay, _sigmoid, import_pymc)
+from .logit import (CENTRED_ABOVE, TAU_SD, LogitFamily, LogitParams, _check_counts, _check_run_effects,
+                    _check_sampler, _log_sigmoid, _resolve_decay, _sigmoid, import_pymc)
 from .posterior import StrategyFit
 
 __all__ = ["HierarchicalFamily", "HierarchicalParams", "HIERARCHICAL", "fit_hierarchical", "conditional_deltas"]
@@ -213,11 +214,74 @@ def _conditional_deltas(mu, k, n, tau, u):
 # ----------------------------------------------------------------------------- the family
 @dataclass(frozen=True)
 class HierarchicalParams(LogitParams):
-    """The parameters of a ``hierarchical`` fit: those of the feature logit (:class:`LogitParams`) and
-    the posterior draws of the state-effect scale (``tau_draws``, one positive draw per coefficient
-    draw; checked by :meth:`HierarchicalFamily.check`)."""
+    """The parameters of a ``hierarchical`` fit: those of the feature logit (:class:`LogitParams`), the
+    posterior draws of the state-effect scale (``tau_draws``, one positive draw per coefficient draw;
+    checked by :meth:`HierarchicalFamily.check`) and -- for a fit with run effects in the model, whose
+    state effects have no one-dimensional conditional on aggregated counts -- the posterior draws of
+    the observed states' effects (``delta_states``, ``delta_draws`` of shape ``(draws, states)``;
+    stored in a fit document as 16-bit quantiles per state, compressed)."""
 
     tau_draws: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    delta_states: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    delta_draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    def __post_init__(self):
+        super().__post_init__()
+        st = np.asarray(self.delta_states, np.int64).reshape(-1)
+        dd = np.asarray(self.delta_draws, float)
+        if dd.size == 0:
+            dd = np.zeros((0, len(st)))
+        for a in (st, dd):
+            a.setflags(write=False)
+        object.__setattr__(self, "delta_states", st)
+        object.__setattr__(self, "delta_draws", dd)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if self.delta_draws.size:
+            d["state_effects"] = encode_draws(self.delta_states, self.delta_draws)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "HierarchicalParams":
+        base = super().from_dict(d)
+        if not d.get("state_effects"):
+            return base
+        st, dd = decode_draws(d["state_effects"])
+        return dataclasses.replace(base, delta_states=st, delta_draws=dd)
+
+
+def encode_draws(states, draws) -> dict:
+    """Posterior draws of per-state values, compactly: per state its range and 16-bit quantiles of it
+    (``(value - low) / scale``, ``scale = range / 65535``: an error below ``range / 131070``), zlib
+    and base64 (about 2 bytes a draw and state)."""
+    import base64
+    import zlib
+
+    x = np.asarray(draws, float)
+    lo = x.min(axis=0)
+    scale = (x.max(axis=0) - lo) / 65535.0
+    scale = np.where(scale > 0, scale, 1.0)
+    lo, scale = np.round(lo, 7), np.round(scale, 10)
+    scale = np.where(scale > 0, scale, 1e-10)
+    q = np.clip(np.round((x - lo) / scale), 0, 65535).astype("<u2")
+    return {"states": [int(v) for v in states], "draws": int(x.shape[0]), "low": lo.tolist(),
+            "scale": scale.tolist(), "encoding": "uint16 quantiles, zlib, base64",
+            "data": base64.b64encode(zlib.compress(q.tobytes(), 9)).decode("ascii")}
+
+
+def decode_draws(d: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of :func:`encode_draws`: ``(states, draws)``."""
+    import base64
+    import zlib
+
+    st = np.asarray(d["states"], np.int64)
+    n = int(d["draws"])
+    q = np.frombuffer(zlib.decompress(base64.b64decode(d["data"])), dtype="<u2")
+    if q.size != n * len(st):
+        raise ValueError("state_effects: the data do not hold draws x states values")
+    q = q.reshape(n, len(st)).astype(float)
+    return st, np.asarray(d["low"], float) + q * np.asarray(d["scale"], float)
 
 
 class HierarchicalFamily(LogitFamily):
@@ -241,11 +305,24 @@ class HierarchicalFamily(LogitFamily):
         td = fit.tau_draws
         if td.shape[0] != fit.coef_draws.shape[0] or np.any(td <= 0):
             raise ValueError("a hierarchical fit needs one positive tau draw per coefficient draw")
+        p = fit.params
+        dd = getattr(p, "delta_draws", np.zeros((0, 0)))
+        if dd.size and (dd.shape != (fit.coef_draws.shape[0], len(p.delta_states))
+                        or np.any(p.delta_states < 1) or np.any(p.delta_states >= fit.counts.shape[0])):
+            raise ValueError("stored state effects need one draw per coefficient draw and states of the table "
+                             "(not the empty memory)")
 
     def _with_state_effects(self, fit, eta, order, g):
         # unobserved states from the prior N(0, tau), observed ones from their one-dimensional
-        # conditionals
+        # conditionals -- or, for a fit with run effects in the model, from their stored joint draws
         n_draws, S = eta.shape
+        dd = fit.params.delta_draws
+        if dd.size:
+            tau = np.asarray(fit.tau_draws, dtype=float)[order]
+            delta = g.normal(0.0, 1.0, (n_draws, S)) * tau[:, None]
+            delta[:, 0] = 0.0
+            delta[:, fit.params.delta_states] = dd[order]
+            return eta + delta
         k = fit.counts[:, 1]
         n = fit.counts.sum(axis=1)
         obs = n > 0
@@ -296,21 +373,36 @@ class HierarchicalFamily(LogitFamily):
     def _tau_draws(self, posterior) -> np.ndarray:
         return np.asarray(posterior["tau"]).reshape(-1)
 
+    def _delta_draws(self, posterior, k, n, state_ids):
+        """``(states, draws)``: the state effects of the observed states but the empty memory, per
+        draw, rebuilt from the two parametrisations of :meth:`_model_state_effects`."""
+        has_delta = state_ids != 0
+        big = has_delta & (n > CENTRED_ABOVE)
+        small = has_delta & ~big
+        tau = np.asarray(posterior["tau"]).reshape(-1)
+        out = np.zeros((tau.size, len(state_ids)))
+        if small.any():
+            out[:, small] = np.asarray(posterior["z"]).reshape(tau.size, -1) * tau[:, None]
+        if big.any():
+            out[:, big] = np.asarray(posterior["delta_c"]).reshape(tau.size, -1)
+        return np.asarray(state_ids)[has_delta].astype(np.int64), out[:, has_delta]
+
 
 HIERARCHICAL = HierarchicalFamily()
 
 
 def fit_hierarchical(counts: StateCounts, *, decay="auto", draws: int = 1000, tune: int = 1000, chains: int = 2,
                      cores: int = 2, target_accept: float = 0.9, rng=None, meta: dict | None = None,
-                     return_idata: bool = False, progress: bool = False):
+                     return_idata: bool = False, progress: bool = False, run_effects=True):
     """Fit the hierarchical strategy: feature logit plus partially pooled state effects (NUTS).
 
     Parameters
     ----------
     counts : StateCounts
         Two-name decision counts.
-    decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata, progress
-        As for :func:`normlab.calibration.fit_logit`.
+    decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata, progress, run_effects
+        As for :func:`normlab.calibration.fit_logit` (``run_effects``: the table, state effects and run
+        effects sampled together, the default; the fit then stores its state effects' draws).
 
     Returns
     -------
@@ -330,7 +422,8 @@ def fit_hierarchical(counts: StateCounts, *, decay="auto", draws: int = 1000, tu
     """
     _check_counts(counts)
     _check_sampler(draws, tune, chains, cores, target_accept)
+    _check_run_effects(run_effects)
     d = _resolve_decay(counts, decay, rng)
-    return HIERARCHICAL._fit_nuts(counts, decay=d, draws=draws, tune=tune, chains=chains, cores=cores,
-                                  target_accept=target_accept, rng=rng, meta=meta, return_idata=return_idata,
-                                  progress=progress)
+    return HIERARCHICAL._fit_nuts(counts, decay=d, sampler=dict(draws=draws, tune=tune, chains=chains, cores=cores,
+                                                                target_accept=target_accept, progress=progress),
+                                  rng=rng, meta=meta, return_idata=return_idata, run_effects=run_effects)

@@ -52,6 +52,8 @@ DECAY_GRID = (0.1, 0.3, 0.5, 0.7, 0.85, 1.0)
 COEF_SD = 5.0
 TAU_SD = 2.5
 CENTRED_ABOVE = 20
+#: Scale of the half-normal prior on the run effects' standard deviations (the joint model).
+RE_SD_PRIOR = 1.0
 
 
 def _sigmoid(x):
@@ -205,7 +207,7 @@ def _diagnostics(idata, sampling_seconds):
         vals = [v for v in vals if v.size]
         return float(fn(np.concatenate(vals))) if vals else float("nan")
 
-    glob = ("beta", "tau")
+    glob = ("beta", "tau", "sd_b", "sd_k", "re_chol_stds")
     st = idata.sample_stats
     return {
         "r_hat_max": red(rhat, np.nanmax),
@@ -280,6 +282,11 @@ class LogitFamily(FitFamily):
 
     # ----------------------------------------------------------------- draws
     def sample_tables(self, fit, n_draws: int, g) -> np.ndarray:
+        return self.sample_tables_indexed(fit, n_draws, g)[0]
+
+    def sample_tables_indexed(self, fit, n_draws: int, g):
+        """The table draws and the stored draw each one is (cycled through in a random order): a
+        joint fit's run effects are paired with its table draws by this index."""
         S = fit.counts.shape[0]
         D = fit.coef_draws.shape[0]
         order = np.concatenate([g.permutation(D) for _ in range(-(-n_draws // D))])[:n_draws]
@@ -290,7 +297,7 @@ class LogitFamily(FitFamily):
         p1 = _sigmoid(eta)
         out[:, :, 1] = p1
         out[:, :, 0] = 1.0 - p1
-        return out
+        return out, order
 
     def _with_state_effects(self, fit, eta, order, g):
         """The log-odds of every draw and state (the feature model has no state effect)."""
@@ -324,12 +331,24 @@ class LogitFamily(FitFamily):
     def thin(self, fit, n: int):
         D = fit.coef_draws.shape[0]
         keep = np.linspace(0, D - 1, min(n, D)).round().astype(int)
-        kept = {k: getattr(fit.params, k)[keep] for k in ("coef_draws", "tau_draws") if k in fit.params.names()}
-        return dataclasses.replace(fit, params=dataclasses.replace(fit.params, **kept),
-                                   meta={**fit.meta, "draws_kept": int(len(keep))})
+        kept = {k: getattr(fit.params, k)[keep] for k in ("coef_draws", "tau_draws", "delta_draws")
+                if k in fit.params.names() and np.size(getattr(fit.params, k))}
+        meta = {**fit.meta, "draws_kept": int(len(keep))}
+        re = meta.get("run_effects")
+        if isinstance(re, dict) and re.get("kind") == "joint" and re.get("sample"):
+            # the joint posterior's effects, paired with the table draws: thinned alike
+            meta["run_effects"] = {**re, "sample": [re["sample"][i] for i in keep]}
+        return dataclasses.replace(fit, params=dataclasses.replace(fit.params, **kept), meta=meta)
 
     # ----------------------------------------------------------------- NUTS
-    def _build_model(self, X, k, n, state_ids):
+    def _build_model(self, X, k, n, state_ids, rows=None, correlated=False):
+        """The model on the observed states' features ``X``, counts ``k`` of name 1 of ``n``.
+
+        Without ``rows``: the pooled likelihood on the aggregated counts. With ``rows = (run, pos, k1,
+        k0)`` -- one row per (run, observed state) -- every run ``r`` plays the table under its own
+        effect, ``logit p_r(s) = kappa_r * logit p(s) + b_r``, ``b_r = sd_b zb_r``,
+        ``log kappa_r = sd_k zk_r`` (non-centred, mean zero: the table is the median run's),
+        ``sd_b, sd_k ~ HalfNormal(1)``; ``correlated``: ``(b, log kappa)`` with an LKJ(2) correlation."""
         pm = import_pymc()
         import pytensor.tensor as pt
 
@@ -338,8 +357,25 @@ class LogitFamily(FitFamily):
         with pm.Model() as model:
             beta = pm.Normal("beta", 0.0, COEF_SD, shape=len(cols))
             eta = self._model_state_effects(pt.dot(Xc, beta), k, n, state_ids)
-            # binomial log-likelihood on (possibly fractional) aggregated counts
-            pm.Potential("loglik", pt.sum(k * -pt.softplus(-eta) + (n - k) * -pt.softplus(eta)))
+            if rows is None:
+                # binomial log-likelihood on (possibly fractional) aggregated counts
+                pm.Potential("loglik", pt.sum(k * -pt.softplus(-eta) + (n - k) * -pt.softplus(eta)))
+            else:
+                run, pos, k1, k0 = rows
+                R = int(run.max()) + 1
+                if correlated:
+                    chol, _, _ = pm.LKJCholeskyCov("re_chol", n=2, eta=2.0, compute_corr=True,
+                                                   sd_dist=pm.HalfNormal.dist(RE_SD_PRIOR, shape=2))
+                    zz = pm.Normal("re_z", 0.0, 1.0, shape=(R, 2))
+                    e = pt.dot(zz, chol.T)
+                    b, lk = e[:, 0], e[:, 1]
+                else:
+                    sd_b = pm.HalfNormal("sd_b", RE_SD_PRIOR)
+                    sd_k = pm.HalfNormal("sd_k", RE_SD_PRIOR)
+                    b = sd_b * pm.Normal("re_zb", 0.0, 1.0, shape=R)
+                    lk = sd_k * pm.Normal("re_zk", 0.0, 1.0, shape=R)
+                er = pt.exp(lk)[run] * eta[pos] + b[run]
+                pm.Potential("loglik", pt.sum(k1 * -pt.softplus(-er) + k0 * -pt.softplus(er)))
         return model, cols
 
     def _model_state_effects(self, eta, k, n, state_ids):
@@ -349,16 +385,27 @@ class LogitFamily(FitFamily):
     def _tau_draws(self, posterior) -> np.ndarray:
         return np.zeros(0)
 
-    def _fit_nuts(self, counts, *, decay, draws, tune, chains, cores, target_accept, rng, meta, return_idata,
-                  progress=False):
+    def _delta_draws(self, posterior, k, n, state_ids):
+        """Per draw the state effects of the observed states (``(states, draws)``; the feature model:
+        none)."""
+        return None
+
+    def _fit_nuts(self, counts, *, decay, sampler: dict, rng, meta, return_idata, run_effects=True):
+        """The NUTS fit: ``sampler`` holds ``draws``, ``tune``, ``chains``, ``cores``, ``target_accept``,
+        ``progress``; ``run_effects``: True (independent run effects in the model), ``"correlated"``
+        (with an LKJ(2) correlation) or False (the pooled model)."""
         pm = import_pymc()
 
+        draws, tune, chains, cores = sampler["draws"], sampler["tune"], sampler["chains"], sampler["cores"]
+        target_accept, progress = sampler["target_accept"], sampler.get("progress", False)
+        correlated = run_effects == "correlated"
         _quiet()
         X = design_matrix(counts.memory, decay)
         C = counts.counts
         n = C.sum(axis=1)
         obs = np.flatnonzero(n > 0)
-        model, cols = self._build_model(X[obs], C[obs, 1], n[obs], obs)
+        rows = _run_rows(counts, obs) if run_effects else None
+        model, cols = self._build_model(X[obs], C[obs, 1], n[obs], obs, rows=rows, correlated=bool(correlated))
         seeds = [int(s) for s in as_seed_sequence(rng).generate_state(chains)]
         t0 = time.perf_counter()
         with model, warnings.catch_warnings():
@@ -382,11 +429,53 @@ class LogitFamily(FitFamily):
              "chains": chains, "target_accept": target_accept, "coef_sd": COEF_SD, "tau_sd": TAU_SD,
              "centred_above": CENTRED_ABOVE}
         m.update(meta or {})
-        params = self.Params(decay=float(decay), coef_names=COLUMNS, coef_draws=coef,
-                             **({"tau_draws": tau} if "tau_draws" in self.Params.names() else {}))
+        extra = {"tau_draws": tau} if "tau_draws" in self.Params.names() else {}
+        if rows is not None:
+            m["run_effects_model"] = {"kind": "joint", "sd_prior": RE_SD_PRIOR, "correlated": bool(correlated),
+                                      "runs": int(rows[0].max()) + 1, "rows": int(len(rows[0]))}
+            deltas = self._delta_draws(post, C[obs, 1], n[obs], obs)
+            if deltas is not None:
+                extra.update(delta_states=deltas[0], delta_draws=deltas[1])
+        params = self.Params(decay=float(decay), coef_names=COLUMNS, coef_draws=coef, **extra)
         fit = StrategyFit(kind=self.kind, names=counts.names, memory=counts.memory, counts=C, params=params,
                           diagnostics=diag, meta=m)
+        if rows is not None:
+            from .run_effects import joint_run_effects
+
+            sd = _effect_draws(post, bool(correlated))
+            fit = dataclasses.replace(fit, meta={**fit.meta, "run_effects": joint_run_effects(
+                fit, counts, sd).to_dict()})
         return (fit, idata) if return_idata else fit
+
+
+def _run_rows(counts, obs):
+    """``(run, pos, k1, k0)``: one row per (run, observed state) of the counts, ``pos`` the state's place
+    among the observed states ``obs`` (the joint model's likelihood), or None with fewer than
+    :data:`~normlab.calibration.fit.run_effects.MIN_RUNS` runs (the pooled model then)."""
+    from .run_effects import MIN_RUNS
+
+    gi = np.asarray(counts.group_index, np.int64)
+    runs, run = np.unique(gi, return_inverse=True)
+    if len(runs) < MIN_RUNS:
+        return None
+    c = np.asarray(counts.group_counts, float)
+    keep = c.sum(axis=1) > 0
+    where = np.full(counts.counts.shape[0], -1, np.int64)
+    where[obs] = np.arange(len(obs))
+    pos = where[np.asarray(counts.group_state, np.int64)[keep]]
+    return run[keep].astype(np.int64), pos, c[keep, 1], c[keep, 0]
+
+
+def _effect_draws(posterior, correlated: bool) -> np.ndarray:
+    """Posterior draws ``(sd_b, sd_k, rho)`` of the joint model's run effects (chains flattened, in the
+    order of the coefficient draws)."""
+    if correlated:
+        sds = np.asarray(posterior["re_chol_stds"]).reshape(-1, 2)
+        rho = np.asarray(posterior["re_chol_corr"]).reshape(-1, 2, 2)[:, 0, 1]
+        return np.column_stack([sds, rho])
+    sb = np.asarray(posterior["sd_b"]).reshape(-1)
+    sk = np.asarray(posterior["sd_k"]).reshape(-1)
+    return np.column_stack([sb, sk, np.zeros_like(sb)])
 
 
 LOGIT = LogitFamily("logit")
@@ -395,7 +484,7 @@ LOGIT_SYMMETRIC = LogitFamily("logit_symmetric", symmetric=True)
 
 def fit_logit(counts: StateCounts, *, symmetric: bool = False, decay="auto", draws: int = 1000, tune: int = 1000,
               chains: int = 2, cores: int = 2, target_accept: float = 0.9, rng=None, meta: dict | None = None,
-              return_idata: bool = False, progress: bool = False):
+              return_idata: bool = False, progress: bool = False, run_effects=True):
     """Fit the feature-only logistic strategy (``logit``, or ``logit_symmetric``) with NUTS.
 
     Parameters
@@ -417,6 +506,13 @@ def fit_logit(counts: StateCounts, *, symmetric: bool = False, decay="auto", dra
         Also return the ArviZ ``InferenceData`` (then the result is a tuple).
     progress : bool, optional
         Show the sampler's progress bar. Divergent transitions always raise a ``RuntimeWarning``.
+    run_effects : bool or "correlated", optional
+        Fit the run effects in the model (default; from three runs on): every run plays the table
+        under its own shift and sharpness, sampled with it (non-centred, mean zero, half-normal
+        standard deviations), and the fit's ``meta["run_effects"]`` holds their posterior draws,
+        paired with the table draws (:class:`~normlab.calibration.RunEffects`, kind ``"joint"``).
+        ``"correlated"``: shift and sharpness correlated (an LKJ(2) prior) instead of independent.
+        False: the pooled model (every run the same table).
 
     Returns
     -------
@@ -424,11 +520,19 @@ def fit_logit(counts: StateCounts, *, symmetric: bool = False, decay="auto", dra
 
     References
     ----------
-    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Table 1, Fig. S8.
+    Flint Ashery, Aiello & Baronchelli, Sci. Adv. 11, eadu9368 (2025), Table 1, Fig. S8; Gelman &
+    Hill (2007), ch. 14 (varying-intercept, varying-slope logistic models).
     """
     _check_counts(counts)
     _check_sampler(draws, tune, chains, cores, target_accept)
+    _check_run_effects(run_effects)
     d = _resolve_decay(counts, decay, rng)
     return (LOGIT_SYMMETRIC if symmetric else LOGIT)._fit_nuts(
-        counts, decay=d, draws=draws, tune=tune, chains=chains, cores=cores, target_accept=target_accept, rng=rng,
-        meta=meta, return_idata=return_idata, progress=progress)
+        counts, decay=d, sampler=dict(draws=draws, tune=tune, chains=chains, cores=cores, target_accept=target_accept,
+                                      progress=progress), rng=rng, meta=meta, return_idata=return_idata,
+        run_effects=run_effects)
+
+
+def _check_run_effects(value) -> None:
+    if not (isinstance(value, (bool, np.bool_)) or value == "correlated"):
+        raise ValueError(f"run_effects must be True, False or 'correlated'; got {value!r}")

@@ -45,7 +45,7 @@ import pandas as pd
 from normlab._display import html_card, new_axes, plain, plotting, short_repr
 from normlab._rng import as_seed_sequence, spawn
 
-from .registry import MODELS, fit_kind_names, fit_strategy
+from .registry import MODELS, fit_family, fit_kind_names, fit_strategy
 from .hierarchical import fit_hierarchical
 from .inputs import StateCounts
 from .logit import (DECAY_GRID, _check_counts, _check_pos_int, _folds, _heldout_ll, _resolve_decay, divergence_warning,
@@ -274,8 +274,9 @@ def compare_models(counts: StateCounts, *, models=None, by: str = "run", k: int 
         for i, (train, test) in enumerate(splits):
             # a conjugate family (the empirical table) ignores the sampler settings and is scored by
             # its exact posterior mean
+            # the pooled models (no run effects): the comparison scores tables, not runs' effects
             fit = fit_strategy(train, m, decay=d, draws=draws, tune=tune, chains=chains, cores=cores,
-                               rng=fit_seeds[j])
+                               rng=fit_seeds[j], **({"run_effects": False} if fit_family(m).uses_nuts else {}))
             j += 1
             if fit.family.conjugate:
                 p1 = fit.mean_table().table[:, 1]

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr
+from normlab._display import fmt, html_card, legend_outside, load_result, new_axes, plain, plotting, save_result, short_repr, error_bars
 from normlab._rng import as_generator, as_seed_sequence
 from normlab._validate import Check, check_int, validated
 from normlab.llm_runs.probes import check_table_size
@@ -232,6 +232,11 @@ class FitFamily:
         the generator ``g``."""
         raise NotImplementedError
 
+    def sample_tables_indexed(self, fit, n_draws: int, g):
+        """``(tables, index)``: :meth:`sample_tables` and, per table, the stored posterior draw it is
+        (None for a family whose draws are not stored ones; default)."""
+        return self.sample_tables(fit, n_draws, g), None
+
     def mean_table(self, fit, n_draws: int, rng) -> np.ndarray:
         """The posterior-mean table, shape ``(n_states, W)`` (default: the mean of ``n_draws``
         draws seeded by ``rng``)."""
@@ -407,7 +412,7 @@ class StrategyFit:
         return design_matrix(self.memory, self.decay)
 
     # ----------------------------------------------------------------- draws
-    def sample_tables(self, n_draws: int, *, rng=None) -> np.ndarray:
+    def sample_tables(self, n_draws: int, *, rng=None, return_index: bool = False):
         """Posterior draws of the whole table.
 
         Parameters
@@ -416,19 +421,28 @@ class StrategyFit:
             Number of tables. Feature-based fits cycle through their stored coefficient draws
             (in a random order) when more are asked than stored.
         rng : None, int, SeedSequence or Generator, optional
+        return_index : bool, optional
+            Also return which stored posterior draw each table is (None for a family whose draws are
+            not stored ones, e.g. ``empirical``): a joint fit's run effects
+            (``meta["run_effects"]``) are paired with its table draws by it.
 
         Returns
         -------
         numpy.ndarray, shape (n_draws, n_states, W)
-            ``p[d, s, n]``: probability of name ``n`` in state ``s`` under draw ``d``.
+            ``p[d, s, n]``: probability of name ``n`` in state ``s`` under draw ``d`` (with
+            ``return_index``: ``(tables, index)``).
         """
         if isinstance(n_draws, bool) or not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
             raise ValueError(f"n_draws must be an int >= 1; got {n_draws!r}")
-        return self.family.sample_tables(self, int(n_draws), as_generator(rng))
+        tabs, index = self.family.sample_tables_indexed(self, int(n_draws), as_generator(rng))
+        return (tabs, index) if return_index else tabs
 
-    def tables(self, n_draws: int, *, rng=None) -> list:
-        """Posterior draws as :class:`normlab.theory.strategies.StrategyTable` objects."""
-        return [StrategyTable(t, memory=self.memory, names=self.names) for t in self.sample_tables(n_draws, rng=rng)]
+    def tables(self, n_draws: int, *, rng=None, return_index: bool = False):
+        """Posterior draws as :class:`normlab.theory.strategies.StrategyTable` objects (with
+        ``return_index``: ``(tables, index)`` as :meth:`sample_tables`)."""
+        arr, index = self.sample_tables(n_draws, rng=rng, return_index=True)
+        tabs = [StrategyTable(t, memory=self.memory, names=self.names) for t in arr]
+        return (tabs, index) if return_index else tabs
 
     def mean_table(self, *, n_draws: int = 400, rng=0):
         """Posterior-mean table (exact for ``empirical``/``logit``; Monte Carlo with ``n_draws``
@@ -612,7 +626,7 @@ class StrategyFit:
         ax.scatter(st["pred_mean"], st["observed_freq"], s=np.clip(np.sqrt(st["n"]) * 3, 4, 60), alpha=0.3,
                    color="C0", lw=0, label="memory states (size: decisions)")
         ax.errorbar(ln["pred_mean"], ln["observed_freq"],
-                    xerr=[ln["pred_mean"] - ln["pred_low"], ln["pred_high"] - ln["pred_mean"]], fmt="o", color="C3",
+                    xerr=error_bars(ln["pred_mean"], ln["pred_low"], ln["pred_high"]), fmt="o", color="C3",
                     capsize=3, label="per memory length (95% predictive interval)")
         for _, r in ln.iterrows():
             ax.annotate(f"L={int(r['memory_len'])}", (r["pred_mean"], r["observed_freq"]), fontsize=7, color="C3",

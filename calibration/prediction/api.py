@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from normlab._rng import spawn
+from normlab._rng import seeded, spawn
 from normlab.theory.criteria import published_max_round
 from normlab.theory.name_order import check_order
 
@@ -157,8 +157,12 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
         Between-run heterogeneity of the strategy (:mod:`normlab.calibration.fit.run_effects`): every
         simulated run plays the draw's table under its own run effect. ``"fit"`` (default): the
         effects stored with the fit (``fit.meta["run_effects"]``, written by
-        :func:`~normlab.calibration.calibrate`), none if it has none; None: identical runs.
-        Kernel engine, two names.
+        :func:`~normlab.calibration.calibrate`; a joint fit's posterior draws of the effects, each
+        played with the table draw it was sampled with), none if it has none -- and none for
+        explicit table draws (a list of tables: ``settings["run_effects_note"]`` says so; pass a
+        :class:`~normlab.calibration.RunEffects`: a joint fit's is played row ``i`` with table ``i``,
+        so line it up with the tables by :meth:`~normlab.calibration.RunEffects.aligned`); None:
+        identical runs. Kernel engine, two names.
     order_bias : float, optional
         First-listed bias ``gamma`` of the prompts (:mod:`normlab.theory.name_order`): each table
         is played as per-order tables averaging to it. 0 (default): the tables as they are
@@ -242,15 +246,22 @@ def run_prediction(fit, settings: PredictSettings, *, threads: int | None = 1, e
     if engine == "reference" and (designs or effects.active or gamma):
         raise ValueError("the reference engine plays the paper's design without run effects; use engine='kernel' "
                          "with design=, run_effects= or order_bias=")
-    seeds = spawn(rng, 3)
-    tables = table_draws(fit, D, rng=seeds[0])
+    ss, rng_record = seeded(rng)
+    seeds = ss.spawn(3)
+    tables, index = table_draws(fit, D, rng=seeds[0], return_index=True)
+    # a joint fit's run effects are posterior draws paired with its table draws (explicit tables: row i with
+    # table i, see RunEffects.aligned); other effects are drawn apart
+    pair = None
+    if effects.kind == "joint":
+        pair = index if index is not None else (np.arange(D) if not isinstance(fit, StrategyFit) else None)
     draw_seeds = spawn(seeds[1], D) if engine == "reference" else None
     cfg = dict(n_agents=N, within_rounds=wr, n_runs_consensus=nrc, n_runs_flip=nrf, max_rounds=mr,
                committed=counts, directions=dirs, consensus=bool(consensus), strength=bool(strength),
                assume_monotone=bool(assume_monotone), level=float(flip_level), design_runs=nd, max_round=mxr)
     ids = list(range(D))
     if engine == "kernel":
-        kcfg = dict(cfg, designs=designs, effect_draws=effects.draws(D, rng=seeds[2]) if effects.active else None,
+        kcfg = dict(cfg, designs=designs,
+                    effect_draws=effects.draws(D, rng=seeds[2], index=pair) if effects.active else None,
                     effect_seed=seeds[2], order_bias=gamma, name_order=tuple(str(o) for o in name_order))
         cons, success, stats, flips, cmd, strg, exp = _predict_kernel(tables, ids, seeds[1], kcfg, names, H, executor)
     else:
@@ -263,6 +274,11 @@ def run_prediction(fit, settings: PredictSettings, *, threads: int | None = 1, e
                             "per_run": f"first passage within {wr} rounds, {nrf} runs per count, "
                                        f"flip frequency >= {float(flip_level)}"},
                   designs=[d.to_dict() for d in designs], run_effects=effects.to_dict() if effects.active else None,
+                  rng=rng_record,
+                  **({"run_effects_note": "explicit table draws carry no run effects; pass run_effects="}
+                     if not isinstance(fit, StrategyFit) and isinstance(s.run_effects, str) and s.run_effects == "fit"
+                     else {}),
+                  **({"run_effects_paired": True} if pair is not None and effects.active else {}),
                   **({"order_bias": gamma, "name_order": [str(o) for o in name_order]} if gamma else {}))
     fs = fit.summary() if isinstance(fit, StrategyFit) else {"kind": "fixed table"}
     return Prediction(names=tuple(names), memory=H, n_agents=N, n_draws=D, within_rounds=wr, level=float(level),

@@ -2,14 +2,17 @@
 
 The critical mass of Flint Ashery et al. (2025, Table S3) is not a property of the LLM alone: it
 is the smallest *tested* count whose runs meet the authors' ensemble rule, so it depends on the
-counts tested, the runs per count, how long each run lasted and the window of the rule. An
+counts tested, the runs per count, how long a run may last and the window of the rule. An
 interval for it must be the interval of the experiment it is compared with. The published
-archives test coarse grids (Llama-3.1: 1, 2, 4, 6, 8, 10 committed agents, 10 runs each, runs of
-14 to 33 rounds); the paper's design for prediction is 10 runs of the full window at every count.
+archives test coarse grids (Llama-3.1: 1, 2, 4, 6, 8, 10 committed agents, 10 runs each, capped at
+800 interactions and stopped at a streak of 3N successes); the paper's design for prediction is
+10 runs of the full window at every count.
 
-:class:`ExperimentDesign` holds one direction's design -- the tested counts and the length of
-each run -- either read from the committed runs of a log (:meth:`ExperimentDesign.from_log`) or
-the paper's (:meth:`ExperimentDesign.paper`). Past the last tested count the grid is
+:class:`ExperimentDesign` holds one direction's design -- the tested counts and the cap of each
+run, with the stop rule -- either read from what the experimenter of a log's committed runs fixed
+before running (:meth:`ExperimentDesign.from_log`: counts, runs per count, the protocol's cap and
+stop rule; never a run's own length, which in a stopped run tells its outcome) or the paper's
+(:meth:`ExperimentDesign.paper`). Past the last tested count the grid is
 *extended*: the count the experimenters would have tested next, with the design's typical
 number of runs, each as long as the window, so that a predicted critical mass beyond the tested
 counts is a number, not just "not reached" (``extend=False`` keeps the grid as tested).
@@ -68,7 +71,9 @@ class ExperimentDesign:
     counts : tuple of int
         Tested committed counts, increasing (0: the consensus left alone, the authors' "evolved" runs).
     lengths : tuple of tuple of int
-        Interactions of each run at each tested count.
+        Interactions of each run at each tested count: caps fixed before the run (with
+        ``stop="streak"`` a run may end earlier; :meth:`from_log` gives every run of a count its
+        count's cap, never a run's own length).
     window : int
         Rounds of the published rule (``max_round``).
     extend : bool
@@ -158,13 +163,32 @@ class ExperimentDesign:
     @classmethod
     def from_log(cls, log: GameLog, *, names, majority: str, memory: int | None = None,
                  n_agents: int | None = None, llm: str | None = None, window: int | None = None,
-                 extend: bool = True) -> "ExperimentDesign":
-        """The design of the committed-minority runs of a log in one direction.
+                 stop: str | None = None, cap: int | None = None, extend: bool = True) -> "ExperimentDesign":
+        """The committed-minority experiment of a log in one direction, as the experimenter fixed it
+        before running: the tested counts, the runs per count, the protocol's cap on a run's length
+        and its stop rule -- never a run's own length.
 
         The runs that start from a consensus on ``majority`` (``initial == "consensus:<majority>"``)
         with agents committed to the other name -- and those with nobody committed (count 0, the
         authors' "evolved" runs) -- of the pool ``names`` (any order), at ``memory`` and
-        ``n_agents`` (default: the most common among them), of ``llm`` (the ``model`` column).
+        ``n_agents`` (default: the most common among them), of ``llm`` (the ``model`` column). Only
+        the run table is read (no decision):
+
+        - **counts** and **runs** per count as tested;
+        - the **cap** of a run with at least one committed agent: ``cap`` if given, else the largest
+          planned length the run table records (``planned_interactions`` of the published archives,
+          ``max_interactions`` of normlab's runs), else the longest such run (a run that played to the
+          cap); if every run stopped before its cap, any cap of at least the window reads the same,
+          so ``max(longest, window * N)`` (said in :attr:`source`). Count 0: its own planned length,
+          else its longest run;
+        - the **stop** rule: ``stop`` if given, else ``"streak"`` when a run with committed agents
+          ended at a streak of ``3N`` successes before the cap (``stop_streak`` of the published
+          archives, ``stop_reason`` of normlab's runs), else ``"none"``.
+
+        Every run of a count gets its count's cap (:attr:`lengths` are caps fixed before the run).
+        A run's own length is not used: in the published Llama-3.1 runs every run shorter than the
+        800-interaction cap ended in the challenger's consensus, so its length tells its outcome, and
+        a simulated run given that length would leak it (issue 32).
 
         Parameters
         ----------
@@ -177,6 +201,10 @@ class ExperimentDesign:
         window : int, optional
             Default: the authors' window for the LLM at this N
             (:func:`normlab.theory.criteria.published_max_round`).
+        stop : {"none", "streak"}, optional
+            Override the stop rule read from the run table.
+        cap : int, optional
+            Override the cap (interactions) of the runs with committed agents.
         extend : bool, optional
 
         Returns
@@ -191,15 +219,40 @@ class ExperimentDesign:
         r = committed_runs(log, names=names, majority=majority, memory=memory, n_agents=n_agents, llm=llm)
         names = tuple(str(n) for n in names)
         challenger = names[1] if names[0] == majority else names[0]
-        n_agents = int(r["n_agents"].iloc[0])
+        N = int(r["n_agents"].iloc[0])
         models = sorted(map(str, r["model"].unique()))
-        counts, lengths = [], []
-        for c, g in r.groupby("committed_count", sort=True):
-            counts.append(int(c))
-            lengths.append(tuple(int(t) for t in sorted(g["n_interactions"].astype(int)) if t > 0) or (1,))
-        W = published_max_round(models[0], int(n_agents)) if window is None else window
-        return cls(majority, challenger, int(n_agents), tuple(counts), tuple(lengths), W, extend=extend,
-                   source=f"{models[0]}: {len(r)} committed-minority runs in the data")
+        W = published_max_round(models[0], N) if window is None else check_int(window, "window", low=3)
+        if stop is not None and stop not in STOPS:
+            raise ValueError(f"stop must be one of {list(STOPS)}; got {stop!r}")
+        n_int = r["n_interactions"].astype(int).to_numpy()
+        cc = r["committed_count"].astype(int).to_numpy()
+        planned = _planned(r)
+        has = cc > 0
+        note = ""
+        if cap is not None:
+            cap_c = check_int(cap, "cap", low=1)
+        elif has.any() and np.isfinite(planned[has]).any():
+            cap_c = int(np.nanmax(planned[has]))
+        elif has.any():
+            cap_c = int(n_int[has].max())
+        else:
+            cap_c = W * N
+        ended = _stopped(r, cc, n_int, cap_c, N)
+        if cap is None and has.any() and not np.isfinite(planned[has]).any() and ended[has].all():
+            cap_c = max(cap_c, W * N)  # every run stopped: the cap is unknown beyond its longest run
+            note = f"; cap unknown (every run stopped): {cap_c} interactions"
+        if (cc == 0).any():
+            p0 = planned[cc == 0]
+            cap0 = int(np.nanmax(p0)) if np.isfinite(p0).any() else int(n_int[cc == 0].max())
+        else:
+            cap0 = cap_c
+        if stop is None:
+            stop = "streak" if (ended & has).any() else "none"
+        counts = sorted(int(c) for c in np.unique(cc))
+        lengths = tuple((cap0 if c == 0 else cap_c,) * int((cc == c).sum()) for c in counts)
+        return cls(majority, challenger, N, tuple(counts), lengths, W, extend=extend,
+                   source=f"{models[0]}: {len(r)} committed-minority runs in the data (cap {cap_c} interactions"
+                          f"{', stopped at a 3N streak' if stop == 'streak' else ''}){note}", stop=stop)
 
     # ------------------------------------------------------------------ views
     @property
@@ -239,10 +292,12 @@ class ExperimentDesign:
         return pd.DataFrame(rows)
 
     def summary(self) -> dict:
-        """Plain Python: counts, runs per count, run lengths in rounds (min/median/max), window, extension."""
+        """Plain Python: counts, runs per count, caps (interactions per count, and in rounds: min/median/max),
+        window, stop rule, extension."""
         rounds = [t / self.n_agents for L in self.lengths for t in L]
         return plain({"direction": self.direction, "majority": self.majority, "challenger": self.challenger,
                       "n_agents": self.n_agents, "counts": list(self.counts), "runs": list(self.runs),
+                      "cap": [max(L) for L in self.lengths],
                       "rounds": {"min": min(rounds), "median": float(np.median(rounds)), "max": max(rounds)},
                       "window": self.window, "extend": self.extend, "runs_beyond": self.runs_beyond,
                       "source": self.source, "stop": self.stop})
@@ -256,8 +311,11 @@ class ExperimentDesign:
         span = f"{lo:.0f} rounds" if abs(hi - lo) < 0.5 else f"{lo:.0f}-{hi:.0f} rounds"
         ext = f"; beyond {self.counts[-1]}: {self.runs_beyond} runs of {self.window} rounds per count" \
             if self.extend and self.counts[-1] < self.n_agents - 1 else ""
-        stop = ", stopped at a 3N streak" if self.stop == "streak" else ""
-        return (f"counts {', '.join(map(str, self.counts))} ({per}), runs of {span}{stop}, window {self.window} rounds"
+        if self.stop == "streak":
+            length = f"capped at {span}, stopped at a 3N streak"
+        else:
+            length = f"runs of {span}"
+        return (f"counts {', '.join(map(str, self.counts))} ({per}), {length}, window {self.window} rounds"
                 f"{ext}")
 
     def to_dict(self) -> dict:
@@ -289,6 +347,28 @@ class ExperimentDesign:
         """The paper's design for six agents at three counts, three runs each (``tests/test_contracts.py``)."""
         return cls.paper("A", "B", 6, runs=3, counts=(1, 2, 3))
 
+
+
+def _planned(r: pd.DataFrame) -> np.ndarray:
+    """Per run the length planned before it ran (NaN: not recorded): ``planned_interactions`` (the
+    published archives) or ``max_interactions`` (normlab's runs), the larger where both are."""
+    out = np.full(len(r), np.nan)
+    for col in ("planned_interactions", "max_interactions"):
+        if col in r.columns:
+            v = pd.to_numeric(r[col], errors="coerce").to_numpy(float)
+            out = np.fmax(out, np.where(v > 0, v, np.nan))
+    return out
+
+
+def _stopped(r: pd.DataFrame, cc, n_int, cap: int, N: int) -> np.ndarray:
+    """Per run whether it ended at a consensus streak of ``3N`` successes (before its cap)."""
+    out = np.zeros(len(r), bool)
+    if "stop_streak" in r.columns:  # the published archives: the success streak the run ended on
+        streak = pd.to_numeric(r["stop_streak"], errors="coerce").fillna(0).to_numpy()
+        out |= (streak >= 3 * N) & (n_int < cap)
+    if "stop_reason" in r.columns:  # normlab's runs
+        out |= (r["stop_reason"].astype(str) == "streak").to_numpy()
+    return out & (cc > 0)
 
 
 def committed_runs(log: GameLog, *, names, majority: str, memory: int | None = None, n_agents: int | None = None,

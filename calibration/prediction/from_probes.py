@@ -66,10 +66,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import elapsed_bar, plotting
+from normlab._display import elapsed_bar, plotting, error_bars
 from normlab._rng import as_generator, spawn
 from normlab._validate import check_int
-from normlab.llm_runs import EndpointConfig, enumerate_states, load_template, open_endpoint, strategy_table
+from normlab.llm_runs import (BudgetExhausted, EndpointConfig, enumerate_states, load_template, open_endpoint,
+                              strategy_table)
 from normlab.llm_runs.runner.exact import name_normaliser, sampler_probs
 from normlab.llm_runs import journal
 from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, read_settings
@@ -766,7 +767,7 @@ class ProbePrediction:
             f = f[f["name"] == self.fit.names[0]].reset_index(drop=True)
             x = np.arange(len(f))
             ax1.vlines(x, f["p_min_order"], f["p_max_order"], color="0.6", lw=1, label="spread over name orders")
-            ax1.errorbar(x, f["p"], yerr=[f["p"] - f["low"], f["high"] - f["p"]], fmt="o", ms=2.5, color="C3",
+            ax1.errorbar(x, f["p"], yerr=error_bars(f["p"], f["low"], f["high"]), fmt="o", ms=2.5, color="C3",
                          lw=0.8, label="order average (interval over draws)")
             ax1.set(xlabel="memory state (stable order)", ylabel=f"p({self.fit.names[0]} | state)", ylim=(-0.02, 1.02))
             ax1.legend(fontsize=8, frameon=False)
@@ -906,8 +907,8 @@ def run_probe_prediction(names, settings: ProbeSettings, *, endpoint=None, out=N
         t_probe = time.perf_counter() - t0
         usage = _usage(directory, before)
         jit = {"prompts": 0, "tokens_compared": 0, "jitter_sd": 0.0, "max_abs_diff": 0.0}
-        if js:
-            jit = measure_jitter(directory, endpoint=endpoint, n_states=js, rng=seeds[1])
+        if js:  # one --budget over the probe and these re-asks: what the probe journaled counts
+            jit = measure_jitter(directory, endpoint=_budget_left(endpoint, usage), n_states=js, rng=seeds[1])
         fit = probe_fit(directory, jitter_sd=jit["jitter_sd"], order_mixing=order_mixing)
     finally:
         if tmp is not None:
@@ -933,6 +934,24 @@ def run_probe_prediction(names, settings: ProbeSettings, *, endpoint=None, out=N
                 "n_draws": D, "order_mixing": order_mixing, "jitter_states": js, "template": str(template),
                 "seconds": round(time.perf_counter() - t_start, 2), "underlying_runs": UNDERLYING_RUNS if underlying else None}
     return ProbePrediction(fit=fit, prediction=pred, underlying=und, cost=cost, settings=settings)
+
+
+def _budget_left(endpoint, usage: dict):
+    """``endpoint`` with its caps less what the probe's directory has spent (``usage``: :func:`_usage`);
+    a cap already reached is :class:`~normlab.llm_runs.BudgetExhausted`."""
+    if endpoint.budget_tokens is None and endpoint.budget_usd is None:
+        return endpoint
+    tok = usage["prompt_tokens"] + usage["completion_tokens"]
+    usd = (usage["prompt_tokens"] * endpoint.price_input + usage["completion_tokens"] * endpoint.price_output) / 1e6
+    kw = {}
+    if endpoint.budget_tokens is not None:
+        kw["budget_tokens"] = endpoint.budget_tokens - tok
+    if endpoint.budget_usd is not None:
+        kw["budget_usd"] = endpoint.budget_usd - usd
+    if any(v <= 0 for v in kw.values()):
+        raise BudgetExhausted(f"budget reached: the probe spent {tok:,} tokens (${usd:.4f}); the endpoint-jitter "
+                              "requests (--jitter-states) need more")
+    return dataclasses.replace(endpoint, **kw)
 
 
 def _usage(directory, before: dict | None = None) -> dict:

@@ -31,7 +31,7 @@ DESIGN_RUNS = 10
 WIDTH_FRACTIONS = tuple(k / 8 for k in range(1, 8))
 
 
-def table_draws(fit, n_draws: int, *, rng=None):
+def table_draws(fit, n_draws: int, *, rng=None, return_index: bool = False):
     """Posterior draws of a table as a list of :class:`~normlab.theory.strategies.StrategyTable`.
 
     Parameters
@@ -41,22 +41,29 @@ def table_draws(fit, n_draws: int, *, rng=None):
         explicit draws (used as given; ``n_draws`` must not exceed their number).
     n_draws : int
     rng : optional
+    return_index : bool, optional
+        Also return which stored posterior draw each table is (:meth:`StrategyFit.sample_tables`;
+        None when there is none: a fixed table, explicit draws, a conjugate fit).
 
     Returns
     -------
     list of normlab.theory.strategies.StrategyTable
+        (with ``return_index``: ``(tables, index)``)
     """
     if isinstance(n_draws, bool) or not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
         raise ValueError(f"n_draws must be an int >= 1; got {n_draws!r}")
+    index = None
     if isinstance(fit, StrategyFit):
-        return fit.tables(int(n_draws), rng=rng)
-    if isinstance(fit, StrategyTable):
-        return [fit] * int(n_draws)
-    if isinstance(fit, (list, tuple)) and fit and all(isinstance(t, StrategyTable) for t in fit):
+        tabs, index = fit.tables(int(n_draws), rng=rng, return_index=True)
+    elif isinstance(fit, StrategyTable):
+        tabs = [fit] * int(n_draws)
+    elif isinstance(fit, (list, tuple)) and fit and all(isinstance(t, StrategyTable) for t in fit):
         if n_draws > len(fit):
             raise ValueError(f"asked for {n_draws} draws but only {len(fit)} tables were given")
-        return list(fit[:n_draws])
-    raise TypeError(f"fit must be a StrategyFit, a StrategyTable or a list of them; got {type(fit).__name__}")
+        tabs = list(fit[:n_draws])
+    else:
+        raise TypeError(f"fit must be a StrategyFit, a StrategyTable or a list of them; got {type(fit).__name__}")
+    return (tabs, index) if return_index else tabs
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from normlab._display import (fmt, fmt_interval, html_card, legend_outside, load_result, new_axes, plain, plotting,
+from normlab._display import (error_bars, fmt, fmt_interval, html_card, legend_outside, load_result, new_axes, plain, plotting,
                               save_result, short_repr)
 from normlab.theory.criteria import check_criterion
 
@@ -459,8 +459,7 @@ class Prediction:
                 cv = observed.curves
                 cv = cv[(cv["majority"] == x) & (cv["n_agents"] == self.n_agents) & (cv["memory"] == self.memory)]
                 if len(cv):
-                    ax.errorbar(cv["committed"], cv["p_flip"], yerr=[cv["p_flip"] - cv["ci_low"],
-                                                                       cv["ci_high"] - cv["p_flip"]],
+                    ax.errorbar(cv["committed"], cv["p_flip"], yerr=error_bars(cv["p_flip"], cv["ci_low"], cv["ci_high"]),
                                 fmt="o", color=c, mec="k", mew=0.6, capsize=3, label=f"{key}: observed runs")
         ax.axhline(self.settings.get("flip_level", FLIP_LEVEL), color="0.5", lw=0.8, ls=":")
         full = fc[(fc["low"] >= 1) & (fc["p_published"] >= 1)].groupby(["majority", "challenger"])["committed"].min()

@@ -257,10 +257,10 @@ def state_sensitivity(fit, *, n_agents: int, majority: str | None = None, commit
         (run_effects or RunEffects.none())
     s_tab, s_eff, s_run = spawn(rng, 3)
     D = min(R, 100)
-    tabs = fit.tables(D, rng=s_tab)
+    tabs, index = fit.tables(D, rng=s_tab, return_index=True)
     logits = np.array([np.log(np.clip(t.table[:, ti], 1e-12, 1)) - np.log(np.clip(1 - t.table[:, ti], 1e-12, 1))
                        for t in tabs])
-    draws = eff.draws(D, rng=s_eff)
+    draws = eff.draws(D, rng=s_eff, index=index if eff.kind == "joint" else None)  # a joint fit's: paired
     g = np.random.default_rng(s_run)
     per = -(-R // D)
     S = fit.n_states
@@ -286,7 +286,8 @@ def state_sensitivity(fit, *, n_agents: int, majority: str | None = None, commit
             # effects' convention; flip its sign when the target is name 0)
             sign = 1.0 if ti == 1 else -1.0
             lt = kk[r] * base + sign * bb[r]
-            pt = 1.0 / (1.0 + np.exp(-lt))
+            with np.errstate(over="ignore"):  # a logit of +-inf (a table at 0 or 1) gives exactly 0 or 1
+                pt = 1.0 / (1.0 + np.exp(-lt))
             tab = np.empty((S, 2))
             tab[:, ti] = pt
             tab[:, 1 - ti] = 1.0 - pt

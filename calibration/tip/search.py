@@ -17,12 +17,18 @@ answer is known:
    ``R``; untested counts all simulated). The observed runs are part of the experiment, not
    evidence weighed against the model: a misspecified model cannot overrule them -- at a count
    played out it has no say at all. The draw's critical mass is the smallest count meeting the
-   rule; over draws, its posterior predictive distribution, the estimate (the count ``e``
-   maximising ``P(|CM - e| <= 1)``) and the equal-tailed interval.
-4. **Stop** when ``P(|CM - estimate| <= 1) >= target`` (0.9) -- once the most probable critical
-   mass has had its experiment played out (up to ``confirm`` = 10 runs: the published rule is an
-   ensemble reading that one slow run of ten fails, which simulated runs cannot vouch for) -- or
-   when the budget (runs, tokens, money) is spent, or no playable count can change the answer.
+   rule; over draws, its posterior predictive distribution **on the tested counts** (a draw
+   whose critical mass falls past the last tested count, or is not reached, counts as "beyond
+   the tested counts"): the estimate is the most probable tested count, never a count the
+   design did not test, and the interval is equal-tailed over the same support.
+4. **Stop** when the credible set -- the smallest set of tested counts holding ``target`` (0.9) of
+   the mass -- spans at most ``tolerance`` agents (1: one count, or two neighbouring tested counts;
+   grid-aware: on {0, 1, 2, 4, 6, 8, 10} the set {8, 10} is not tight), once its counts have had
+   their experiments played out (up to ``confirm`` = 10 runs each, the estimate first: the
+   published rule is an ensemble reading that one slow run of ten fails, which simulated runs
+   cannot vouch for) -- or when the budget (runs, tokens, money) is spent, or no playable count
+   can change the answer. The result also gives the critical mass a *fresh* experiment of the
+   same design would report (``replication``): the interval an independent archive falls in.
 5. **Choose** the next batch (``batch`` runs, default 2, at one count) by its expected
    information about the critical mass per unit of cost (``strategy="eig"``): for each playable
    count ``c``, the draws' simulated runs that the batch would replace give the posterior
@@ -55,6 +61,7 @@ import pandas as pd
 from normlab._display import fmt, fmt_interval, html_card, load_result, new_figure, plain, plotting, save_result, short_repr
 from normlab._rng import as_seed_sequence
 from normlab._validate import check_int
+from normlab.llm_runs import BudgetExhausted
 from normlab.schema import GameLog
 from normlab.theory.criteria import FLIP_SUM, LAST_ROUNDS, published_rule
 
@@ -76,8 +83,8 @@ RELEVANT = 0.05
 # ----------------------------------------------------------------------------- the search
 def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: int = 2, fit_model: str = "empirical",
         prior=None, run_effects: bool = True, n_draws: int = 200, strategy: str = "eig", max_runs: int | None = None,
-        max_steps: int = 60, log: GameLog | None = None, confirm: int = PAPER_RUNS, progress=None,
-        rng=None) -> "TipResult":
+        max_steps: int = 60, log: GameLog | None = None, confirm: int = PAPER_RUNS, tolerance: int = 1,
+        progress=None, rng=None) -> "TipResult":
     """Find the published-rule critical mass of an experiment with as few runs as the answer needs.
 
     Parameters
@@ -87,7 +94,8 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
         or synthetic archive) or :class:`~normlab.calibration.tip.sources.LLMSource` (an endpoint);
         its ``design`` is the experiment whose critical mass is sought.
     target : float, optional
-        Stop when ``P(|CM - estimate| <= 1)`` reaches it (0.9).
+        Stop when the smallest set of tested counts holding this much of the posterior
+        predictive mass (0.9) spans at most ``tolerance`` agents.
     level : float, optional
         Level of the reported interval (0.95).
     batch : int, optional
@@ -110,6 +118,10 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
         Safety cap on the number of steps.
     log : normlab.schema.GameLog, optional
         Baseline runs known in advance (``--from-log``), used with (or instead of) the source's.
+    tolerance : int, optional
+        Width (agents, on the tested counts) a credible set may span for the search to stop (1: one
+        count, or two neighbouring tested counts such as {1, 2}; on a coarse grid such as
+        {0, 1, 2, 4, 6, 8, 10} the set {8, 10} is not tight).
     confirm : int, optional
         Before stopping at the target, play out the most probable critical mass's experiment --
         its runs, up to ``confirm`` of them (default 10, the paper's runs per count; 0: off), where
@@ -137,7 +149,7 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
     _check_source(source)
     settings = TipSettings(target=target, level=level, batch=batch, n_draws=n_draws, strategy=strategy,
                            fit_model=fit_model, run_effects=run_effects, max_runs=max_runs, max_steps=max_steps,
-                           confirm=confirm)
+                           confirm=confirm, tolerance=tolerance)
     return run_tip(source, settings, prior=prior, log=log, progress=progress, rng=rng)
 
 
@@ -167,6 +179,7 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
     s = settings
     target, level, B, D, strategy = s.target, s.level, s.batch, s.n_draws, s.strategy
     fit_model, run_effects, max_runs, max_steps = s.fit_model, s.run_effects, s.max_runs, s.max_steps
+    tol = s.tolerance
     prior_counts, prior_effects = _prior(prior, source)
     if log is not None and not isinstance(log, GameLog):
         raise TypeError(f"log must be a normlab.schema.GameLog; got {type(log).__name__}")
@@ -184,6 +197,9 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
     if kb is not None and len(kb.log.runs):
         known.append(kb.log)
     baseline_runs = sum(len(x.runs) for x in known)
+    if not known and prior_counts is None and kb is not None and not kb.complete:
+        raise BudgetExhausted("the budget was spent before the baseline runs finished (nothing else to start from); "
+                              "the runs played so far are kept")
     if not known and prior_counts is None:
         raise ValueError("nothing to start from: give baseline runs (a log or a source with baselines), a table or "
                          "probe counts (prior=)")
@@ -200,9 +216,12 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
         observed = _observed(played, source)
         met, cls, grid = _combine(sim, observed, design)
         cm = _critical_masses(met, grid)
-        est, p_within, low, high = _summarise(cm, level, source.n_agents)
+        summ = _summarise(cm, level, grid, tol=tol, target=target)
+        est, low, high = summ["estimate"], summ["low"], summ["high"]
         runs_used = sum(len(b.log.runs) for b in played if b.count > 0)
-        rec = {"step": step, "estimate": est, "low": low, "high": high, "p_within_one": p_within,
+        rec = {"step": step, "estimate": est, "low": low, "high": high, "credible_set": list(summ["credible_set"]),
+               "p_set": summ["p_set"], "tight": summ["tight"], "p_beyond": summ["p_beyond"],
+               "p_within_one": summ["p_within_one"],
                "runs_used": runs_used, "tokens_used": tokens if tokens_known else None,
                "p_met": {int(c): float(m) for c, m in zip(grid.counts, met.mean(axis=0))},
                "seconds": round(time.perf_counter() - t0, 2)}
@@ -215,10 +234,11 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
                            "p_cm": float(pc), "observed": int(len(observed.get(int(c), ())))})
         # ---- stop?
         n_obs = {c: len(v) for c, v in observed.items()}
-        confirm = _to_confirm(cm, grid, source, n_obs, confirm_mode) if confirm_mode and p_within >= target \
-            else None
-        if p_within >= target and confirm is None:
-            stopped = f"target reached: P(|CM - {fmt(est)}| <= 1) = {p_within:.3f} >= {target}"
+        tight = summ["tight"]
+        confirm = _to_confirm(summ, grid, source, n_obs, confirm_mode) if confirm_mode and tight else None
+        if tight and confirm is None:
+            stopped = f"target reached: P(CM in {_set_text(summ['credible_set'], grid)}) = {summ['p_set']:.3f} " \
+                      f">= {target}"
         elif played and not played[-1].complete:
             stopped = "budget spent (tokens or money)"
         elif max_runs is not None and runs_used >= max_runs:
@@ -258,6 +278,12 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
             run_rows.append({"step": step, "committed": int(b.count), "run": int(r["run"]),
                              "interactions": int(r["n_interactions"])})
     # ---- the result
+    # a fresh experiment of the same design from the final posterior (no observed run plugged in):
+    # the interval an independent replication's critical mass should fall in
+    met_r, _, _ = _combine(sim, {}, design)
+    rs = _summarise(_critical_masses(met_r, grid), level, grid, tol=tol, target=target)
+    replication = {k: rs[k] for k in ("estimate", "low", "high", "credible_set", "p_set", "p_beyond")}
+    replication["distribution"] = rs["distribution"]
     obs_rows = _run_table(played, source, run_rows)
     counts = {}
     for b in played:
@@ -266,13 +292,14 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
     last = steps[-1]
     settings = {"target": float(target), "level": float(level), "batch": B, "fit_model": fit_model,
                 "run_effects": bool(run_effects), "n_draws": D, "strategy": strategy, "max_runs": max_runs,
-                "confirm": confirm_mode,
+                "confirm": confirm_mode, "tolerance": int(tol),
                 "source": source.label, "baseline_runs": int(baseline_runs),
                 "prior": None if prior_counts is None else f"{prior_counts.n_decisions:.0f} decisions",
                 "seconds": round(time.perf_counter() - t0, 2)}
     return TipResult(direction=source.direction, majority=source.majority, challenger=source.challenger,
                      names=tuple(source.names), n_agents=source.n_agents, memory=source.memory,
-                     estimate=last["estimate"], low=last["low"], high=last["high"], p_within=last["p_within_one"],
+                     estimate=last["estimate"], low=last["low"], high=last["high"], p_set=last["p_set"],
+                     credible_set=tuple(last["credible_set"]), replication=replication,
                      runs_used=last["runs_used"], runs_available=int(source.runs_available),
                      tokens_used=tokens if tokens_known else None, usd_used=usd,
                      decisions_used=int(sum(b.decisions for b in played)), counts=counts, steps=tuple(steps),
@@ -296,7 +323,8 @@ def _printer(progress):
         what = "start" if not played else (f"{played['runs']} run(s) at {played['count']} committed "
                                            f"({played['flipped']} flipped by their end)")
         print(f"tip step {rec['step']}: {what}; critical mass {fmt(rec['estimate'])} "
-              f"{fmt_interval(rec['low'], rec['high'])}, P(within 1) {rec['p_within_one']:.2f}, "
+              f"{fmt_interval(rec['low'], rec['high'])}, P(CM in {_set_text(rec['credible_set'])}) "
+              f"{rec['p_set']:.2f}, "
               f"{rec['runs_used']} committed runs" + (f"; {rec['stopped']}" if rec.get("stopped") else ""),
               file=sys.stderr, flush=True)
     return say
@@ -542,25 +570,32 @@ def _run_classes(shares, lengths, window) -> np.ndarray:
     return out
 
 
-def _to_confirm(cm, grid, source, n_obs, upto):
-    """The most probable critical mass when the search must still play out its experiment before
-    stopping: a tested count with fewer than ``min(its runs, upto)`` runs observed that can still
-    be played (None: none).
+def _to_confirm(summ, grid, source, n_obs, upto):
+    """The tested count whose experiment the search must still play out before stopping: the
+    estimate, then the other counts of the credible set (most probable first), the first with
+    fewer than ``min(its runs, upto)`` runs observed that can still be played (None: none).
 
     The published rule is an ensemble reading -- one slow run of ten fails a count -- so a count
     is taken as the critical mass only once its own runs show it; the counts below it are not
     confirmed run by run (a count fails with its first run that does not flip)."""
-    fin = cm[np.isfinite(cm)]
-    if not len(fin):
-        return None
-    vals, n = np.unique(fin, return_counts=True)
-    c = int(vals[np.argmax(n)])
-    if c not in grid.counts:
-        return None
-    j = grid.counts.index(c)
-    if n_obs.get(c, 0) >= min(grid.runs[j], upto) or source.remaining(c) < 1:
-        return None
-    return c
+    dist = summ["distribution"]
+    rest = sorted((c for c in summ["credible_set"] if c != summ["estimate"]), key=lambda c: -dist.get(c, 0.0))
+    for c in [summ["estimate"], *rest]:
+        if not np.isfinite(c) or int(c) not in grid.counts:
+            continue
+        c = int(c)
+        j = grid.counts.index(c)
+        if not grid.tested[j]:
+            continue
+        if n_obs.get(c, 0) >= min(grid.runs[j], upto) or source.remaining(c) < 1:
+            continue
+        return c
+    return None
+
+
+def _set_text(S, grid=None) -> str:
+    """A credible set as text: ``{8}``, ``{8, 10}``, ``{beyond the tested counts}``."""
+    return "{" + ", ".join("beyond the tested counts" if not np.isfinite(c) else str(int(c)) for c in S) + "}"
 
 
 def _critical_masses(met, grid) -> np.ndarray:
@@ -570,24 +605,58 @@ def _critical_masses(met, grid) -> np.ndarray:
     return np.where(first >= 0, counts[np.maximum(first, 0)], np.inf)
 
 
-def _summarise(cm, level, N):
-    """``(estimate, P(|CM - estimate| <= 1), low, high)`` of the critical-mass draws: the estimate
-    maximises the probability (ties: nearest the median); the interval is equal-tailed."""
+def _summarise(cm, level, grid, *, tol: int = 1, target: float = 0.9) -> dict:
+    """The critical-mass draws read on the design's *tested* counts.
+
+    The support is the tested counts plus one category, "beyond the tested grid" (``inf``: every
+    draw whose critical mass falls in the extension past the last tested count, or is not
+    reached). ``estimate`` is the mode of that support (ties: nearest the median), so always a
+    tested count or ``inf``; ``credible_set`` the smallest set of support points holding at least
+    ``target`` of the draws (most probable first; ties: nearest the estimate); ``tight`` when that
+    set spans at most ``tol`` agents (``max - min <= tol``; the set ``{inf}`` alone is tight:
+    the search then says "not reached on the tested grid"); ``low``, ``high`` the equal-tailed
+    interval at ``level`` over the same support. ``p_within_one`` is ``P(|CM - estimate| <= 1)``
+    over the support (the reading before issue 32, kept for comparison).
+
+    Returns
+    -------
+    dict
+        ``estimate``, ``low``, ``high``, ``p_mode``, ``credible_set`` (tuple, ``inf`` last),
+        ``p_set``, ``p_beyond``, ``tight``, ``p_within_one``, ``distribution`` (support point ->
+        probability; ``inf`` for beyond).
+    """
     cm = np.asarray(cm, float)
-    cands = np.arange(0, N)
-    p = np.array([np.mean(np.abs(cm - e) <= 1) for e in cands])
-    p_inf = float(np.mean(np.isinf(cm)))
-    med = float(np.quantile(cm, 0.5, method="inverted_cdf"))
-    if p_inf > p.max():
-        est, pw = math.inf, p_inf
-    else:
-        best = np.flatnonzero(p >= p.max() - 1e-12)
-        est = float(best[np.argmin(np.abs(best - (med if np.isfinite(med) else N)))])
-        pw = float(p.max())
+    tested = sorted(int(c) for c, t in zip(grid.counts, grid.tested) if t)
+    v = np.where(np.isin(cm, tested), cm, math.inf)
+    support = [float(c) for c in tested] + [math.inf]
+    p = np.array([np.mean(v == c) for c in support])
+    beyond_at = float(tested[-1] + 1) if tested else 0.0  # where "beyond" sits for distances
+
+    def pos(x):
+        return x if np.isfinite(x) else beyond_at
+
+    med = pos(float(np.quantile(v, 0.5, method="inverted_cdf")))
+    best = [i for i in range(len(support)) if p[i] >= p.max() - 1e-12]
+    est = support[min(best, key=lambda i: (abs(pos(support[i]) - med), pos(support[i])))]
+    order = sorted(range(len(support)), key=lambda i: (-p[i], abs(pos(support[i]) - pos(est)), pos(support[i])))
+    chosen, mass = [], 0.0
+    for i in order:
+        if p[i] <= 0:
+            break
+        chosen.append(support[i])
+        mass += float(p[i])
+        if mass >= target - 1e-12:
+            break
+    S = tuple(sorted(chosen))
+    fin = [c for c in S if np.isfinite(c)]
+    tight = bool(mass >= target - 1e-12 and ((S == (math.inf,)) or (len(fin) == len(S) and max(fin) - min(fin) <= tol)))
     a = (1 - level) / 2
-    low = float(np.quantile(cm, a, method="inverted_cdf"))
-    high = float(np.quantile(cm, 1 - a, method="inverted_cdf"))
-    return est, pw, low, high
+    low = float(np.quantile(v, a, method="inverted_cdf"))
+    high = float(np.quantile(v, 1 - a, method="inverted_cdf"))
+    pw = float(np.mean(np.abs(v - est) <= 1)) if np.isfinite(est) else float(np.mean(np.isinf(v)))
+    return {"estimate": float(est), "low": low, "high": high, "p_mode": float(p.max()), "credible_set": S,
+            "p_set": float(mass), "p_beyond": float(p[-1]), "tight": tight, "p_within_one": pw,
+            "distribution": {c: float(q) for c, q in zip(support, p) if q > 0}}
 
 
 def _mutual_information(x, z) -> float:
@@ -663,7 +732,7 @@ def _run_table(played, source, rows) -> pd.DataFrame:
             w = s[:source.design.window][-LAST_ROUNDS:]
             base = by.get((i, int(r)), {"step": i, "committed": int(b.count), "run": int(r), "interactions": -1})
             out.append({**base, "outcome": ["neither", "majority", "flipped"][_run_class(s, source.design.window)],
-                        "window_share": float(np.nanmean(w)) if len(w) else float("nan"),
+                        "window_share": float(np.nanmean(w)) if np.isfinite(w).any() else float("nan"),
                         "flipped_at_end": bool(len(s) and np.nansum(s[-LAST_ROUNDS:]) >= FLIP_SUM)})
     cols = ["step", "committed", "run", "interactions", "outcome", "window_share", "flipped_at_end"]
     return pd.DataFrame(out, columns=cols)
@@ -690,10 +759,21 @@ class TipResult:
     names : tuple of str
     n_agents, memory : int
     estimate, low, high : float
-        The published-rule critical mass of the design (the count maximising ``P(|CM - e| <= 1)``)
-        and its equal-tailed interval at ``settings["level"]`` (``inf``: not reached on the grid).
-    p_within : float
-        ``P(|CM - estimate| <= 1)`` at the end.
+        The published-rule critical mass of the design -- the most probable *tested* count (``inf``:
+        beyond the tested counts, i.e. past the last one or not reached) -- and its equal-tailed
+        interval at ``settings["level"]`` over the same support: never a count the design did
+        not test.
+    p_set : float
+        Probability of the credible set at the end (:attr:`credible_set`).
+    credible_set : tuple of float
+        The smallest set of tested counts (``inf``: beyond them) holding at least ``target`` of
+        the posterior predictive mass; the search stops once it spans at most ``tolerance`` agents.
+    replication : dict
+        The critical mass a *fresh* experiment of the same design would report, from the final
+        posterior (no observed run plugged in): ``estimate``, ``low``, ``high``,
+        ``credible_set``, ``p_set``, ``p_beyond``, ``distribution`` (count -> probability; ``inf``:
+        beyond). An independent archive of the same LLM should fall in it; the headline is this
+        experiment's critical mass, whose played counts are read from their own runs.
     runs_used, runs_available : int
         Committed-minority runs played (at least one committed agent... or count 0 runs when the
         search asked for them) and those the source could have played.
@@ -706,7 +786,8 @@ class TipResult:
         Committed count -> runs played there.
     steps : tuple of dict
         One record per step (step 0: before any committed run): the estimate, interval,
-        ``p_within_one``, ``p_met`` per count, runs and tokens used so far, what was played and
+        ``credible_set``, ``p_set``, ``tight``, ``p_beyond``, ``p_within_one`` (P(|CM - estimate| <= 1),
+        for comparison), ``p_met`` per count, runs and tokens used so far, what was played and
         what comes next (or why the search stopped).
     curves : pandas.DataFrame
         Per step and count: ``p_met`` (the count's experiment meets the rule), ``p_cm`` (the
@@ -735,7 +816,7 @@ class TipResult:
     estimate: float
     low: float
     high: float
-    p_within: float
+    p_set: float
     runs_used: int
     runs_available: int
     tokens_used: int | None
@@ -749,20 +830,37 @@ class TipResult:
     design: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     fit_summary: dict = field(default_factory=dict)
+    credible_set: tuple = ()
+    replication: dict = field(default_factory=dict)
 
     @property
     def target_reached(self) -> bool:
-        return self.p_within >= self.settings.get("target", 0.9)
+        """The credible set reached the target within the tolerance (the stop rule)."""
+        return bool(self.steps and self.steps[-1].get("tight", self.p_set >= self.settings.get("target", 0.9)))
+
+    @property
+    def p_within(self) -> float:
+        """``P(|CM - estimate| <= 1)`` at the end, over the tested counts (the stop rule before
+        issue 32; read-only, for comparison)."""
+        return float(self.steps[-1].get("p_within_one", float("nan"))) if self.steps else float("nan")
 
     def summary(self) -> dict:
         """The JSON of ``normlab tip --json``: ``direction``, ``critical_mass`` (``estimate``,
-        ``low``, ``high``; null: not reached), ``runs_used``, ``runs_available``, ``tokens_used``,
-        ``counts`` (count -> runs) and ``steps`` (one record per step; the last says why the
-        search stopped)."""
+        ``low``, ``high``, ``credible_set``, ``p_set``; null: beyond the tested counts),
+        ``replication`` (the same for a fresh experiment of the design, with its ``distribution``),
+        ``runs_used``, ``runs_available``, ``tokens_used``, ``counts`` (count -> runs) and ``steps``
+        (one record per step; the last says why the search stopped)."""
+        rep = self.replication or {}
         return plain({
             "direction": self.direction,
             "critical_mass": {"estimate": _none_if_inf(self.estimate), "low": _none_if_inf(self.low),
-                              "high": _none_if_inf(self.high)},
+                              "high": _none_if_inf(self.high), "credible_set": _json_set(self.credible_set),
+                              "p_set": round(float(self.p_set), 4)},
+            "replication": {"estimate": _none_if_inf(rep.get("estimate")), "low": _none_if_inf(rep.get("low")),
+                            "high": _none_if_inf(rep.get("high")), "credible_set": _json_set(rep.get("credible_set", ())),
+                            "p_set": rep.get("p_set"),
+                            "distribution": {("beyond" if not np.isfinite(k) else str(int(k))): round(float(v), 4)
+                                             for k, v in (rep.get("distribution") or {}).items()}},
             "runs_used": int(self.runs_used),
             "runs_available": int(self.runs_available),
             "tokens_used": self.tokens_used,
@@ -784,7 +882,11 @@ class TipResult:
         lines = [
             f"critical mass to overturn {self.majority} (committed agents playing {self.challenger}), N = "
             f"{self.n_agents}, H = {self.memory}: {fmt(self.estimate)} {fmt_interval(self.low, self.high)} "
-            f"({s.get('level', 0.95):.0%} interval), P(within one agent) = {self.p_within:.2f}",
+            f"({s.get('level', 0.95):.0%} interval over the tested counts); credible set "
+            f"{_set_text(self.credible_set)} with P = {self.p_set:.2f} (target {s.get('target', 0.9)}, tolerance "
+            f"{s.get('tolerance', 1)} agent(s)); P(within one agent) = {self.p_within:.2f}",
+            f"a fresh experiment of this design would report: {fmt((self.replication or {}).get('estimate'))} "
+            f"{fmt_interval((self.replication or {}).get('low'), (self.replication or {}).get('high'))}",
             f"runs used: {self.runs_used} committed-minority runs{share}{tok}; "
             f"counts played: " + (", ".join(f"{c} ({n})" for c, n in sorted(self.counts.items())) or "none"),
             f"started from: {s.get('baseline_runs', 0)} baseline runs" +
@@ -797,19 +899,20 @@ class TipResult:
             pl = st.get("played")
             what = "start" if not pl else f"+{pl['runs']} at {pl['count']} ({pl['flipped']} flipped)"
             lines.append(f"  {st['step']:>3}  {what:<22} CM {fmt(st['estimate']):>11} "
-                         f"{fmt_interval(st['low'], st['high']):<24} P(within 1) {st['p_within_one']:.2f}")
+                         f"{fmt_interval(st['low'], st['high']):<24} "
+                         f"P(CM in {_set_text(st.get('credible_set', ()))}) {st.get('p_set', float('nan')):.2f}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
         return short_repr("TipResult", f"{self.direction}, N={self.n_agents}, H={self.memory}",
                           f"critical mass {fmt(self.estimate)} {fmt_interval(self.low, self.high)}",
-                          f"P(within 1) {self.p_within:.2f}",
+                          f"P(CM in {_set_text(self.credible_set)}) {self.p_set:.2f}",
                           f"{self.runs_used} of {self.runs_available} runs", f"{len(self.steps) - 1} steps",
                           self.stopped)
 
     def _repr_html_(self) -> str:
         rows = [("critical mass", self.estimate, (self.low, self.high)),
-                ("P(|CM - estimate| <= 1)", self.p_within),
+                (f"P(CM in {_set_text(self.credible_set)})", self.p_set),
                 ("committed runs used", self.runs_used, None, f"of {self.runs_available} available"),
                 ("tokens used", self.tokens_used)]
         rows += [(f"runs at {c} committed", n) for c, n in sorted(self.counts.items())]
@@ -884,10 +987,10 @@ class TipResult:
                             label=f"estimate, {self.settings.get('level', 0.95):.0%} interval")
                 ax.set_xticks(xs, [str(u) for u in used])
                 ax2 = ax.twinx()
-                ax2.plot(used, [s["p_within_one"] for s in self.steps], "s:", color="C2", ms=3)
+                ax2.plot(used, [s.get("p_set", s["p_within_one"]) for s in self.steps], "s:", color="C2", ms=3)
                 ax2.axhline(self.settings.get("target", 0.9), color="C2", lw=0.8, ls="--")
                 ax2.set_ylim(0, 1.02)
-                ax2.set_ylabel("P(within one agent)", color="C2")
+                ax2.set_ylabel("P(credible set)", color="C2")
                 ax.set_xlabel("committed-minority runs used")
                 ax.set_ylabel("critical mass")
                 ax.legend(fontsize=7, loc="upper left")
@@ -897,11 +1000,15 @@ class TipResult:
         """Write the result to the folder ``path`` (``result.json`` + Parquet tables); read it
         back with :meth:`load` or ``normlab.load``."""
         meta = {k: getattr(self, k) for k in ("direction", "majority", "challenger", "n_agents", "memory",
-                                               "estimate", "low", "high", "p_within", "runs_used", "runs_available",
+                                               "estimate", "low", "high", "p_set", "runs_used", "runs_available",
                                                "tokens_used", "usd_used", "decisions_used", "stopped", "design",
                                                "settings", "fit_summary")}
         meta.update(names=list(self.names), counts={str(k): v for k, v in self.counts.items()},
-                    steps=list(self.steps))
+                    steps=list(self.steps), credible_set=_json_set(self.credible_set),
+                    replication={**(self.replication or {}),
+                                 "credible_set": _json_set((self.replication or {}).get("credible_set", ())),
+                                 "distribution": [[_none_if_inf(k), v] for k, v in
+                                                  ((self.replication or {}).get("distribution") or {}).items()]})
         return save_result(path, type(self), plain(meta), tables={"curves": self.curves, "runs": self.runs})
 
     @classmethod
@@ -909,11 +1016,33 @@ class TipResult:
         m, t = load_result(path, cls)
         return cls(direction=m["direction"], majority=m["majority"], challenger=m["challenger"],
                    names=tuple(m["names"]), n_agents=m["n_agents"], memory=m["memory"], estimate=m["estimate"],
-                   low=m["low"], high=m["high"], p_within=m["p_within"], runs_used=m["runs_used"],
+                   low=m["low"], high=m["high"], p_set=m.get("p_set", m.get("p_within")), runs_used=m["runs_used"],
                    runs_available=m["runs_available"], tokens_used=m["tokens_used"], usd_used=m["usd_used"],
                    decisions_used=m["decisions_used"], counts={int(k): v for k, v in m["counts"].items()},
                    steps=tuple(m["steps"]), curves=t["curves"], runs=t["runs"], stopped=m["stopped"],
-                   design=m["design"], settings=m["settings"], fit_summary=m["fit_summary"])
+                   design=m["design"], settings=m["settings"], fit_summary=m["fit_summary"],
+                   credible_set=_set_back(m.get("credible_set", ())), replication=_replication_back(m.get("replication")))
+
+
+def _json_set(S) -> list:
+    """A credible set for JSON: counts as ints, beyond the tested counts as null."""
+    return [None if x is None or not np.isfinite(x) else int(x) for x in (S or ())]
+
+
+def _set_back(S) -> tuple:
+    return tuple(math.inf if x is None else float(x) for x in (S or ()))
+
+
+def _replication_back(r) -> dict:
+    if not r:
+        return {}
+    out = dict(r)
+    out["credible_set"] = _set_back(r.get("credible_set", ()))
+    out["distribution"] = {(math.inf if k is None else float(k)): float(v) for k, v in r.get("distribution") or []}
+    for k in ("estimate", "low", "high"):
+        if out.get(k) is None:
+            out[k] = math.inf
+    return out
 
     @classmethod
     def _contract_example(cls) -> "TipResult":
@@ -944,6 +1073,10 @@ def _json_step(s: dict) -> dict:
         out[k] = _none_if_inf(out.get(k))
     out["p_met"] = {str(k): round(float(v), 4) for k, v in (out.get("p_met") or {}).items()}
     out["p_within_one"] = round(float(out["p_within_one"]), 4)
+    if "credible_set" in out:
+        out["credible_set"] = _json_set(out["credible_set"])
+    if out.get("p_set") is not None:
+        out["p_set"] = round(float(out["p_set"]), 4)
     return out
 
 

@@ -55,6 +55,7 @@ class TipSettings:
     max_runs: int | None = None
     max_steps: int = 60
     confirm: int = PAPER_RUNS
+    tolerance: int = 1
 
     #: Checked in this order when the object is made (the order :func:`tip` reports them in).
     _parameter_constraints = {
@@ -66,4 +67,5 @@ class TipSettings:
         "fit_model": Check(_fit_model),
         "max_runs": NoneOr(Int(0)),
         "max_steps": Int(1),
+        "tolerance": Int(0),
     }

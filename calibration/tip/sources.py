@@ -40,6 +40,7 @@ import pandas as pd
 from normlab._rng import as_generator
 from normlab.llm_runs import run_game
 from normlab.llm_runs.backend import EndpointConfig
+from normlab.llm_runs.journal import JOURNAL_FILE, journal_spent
 from normlab._validate import check_int
 from normlab.schema import GameLog, validate_names
 from normlab.theory.criteria import published_max_round
@@ -149,62 +150,12 @@ def _direction_runs(log, names, majority, challenger, memory, n_agents, llm):
 
 def archive_design(log: GameLog, *, names, majority: str, memory: int, n_agents: int, llm: str | None = None,
                    window: int | None = None, stop: str | None = None) -> ExperimentDesign:
-    """The design of an archive's committed-minority experiment as a search must simulate it.
-
-    Counts and runs per count as the archive tested them; every run a *cap* on its length -- the
-    longest run the archive played at a count of at least one committed agent (at count 0: the
-    longest of its own runs) -- and ``stop="streak"`` when the archive's runs ended at a
-    consensus streak of ``3N`` successes before their cap (read from the run table: ``stop_streak``
-    of the published archives, ``stop_reason`` of normlab's runs). Beyond the last tested count
-    the grid is extended with the median runs per count (as :class:`ExperimentDesign`).
-
-    The lengths of the archive's own runs are not used: in the published Llama-3.1 runs a short
-    run is a run that reached the challenger's consensus, so its length tells its outcome.
-
-    Parameters
-    ----------
-    log : normlab.schema.GameLog
-    names : sequence of str
-    majority : str
-    memory, n_agents : int
-    llm : str, optional
-        The ``model`` run column (required when the log holds several LLMs).
-    window : int, optional
-        Default: the authors' (:func:`normlab.theory.criteria.published_max_round`).
-    stop : {"none", "streak"}, optional
-        Override the stop rule read from the run table.
-
-    Returns
-    -------
-    ExperimentDesign
-    """
-    names, challenger = _pool(names, majority)
-    r = _direction_runs(log, names, majority, challenger, memory, n_agents, llm)
-    if not len(r):
-        raise ValueError(f"the archive holds no committed-minority run overturning {majority} (pool "
-                         f"{','.join(names)}, H = {memory}, N = {n_agents})")
-    models = sorted(map(str, r["model"].unique()))
-    if len(models) > 1:
-        raise ValueError(f"runs of several LLMs {models}; choose llm=")
-    n_int = r["n_interactions"].astype(int).to_numpy()
-    cc = r["committed_count"].astype(int).to_numpy()
-    cap = int(n_int[cc > 0].max()) if (cc > 0).any() else int(n_int.max())
-    cap0 = int(n_int[cc == 0].max()) if (cc == 0).any() else cap
-    if stop is None:
-        L = 3 * int(n_agents)
-        if "stop_streak" in r.columns:
-            streak = pd.to_numeric(r["stop_streak"], errors="coerce").fillna(0).to_numpy()
-            stopped = (streak >= L) & (cc > 0) & (n_int < cap)
-        elif "stop_reason" in r.columns:
-            stopped = (r["stop_reason"].astype(str) == "streak").to_numpy() & (cc > 0)
-        else:
-            stopped = np.zeros(len(r), bool)
-        stop = "streak" if stopped.any() else "none"
-    counts = sorted(int(c) for c in np.unique(cc))
-    lengths = tuple((cap0 if c == 0 else cap,) * int((cc == c).sum()) for c in counts)
-    W = published_max_round(models[0], int(n_agents)) if window is None else check_int(window, "window", low=3)
-    return ExperimentDesign(majority, challenger, int(n_agents), tuple(counts), lengths, W, extend=True,
-                            source=f"{models[0]}: the archive's design ({len(r)} runs)", stop=stop)
+    """The design of an archive's committed-minority experiment as a search must simulate it: the one
+    home, :meth:`ExperimentDesign.from_log` (tested counts, runs per count, the protocol's cap and
+    stop rule, read from the run table only; never a run's own length)."""
+    names, _ = _pool(names, majority)
+    return ExperimentDesign.from_log(log, names=names, majority=majority, memory=memory, n_agents=n_agents, llm=llm,
+                                     window=window, stop=stop)
 
 
 class ArchiveReplay(RunSource):
@@ -308,7 +259,9 @@ class LLMSource(RunSource):
         Directory of the search (``baselines/``, ``step01_c10/``, ...).
     endpoint : normlab.llm_runs.backend.EndpointConfig, optional
         Default: the environment's, else the embedded server. Its ``budget_tokens`` /
-        ``budget_usd`` bound the whole search (each step is capped at what is left).
+        ``budget_usd`` bound the whole search: everything journaled under ``out`` (a probe of
+        ``normlab tip --probe`` too) counts, requests cut off by a kill in full, and each step is
+        capped at what is left.
     runs_per_count : int, optional
         Runs per count of the design (10, the paper's).
     window : int, optional
@@ -354,8 +307,6 @@ class LLMSource(RunSource):
         self.progress = bool(progress)
         self._seeds = rng
         self._played = {}
-        self._spent_tokens = 0
-        self._spent_usd = 0.0
         self.label = "live runs on " + ("the embedded model" if endpoint is None or getattr(endpoint, "embedded", True)
                                         else str(getattr(endpoint, "model", None) or "the endpoint"))
 
@@ -365,22 +316,33 @@ class LLMSource(RunSource):
             return 0
         return self.design.runs[c] - self._played.get(c, 0)
 
-    def _endpoint(self):
+    def _endpoint(self, where: str):
+        """The endpoint of step ``where``: its budget what the search's budget leaves after every
+        other journal under ``out`` (the probe's, the other steps'), as each counts against a
+        budget (:func:`~normlab.llm_runs.journal.journal_spent`: requests cut off by a kill in
+        full); the step's own journal is counted by its run. ``None``: nothing left."""
         cfg = self.endpoint if self.endpoint is not None else EndpointConfig.from_env()
+        if cfg.budget_tokens is None and cfg.budget_usd is None:
+            return cfg
+        tokens = usd = 0.0
+        for j in sorted(self.out.glob(f"*/{JOURNAL_FILE}")) if self.out.is_dir() else ():
+            if j.parent.name != where:
+                spent = journal_spent(j.parent, (cfg.price_input, cfg.price_output))
+                tokens, usd = tokens + spent["tokens"], usd + spent["usd"]
         if cfg.budget_tokens is not None:
-            left = cfg.budget_tokens - self._spent_tokens
+            left = cfg.budget_tokens - tokens
             if left <= 0:
                 return None
             cfg = dataclasses.replace(cfg, budget_tokens=left)
         if cfg.budget_usd is not None:
-            left = cfg.budget_usd - self._spent_usd
+            left = cfg.budget_usd - usd
             if left <= 0:
                 return None
             cfg = dataclasses.replace(cfg, budget_usd=left)
         return cfg
 
     def _run(self, where, *, count, n_runs, max_interactions, initial, seed, committed_name) -> Batch:
-        cfg = self._endpoint()
+        cfg = self._endpoint(where)
         if cfg is None:
             return Batch(log=_empty_log(), count=count, tokens=0, usd=0.0, complete=False)
         # a run with committed agents stops at a 3N success streak (the authors' protocol); with nobody
@@ -392,8 +354,6 @@ class LLMSource(RunSource):
         r = res.log.runs
         tokens = int(r["prompt_tokens"].sum() + r["completion_tokens"].sum())
         usd = float(r["cost_usd"].sum())
-        self._spent_tokens += tokens
-        self._spent_usd += usd
         done = r["finished"].to_numpy(bool)
         ids = r.loc[done, "run"].to_numpy()
         lg = GameLog(res.log.decisions[res.log.decisions["run"].isin(ids)], r[done])

@@ -14,23 +14,49 @@ fingerprints) and :mod:`.endpoint` (:func:`open_endpoint`: a ready client for a 
 
 from __future__ import annotations
 
-from .client import RETRY_AFTER_CAP, CallResult, LLMClient, _retry_after
-from .config import (EMBEDDED_GGUF, EMBEDDED_MODEL, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, PROTOCOL_FIELDS,
-                     BudgetExhausted, EndpointConfig, EndpointError, NotOpenAICompatible, ReaskLimitError, redact_command,
-                     redact_text, redact_url)
-from .embedded import (CHAT_TEMPLATE_ALLOWANCE, DEFAULT_EMBEDDED_CTX, DEFAULT_PROMPT_CACHE_MIB, EmbeddedServer,
-                       ctx_for_prompt, default_threads, embedded_available, serve_embedded, shared_embedded_server)
-from .model_files import embedded_model_available, embedded_model_path, smollm2_path
-from .models import EMBEDDED_MODELS, EmbeddedModel, embedded_model
-from .endpoint import open_endpoint
-from .spending import SpendingCap
+from normlab._lazy import lazy_exports
 
-__all__ = [
-    "CHAT_TEMPLATE_ALLOWANCE", "DEFAULT_EMBEDDED_CTX", "DEFAULT_PROMPT_CACHE_MIB", "EMBEDDED_GGUF", "EMBEDDED_MODEL",
-    "ENV_API_KEY", "ENV_BASE_URL", "ENV_MODEL", "PROTOCOL_FIELDS", "RETRY_AFTER_CAP",
-    "BudgetExhausted", "CallResult", "EmbeddedServer", "EndpointConfig", "EndpointError", "LLMClient",
-    "NotOpenAICompatible", "ReaskLimitError", "SpendingCap",
-    "EMBEDDED_MODELS", "EmbeddedModel", "embedded_model", "embedded_model_available", "embedded_model_path",
-    "serve_embedded", "ctx_for_prompt", "default_threads", "embedded_available", "open_endpoint", "redact_command", "redact_text", "redact_url",
-    "shared_embedded_server", "smollm2_path",
-]
+# names imported on first use: the command line's parsers read the model registry (.models)
+# without loading the client (asyncio, openai)
+_EXPORTS = {
+    "RETRY_AFTER_CAP": "client",
+    "CallResult": "client",
+    "LLMClient": "client",
+    "_retry_after": "client",
+    "EMBEDDED_GGUF": "config",
+    "EMBEDDED_MODEL": "config",
+    "ENV_API_KEY": "config",
+    "ENV_BASE_URL": "config",
+    "ENV_MODEL": "config",
+    "PROTOCOL_FIELDS": "config",
+    "BudgetExhausted": "config",
+    "EndpointConfig": "config",
+    "EndpointError": "config",
+    "NotOpenAICompatible": "config",
+    "ReaskLimitError": "config",
+    "redact_command": "config",
+    "redact_text": "config",
+    "redact_url": "config",
+    "CHAT_TEMPLATE_ALLOWANCE": "embedded",
+    "DEFAULT_EMBEDDED_CTX": "embedded",
+    "DEFAULT_PROMPT_CACHE_MIB": "embedded",
+    "EmbeddedServer": "embedded",
+    "ctx_for_prompt": "embedded",
+    "default_threads": "embedded",
+    "embedded_available": "embedded",
+    "serve_embedded": "embedded",
+    "shared_embedded_server": "embedded",
+    "embedded_model_available": "model_files",
+    "embedded_model_path": "model_files",
+    "smollm2_path": "model_files",
+    "EMBEDDED_MODELS": "models",
+    "EmbeddedModel": "models",
+    "embedded_model": "models",
+    "DEFAULT_EMBEDDED": "models",
+    "open_endpoint": "endpoint",
+    "SpendingCap": "spending",
+}
+_SUBMODULES = ("client", "config", "embedded", "endpoint", "model_files", "models", "spending", "http")
+
+__getattr__, __dir__, _names = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
+__all__ = [n for n in _names if not n.startswith("_") and n not in _SUBMODULES]

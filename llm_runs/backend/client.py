@@ -16,7 +16,7 @@ from .config import EndpointConfig, EndpointError, NotOpenAICompatible, key_mask
 from .embedded import EmbeddedServer
 from .http import (MAX_SIDE_BYTES, AnswerRefused, HTTPConnection, HTTPOutOfStep, HTTPStatus, LeanHTTP,
                    bounded_http_client, is_loopback, lean_transport_for, loads_answer, summarise)
-from .spending import SpendingCap
+from .spending import SpendingCap, answer_tokens_counted, prompt_tokens_bound
 
 
 @dataclass
@@ -41,6 +41,11 @@ class CallResult:
     #: The answer carried no ``usage`` (its token counts are 0 here): a token budget must count the
     #: request another way.
     usage_missing: bool = False
+
+
+def _prompt_text(body: dict) -> str:
+    """The text a request sends: its raw prompt, or its messages' contents."""
+    return body.get("prompt") or "".join(str(m.get("content") or "") for m in body.get("messages", []))
 
 
 def _describe(exc) -> str:
@@ -482,17 +487,33 @@ class LLMClient:
     async def _post(self, route: str, body: dict, parse) -> CallResult:
         if self._client is None:
             raise RuntimeError("LLMClient used outside `async with`")
-        reserved = await self._reserve(body)
         if not self.cap.active:
-            return await self._attempts(route, body, parse)
+            return self._counted(body, await self._attempts(route, body, parse))
+        reserved = await self.cap.acquire(self._upper_tokens(body), float(body.get("max_tokens") or 0), self.prices)
         try:
             # write-ahead: the reservation reaches the journal before the request is sent
-            rid = self.cap.write_ahead(self._upper_tokens(body), float(body.get("max_tokens") or 0), self.prices)
+            rid = self.cap.write_ahead(*reserved, self.prices)
             res = await self._attempts(route, body, parse)
             res.reservation = rid
-            return res
+            return self._counted(body, res)
         finally:
             self.cap.release(reserved, self.prices)
+
+    def _counted(self, body: dict, res: CallResult) -> CallResult:
+        """An answer without ``usage``: its tokens counted from the prompt and the answer
+        (:func:`~normlab.llm_runs.backend.spending.prompt_tokens_bound`,
+        :func:`~normlab.llm_runs.backend.spending.answer_tokens_counted`), against the budget and
+        in the accounts, so a budget in tokens still holds (said once per client)."""
+        if not res.usage_missing:
+            return res
+        pt, ct = prompt_tokens_bound(_prompt_text(body)), answer_tokens_counted(res.text)
+        self._warn_once("usage", f"{self.shown_url} reports no token usage; tokens are counted from the text instead "
+                                 "(half its characters, more than a tokenizer makes of English)")
+        res.prompt_tokens, res.completion_tokens = pt, ct
+        self.prompt_tokens += pt
+        self.completion_tokens += ct
+        self.cap.add(pt, ct, self.prices)
+        return res
 
     async def _send(self, route: str, body: dict):
         """One attempt: the answer's JSON, or :class:`HTTPStatus`, :class:`HTTPConnection`,
@@ -673,21 +694,11 @@ class LLMClient:
         return (prompt_tokens * self.config.price_input + completion_tokens * self.config.price_output) / 1e6
 
     # --- spending caps (see SpendingCap)
-    async def _reserve(self, body: dict) -> tuple[float, float]:
-        if not self.cap.active:
-            return (0.0, 0.0)
-        if self._largest_prompt:
-            est_p = float(self._largest_prompt)
-        else:  # before the first answer: half the characters, more than any tokenizer makes of English
-            text = body.get("prompt") or "".join(str(m.get("content") or "") for m in body.get("messages", []))
-            est_p = len(text) / 2 + 16
-        return await self.cap.acquire(est_p, float(body.get("max_tokens") or 0), self.prices)
-
     def _upper_tokens(self, body: dict) -> float:
-        """The prompt tokens a write-ahead reservation holds: the larger of the largest prompt
-        answered so far and half the prompt's characters + 16."""
-        text = body.get("prompt") or "".join(str(m.get("content") or "") for m in body.get("messages", []))
-        return max(float(self._largest_prompt), len(text) / 2 + 16)
+        """The prompt tokens a request holds against a budget (and its write-ahead reservation):
+        the larger of the largest prompt answered so far and
+        :func:`~normlab.llm_runs.backend.spending.prompt_tokens_bound` of its text."""
+        return float(max(self._largest_prompt, prompt_tokens_bound(_prompt_text(body))))
 
     @property
     def prices(self) -> tuple[float, float]:

@@ -209,6 +209,14 @@ class EndpointConfig:
     def embedded(self) -> bool:
         return self.base_url is None
 
+    @property
+    def model_label(self) -> str:
+        """The model in words, for plans and messages: ``"embedded SmolLM2-135M-Instruct"`` (the
+        embedded model's reported name), else :attr:`model` or ``"the endpoint's first model"``."""
+        if self.embedded:
+            return "embedded " + embedded_model(self.embedded_model).alias
+        return self.model or "the endpoint's first model"
+
     def resolve_api_key(self) -> str:
         """The key sent as ``Authorization: Bearer KEY``: :attr:`api_key`, else the variable
         :attr:`api_key_env`, else ``OPENAI_API_KEY``, else a placeholder local servers accept. A key

@@ -15,7 +15,7 @@ import sys
 
 from normlab.cli_output import add_progress_flags, describe_os_error, exit_codes
 
-__all__ = ["EXIT_CODES", "add_endpoint_args", "add_api_key_args", "endpoint_config", "parse_budget", "sampling",
+__all__ = ["EXIT_CODES", "ENDPOINT_GROUP", "add_endpoint_args", "add_embedded_model_arg", "add_api_key_args", "endpoint_config", "parse_budget", "sampling",
            "guard", "unit_or_none", "template_arg", "request_budget", "save_summary"]
 
 #: Exit codes of the commands that call an LLM (llm-run, llm-probe, demo).
@@ -27,9 +27,10 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     and ``--dry-run`` (llm-run and llm-probe handle them; other commands reusing these flags
     would not); ``sampling=False`` leaves out the naming game's sampling flags (commands with
     prompts of their own: ``crsec``, ``scene``) and keeps ``--seed``, ``--no-progress``, ``--json``."""
-    g = p.add_argument_group("endpoint (default: NORMLAB_LLM_BASE_URL, else the embedded SmolLM2 server)")
+    g = p.add_argument_group(ENDPOINT_GROUP)
     g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     g.add_argument("--model", default=None, help="model name (default: the first model the endpoint lists)")
+    add_embedded_model_arg(g)
     add_api_key_args(g)
     g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default %(default)s)")
     g.add_argument("--timeout", type=float, default=120.0,
@@ -98,6 +99,21 @@ def add_endpoint_args(p: argparse.ArgumentParser, *, run_controls: bool = False,
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+#: The title of the endpoint flags' group in every ``--help``.
+ENDPOINT_GROUP = "endpoint (default: NORMLAB_LLM_BASE_URL, else the embedded model of --embedded-model, offline)"
+
+
+def add_embedded_model_arg(g) -> None:
+    """``--embedded-model NAME``: which model the embedded server serves (choices, licences and
+    installs from the registry :data:`~normlab.llm_runs.backend.models.EMBEDDED_MODELS`)."""
+    from normlab.llm_runs.backend.models import DEFAULT_EMBEDDED, EMBEDDED_MODELS
+
+    listed = "; ".join(f"{m.name}: {m.summary} [{m.install}]" for m in EMBEDDED_MODELS.values())
+    g.add_argument("--embedded-model", default=None, choices=list(EMBEDDED_MODELS), metavar="NAME",
+                   help=f"the model the embedded llama.cpp server serves, offline, when no --base-url is given "
+                        f"(default {DEFAULT_EMBEDDED}; an explicit choice wins over NORMLAB_LLM_BASE_URL). {listed}")
+
+
 def add_api_key_args(g) -> None:
     """``--api-key-env NAME`` (the variable holding the key) and ``--api-key KEY`` (the key itself;
     redacted from everything normlab records or prints, :func:`~normlab.llm_runs.backend.redact_command`)."""
@@ -123,11 +139,19 @@ def endpoint_config(args):
     (``--budget`` too, where the command has it); a bad combination is a one-line ``ValueError``."""
     from normlab.llm_runs.backend import EndpointConfig
 
-    if args.model and not args.base_url:
-        import os
+    import os
 
+    chosen = getattr(args, "embedded_model", None)
+    if chosen is not None and args.base_url:
+        raise ValueError("--embedded-model and --base-url exclude each other: the embedded model is served here, a "
+                         "base URL names another server")
+    if chosen is not None and args.model:
+        raise ValueError("--model names a model of --base-url's server; the embedded one is chosen with "
+                         "--embedded-model")
+    if args.model and not args.base_url:
         if not (os.environ.get("NORMLAB_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")):
-            raise ValueError("--model needs --base-url (without an endpoint the embedded SmolLM2 server is used)")
+            raise ValueError("--model needs --base-url (without an endpoint the embedded model of --embedded-model "
+                             "is served)")
     extra = None
     if args.extra_body:
         from normlab.user_files import loads_json
@@ -146,9 +170,10 @@ def endpoint_config(args):
     if not (isinstance(key_env, str) and key_env.isidentifier() and key_env.isascii()):
         raise ValueError("--api-key-env takes the NAME of an environment variable holding the key (letters, digits, "
                          "_), not the key itself; the value given is not shown; use --api-key KEY for a key")
-    return EndpointConfig.from_env(
+    make = EndpointConfig if chosen is not None else EndpointConfig.from_env  # an explicit choice beats the environment
+    return make(
         base_url=args.base_url, model=args.model, api_key_env=key_env, api_key=getattr(args, "api_key", None),
-        concurrency=args.concurrency,
+        embedded_model=chosen or "smollm2", concurrency=args.concurrency,
         extra_body=extra,
         timeout=args.timeout, max_retries=args.max_retries, price_input=args.price_input,
         price_output=args.price_output, embedded_threads=args.embedded_threads, embedded_ctx=getattr(args, "embedded_ctx", None),

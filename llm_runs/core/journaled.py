@@ -11,10 +11,13 @@ resumption, budget and dry-run machinery, for runners whose every step depends o
   seed only thus resumes by replaying itself: a killed run rerun with the same settings pays no
   completed call twice and ends identical to an uninterrupted run (what the endpoint measured, a
   call's latency, aside). A request in flight when the process is killed is billed by the server
-  and not journaled: it is asked again (the write-ahead reservation of the naming-game runner is
-  not used here);
-- :class:`RequestCap` -- a cap on requests (``--budget 300req``) beside the token and USD caps of
-  :class:`~normlab.llm_runs.backend.SpendingCap`; both count what earlier sessions journaled;
+  and not journaled: it is asked again, and with a budget its write-ahead reservation, journaled
+  before it was sent, counts it in full (:func:`journaled_budget`);
+- :func:`journaled_budget` -- the budget of a run (requests, ``--budget 300req``; tokens and USD) kept by
+  the client's :class:`~normlab.llm_runs.backend.SpendingCap` with the naming game's write-ahead
+  reservations (:func:`normlab.llm_runs.journal.arm_budget`, every runner's), counting what
+  earlier sessions journaled; :class:`RequestCap` -- the run's stop switch (a failing task halts
+  new requests) and the check of a request cap's value;
 - :class:`ScriptedClient` -- the same interface answered offline by a scripted responder (no
   request, no server): what ``--dry-run`` counts;
 - :func:`call_context` -- the tags (``run``, ``t``, ``agent``, ``purpose``, ``scope``) a call is
@@ -32,13 +35,13 @@ import json
 from pathlib import Path
 
 from .. import journal as jr
-from ..backend import BudgetExhausted, CallResult, SpendingCap
+from ..backend import CallResult, SpendingCap
 from ..journal import (JOURNAL_FILE, DirectoryLock, Journal, compare_settings, finish_session, read_settings,
                        record_session, write_settings)
 from .estimate import BYTES_PER_TOKEN, RunEstimate
 
 __all__ = ["CALL_CONTEXT", "call_context", "current_context", "request_key", "call_seed", "RequestCap", "Halted",
-           "gather_all", "charge_earlier",
+           "gather_all", "journaled_budget",
            "JournaledClient", "ScriptedClient", "RunDirectory", "replay_index", "result_of", "settings_digest",
            "spent", "make_estimate"]
 
@@ -109,26 +112,23 @@ class Halted(RuntimeError):
 
 
 class RequestCap:
-    """At most ``max_requests`` requests in a run directory, earlier sessions included (``None``:
-    no cap); a request that would pass it is not sent (:class:`BudgetExhausted`). :meth:`halt`
-    refuses every later request (:class:`Halted`): a run stopping because one of its concurrent
-    tasks failed lets the requests in flight finish (and be journaled) and sends no new one."""
+    """A run's stop switch: :meth:`halt` refuses every later request (:class:`Halted`), so a run
+    stopping because one of its concurrent tasks failed lets the requests in flight finish (and be
+    journaled) and sends no new one. ``max_requests`` (``None``: no cap) is checked here; the cap
+    itself, at most that many requests in a run directory, earlier sessions and requests cut off
+    by a kill included, is kept with the token and USD caps by the client's
+    :class:`~normlab.llm_runs.backend.SpendingCap` (:func:`journaled_budget`: write-ahead)."""
 
-    def __init__(self, max_requests: int | None = None, used: int = 0):
+    def __init__(self, max_requests: int | None = None):
         if max_requests is not None and (isinstance(max_requests, bool) or not isinstance(max_requests, int)
                                          or max_requests < 1):
             raise ValueError(f"max_requests must be an int >= 1 or None; got {max_requests!r}")
         self.max_requests = max_requests
-        self.used = int(used)
         self.halted: BaseException | None = None
 
     def take(self) -> None:
         if self.halted is not None:
             raise Halted(f"not sent: the run is stopping ({type(self.halted).__name__})")
-        if self.max_requests is not None and self.used >= self.max_requests:
-            raise BudgetExhausted(f"budget reached: {self.used:,} of the budget of {self.max_requests:,} requests "
-                                  "are spent")
-        self.used += 1
 
     def halt(self, exc: BaseException) -> None:
         if self.halted is None:
@@ -357,11 +357,17 @@ class RunDirectory:
             self._lock = None
 
 
-def charge_earlier(client, records) -> None:
-    """Count the tokens that earlier sessions journaled against ``client``'s spending cap."""
-    if getattr(client, "cap", None) is not None and client.cap.active:
-        for c in jr.calls(records):
-            client.cap.add(c.prompt_tokens, c.completion_tokens, client.prices)
+def journaled_budget(clients, journal: Journal, max_requests: int | None = None) -> None:
+    """The budget of a run whose requests go through ``clients`` (one cap for all: the first
+    client's prices count the journaled requests): its cap on requests (``max_requests``), what
+    earlier sessions journaled counted against it (request records, and every reservation never
+    settled in full), and a reservation journaled before each request
+    (:func:`normlab.llm_runs.journal.arm_budget`, every runner's)."""
+    clients = [c for c in clients if getattr(c, "cap", None) is not None]
+    if not clients:
+        return
+    book = jr.BudgetBook(getattr(clients[0], "prices", (0.0, 0.0))).read(journal.records)
+    jr.arm_budget([c.cap for c in clients], journal, book, budget_requests=max_requests)
 
 
 def make_estimate(what: str, *, requests: tuple, prompt_tokens: tuple, completion_tokens: tuple, prices: tuple,

@@ -170,6 +170,9 @@ class StubServer:
         ``responder``.
     port : int
         Port on ``127.0.0.1`` (default 0: a free one).
+    logprobs : bool
+        ``False``: never return logprobs, whatever the request asks (a hosted API without them; the
+        ``"nologprobs"`` fault does this for one request).
 
     Examples
     --------
@@ -181,9 +184,10 @@ class StubServer:
                  junk_mass: float = 0.1, latency: float = 0.0, faults=(), retry_after: float = 0.05,
                  slow_seconds: float = 2.0, echo_prefill: bool = True, piece_size: int = 3,
                  model: str = "stub-model", responder: Callable | None = None, scripted: str | None = None,
-                 port: int = 0):
+                 port: int = 0, logprobs: bool = True):
         self.names = list(names) if names is not None else None
         self.port_requested = int(port)
+        self.logprobs = bool(logprobs)
         self.scripted = scripted
         if scripted is not None:
             responder = scripted_responder(scripted)
@@ -312,7 +316,7 @@ class StubServer:
                     return
                 try:
                     fn = stub.complete_text if text_route else stub.complete
-                    resp = fn(body, malformed=fault == "malformed", logprobs=fault != "nologprobs")
+                    resp = fn(body, malformed=fault == "malformed", logprobs=fault != "nologprobs" and stub.logprobs)
                 except Exception as exc:  # a bug in a user policy must not hang the client
                     self._json(500, {"error": {"message": f"stub error: {exc}", "type": "server_error"}})
                     return
@@ -636,3 +640,158 @@ class StubProcess:
     def __exit__(self, *exc) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
+
+
+class CountingProxy:
+    """A real HTTP proxy on ``127.0.0.1`` in front of an OpenAI-compatible server, counting what
+    the server received: the fault matrix's witness that a budget held whatever the client did
+    (killed mid-request included).
+
+    Every request is passed on as it came (method, path, body, ``Authorization``) over a
+    keep-alive connection per proxy thread, and the answer passed back. Counted when passed on:
+    :attr:`requests` (POSTs: completions); when answered: :attr:`tokens` (prompt + completion
+    tokens of the answers' ``usage``, what the server bills, whether or not the client lived to
+    read the answer). ``usage`` alters what the client gets, never what is counted: ``"omit"``
+    drops the answers' ``usage`` (a server that reports none), ``"negative"`` negates it.
+
+    Parameters
+    ----------
+    upstream : str
+        The server's base URL (``http://127.0.0.1:PORT/v1``).
+    usage : {None, "omit", "negative"}, optional
+    port : int, optional
+        Port on ``127.0.0.1`` (default 0: a free one).
+    """
+
+    def __init__(self, upstream: str, *, usage: str | None = None, port: int = 0):
+        from urllib.parse import urlsplit
+
+        if usage not in (None, "omit", "negative"):
+            raise ValueError(f"usage must be None, 'omit' or 'negative'; got {usage!r}")
+        u = urlsplit(upstream)
+        if u.scheme != "http" or not u.hostname:
+            raise ValueError(f"upstream must be a plain http:// URL; got {upstream!r}")
+        self.upstream = (u.hostname, u.port or 80)
+        self.prefix = u.path.rstrip("/")
+        self.usage = usage
+        self.port_requested = int(port)
+        self.requests = 0
+        self.tokens = 0
+        self._lock = threading.Lock()
+        self._httpd = None
+
+    def start(self) -> "CountingProxy":
+        import http.client
+
+        if self._httpd is not None:
+            return self
+        proxy = self
+        local = threading.local()
+
+        def forward(method, path, body, headers):
+            for attempt in (0, 1):  # a kept-alive connection the server closed: once more on a fresh one
+                conn = getattr(local, "conn", None)
+                if conn is None:
+                    conn = local.conn = http.client.HTTPConnection(*proxy.upstream, timeout=600)
+                try:
+                    conn.request(method, path, body=body, headers=headers)
+                    r = conn.getresponse()
+                    return r.status, r.getheaders(), r.read()
+                except (http.client.HTTPException, OSError):
+                    conn.close()
+                    local.conn = None
+                    if attempt:
+                        raise
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def finish(self):  # the client's connection is over: so is this thread's to the server
+                try:
+                    super().finish()
+                finally:
+                    conn, local.conn = getattr(local, "conn", None), None
+                    if conn is not None:
+                        conn.close()
+
+            def _pass(self, method):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() in ("content-type", "authorization", "accept")}
+                if method == "POST":
+                    with proxy._lock:
+                        proxy.requests += 1
+                try:
+                    status, rheaders, data = forward(method, self.path, body, headers)
+                except (OSError, Exception):  # the server is gone: a 502, as a real proxy answers
+                    status, rheaders, data = 502, [("Content-Type", "application/json")], b'{"error": "bad gateway"}'
+                data = proxy._count(method, data)
+                self.send_response(status)
+                for k, v in rheaders:
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "keep-alive", "date",
+                                         "server"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except OSError:  # the client was killed: the answer was billed all the same
+                    pass
+
+            def do_POST(self):
+                self._pass("POST")
+
+            def do_GET(self):
+                self._pass("GET")
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port_requested), Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.handle_error = lambda request, client_address: None
+        threading.Thread(target=self._httpd.serve_forever, name="normlab-proxy", daemon=True).start()
+        return self
+
+    def _count(self, method: str, data: bytes) -> bytes:
+        if method != "POST":
+            return data
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return data
+        usage = obj.get("usage") if isinstance(obj, dict) else None
+        if not isinstance(usage, dict):
+            return data
+        billed = sum(int(v) for k in ("prompt_tokens", "completion_tokens")
+                     if isinstance(v := usage.get(k), (int, float)) and math.isfinite(v))
+        with self._lock:
+            self.tokens += billed
+        if self.usage is None:
+            return data
+        if self.usage == "omit":
+            obj.pop("usage")
+        else:
+            obj["usage"] = {k: -abs(v) - 100_000 if isinstance(v, (int, float)) else v for k, v in usage.items()}
+        return json.dumps(obj).encode()
+
+    def close(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "CountingProxy":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{self.prefix}"

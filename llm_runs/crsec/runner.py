@@ -65,7 +65,7 @@ from normlab.schema import unique_names
 from .. import journal as jr
 from ..backend import EndpointConfig, open_endpoint
 from ..core.journaled import (JournaledClient, RequestCap, RunDirectory, ScriptedClient, call_context,
-                              charge_earlier, gather_all, make_estimate, replay_index, spent)
+                              gather_all, journaled_budget, make_estimate, replay_index, spent)
 from ..core.sync import run_sync
 from .analysis import adoption_curves, event_counts, norm_funnel, plot_emergence, reach_times, write_crsec_run
 from .lifecycle import SYNTHESIS_THRESHOLD, _resolve_steps, aevaluate, asynthesise, maybe_await
@@ -432,13 +432,13 @@ async def _arun(agents, ops, pop: PopulationSettings, *, endpoint, out, rng, pro
             cfg = endpoint if endpoint is not None else EndpointConfig.from_env(embedded_threads=1, concurrency=1)
             if cfg.embedded and cfg.model is not None:
                 raise ValueError("a model name was given without a base URL; pass base_url too (the embedded server "
-                                 "only serves SmolLM2)")
+                                 "serves the model of --embedded-model)")
             async with open_endpoint(cfg) as client:
                 rd.begin(seed=seed_list(ss), model=client.model, endpoints=[client.info],
                          budget={"tokens": cfg.budget_tokens, "usd": cfg.budget_usd, "requests": pop.max_requests})
-                charge_earlier(client, rd.journal.records)
+                journaled_budget([client], rd.journal, pop.max_requests)  # write-ahead, earlier sessions counted
                 jc = JournaledClient(client, rd.journal, replay=replay_index(rd.journal.records),
-                                     requests=RequestCap(pop.max_requests, jr.count(rd.journal.records, jr.CALL)))
+                                     requests=RequestCap(pop.max_requests))
                 sim.ops = LLMOperations(jc, names=sim.names, temperature=pop.temperature, max_tokens=pop.max_tokens,
                                         rng=sim.seeds[1])
                 sim.requests = jc.requests
@@ -844,14 +844,15 @@ def _estimate(agents, ops, pop: PopulationSettings, *, endpoint, out, rng):
              "at most: the same requests, each generating its prompt's max_tokens; a model that talks more or "
              "identifies more norms makes more requests (no bound holds for every model)",
              "tokens: prompts and answers in UTF-8 bytes / 3",
-             "the embedded SmolLM2 cannot do these tasks: it writes no norms, so its runs make fewer requests"]
+             *(["the embedded SmolLM2 cannot do these tasks: it writes no norms, so its runs make fewer requests"]
+               if endpoint.embedded and endpoint.embedded_model == "smollm2" else [])]
     return make_estimate(what, requests=(n, n), prompt_tokens=(client.prompt_tokens, client.prompt_tokens),
                          completion_tokens=(client.completion_tokens, client.max_completion_tokens), prices=prices,
                          notes=notes, done=done)
 
 
 def _model_name(endpoint) -> str:
-    return "the embedded SmolLM2-135M-Instruct" if endpoint.embedded else (endpoint.model or "the endpoint's first model")
+    return ("the " if endpoint.embedded else "") + endpoint.model_label
 
 
 __all__ = ["run_population", "arun_population", "PopulationRun", "PopulationSettings", "load_population", "estimate_population",

@@ -22,6 +22,8 @@ import warnings
 from array import array
 from pathlib import Path
 
+from normlab.user_files import open_user_file, user_file
+
 from . import records as _records
 from .records import (CALL, FP, INTERACTION, RUN_END, SEQ, _CALL_HEAD, _RESERVE_HEAD, Call, Decision, RunEnd, _line,
                       _parse, fingerprint_of)
@@ -37,6 +39,45 @@ _INT_HEAD, _TAIL, _SIDE_FILLED, _CALL_FILLED = (_records._INT_HEAD, _records._TA
 _SPLIT_WRITES = float(os.environ.get("NORMLAB_TEST_SPLIT_WRITES", "0") or 0)
 
 JOURNAL_FILE = "journal.jsonl"
+#: The longest journal line, in bytes (its newline aside): a record longer is refused when written
+#: (:meth:`Journal.write`) and a line longer is refused when read, before it is held whole (no
+#: request or answer normlab journals comes near it; more is a damaged or foreign file).
+MAX_RECORD_BYTES = 16 * 2**20
+
+
+def _readable(path):
+    """``path`` opened for binary reading if it is a regular file (a FIFO, device or directory is
+    refused in one line naming it, without blocking: :func:`normlab.user_files.open_user_file`)."""
+    return open_user_file(path, str(path), max_bytes=2**62)
+
+
+def check_journal_file(path) -> None:
+    """Refuse a journal path that exists but is not a regular file (a FIFO, a device, a directory),
+    in one line naming it, before anything waits on it."""
+    p = Path(path)
+    if p.exists() or p.is_symlink():
+        try:
+            user_file(p, str(p))
+        except FileNotFoundError:  # a dangling link: as if absent
+            return
+
+
+def _lines(f, path):
+    """``(offset, line)`` of every line of the journal open as ``f``, each read bounded
+    (:data:`MAX_RECORD_BYTES`): a longer line is refused (:class:`JournalDamaged`, at its record)
+    before more of it is read."""
+    pos, k, limit = 0, 0, MAX_RECORD_BYTES + 1
+    readline = f.readline
+    while line := readline(limit):
+        if len(line) == limit and line[-1:] != b"\n":
+            raise JournalDamaged(
+                f"{path}: line {k + 1} (at byte {pos:,}) is longer than {MAX_RECORD_BYTES:,} bytes, more than any "
+                f"record normlab writes: refused without reading it (the journal is damaged or not normlab's). "
+                f"`normlab journal repair {Path(path).parent}` keeps the records before it (the rest is moved "
+                "aside, not deleted)", at=k, offset=pos)
+        yield pos, line
+        pos += len(line)
+        k += 1
 
 
 class Journal:
@@ -64,6 +105,8 @@ class Journal:
         self._seq = 0
         #: Records moved aside by ``repair`` (0: none), and the file that holds them.
         self.set_aside, self.aside_path = 0, None
+        if self.path is not None:
+            check_journal_file(self.path)
         if self.path is not None and self.path.exists():
             try:
                 self._load(load)
@@ -114,9 +157,9 @@ class Journal:
             if not self._keep and self._f is not None:
                 self._f.flush()
                 with open(f"/proc/self/fd/{self._f.fileno()}", "rb") as src:  # reaches a deleted file too
-                    data = src.read()
-                g.write(data)
-                n = data.count(b"\n")
+                    while data := src.read(1 << 20):  # in pieces: the journal may be long
+                        g.write(data)
+                        n += data.count(b"\n")
             else:
                 for r in self.records:
                     g.write(_line(r))
@@ -164,6 +207,10 @@ class Journal:
             return
         self._check_identity()
         line = _line(record)
+        if len(line) > MAX_RECORD_BYTES + 1:
+            raise ValueError(f"{self.path}: a {record.get('ev')!r} record of {len(line):,} bytes is longer than the "
+                             f"{MAX_RECORD_BYTES:,} a journal line may hold (an answer that large is not one an LLM "
+                             "gives: the endpoint is misbehaving); not written")
         if _SPLIT_WRITES:
             half = len(line) // 2
             self._f.write(line[:half])
@@ -285,10 +332,9 @@ def iter_journal(path, *, fingerprint: str | None = None):
     record missing, repeated or out of place, or one written by another run -- ``fingerprint``:
     the run's, when known)."""
     cont = _Continuity(path, fingerprint)
-    with open(path, "rb") as f:
-        pos, bad = 0, None
-        for k, line in enumerate(f):
-            start, pos = pos, pos + len(line)
+    with _readable(path) as f:
+        bad = None
+        for k, (start, line) in enumerate(_lines(f, path)):
             if not line.strip():
                 continue
             if bad is not None:  # an unreadable line with a record after it: not a torn tail
@@ -390,10 +436,9 @@ class JournalReader:
         if self.path is None:
             return ix
         cont = _Continuity(self.path, self.fingerprint)
-        with open(self.path, "rb") as f:
-            pos, held = 0, None
-            for k, line in enumerate(f):
-                start, pos = pos, pos + len(line)
+        with _readable(self.path) as f:
+            held = None
+            for k, (start, line) in enumerate(_lines(f, self.path)):
                 if not line.strip():
                     continue
                 if held is not None:  # a line with another after it
@@ -457,10 +502,14 @@ class JournalReader:
             return
         if self.path is None:
             return
-        with open(self.path, "rb") as f:
+        with _readable(self.path) as f:
             for k in keys:
                 f.seek(k)
-                rec = _parse(f.readline())
+                line = f.readline(MAX_RECORD_BYTES + 2)
+                rec = _parse(line) if len(line) <= MAX_RECORD_BYTES + 1 else None
+                if rec is None and len(line) > MAX_RECORD_BYTES + 1:
+                    raise ValueError(f"{self.path}: the record at byte {k} is longer than {MAX_RECORD_BYTES:,} "
+                                     "bytes; is another process writing this journal?")
                 if rec is None:
                     raise ValueError(f"{self.path}: the record at byte {k} changed while it was read; "
                                      "is another process writing this journal?")
@@ -502,6 +551,9 @@ def _repair_tail(path: Path) -> None:
                 start = lo + idx + 1
                 break
             pos = lo
+        if end - start > MAX_RECORD_BYTES:  # not a record normlab writes: never held whole
+            raise ValueError(f"{path}: its last line (at byte {start:,}) is longer than {MAX_RECORD_BYTES:,} bytes, "
+                             "more than any record normlab writes; refused without reading it")
         f.seek(start)
         line = f.read(end - start)
         if not line.strip():
@@ -523,6 +575,7 @@ def check_journal(directory) -> dict:
     ``None``). The journal is only read."""
     directory = Path(directory)
     path = directory / JOURNAL_FILE
+    check_journal_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"{directory} holds no {JOURNAL_FILE}")
     stored = read_settings(directory)
@@ -543,6 +596,7 @@ def repair_journal(directory) -> dict:
     run is refused, not cut. Returns ``{"journal", "kept", "moved", "aside"}``."""
     directory = Path(directory)
     path = directory / JOURNAL_FILE
+    check_journal_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"{directory} holds no {JOURNAL_FILE}")
     with DirectoryLock(directory):

@@ -71,7 +71,8 @@ class Field(NamedTuple):
 
     ``read`` says how, with ``default``: ``"get"`` (``None`` when absent), ``"default"`` (``default``
     when absent), ``"or"`` (``default`` when absent or empty), ``"required"`` (the key must be there),
-    ``"bool"`` (``bool`` of the value, ``default`` when absent). ``type`` is the property's annotation
+    ``"bool"`` (``bool`` of the value, ``default`` when absent), ``"count"`` (a token count or an
+    amount, checked: :func:`count_of`). ``type`` is the property's annotation
     (``"str | None"``, ``"list[str]"``, ...); ``filled``: the fast index notes whether any record
     holds a value for it, from the line's bytes (a string's or a list's opening after the key).
     """
@@ -103,8 +104,8 @@ DECISION_VIEW = (
     F("llm_calls", "calls", "default", 0, "int"),
     F("cache_hit", "hit", type="bool | None"),
     F("latency", "lat", "default", 0.0, "float"),
-    F("prompt_tokens", "ptok", "default", 0, "int"),
-    F("completion_tokens", "ctok", "default", 0, "int"),
+    F("prompt_tokens", "ptok", "count", 0, "int"),
+    F("completion_tokens", "ctok", "count", 0, "int"),
     F("order", "order", type="list | None", doc="A probe's name order (indices into the pool)."),
 )
 #: :class:`Call` and :class:`Imported`: what an LLM request and a reused distribution have in common.
@@ -128,19 +129,22 @@ CALL_VIEW = (
     F("text", "text", type="str | None", filled=True),
     F("tokens", "tokens", type="list | None"),
     F("finish_reason", "finish", type="str | None", filled=True),
-    F("prompt_tokens", "ptok", "or", 0, "int"),
-    F("completion_tokens", "ctok", "or", 0, "int"),
-    F("cached_tokens", "cached", "or", 0, "int", "Prompt tokens the server reported as served from its cache."),
+    F("prompt_tokens", "ptok", "count", 0, "int"),
+    F("completion_tokens", "ctok", "count", 0, "int"),
+    F("cached_tokens", "cached", "count", 0, "int", "Prompt tokens the server reported as served from its cache."),
     F("latency", "lat", type="float | None"),
     F("attempts", "attempts", "default", 1, "int"),
     F("errors", "errors", "or", [], "list[str]", filled=True),
     F("reservation", "res", type="int | None",
       doc="The id of the budget reservation (:class:`Reservation`) this request settles."),
+    F("usage_counted", "counted", "bool", False, "bool",
+      doc="The answer carried no ``usage``: ``prompt_tokens`` and ``completion_tokens`` were counted from the "
+          "prompt and the answer (:func:`~normlab.llm_runs.backend.spending.answer_tokens_counted`)."),
 )
 RESERVATION_VIEW = (
     F("id", "id", "required", type="int"),
-    F("tokens", "tok", "or", 0, "float"),
-    F("usd", "usd", "or", 0.0, "float"),
+    F("tokens", "tok", "count", 0, "float"),
+    F("usd", "usd", "count", 0.0, "float"),
 )
 INTERACTION_VIEW = (
     F("run", "run"),
@@ -174,8 +178,8 @@ class Kind(NamedTuple):
     """A kind of record: ``const``, the name of its code's constant (:data:`CALL`, ...); its view
     class; its writer ``writer`` (the signature: ``name(parameters)``, ``None``: written by hand) with
     an optional first statement ``prelude``; ``keys``, the keys after ``"ev"`` in the order they are
-    written (``"key"``: the parameter of that name; ``"key=expression"``; ``"key?=obj.attr"``: only
-    when ``obj.attr`` is not ``None``); ``reader``: the name of the function listing the records of
+    written (``"key"``: the parameter of that name; ``"key=expression"``; ``"key?=expression"``: only
+    when the expression is not ``None``); ``reader``: the name of the function listing the records of
     the kind as views (``None``: none)."""
 
     const: str
@@ -195,7 +199,8 @@ KINDS = {globals()[k.const]: k for k in (
          ("id", "run", "t", "agent", "purpose", "key", "ph=prompt_hash", "partial", "text=result.text",
           "top=result.top", "tokens=result.tokens", "finish=result.finish_reason", "ptok=result.prompt_tokens",
           "ctok=result.completion_tokens", "cached=result.cached_tokens", "lat=round(result.latency, 6)",
-          "attempts=result.attempts", "errors=result.errors", "res?=result.reservation"),
+          "attempts=result.attempts", "errors=result.errors", "res?=getattr(result, 'reservation', None)",
+          "counted?=getattr(result, 'usage_missing', False) or None"),
          "The record of one LLM request (``result``: its :class:`~normlab.llm_runs.backend.CallResult`).",
          reader="calls", reader_doc="The LLM requests (:class:`Call`), in journal order."),
     Kind("IMPORTED", "Imported", "imported_record(*, key: str, top, prompt_hash: str, partial: str, run, t)",
@@ -238,8 +243,28 @@ _READS = {
     "or": 'self.record.get("{key}") or {default!r}',
     "required": 'self.record["{key}"]',
     "bool": 'bool(self.record.get("{key}", {default!r}))',
+    "count": 'count_of(self.record, "{key}")',
 }
-_COLUMN_READS = {"get": 'g("{key}")', "default": 'g("{key}", {default!r})', "or": 'g("{key}") or {default!r}'}
+_COLUMN_READS = {"get": 'g("{key}")', "default": 'g("{key}", {default!r})', "or": 'g("{key}") or {default!r}',
+                 "count": 'count_of(r, "{key}")'}
+
+#: The largest token count or USD amount a record may hold (more is not a count: a damaged record).
+MAX_COUNT = 10**12
+
+
+def count_of(record: dict, key: str):
+    """A token count or USD amount of a record (``0`` when absent or empty), checked wherever it is
+    read -- hence wherever it is summed (a budget on resume, the ledger, the run tables): a finite
+    number from 0 to :data:`MAX_COUNT`; anything else (negative, ``1e400``, text) is a damaged
+    record, ``ValueError`` in one line naming it."""
+    v = record.get(key)
+    if not v:
+        return 0
+    if type(v) is int or type(v) is float:
+        if 0 <= v <= MAX_COUNT:  # NaN fails both comparisons
+            return v
+    raise ValueError(f"journal record {str(record)[:120]}: {key} = {str(v)[:40]} is not a token count or amount "
+                     f"(a number from 0 to {MAX_COUNT:.0e}); the journal is damaged or was edited")
 _GENERATED: list[str] = []  # the source compiled so far (``generated_source()``)
 
 
@@ -277,10 +302,8 @@ def _writer_source(kind: Kind) -> str:
     items, tail = [], ""
     for spec in kind.keys:
         key, _, expr = spec.partition("=")
-        if key.endswith("?"):  # only when the value is there
-            key = key[:-1]
-            obj, _, attr = expr.partition(".")
-            tail = f', **({{"{key}": {expr}}} if getattr({obj}, "{attr}", None) is not None else {{}})'
+        if key.endswith("?"):  # only when the value is there (not None)
+            tail += f', **({{"{key[:-1]}": _v}} if (_v := {expr}) is not None else {{}})'
             continue
         items.append(f'"{key}": {expr or key}')
     prelude = f"    {kind.prelude}\n" if kind.prelude else ""

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from normlab._validate import check_out_dir
+from normlab.user_files import MAX_TEXT_BYTES, read_user_json
 
 from ..backend.config import redact_command
 
@@ -69,15 +70,28 @@ def check_new_run_dir(directory: Path, what: str) -> None:
                          "directory")
 
 
-def read_settings(directory: Path) -> dict | None:
-    """The stored settings block of a run directory (``None`` when there is none)."""
-    p = Path(directory) / SETTINGS_FILE
-    if not p.exists():
-        return None
-    d = json.loads(p.read_text())
-    if d.get("format") != FORMAT:
-        raise ValueError(f"{p} is not a normlab LLM-run settings file (format {d.get('format')!r})")
+def _read_json(p: Path, what: str, fmt: str) -> dict:
+    """A run directory's JSON file (``settings.json``, ``manifest.json``): a regular file, size and
+    depth capped (:mod:`normlab.user_files`), a JSON object of format ``fmt``; anything else is one
+    line naming the file."""
+    try:
+        d = read_user_json(p, str(p), max_bytes=MAX_TEXT_BYTES)
+    except ValueError as exc:
+        raise ValueError(f"{exc}: the run directory's {what} is damaged; restore it, or move the directory "
+                         "aside and start the run again") from None
+    if not isinstance(d, dict) or d.get("format") != fmt:
+        got = d.get("format") if isinstance(d, dict) else type(d).__name__
+        raise ValueError(f"{p} is not a normlab {what} (format {got!r})")
     return d
+
+
+def read_settings(directory: Path) -> dict | None:
+    """The stored settings block of a run directory (``None`` when there is none); a damaged file
+    is one line naming it."""
+    p = Path(directory) / SETTINGS_FILE
+    if not p.exists() and not p.is_symlink():
+        return None
+    return _read_json(p, "LLM-run settings file", FORMAT)
 
 
 class DirectoryLock:
@@ -162,12 +176,9 @@ def _git(where: Path) -> dict | None:
 def read_manifest(directory) -> dict | None:
     """The manifest of a run or probe directory (``None`` when there is none)."""
     p = Path(directory) / MANIFEST_FILE
-    if not p.exists():
+    if not p.exists() and not p.is_symlink():
         return None
-    d = json.loads(p.read_text())
-    if not isinstance(d, dict) or d.get("format") != MANIFEST_FORMAT:
-        raise ValueError(f"{p} is not a normlab manifest (format {d.get('format') if isinstance(d, dict) else d!r})")
-    return d
+    return _read_json(p, "manifest", MANIFEST_FORMAT)
 
 
 _MANIFEST_ORDER = ("format", "kind", "created", "updated", "model", "seed", "settings_hash", "groups", "settings",
@@ -181,8 +192,13 @@ def write_json_atomic(path: Path, obj: dict, *, sort_keys: bool = False) -> None
         obj = {**{k: obj[k] for k in _MANIFEST_ORDER if k in obj}, **{k: v for k, v in obj.items()
                                                                       if k not in _MANIFEST_ORDER}}
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str, sort_keys=sort_keys))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=1, default=str, sort_keys=sort_keys))
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a kill by signal handler...: no empty or half copy left behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def _now() -> str:

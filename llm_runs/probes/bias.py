@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr
+from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr, error_bars
 from normlab._rng import as_generator
 from normlab.schema import GameLog
 from normlab.cli_output import show_progress
@@ -190,7 +190,7 @@ class BiasResult:
         ax = new_axes(ax, (max(3.0, 0.7 * len(f) + 1.6) + 2.6, 3.6))
         x = np.arange(len(f))
         ax.bar(x, f["share"], color="C0", alpha=0.75, label="share of valid answers")
-        ax.errorbar(x, f["share"], yerr=[f["share"] - f["ci_low"], f["ci_high"] - f["share"]], fmt="none",
+        ax.errorbar(x, f["share"], yerr=error_bars(f["share"], f["ci_low"], f["ci_high"]), fmt="none",
                     ecolor="0.2", capsize=4, lw=1, label="95% CI")
         if self.exact_p is not None:
             ax.plot(x, f["p_exact"], "D", color="C3", ms=6, label="model probability (exact)")

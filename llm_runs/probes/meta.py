@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from normlab import theory
-from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr
+from normlab._display import fmt, html_card, legend_outside, new_axes, plain, plotting, short_repr, error_bars
 from normlab._rng import as_seed_sequence
 from normlab._validate import Options, Relation, validated
 from normlab.schema import GameLog, memory_state_string, parse_memory_state
@@ -162,7 +162,7 @@ class MetaResult:
         cats = list(dict.fromkeys(a["category"]))
         colors = [f"C{cats.index(c)}" for c in a["category"]]
         ax.barh(y, a["accuracy"], color=colors, alpha=0.8)
-        ax.errorbar(a["accuracy"], y, xerr=[a["accuracy"] - lo, hi - a["accuracy"]], fmt="none", ecolor="0.2",
+        ax.errorbar(a["accuracy"], y, xerr=error_bars(a["accuracy"], lo, hi), fmt="none", ecolor="0.2",
                     capsize=3, lw=1)
         dup = a["table_s7"].duplicated(keep=False)
         ax.set_yticks(y, [f"{t} ({q})" if d else t for t, q, d in zip(a["table_s7"], a["question"], dup)])

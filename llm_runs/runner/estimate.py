@@ -101,7 +101,7 @@ def estimate_game(n_agents: int, memory: int, names, *, max_interactions: int, g
                   f"({'the cap' if s.stop in ('max', 'flip') else '12 N: 9 population rounds plus the 3N streak'}); "
                   f"at most: the cap of {s.max_interactions:,}")
     prices = group_prices(s, endpoint, specs)
-    model = "embedded SmolLM2-135M-Instruct" if endpoint.embedded else (endpoint.model or "the endpoint's first model")
+    model = endpoint.model_label
     what = (f"{s.runs} run(s) x up to {s.max_interactions:,} interactions, N = {s.n_agents} "
             f"({s.n_agents - s.committed} deciding), H = {s.memory}, names {','.join(s.names)}, {s.mode} mode, "
             f"{model}" + (f", {len(specs)} groups" if specs else ""))

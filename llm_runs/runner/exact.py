@@ -168,6 +168,11 @@ async def name_distribution(
                 q = P * p
                 if q <= 0.0:
                     continue
+                if tok == "":
+                    # a token that writes nothing (llama.cpp shows end-of-turn, <|im_end|>, as "" with no
+                    # bytes): the answer ends here without a name -- uncovered mass. Expanding it would ask
+                    # for the same partial again and again (and count its names' mass once more each time)
+                    continue
                 new = partial + tok
                 s = norm(new.lstrip())
                 if s == "":

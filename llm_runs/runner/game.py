@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..backend import BudgetExhausted, EndpointError, ReaskLimitError, SpendingCap
+from ..backend import BudgetExhausted, EndpointError, ReaskLimitError
 from .. import journal as jr
 from ..journal import JOURNAL_FILE, Journal, read_journal, record_session
 from .exact import choose, name_distribution
@@ -207,8 +206,13 @@ class Resume:
     ended: dict
     n_calls: int = 0
     cache: dict = field(default_factory=dict)
-    spent: tuple = (0.0, 0.0)
-    next_reservation: int = 1
+    budget: jr.BudgetBook = field(default_factory=jr.BudgetBook)
+
+    @property
+    def spent(self) -> tuple:
+        """``(tokens, usd)`` counted against a budget (:class:`~normlab.llm_runs.journal.BudgetBook`)."""
+        t = self.budget.total()
+        return (t["tokens"], t["usd"])
 
     @property
     def played(self) -> dict:
@@ -225,28 +229,27 @@ def resume(s: GameSettings, reader: jr.JournalReader, prices: dict | None = None
     first = next(iter(prices))
     setups = {k: run_setup(s, k) for k in range(s.runs)}
     out = Resume(setups=setups, states={k: RunState(s, *setups[k]) for k in range(s.runs)}, ended={})
-    spent = SpendingCap()
-    reserved = jr.OpenReservations()
+    def price(call):
+        a = call.agent
+        g = labels[a] if isinstance(a, int) and 0 <= a < len(labels) else None
+        return prices.get(g) or prices[first]
+
+    # what the journal counts against a budget: its requests, and every reservation never settled
+    # (a request in flight at a kill, or failed) in full (journal.BudgetBook, every runner's)
+    book = out.budget = jr.BudgetBook(price)
     for _, v in jr.replayed(reader.scan(), s.runs, n_agents=s.n_agents, names=s.names):
-        reserved.see(v)
+        book.see(v)
         if isinstance(v, jr.Interaction):
             out.states[v.run].apply(v.i, v.j, *v.names)
         elif isinstance(v, jr.RunEnd):
             out.ended[v.run] = v
         elif isinstance(v, jr.Call):
             out.n_calls += 1
-            a = v.agent
-            g = labels[a] if isinstance(a, int) and 0 <= a < len(labels) else None
-            spent.add(v.prompt_tokens, v.completion_tokens, prices.get(g) or prices[first])
             if v.purpose == "exact" and v.key and v.top:
                 out.cache[v.key] = v.top
         elif isinstance(v, jr.Imported):
             if v.purpose == "exact" and v.key and v.top:
                 out.cache[v.key] = v.top
-    # reservations never settled (requests in flight at a kill, or failed): spent in full, an upper bound
-    tok, usd = reserved.total()
-    out.spent = (spent.tokens + tok, spent.usd + usd)
-    out.next_reservation = reserved.next_id
     for k, end in out.ended.items():  # a run's end must follow all of its interactions
         if end.n != out.states[k].t:
             raise jr.JournalDamaged(
@@ -319,25 +322,14 @@ class Game:
         self.n_calls = start.n_calls
         self.cache: dict[str, list] = dict(start.cache)
         # what earlier sessions spent counts against a cap (a rerun with a larger cap continues)
-        caps = {id(g.client.cap): g.client.cap for g in self.groups}
-        self._next_reservation = start.next_reservation
-        for c in caps.values():
-            if c.active:
-                c.tokens, c.usd = start.spent
-                if journal.path is not None:  # write-ahead reservations (SpendingCap)
-                    c.on_reserve = self._reserve
+        # what earlier sessions spent counts against a cap, and every request's reservation is journaled
+        # before it is sent (write-ahead: journal.arm_budget, every runner's)
+        jr.arm_budget([g.client.cap for g in self.groups], journal, start.budget)
         # one decision: agent ``agent`` of ``run`` at interaction ``t`` with ``memory``, seeing the names
         # in ``order``, its uniform ``u`` and sampling ``seed`` (a Decision); the mode's rule is bound
         # here, once per session, not chosen per decision
         self.decide = self._decide_exact if s.decision is EXACT else self._decide_sample
         self.write_manifest()
-
-    def _reserve(self, tokens: float, usd: float) -> int:
-        """Journal a budget reservation before its request is sent (write-ahead); its id."""
-        rid = self._next_reservation
-        self._next_reservation += 1
-        self.journal.write(jr.reserve_record(id=rid, tokens=math.ceil(tokens), usd=math.ceil(usd * 1e9) / 1e9))
-        return rid
 
     def group_index(self, agent: int) -> int:
         k = bisect.bisect_right(self._firsts, agent) - 1
@@ -468,8 +460,10 @@ class Game:
                     break
             if not res.top:
                 raise EndpointError(
-                    f"{client.base_url} returned no top_logprobs; exact mode needs an endpoint that "
-                    "supports logprobs/top_logprobs (llama.cpp, vLLM, ...); use --mode sample otherwise"
+                    f"{client.base_url} returned no top_logprobs: exact mode reads next-token logprobs and needs an "
+                    "endpoint that returns them (llama.cpp, vLLM, the embedded models); sample mode needs none -- "
+                    "answers are generated and parsed (llm-run, llm-probe, tip and demo take --mode sample; the demo "
+                    "then estimates the strategy table from sampled answers); predict --probe needs logprobs"
                 )
             self.cache[key] = res.top
             fut.set_result(res.top)

@@ -276,6 +276,19 @@ class _GroupCounts:
 
 
 def _build(s: GameSettings, reader: JournalReader, directory: Path | None, prices, models) -> _Built:
+    """The tables built from the journal (:func:`_build_tables`); written whole or not at all: a
+    failure (a full disk) leaves no temporary copy behind, and the tables in place untouched."""
+    try:
+        return _build_tables(s, reader, directory, prices, models)
+    except BaseException:
+        if directory is not None:
+            for f in TABLE_FILES:
+                with contextlib.suppress(OSError):
+                    os.unlink(directory / (f + ".tmp"))
+        raise
+
+
+def _build_tables(s: GameSettings, reader: JournalReader, directory: Path | None, prices, models) -> _Built:
     groups = agent_groups(s)
     ix = reader.index(s.runs)
     dec_filled, call_filled = _filled(s, ix, groups, models)
@@ -402,7 +415,7 @@ def _write_decisions(s, reader, ix, dest, groups, models, filled, directory) -> 
                 "memory": s.memory, "committed_count": s.committed, "committed_name": s.committed_name,
                 "initial": s.initial, "n_interactions": n_k, "consensus": cons, "consensus_rule": "end_window",
                 "source_file": str(directory / JOURNAL_FILE) if directory is not None else None,
-                "mode": s.mode, "template": s.template, "stop": s.stop,
+                "mode": s.mode, "template": s.template, "stop": s.stop, "max_interactions": s.max_interactions,
                 "stop_reason": end.reason if end else None, "finished": end is not None,
                 "decisions": unc_n, "llm_calls": 0, "cache_hits": hits, "reasks": reasks,
                 "wrap": s.wrap, "parse": s.parse, "max_reasks": str(s.max_reasks), "sampler": json.dumps(s.sampler()),

@@ -99,7 +99,8 @@ def _endpoint(endpoint) -> EndpointConfig:
     if not isinstance(endpoint, EndpointConfig):
         raise TypeError(f"endpoint must be an EndpointConfig or None; got {type(endpoint).__name__}")
     if endpoint.embedded and endpoint.model is not None:
-        raise ValueError("a model name was given without a base URL; pass base_url too (the embedded server only serves SmolLM2)")
+        raise ValueError("a model name was given without a base URL; pass base_url too (the embedded server serves the "
+                         "model of --embedded-model / EndpointConfig.embedded_model)")
     return endpoint
 
 
@@ -238,6 +239,7 @@ def check_journal_kept(directory: Path) -> None:
     emptied): resuming it would start over and pay for every request again, silently. The one
     line names the choice: restore the journal, or ``--restart`` (``restart=True``) to pay again."""
     j = directory / JOURNAL_FILE
+    jr.check_journal_file(j)  # a FIFO or a directory is not "missing or empty": one line naming it
     try:
         empty = j.stat().st_size == 0
     except FileNotFoundError:
@@ -251,10 +253,17 @@ def check_journal_kept(directory: Path) -> None:
 
 def discard_run(directory: Path) -> None:
     """``restart``: remove the run's own files (:data:`RUN_FILES`, their temporary copies) from
-    ``directory`` so that the run starts afresh; any other file stays (the directory must then
-    still hold nothing else, as for any new run)."""
+    ``directory`` so that the run starts afresh. A directory holding anything else is refused
+    first, with nothing deleted: a new run there would be refused after the deletion."""
     if not directory.is_dir():
         return
+    own = {jr.LOCK_FILE, *RUN_FILES, *(f + ".tmp" for f in RUN_FILES)}
+    other = sorted(p.name for p in directory.iterdir() if p.name not in own)
+    if other:
+        shown = ", ".join(repr(x) for x in other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+        raise ValueError(f"output directory {directory} is not empty: it holds {shown} besides a run's own files, so "
+                         "the restarted run would be refused there; nothing was deleted (move those aside or choose "
+                         "another directory)")
     for f in RUN_FILES:
         for p in (directory / f, directory / (f + ".tmp")):
             with contextlib.suppress(FileNotFoundError):

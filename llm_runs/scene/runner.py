@@ -312,7 +312,7 @@ def estimate_scene(items, *, endpoint=None, subject=None, settings: SceneSetting
     if out is not None and (Path(out) / jr.JOURNAL_FILE).exists():
         recs = jr.read_journal(Path(out) / jr.JOURNAL_FILE)
         done = {**spent(recs), "episodes_finished": len(jr.episodes_done(recs))}
-    model = "the embedded SmolLM2-135M-Instruct" if endpoint.embedded else (endpoint.model or "the endpoint's first model")
+    model = ("the " if endpoint.embedded else "") + endpoint.model_label
     what = (f"SCENE sweep of {len(items)} item(s), up to {s.max_turns} ticks each, personas and judge on {model}"
             + ("" if subject is None else f", subject {subject.model or redact_url(subject.base_url or 'embedded')}"))
     notes = [f"typical: this sweep played offline against the scripted stand-in of capable models "
@@ -320,7 +320,8 @@ def estimate_scene(items, *, endpoint=None, subject=None, settings: SceneSetting
              "at most: every tick, every persona acting and the subject answering each, every re-ask, each request "
              "generating its max_tokens (3 personas assumed for generated scenarios)",
              "tokens: prompts and answers in UTF-8 bytes / 3",
-             "the embedded SmolLM2 cannot write scenarios or judge: its tuples end after the generation requests"]
+             *(["the embedded SmolLM2 cannot write scenarios or judge: its tuples end after the generation requests"]
+               if endpoint.embedded and endpoint.embedded_model == "smollm2" else [])]
     return make_estimate(what, requests=(client.n_requests, most_req),
                          prompt_tokens=(client.prompt_tokens, most_req * per_prompt),
                          completion_tokens=(client.completion_tokens, most_ct),

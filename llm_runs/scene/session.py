@@ -13,7 +13,7 @@ from normlab._rng import as_seed_sequence
 
 from .. import journal as jr
 from ..backend import EndpointConfig, open_endpoint
-from ..core.journaled import JournaledClient, RequestCap, call_context, charge_earlier, replay_index
+from ..core.journaled import JournaledClient, RequestCap, call_context, journaled_budget, replay_index
 from .episode import event
 from .settings import SceneSettings
 
@@ -66,8 +66,9 @@ class _Session:
         earlier sessions' calls answered from it and counted against the caps."""
         self.journal = journal
         replay, ids = replay_index(journal.records), itertools.count(jr.count(journal.records, jr.CALL) + 1)
-        requests = self.requests = RequestCap(max_requests, jr.count(journal.records, jr.CALL))
-        charge_earlier(self.client, journal.records)
+        requests = self.requests = RequestCap(max_requests)
+        # one budget for the sweep: write-ahead, earlier sessions counted
+        journaled_budget([self.client, self.subject_client], journal, max_requests)
         same = self.subject_client is self.client
         self.client = JournaledClient(self.client, journal, replay=replay, ids=ids, requests=requests)
         self.subject_client = self.client if same else JournaledClient(self.subject_client, journal, replay=replay,

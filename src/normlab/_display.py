@@ -33,7 +33,7 @@ from pathlib import Path
 
 import normlab
 
-__all__ = ["fmt", "fmt_interval", "plain", "short_repr", "html_card", "plotting", "new_axes", "new_figure", "legend_outside",
+__all__ = ["error_bars", "fmt", "fmt_interval", "plain", "short_repr", "html_card", "plotting", "new_axes", "new_figure", "legend_outside",
            "rc", "style", "save_figure", "save_result", "load_result", "load", "elapsed_bar"]
 
 #: File holding the type tag, version and scalar content of a saved result.
@@ -360,6 +360,22 @@ def save_figure(figure_or_axes, path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=150, bbox_inches="tight")
     return path
+
+
+def error_bars(center, low, high):
+    """``[below, above]`` for Matplotlib's ``yerr=`` / ``xerr=``: the distances from ``center`` to an
+    interval's ends, never negative (a point estimate can lie outside its interval -- the mean of draws
+    beside their quantiles at 0 or 1, a probability with mass on names that only start like a pool
+    name -- and Matplotlib refuses a negative error bar) and 0 where an end is missing. Accepts
+    scalars, sequences or arrays (pandas Series included); returns two float arrays."""
+    import numpy as np
+
+    c = np.atleast_1d(np.asarray(center, dtype=float))
+    lo = np.broadcast_to(np.atleast_1d(np.asarray(low, dtype=float)), c.shape)
+    hi = np.broadcast_to(np.atleast_1d(np.asarray(high, dtype=float)), c.shape)
+    below = np.nan_to_num(np.clip(c - lo, 0.0, None), nan=0.0)
+    above = np.nan_to_num(np.clip(hi - c, 0.0, None), nan=0.0)
+    return [below, above]
 
 
 def plotting(func):

@@ -50,6 +50,42 @@ def as_seed_sequence(rng=None) -> np.random.SeedSequence:
     )
 
 
+def resolve_seed(seed) -> tuple[int, bool]:
+    """``(seed, drawn)``: ``seed`` as given (a non-negative int), or -- for None -- a fresh one drawn
+    from the OS (32 bits) and ``drawn=True``. Every command that draws random numbers resolves its
+    ``--seed`` here first, prints a drawn seed and records it, so any run can be repeated exactly."""
+    if seed is None:
+        import secrets
+
+        return int(secrets.randbits(32)), True
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or int(seed) < 0:
+        raise ValueError(f"--seed must be a non-negative int; got {seed!r}")
+    return int(seed), False
+
+
+def seed_record(rng) -> dict:
+    """The seed a call used, as plain JSON: ``{"entropy", "spawn_key", "n_children_spawned"}`` of
+    the :class:`~numpy.random.SeedSequence` behind ``rng`` (with ``rng=None``, the entropy drawn).
+    :func:`from_record` rebuilds the sequence, which repeats the call. Take the record *before* the call spawns children: it returns the sequence to pass on."""
+    ss = as_seed_sequence(rng)
+    return {"entropy": int(ss.entropy) if np.isscalar(ss.entropy) else [int(x) for x in np.atleast_1d(ss.entropy)],
+            "spawn_key": [int(x) for x in ss.spawn_key], "n_children_spawned": int(ss.n_children_spawned)}
+
+
+def seeded(rng) -> tuple[np.random.SeedSequence, dict]:
+    """``(seed sequence, record)``: the sequence a call spawns its children from and
+    :func:`seed_record` of it, taken before any child is spawned (so the record repeats the call,
+    even with ``rng=None``)."""
+    ss = as_seed_sequence(rng)
+    return ss, seed_record(ss)
+
+
+def from_record(record: dict) -> np.random.SeedSequence:
+    """The :class:`~numpy.random.SeedSequence` a :func:`seed_record` describes (pass it as ``rng=``)."""
+    return np.random.SeedSequence(record["entropy"], spawn_key=tuple(record.get("spawn_key", ())),
+                                  n_children_spawned=int(record.get("n_children_spawned", 0)))
+
+
 def seed_list(ss: np.random.SeedSequence) -> tuple:
     """``(entropy, *spawn_key)`` of a seed sequence: how a run directory stores its seed (plain
     ints, so ``np.random.SeedSequence(entropy, spawn_key=...)`` rebuilds it)."""

@@ -14,6 +14,7 @@ Each sub-package contributes its sub-commands through a light ``_cli.py`` module
 - ``normlab figures ...``       -- :mod:`normlab.figures._cli`
 - ``normlab demo ...``          -- :mod:`normlab.demo._cli` (the top layer: probe, predict, check, report)
 - ``normlab data``              -- :mod:`normlab.llm_runs.published._cli` (find and check the published archives)
+- ``normlab study ...``         -- :mod:`normlab.study._cli` (a top layer: a blind test, predictions registered first)
 - ``normlab run FILE``          -- here: an experiment file (TOML) naming any of the commands above
   (:mod:`normlab.experiment`); every command takes ``--print-config`` (the file equal to its flags)
 
@@ -52,7 +53,8 @@ examples:
 """
 
 _CLI_MODULES = ("normlab.theory._cli", "normlab.llm_runs._cli", "normlab.llm_runs.crsec._cli",
-                "normlab.llm_runs.scene._cli", "normlab.llm_runs.published._cli", "normlab.calibration._cli", "normlab.figures._cli", "normlab.demo._cli")
+                "normlab.llm_runs.scene._cli", "normlab.llm_runs.published._cli", "normlab.calibration._cli",
+                "normlab.figures._cli", "normlab.demo._cli", "normlab.study._cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

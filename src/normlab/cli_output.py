@@ -16,7 +16,7 @@ import json
 import sys
 
 __all__ = ["EXIT_CODE_TABLE", "EXIT_CODES", "exit_codes", "emit", "json_default", "describe_os_error",
-           "add_progress_flags", "show_progress"]
+           "add_progress_flags", "show_progress", "announce_seed", "with_seed"]
 
 #: Every exit code of the ``normlab`` commands, one home: ``code: (what it means for a command
 #: that runs no LLM, what it means for a command that calls one)``; ``None``: it does not occur there.
@@ -122,3 +122,17 @@ def show_progress(args, stream=None) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # closed or replaced streams
         return False
+
+
+def announce_seed(command: str, seed: int, drawn: bool) -> None:
+    """Say on stderr which seed a command drew when none was given (``normlab calibrate: seed 2718281
+    (drawn; rerun with --seed 2718281)``), so the run can be repeated; silent for a given seed."""
+    if drawn:
+        print(f"normlab {command}: seed {seed} (drawn; rerun with --seed {seed} to repeat this run)", file=sys.stderr)
+
+
+def with_seed(summary: dict, seed: int, drawn: bool) -> dict:
+    """``summary`` with ``seed`` and ``seed_drawn`` first: what every seeded command's ``--json`` and
+    ``--out`` summary hold (rerunning with ``--seed <seed>`` gives the same output)."""
+    return {"seed": int(seed), "seed_drawn": bool(drawn), **{k: v for k, v in summary.items()
+                                                              if k not in ("seed", "seed_drawn")}}

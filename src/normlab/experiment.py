@@ -641,8 +641,13 @@ def _now() -> str:
 
 def _write_manifest(path: Path, manifest: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no empty or half copy left behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 # ------------------------------------------------------------------------------ --print-config

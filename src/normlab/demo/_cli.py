@@ -21,7 +21,8 @@ examples:
   normlab demo --out report                                  # again: every model answer comes from the cache
   normlab demo --out report --committed 1,2,3                # more committed counts; the rest is reused
   normlab demo --out report-h3 --n-agents 24 --memory 3      # N = 24, H = 3 (170 prompts); the paper's H = 5: 2,730
-  normlab demo --out report-sample --mode sample --runs 4    # the paper's generate-and-parse protocol
+  normlab demo --out report-sample --mode sample --runs 4    # the paper's generate-and-parse protocol (no logprobs)
+  normlab demo --out report-qwen --embedded-model qwen2.5-coder-1.5b   # a model that plays the game (pip install "normlab[qwen]")
   normlab demo --out report-mine --base-url http://127.0.0.1:8000/v1 --model MODEL   # your model (vLLM, llama.cpp)
   normlab demo --out report-api --base-url URL --model MODEL --price-input 0.6 --price-output 2.4 --dry-run
                                                              # requests, tokens and cost first; nothing is sent
@@ -54,7 +55,8 @@ def _demo(args) -> int:
     kw = dict(names=args.names, n_agents=args.n_agents, memory=args.memory, runs=args.runs,
               max_rounds=args.max_rounds, committed=args.committed, committed_runs=args.committed_runs,
               sample_check=args.sample_check, fit=args.fit, n_draws=args.draws, mode=args.mode or "exact",
-              within_rounds=args.within_rounds, tip_runs=args.tip_runs, endpoint=endpoint, sampling=settings)
+              within_rounds=args.within_rounds, tip_runs=args.tip_runs, probe_samples=args.probe_samples,
+              endpoint=endpoint, sampling=settings)
     if args.dry_run:
         from normlab.demo.pipeline import estimate_demo
 
@@ -118,7 +120,9 @@ def _headline(res) -> dict:
             f"{r['flips']}/{r['runs']} flipped, predicted P(flip) {r['predicted']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"
     if s["free_generation"]:
         f = s["free_generation"]
-        out["free answers with no name"] = f"{f['invalid']}/{f['trials']} (probe predicts {f['predicted_invalid_share']:.2f})"
+        pis = f["predicted_invalid_share"]
+        out["free answers with no name"] = f"{f['invalid']}/{f['trials']} (" + (
+            f"probe predicts {pis:.2f})" if pis is not None else "not predicted: the table was sampled)")
     t = s.get("tip")
     if t:
         cm = t["critical_mass"]
@@ -149,8 +153,9 @@ def register(subparsers) -> None:
             "calibrate again from the populations' own log; write OUT/report.html (self-contained, figures "
             "embedded), OUT/*.png, OUT/summary.json and OUT/tables/*.parquet. Offline on the embedded SmolLM2 "
             "model by default. Every model answer is journaled under OUT/llm/: rerunning (or changing a setting) "
-            "reuses what was already asked. The strategy table needs an endpoint that returns logprobs "
-            "(llama.cpp, vLLM)."
+            "reuses what was already asked. Exact mode (the default) reads the strategy table from next-token "
+            "logprobs (llama.cpp, vLLM); --mode sample needs none: the table is estimated from sampled answers, "
+            "with its uncertainty, and the populations generate and parse (hosted APIs without logprobs)."
         ),
         epilog=_EXAMPLES + "\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -183,12 +188,16 @@ def register(subparsers) -> None:
                    help="the tip step: adaptive search (normlab tip) for the critical mass that overturns the "
                         "populations' convention, starting from their runs, with at most this many committed runs; 0 "
                         "skips it (default %(default)s)")
+    g.add_argument("--probe-samples", type=int, default=10,
+                   help="sample mode: answers sampled per memory state (in each of the probe's two stages) to estimate "
+                        "the strategy table with its uncertainty, no logprobs needed (default %(default)s)")
     g.add_argument("--draws", type=int, default=200, help="simulated experiments / posterior draws per prediction "
                                                          "(default %(default)s)")
     add_endpoint_args(p, run_controls=True)
-    _retune(p, "mode", help="exact (default): the populations decide from next-token probabilities and are answered from "
-                            "the probe's cache; sample: the paper's protocol, generate and parse (one request per "
-                            "decision and re-ask)")
+    _retune(p, "mode", help="exact (default): the strategy table from next-token logprobs (the endpoint must return them) "
+                            "and populations answered from the probe's cache; sample: the paper's protocol, generate "
+                            "and parse (one request per decision and re-ask), the table estimated from "
+                            "--probe-samples sampled answers per state -- no logprobs needed")
     _retune(p, "seed", default=1, help="seed of every run and simulation (default %(default)s)")
     _retune(p, "json", help="print summary.json instead of the short summary")
     p.set_defaults(func=_demo)

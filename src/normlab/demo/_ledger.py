@@ -68,10 +68,12 @@ def journal_dirs(root) -> list[Path]:
 
 
 def spent(directories, ep) -> tuple[float, float]:
-    """Tokens (prompt + completion) and USD journaled in ``directories``, at ``ep``'s prices."""
-    led = ledger(directories)
-    usd = (led["prompt_tokens"] * ep.price_input + led["completion_tokens"] * ep.price_output) / 1e6
-    return float(led["prompt_tokens"] + led["completion_tokens"]), usd
+    """Tokens (prompt + completion) and USD that the journals in ``directories`` and below them
+    count against a budget, at ``ep``'s prices (:func:`~normlab.llm_runs.journal.journal_spent`,
+    every runner's: requests cut off by a kill count at their write-ahead reservation, in full)."""
+    dirs = sorted({j.parent for d in directories if Path(d).is_dir() for j in Path(d).rglob(JOURNAL_FILE)})
+    counted = [journal.journal_spent(d, (ep.price_input, ep.price_output)) for d in dirs]
+    return float(sum(c["tokens"] for c in counted)), float(sum(c["usd"] for c in counted))
 
 
 def budget_text(ep) -> str:

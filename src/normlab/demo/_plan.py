@@ -15,7 +15,7 @@ import numpy as np
 
 from normlab._validate import Check, Int, check_int, check_out_dir, validate_params
 from normlab.calibration import fit_kind_names
-from normlab.llm_runs import EndpointConfig, RunEstimate, estimate_game, load_template
+from normlab.llm_runs import EndpointConfig, RunEstimate, enumerate_states, estimate_game, load_template
 from normlab.llm_runs.journal import write_json_atomic
 from normlab.llm_runs.runner import (BYTES_PER_TOKEN, distinct_prompts, estimate_requests, longest_prompt_bytes,
                                      make_settings, prompt_tokens)
@@ -101,7 +101,8 @@ class DemoSettings:
     one reported): the two names, ``n_agents`` (3..1000), ``memory`` (1..5), ``runs``,
     ``max_rounds`` (>= 10), ``committed`` (``"auto"`` or counts in 1..N-1, kept sorted and
     distinct), ``committed_runs``, ``sample_check``, ``fit`` (a registered fit kind),
-    ``n_draws`` (>= 10), ``mode``, ``within_rounds`` (>= 3), ``tip_runs``, ``endpoint`` (None:
+    ``n_draws`` (>= 10), ``mode``, ``within_rounds`` (>= 3), ``tip_runs``, ``probe_samples`` (>= 1: sampled
+    answers per memory state and probe stage in sample mode), ``endpoint`` (None:
     :meth:`EndpointConfig.from_env`), the ``sampling`` keys, then the runner's own checks of the
     probe (exact) and the populations (``mode``), and last ``out`` (a directory that is new,
     empty or a demo's).
@@ -121,6 +122,7 @@ class DemoSettings:
     mode: str = "exact"
     within_rounds: int = 30
     tip_runs: int = 8
+    probe_samples: int = 10
     endpoint: EndpointConfig | None = None
     sampling: dict = field(default=None, hash=False)
 
@@ -130,7 +132,8 @@ class DemoSettings:
                               "max_rounds": Int(10)}
     _parameter_constraints_after_committed = {
         "committed_runs": Int(0), "sample_check": Int(0), "fit": Check(_fit), "n_draws": Int(10), "mode": Check(_mode),
-        "within_rounds": Int(3), "tip_runs": Int(0), "endpoint": Check(_endpoint), "sampling": Check(_sampling)}
+        "within_rounds": Int(3), "tip_runs": Int(0), "probe_samples": Int(1), "endpoint": Check(_endpoint),
+        "sampling": Check(_sampling)}
 
     def __post_init__(self):
         v = validate_params(self.to_dict(), self._parameter_constraints)
@@ -178,9 +181,11 @@ DEMO_DEFAULTS = {**{f.name: f.default for f in fields(DemoSettings) if f.name no
 
 
 def directory_key(cfg: DemoSettings) -> str:
-    """Directory key: the endpoint, the pool and every sampling setting (what changes the answers)."""
+    """Directory key: the endpoint (the embedded model), the pool and every sampling setting (what changes
+    the answers)."""
     ep = cfg.endpoint
-    blob = json.dumps({"endpoint": ep.base_url or "embedded", "model": ep.model, "names": list(cfg.names),
+    where = ep.base_url or ("embedded" if ep.embedded_model == "smollm2" else f"embedded:{ep.embedded_model}")
+    blob = json.dumps({"endpoint": where, "model": ep.model, "names": list(cfg.names),
                        "sampling": {k: cfg.sampling[k] for k in sorted(cfg.sampling)}},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
@@ -237,17 +242,31 @@ def estimate_demo(out, **settings):
     prices = {"all": (ep.price_input, ep.price_output)}
     parts, notes = [], []
 
-    # 1. the strategy table, exact: one request per memory state and name order
-    s, tpl, _ = make_settings(N, H, names, max_interactions=1, mode="exact", embedded=ep.embedded,
-                              **{k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")})
     counts = [4 ** k for k in range(H + 1)]
-    ptok = sum(c * prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
-    total = distinct_prompts(names, H)
-    done = sum(1 for d in llm_dir.glob("probe-H*") for c in journal_calls(d) if c.purpose == "exact")
-    left = max(total - done, 0)
-    parts.append(estimate_requests(s, tpl, requests=(left, left), prompt_tokens=ptok, what="", prices=prices))
-    notes.append(f"strategy table: {total:,} exact requests ({sum(counts):,} memory states x 2 name orders; a name "
-                 f"of several tokens adds requests){f', {done:,} already journaled' if done else ''}")
+    if mode_of(cfg.mode).uses_cache:
+        # 1. the strategy table, exact: one request per memory state and name order
+        s, tpl, _ = make_settings(N, H, names, max_interactions=1, mode="exact", embedded=ep.embedded,
+                                  **{k: v for k, v in smp.items() if k not in ("top_p", "min_p", "parse")})
+        ptok = sum(c * prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
+        total = distinct_prompts(names, H)
+        done = sum(1 for d in llm_dir.glob("probe-H*") for c in journal_calls(d) if c.purpose == "exact")
+        left = max(total - done, 0)
+        parts.append(estimate_requests(s, tpl, requests=(left, left), prompt_tokens=ptok, what="", prices=prices))
+        notes.append(f"strategy table: {total:,} exact requests ({sum(counts):,} memory states x 2 name orders; a "
+                     f"name of several tokens adds requests){f', {done:,} already journaled' if done else ''}; exact "
+                     "mode needs an endpoint that returns logprobs (--mode sample needs none)")
+    else:
+        # 1. the strategy table from sampled answers: probe_samples per state, memories <= 1 first, then all
+        s, tpl, _ = make_settings(N, H, names, max_interactions=1, mode="sample", embedded=ep.embedded, **smp)
+        ptok = sum(c * prompt_tokens(s, tpl, k) for k, c in enumerate(counts)) / sum(counts)
+        states = sum(counts) + (5 if H > 1 else 0)
+        done = sum(len(journal_calls(d)) for d in llm_dir.glob("probe-sample-H*"))
+        n = max(cfg.probe_samples * states - done, 0)
+        reqs = s.decision.requests((n, n), None, s.max_reasks)
+        parts.append(estimate_requests(s, tpl, requests=reqs, prompt_tokens=ptok, what="", prices=prices))
+        notes.append(f"strategy table from sampled answers (sample mode: no logprobs needed): {cfg.probe_samples} "
+                     f"answers in each of {states:,} memory-state probes (the 5 of length <= 1 first, then all "
+                     f"{sum(counts):,}), re-asks as the runs{f'; {done:,} requests already journaled' if done else ''}")
     # 2. free generation at an empty memory, no re-ask
     if cfg.sample_check:
         s2, tpl2, _ = make_settings(N, H, names, max_interactions=1, mode="sample", embedded=ep.embedded,
@@ -298,7 +317,7 @@ def estimate_demo(out, **settings):
         led = ledger(dirs)
         if led["calls"]:
             done_before = {"requests": led["calls"], "tokens": led["prompt_tokens"] + led["completion_tokens"]}
-    model = "embedded SmolLM2-135M-Instruct" if ep.embedded else (ep.model or "the endpoint's first model")
+    model = ep.model_label
     what = (f"normlab demo: N = {N}, H = {H}, names {','.join(names)}, {cfg.runs} populations, "
             f"{cfg.mode} mode, {model}")
     return RunEstimate(what=what, rows=rows, prices=prices, notes=tuple(notes), done=done_before)
@@ -340,8 +359,13 @@ def plan_rest(cfg, seed, ep, llm_dir: Path, states_b, dir_b: Path, speed: dict |
     """What is left after the timed first probe stage, in requests, tokens and minutes (from the
     measured speed); printed, and returned as the report's ``estimate``."""
     names, smp = cfg.names, cfg.sampling
-    left_b = max(0, 2 * len(states_b) - len([c for c in journal_calls(dir_b) if c.purpose == "exact"]))
-    chars_b = sum(prompt_chars(names, states_b, smp)) * (left_b / max(2 * len(states_b), 1))
+    if mode_of(cfg.mode).uses_cache:
+        left_b = max(0, 2 * len(states_b) - len([c for c in journal_calls(dir_b) if c.purpose == "exact"]))
+        chars_b = sum(prompt_chars(names, states_b, smp)) * (left_b / max(2 * len(states_b), 1))
+    else:  # sampled answers: every state up to H again (pooled with the first stage), one request each at least
+        every = states_b + [st for st in enumerate_states(names, 1)] if states_b else []
+        left_b = max(0, cfg.probe_samples * len(every) - len(journal_calls(dir_b)))
+        chars_b = (sum(prompt_chars(names, every, smp)) / max(2 * len(every), 1)) * left_b
     tok_b = chars_b * speed["tokens_per_char"] if speed else None
     left_s = cfg.sample_check - free_generation_done(llm_dir, cfg, seed)
     est = {"calls": left_b + max(left_s, 0), "prompt_tokens": None, "seconds": None,

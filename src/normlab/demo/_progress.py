@@ -43,10 +43,15 @@ class JournalBar:
             return
         with open(self.path, "rb") as f:
             f.seek(self._pos)
-            data = f.read()
-            self._pos += len(data)
+            while data := f.read(1 << 20):  # in pieces: a resumed run's journal may be long
+                self._pos += len(data)
+                self._lines(data)
+
+    def _lines(self, data: bytes) -> None:
         lines = (self._buf + data).split(b"\n")
         self._buf = lines.pop()
+        if len(self._buf) > journal.MAX_RECORD_BYTES:  # no record is that long: never held whole
+            self._buf = b""
         for line in lines:
             r = journal.parse_line(line, (journal.INTERACTION, journal.RUN_END))
             if r is None:

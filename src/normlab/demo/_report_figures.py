@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab._display import style
+from normlab._display import style, error_bars
 from normlab.schema import memory_state_string
 from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD
 
@@ -97,7 +97,9 @@ def fig_strategy(ptab: pd.DataFrame, by_order: pd.DataFrame, names, H: int, path
             ax.tick_params(axis="y", rotation=0)
             ax.set_title(f"{what}, memory of {L}", fontsize=9.5)
     emp = tab[(tab["memory_state"] == "") & (tab["name"] == y)].iloc[0]
-    fig.suptitle(f"The model's strategy (exact next-token probabilities; rows 1 and 3 average the two name orders)\n"
+    how = ("exact next-token probabilities; rows 1 and 3 average the two name orders" if not by_order.empty else
+           "estimated from sampled answers: rows 2 and 3 need next-token probabilities (exact mode) and stay empty")
+    fig.suptitle(f"The model's strategy ({how})\n"
                  + strategy_title_line(first.get(""), second.get(""), emp["p"], emp["covered_mass"], y), fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
@@ -136,9 +138,9 @@ def fig_population(traj_th, llm_curve, pfacts, obs, names, winner, runs, path: P
     for i, c in enumerate(cats):
         p = pfacts["consensus"].get(c, {"estimate": 0, "low": 0, "high": 0})
         o = obs["consensus"][c]
-        ax.errorbar([i - 0.12], [p["estimate"]], yerr=[[p["estimate"] - p["low"]], [p["high"] - p["estimate"]]],
+        ax.errorbar([i - 0.12], [p["estimate"]], yerr=error_bars(p["estimate"], p["low"], p["high"]),
                     fmt="s", color="C0", capsize=4, label="predicted (95% for this experiment)" if i == 0 else None)
-        ax.errorbar([i + 0.12], [o["estimate"]], yerr=[[o["estimate"] - o["low"]], [o["high"] - o["estimate"]]],
+        ax.errorbar([i + 0.12], [o["estimate"]], yerr=error_bars(o["estimate"], o["low"], o["high"]),
                     fmt="o", color="C3", capsize=4, label="LLM runs (Clopper-Pearson 95%)" if i == 0 else None)
     ax.set_xticks(range(len(cats)), [f"consensus\non {c}" if c != "none" else "no consensus\nwithin cap" for c in cats])
     ax.set_ylim(-0.04, 1.04)
@@ -164,7 +166,8 @@ def fig_critical_mass(pred, lpred, cm_rows, names, n_runs, path: Path) -> Path:
         pts = [r for r in cm_rows if r["majority"] == x]
         if pts:
             ax.errorbar([r["committed"] for r in pts], [r["observed"] for r in pts],
-                        yerr=[[r["observed"] - r["observed_low"] for r in pts], [r["observed_high"] - r["observed"] for r in pts]],
+                        yerr=error_bars([r["observed"] for r in pts], [r["observed_low"] for r in pts],
+                                        [r["observed_high"] for r in pts]),
                         fmt="o", color="C3", ms=7, capsize=5, label="LLM runs (Clopper-Pearson 95%)", zorder=5)
         ax.axhline(0.5, color="0.55", lw=0.8, ls=":")
         ax.set_xlabel(f"agents committed to {y}")
@@ -216,7 +219,7 @@ def fig_calibration(ptab, cal, names, pfacts, lfacts, pcrit, lcrit, obs, path: P
     for seen, col, lab in ((True, "C3", "visited by the populations"), (False, "0.55", "never visited (prior only)")):
         g = m[m["observed"] == seen]
         if len(g):
-            ax.errorbar(g["p"], g["mean"], yerr=[g["mean"] - g["low"], g["high"] - g["mean"]], fmt="o", ms=4,
+            ax.errorbar(g["p"], g["mean"], yerr=error_bars(g["mean"], g["low"], g["high"]), fmt="o", ms=4,
                         color=col, alpha=0.85, capsize=2, label=f"{lab} ({len(g)} state{'s' if len(g) != 1 else ''})")
     ax.plot([0, 1], [0, 1], color="0.3", lw=0.8)
     ax.set_xlabel(f"probed p({y} | memory) (exact)")

@@ -14,7 +14,8 @@ import pandas as pd
 from normlab.theory.criteria import FLIP_SUM
 
 from ._common import fmt_seconds
-from ._report_text import (_agents, _calibration_text, _cm_line, _embedded_caveat, _f, _iv, _next_runs, _outside_one,
+from ._report_text import (_agents, _calibration_text, _cm_line, _embedded_caveat, _f, _inside_one, _iv, _next_runs,
+                           _outside_one,
                            _pct, strategy_caption, strategy_reading_text)
 
 
@@ -152,6 +153,7 @@ its journaled model answers.</p>
 <h2>7. Every check</h2>
 {checks_html(checks)}
 {_outside_html(checks, cfg, free)}
+{_inside_html(checks, cfg)}
 <p class="small">Predicted intervals: 2.5% and 97.5% quantiles over {cfg['n_draws']} simulated experiments of the size
 run ("probed table": the table is exact, so only the experiment's noise; "fit on the population log": posterior draws,
 each with its own simulated experiment). Observed intervals: Clopper-Pearson 95% for counts.</p>
@@ -233,10 +235,22 @@ def _glance(s, cfg, checks, winner, pfacts, pcrit, obs, cm_rows, free, names) ->
     n_in = int((checks["consistent"] == True).sum())  # noqa: E712
     n_out = int((checks["consistent"] == False).sum())  # noqa: E712
     glance.append(f"<b>All checks</b>: {n_in} observations inside their predicted interval, {n_out} outside "
-                  + ("(table at the end)." if n_out == 0 else
-                     "(table at the end, where each one outside is discussed: how far, and what the comparison can "
-                     "show)."))
+                  "(table at the end, where every check is discussed: "
+                  + ("" if n_out == 0 else "how far each one outside falls and what the comparison can show; ")
+                  + "what each one inside compares, and where a zero-width interval makes it a weak or a strict test).")
     return glance
+
+
+def _inside_html(checks: pd.DataFrame, cfg: dict) -> str:
+    """The checks inside their intervals and those not judged, each discussed ("" when there is none)."""
+    ins = checks[checks["consistent"] != False]  # noqa: E712
+    if ins.empty:
+        return ""
+    items = "".join(_inside_one(r, cfg) for _, r in ins.iterrows())
+    n_in = int((ins["consistent"] == True).sum())  # noqa: E712
+    head = (f"The {n_in} check{'s' if n_in != 1 else ''} inside {'their' if n_in != 1 else 'its'} interval"
+            + (f" and the {len(ins) - n_in} not judged" if len(ins) > n_in else ""))
+    return f"<h3>{head}</h3><ul>{items}</ul>"
 
 
 def _outside_html(checks: pd.DataFrame, cfg: dict, free: dict | None) -> str:

@@ -44,6 +44,8 @@ def strategy_title_line(p_first, p_second, p_mean, covered, y: str) -> str:
     """The empty-memory line of the strategy figure's title: ``p(y)`` averaged over the two name
     orders, what it is in each order, their difference (the order effect of the middle row) and
     the probability mass on pool names."""
+    if covered is None or not math.isfinite(float(covered)):  # a table from sampled answers
+        return f"empty memory: p({y}) = {p_mean:.2f} (share of the sampled answers naming a pool name)"
     head = f"empty memory: p({y}) = {p_mean:.2f} averaged over the two name orders; mass on pool names {covered:.2f}"
     if p_first is None or p_second is None or not (math.isfinite(p_first) and math.isfinite(p_second)):
         return head
@@ -84,7 +86,10 @@ def strategy_reading(ptab: pd.DataFrame, names) -> dict:
 
 
 def order_effect(by_order: pd.DataFrame, y: str) -> pd.Series:
-    """``p(y)`` when ``y`` is listed first minus when it is listed second, per memory state."""
+    """``p(y)`` when ``y`` is listed first minus when it is listed second, per memory state (empty
+    for a table estimated from sampled answers, which records no name order)."""
+    if by_order.empty:
+        return pd.Series(dtype=float, name="order_effect", index=pd.Index([], name="memory_state"))
     x = next(o for o in by_order["order"].iloc[0].split(",") if o != y)
     b = by_order[by_order["name"] == y].set_index("memory_state")
     first = b[b["order"] == f"{y},{x}"]["p"]
@@ -220,8 +225,8 @@ def tip_text(t: dict, cfg: dict, model: str, embedded: bool) -> list[str]:
     gaps = ("Counts without a run (" + ", ".join(map(str, untested)) + ") are read from the strategy table refitted "
             "on the populations' and the played runs, not observed"
             if untested else "Every count was played")
-    if embedded:
-        size = "a 135M-parameter model" if "135M" in model else "a small embedded model"
+    if embedded and "135M" in model:  # SmolLM2: it cannot play the game
+        size = "a 135M-parameter model"
         how = ("in exact mode the runs draw from its next-token probabilities renormalised over the two names, so "
                "this is the critical mass of that table's dynamics" if mode_of(cfg["mode"]) is EXACT else
                "its runs play a model that often names no pool name")
@@ -267,8 +272,11 @@ def summary_paragraph(s: dict) -> str:
     win = max((x, y), key=lambda n: (pred.get(n) or {}).get("estimate") or 0)
     runs, won = pop["runs"], pop["observed"]["consensus"][win]["runs"]
     agree = f"all {runs} populations agree on {win}" if won == runs else f"{won} of {runs} populations agree on {win}"
-    out = [f"The printed summary of this command: with an empty memory {model} picks {x} or {y} about equally often "
-           f"when the two name orders are averaged ({pe[x]:.2f} / {pe[y]:.2f})"
+    even = abs(pe[x] - 0.5) < 0.1
+    out = [f"The printed summary of this command: with an empty memory {model} picks "
+           + (f"{x} or {y} about equally often" if even else f"{x} with probability {pe[x]:.2f} and {y} with {pe[y]:.2f}")
+           + (" when the two name orders are averaged" if first is not None else "")
+           + (f" ({pe[x]:.2f} / {pe[y]:.2f})" if even else "")
            + (f", but it picks the name the prompt lists first with probability {first:.2f}" if first is not None else "")
            + f"; {agree}, as the theory predicts from the probed table (probability {pred[win]['estimate']:.2f})."]
     r = st.get("reading") or {}
@@ -281,9 +289,16 @@ def summary_paragraph(s: dict) -> str:
                    f"(p({nm} | memory) from {r['p_min']:.2f} to {r['p_max']:.2f}).")
     inside = sum(1 for c in s["checks"] if c["consistent"] is True)
     judged = sum(1 for c in s["checks"] if c["consistent"] is not None)
+    f, cm = s.get("free_generation"), pop["observed"].get("covered_mass")
+    if plays_the_game(s):
+        ff = f" and names a pool name in {f['trials'] - f['invalid']} of {f['trials']} free answers" if f else ""
+        out.append(f"{model} answers the prompt{ff}, so the table is its own: {judged} checks compare the populations "
+                   f"with the theory's predictions, and {inside} fall inside their predicted 95% intervals"
+                   + (" (in exact mode the populations replay the probed table: a check of the pipeline; "
+                      "--mode sample lets the model's free answers disagree)." if cfg["mode"] == "exact" else "."))
+        return " ".join(out)
     out.append(f"What the run shows is the pipeline at work: {judged} checks compare the populations with the "
                f"theory's predictions, and {inside} fall inside their predicted 95% intervals.")
-    f, cm = s.get("free_generation"), pop["observed"].get("covered_mass")
     if s["endpoint"]["embedded"] and (f or cm is not None):
         why = []
         if f:
@@ -340,7 +355,50 @@ def _outside_one(r, cfg: dict, free: dict | None) -> str:
         head += (f": {k} of {n} against {_f(n * p, 1)} +/- {_f(sd, 1)} expected"
                  + (f" ({_f(abs(k - n * p) / sd, 1)} standard deviations)" if sd > 0 else
                     " (the prediction allows no spread: a single differing run falls outside)"))
-    why = {
+    why = what_it_shows(q, cfg)
+    if r["source"] == "log":
+        why += " (The log fit is in-sample for the convergence runs.)"
+    return f"<li>{head}. What it can show: {why}</li>"
+
+
+def _inside_one(r, cfg: dict) -> str:
+    """One check inside its interval (or not judged) in words: what was compared, and what agreement can and
+    cannot show here -- a zero-width interval at 0 or 1 is a weak test."""
+    q, key = r["quantity"], r["key"]
+    src = "the fit on the population log" if r["source"] == "log" else "the probed table"
+    nd = 1 if "rounds" in q else 2
+    label = html.escape(f"{q} {key}".strip())
+    obs, p, lo, hi = r["observed"], r["predicted"], r["low"], r["high"]
+    if r["consistent"] is None:
+        why = (html.escape(str(r.get("note") or "")) or "no observation or no interval to compare with")
+        return (f"<li><b>{label}</b> ({src}): not judged -- observed {_f(obs, nd)}, predicted {_f(p, nd)}: "
+                f"{why}.</li>")
+    head = f"<b>{label}</b> ({src}): observed {_f(obs, nd)} inside the predicted [{_f(lo, nd)}, {_f(hi, nd)}]"
+    if lo is not None and hi is not None and abs(float(hi) - float(lo)) < 1e-9:
+        head += (f" -- an interval of zero width: the prediction is certain ({_f(p, nd)}), so only an exact match "
+                 "passes; a strong test of the direction, none of the spread")
+    elif q in ("P(consensus)", "P(flip)") and p is not None and (float(p) <= 0.02 or float(p) >= 0.98):
+        head += " -- at the edge of [0, 1], where any experiment of this size agrees: a weak test"
+    return f"<li>{head}. What it compares: {what_it_shows(q, cfg, inside=True)}</li>"
+
+
+def what_it_shows(q: str, cfg: dict, inside: bool = False) -> str:
+    """What a check of quantity ``q`` compares (``inside``) or, outside its interval, what the
+    difference can show."""
+    if inside:
+        return {
+            "P(consensus)": f"the share of {cfg['runs']} runs reaching each convention against the binomial noise of "
+                            f"{cfg['runs']} runs at the predicted probability.",
+            "rounds to consensus": f"the mean time to the paper's {3 * cfg['n_agents']}-success streak against what "
+                                   "experiments of this size show.",
+            "rounds to 95% success": "the round at which the mean success curve crosses 0.95 against the simulated "
+                                     "experiments' crossings.",
+            "P(flip)": f"the flips of {cfg['committed_runs']} committed-minority runs at one count against the flip "
+                       "frequency such experiments show.",
+            "invalid free answers": "free answers naming no pool name against one minus the pool names' probability "
+                                    "at the first answer token.",
+        }.get(q, "the observation against the interval of an experiment of this size.")
+    return {
         "P(consensus)": f"a share of {cfg['runs']} runs, so the interval is the binomial noise of {cfg['runs']} runs at "
                         "the predicted probability; outside it, the populations' winner differs from the table's "
                         "(the early, nearly empty memories decide it) or the runs are not independent draws.",
@@ -360,9 +418,6 @@ def _outside_one(r, cfg: dict, free: dict | None) -> str:
         "invalid free answers": "the probe counts the pool names' probability at the first answer token; free "
                                 "generation can still name one later (after a preamble), or the sampler settings differ.",
     }.get(q, "the comparison shows that the prediction and the runs differ here; the table above has the numbers.")
-    if r["source"] == "log":
-        why += " (The log fit is in-sample for the convergence runs.)"
-    return f"<li>{head}. What it can show: {why}</li>"
 
 
 #: N and H of the "larger population" suggestion (README, ``demo --help`` and the report).
@@ -375,15 +430,31 @@ def probe_prompts(memory: int, n_names: int = 2) -> int:
     return n_names * sum((n_names * n_names) ** L for L in range(memory + 1))
 
 
+def plays_the_game(s) -> bool:
+    """Whether the model answers the prompt with a pool name, from the run's own numbers: at least half
+    its next-token probability on the pool names (exact mode) and at most a third of its free answers
+    without one (both where measured)."""
+    cov, f = s["strategy_table"].get("covered_mass_mean"), s.get("free_generation")
+    return (cov is None or cov >= 0.5) and (not f or f["invalid"] <= f["trials"] / 3)
+
+
 def _embedded_caveat(s) -> str:
     """What the embedded model can and cannot show, from its own numbers."""
     st, f = s["strategy_table"], s.get("free_generation")
-    bits = [f"puts {st['covered_mass_mean']:.2f} of its next-token probability on the pool names (mean over the "
-            f"table's memory states)"]
+    model = html.escape(s["endpoint"]["model"])
+    bits = ([f"puts {st['covered_mass_mean']:.2f} of its next-token probability on the pool names (mean over the "
+             f"table's memory states)"] if st.get("covered_mass_mean") is not None else [])
     if f:
         bits.append(f"names no pool name in {f['invalid']} of {f['trials']} free answers")
-    return (f"<b>A 135 M-parameter model</b> {' and '.join(bits)}: the conventions and critical masses here describe "
-            f"what SmolLM2 says in this prompt once its answer is renormalised over the two names, not a convention it "
+    said = " and ".join(bits) or "runs offline"
+    if plays_the_game(s):
+        return (f"<b>{model}</b> (embedded, offline) {said}: it answers the prompt with a pool name, so the table is "
+                f"what its own answers say, not a renormalisation of text it rarely writes. It is still one small "
+                f"quantised model with one prompt: the conventions and critical masses describe it, not LLMs in "
+                f"general, and in exact mode its populations replay the probed table (the model's own behaviour in "
+                f"free generation is tested by <code>--mode sample</code>).")
+    return (f"<b>{model}</b>, a small embedded model, {said}: the conventions and critical masses here describe "
+            f"what it says in this prompt once its answer is renormalised over the two names, not a convention it "
             f"would write, nor LLMs in general.")
 
 

@@ -20,7 +20,8 @@ import pandas as pd
 from normlab._rng import spawn
 from normlab.calibration import (calibrate, challenger_shares, llm_trajectories, predict,
                                  theory_trajectories)
-from normlab.calibration.fit.registry import fit_family
+from normlab.calibration import counts_from_probes
+from normlab.calibration.fit.registry import fit_family, fit_strategy
 from normlab.calibration.tip.search import tip
 from normlab.calibration.tip.sources import LLMSource
 from normlab.llm_runs import BudgetExhausted
@@ -28,6 +29,7 @@ from normlab.llm_runs import enumerate_states, individual_bias, run_game, strate
 from normlab.llm_runs.runner.mode import mode_of
 from normlab.theory import StrategyTable, strategy_game
 from normlab.theory.criteria import shares_from_result
+from normlab.theory.stats import clopper_pearson
 from normlab.theory.strategies import n_states
 
 from ._common import cp_interval, finite, fmt_seconds
@@ -35,7 +37,7 @@ from ._ledger import Clock, demo_budget, free_generation_dir, journal_calls, sta
 from ._plan import PROBE_SEED, DemoSettings, measure_speed, plan_rest
 from ._progress import JournalBar, spinner
 
-__all__ = ["GROUPS", "DemoRun", "ProbeStep", "probe_step", "free_generation_step", "prediction_step",
+__all__ = ["GROUPS", "DemoRun", "ProbeStep", "probe_step", "sampled_probe_step", "pool_sampled", "free_generation_step", "prediction_step",
            "population_step", "committed_step", "TipStep", "tip_direction", "tip_step", "calibration_step",
            "checks_step"]
 
@@ -82,10 +84,22 @@ class ProbeStep:
     dirs: tuple
     speed: dict | None
     estimate: dict
+    #: Sample mode: the table's posterior from the sampled answers (a Dirichlet per memory state),
+    #: which the prediction draws from; ``None`` in exact mode (the probed table is exact).
+    fit: object = None
+
+    @property
+    def source(self):
+        """What the theory predicts from: the posterior of a sampled table, else the exact table."""
+        return self.fit if self.fit is not None else self.table
 
 
 def probe_step(run: DemoRun) -> ProbeStep:
-    """The strategy table: short memories first (they time the endpoint), the plan printed, then the rest."""
+    """The strategy table: short memories first (they time the endpoint), the plan printed, then the rest.
+    Exact mode reads next-token probabilities (logprobs); sample mode estimates the table from sampled
+    answers (:func:`sampled_probe_step`: no logprobs needed)."""
+    if not mode_of(run.cfg.mode).uses_cache:
+        return sampled_probe_step(run)
     cfg, clock, echo, ep = run.cfg, run.clock, run.echo, run.ep
     names, H, smp = cfg.names, cfg.memory, cfg.sampling
     L_a = 1  # 10 requests: enough to time the endpoint (for H = 1 it is the whole table)
@@ -116,6 +130,73 @@ def probe_step(run: DemoRun) -> ProbeStep:
     echo(f"  strategy table: {ptab['memory_state'].nunique()} memory states; empty memory: "
          f"p({names[0]}) = {float(p_empty['p'].iloc[0]):.2f}, p({names[1]}) = {1 - float(p_empty['p'].iloc[0]):.2f}")
     return ProbeStep(probe=probe, ptab=ptab, table=table, dirs=(dir_a, dir_b), speed=speed, estimate=est)
+
+
+def sampled_probe_step(run: DemoRun) -> ProbeStep:
+    """Sample mode: the strategy table estimated from ``probe_samples`` answers generated and parsed
+    in every memory state (the paper's protocol, re-asks as the runs; any endpoint, no logprobs),
+    memories of length <= 1 first (they time the endpoint), then every state up to H. The answers of
+    both stages are pooled per state; the table's uncertainty is a Dirichlet posterior per state
+    (the ``empirical`` fit of the counts), which the prediction draws from."""
+    cfg, clock, echo = run.cfg, run.clock, run.echo
+    names, H, S = cfg.names, cfg.memory, cfg.probe_samples
+    L_a = 1
+    dir_a, dir_b = run.llm_dir / f"probe-sample-H{L_a}-S{S}", run.llm_dir / f"probe-sample-H{H}-S{S}"
+    states_a = enumerate_states(names, L_a)
+    kw = dict(mode="sample", samples=S, progress=run.progress, rng=run.seeds[0], **cfg.sampling)
+    with clock.step(f"strategy table from sampled answers, memories of length <= {L_a} (timed)", [dir_a]):
+        before = len(journal_calls(dir_a))
+        t = time.perf_counter()
+        with run.budget():
+            pa = strategy_table(names, L_a, out=dir_a, endpoint=run.endpoint_for(dir_a), **kw)
+        wall_a = time.perf_counter() - t
+    speed = measure_speed(dir_a, states_a, cfg, wall_a, len(journal_calls(dir_a)) - before, run.llm_dir / "speed.json")
+    states_b = [st for st in enumerate_states(names, H) if st not in set(states_a)]
+    est = plan_rest(cfg, run.seed, run.ep, run.llm_dir, states_b, dir_b, speed, echo)
+    parts = [pa]
+    if H > L_a:
+        with clock.step(f"strategy table from sampled answers (H = {H})", [dir_b]):
+            with run.budget():
+                parts.append(strategy_table(names, H, out=dir_b, endpoint=run.endpoint_for(dir_b), **kw))
+    probe = pool_sampled(parts)
+    ptab = probe.to_frame()
+    fit = fit_strategy(counts_from_probes(ptab, names=names, memory=H), "empirical")
+    table = probe.to_strategy_table(default=uniform_table(names, H))
+    holes = int(ptab.groupby("memory_state")["n"].apply(lambda v: (v.fillna(0) == 0).all()).sum())
+    if holes:
+        echo(f"  note: in {holes} memory states no sampled answer named a pool name; the table plays them uniformly "
+             "(their posterior is the flat prior)")
+    emp = ptab[(ptab["memory_state"] == "") & (ptab["name"] == names[0])].iloc[0]
+    n_all, n_bad = int(ptab.drop_duplicates("memory_state")["n"].fillna(0).sum()), int(
+        ptab.drop_duplicates("memory_state")["n_invalid"].sum())
+    echo(f"  strategy table (sample mode, {S} answers per state and stage): {ptab['memory_state'].nunique()} memory "
+         f"states, {n_all} valid answers, {n_bad} invalid after re-asks; empty memory: p({names[0]}) = "
+         f"{float(emp['p']):.2f} [{float(emp['ci_low']):.2f}, {float(emp['ci_high']):.2f}] ({int(emp['count'])} of "
+         f"{int(emp['n'])})")
+    return ProbeStep(probe=probe, ptab=ptab, table=table, dirs=(dir_a, dir_b), speed=speed, estimate=est, fit=fit)
+
+
+def pool_sampled(probes):
+    """One sampled :class:`~normlab.llm_runs.StrategyProbe` from several of the same pool: the answers
+    of every probe pooled per (memory state, name), ``p`` and its Clopper-Pearson interval recomputed."""
+    if len(probes) == 1:
+        return probes[0]
+    big = max(probes, key=lambda p: p.memory)
+    frames = [p.table for p in probes]
+    cat = pd.concat(frames, ignore_index=True)
+    agg = cat.groupby(["memory_state", "name"], sort=False).agg(
+        count=("count", lambda v: int(v.fillna(0).sum())), n=("n", lambda v: int(v.fillna(0).sum())),
+        n_invalid=("n_invalid", "sum")).reset_index()
+    t = big.table.drop(columns=["count", "n", "n_invalid", "p", "ci_low", "ci_high"]).merge(
+        agg, on=["memory_state", "name"], how="left")
+    t["p"] = np.where(t["n"] > 0, t["count"] / t["n"].where(t["n"] > 0, 1), np.nan)
+    lo, hi = clopper_pearson(t["count"].astype(float), t["n"].astype(float))
+    t["ci_low"], t["ci_high"] = lo, hi
+    for c in ("count", "n"):
+        t[c] = t[c].astype("Int64")
+    t = t[list(big.table.columns)]
+    return type(big)(names=big.names, memory=big.memory, mode=big.mode, table=t, by_order_table=big.by_order_table,
+                     model=big.model, llm_calls=sum(p.llm_calls for p in probes))
 
 
 def uniform_table(names, memory: int) -> StrategyTable:
@@ -195,6 +276,9 @@ def population_step(run: DemoRun, pred, ptab, speed, cache):
     exp_int = expected_interactions(pred, N, cap)
     if not mode_of(cfg.mode).uses_cache:  # sample mode: requests to announce
         cov = float(ptab.drop_duplicates("memory_state")["covered_mass"].mean())
+        if not np.isfinite(cov):  # a table from sampled answers: the share of valid answers (after re-asks)
+            st = ptab.drop_duplicates("memory_state")
+            cov = float(st["n"].fillna(0).sum() / max(st["n"].fillna(0).sum() + st["n_invalid"].sum(), 1))
         reasks = smp.get("max_reasks", 2)
         per = sum((1 - cov) ** k for k in range((reasks if isinstance(reasks, int) else 10) + 1))
         n_req = 2 * exp_int * cfg.runs * per
@@ -459,11 +543,17 @@ def checks_step(run: DemoRun, pfacts, lfacts, obs, cm_rows, bias, ptab, pop):
                                 row["observed"], row["observed_low"], row["observed_high"]))
     if bias is not None:
         cov_empty = float(ptab.loc[ptab["memory_state"] == "", "covered_mass"].iloc[0])
-        lo, hi = binom_interval(bias.trials, 1 - cov_empty)
         olo, ohi = cp_interval(bias.invalid, bias.trials)
-        checks.append(check_row("invalid free answers", "empty memory", "probe",
-                                {"estimate": 1 - cov_empty, "low": lo, "high": hi}, bias.invalid / bias.trials, olo, ohi,
-                                note="predicted: 1 - probability mass of the pool names at the answer position"))
+        if np.isfinite(cov_empty):
+            lo, hi = binom_interval(bias.trials, 1 - cov_empty)
+            checks.append(check_row("invalid free answers", "empty memory", "probe",
+                                    {"estimate": 1 - cov_empty, "low": lo, "high": hi}, bias.invalid / bias.trials, olo,
+                                    ohi, note="predicted: 1 - probability mass of the pool names at the answer position"))
+        else:  # sampled table: its answers were re-asked, so it predicts nothing about a first answer
+            checks.append(check_row("invalid free answers", "empty memory", "probe",
+                                    {"estimate": None, "low": None, "high": None}, bias.invalid / bias.trials, olo, ohi,
+                                    note="not predicted: the strategy table was sampled with re-asks (sample mode); "
+                                         "the probability mass on pool names needs logprobs (exact mode)"))
     return pd.DataFrame(checks), llm_curve
 
 

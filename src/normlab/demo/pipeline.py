@@ -135,7 +135,8 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
              committed_runs: int = DEMO_DEFAULTS["committed_runs"], sample_check: int = DEMO_DEFAULTS["sample_check"],
              fit: str = DEMO_DEFAULTS["fit"], n_draws: int = DEMO_DEFAULTS["n_draws"],
              mode: str = DEMO_DEFAULTS["mode"], within_rounds: int = DEMO_DEFAULTS["within_rounds"],
-             tip_runs: int = DEMO_DEFAULTS["tip_runs"], endpoint=None, sampling: dict | None = None,
+             tip_runs: int = DEMO_DEFAULTS["tip_runs"], probe_samples: int = DEMO_DEFAULTS["probe_samples"],
+             endpoint=None, sampling: dict | None = None,
              rng=DEMO_DEFAULTS["rng"], progress: bool = True, verbose: bool = True,
              command: str | None = None) -> DemoResult:
     """Probe an LLM, predict its populations with the theory, check with LLM runs, write a report.
@@ -174,15 +175,21 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
         Draws of every prediction (posterior draws for the log fit; repeated simulated
         experiments for the probed table, which has no parameter uncertainty).
     mode : {"exact", "sample"}, optional
-        How the LLM populations and committed runs decide: ``"exact"`` (next-token probabilities,
-        answered from the probe's cache: no new request) or ``"sample"`` (the paper's generation
-        and parsing, one request per decision and re-ask).
+        How the strategy table is measured and how the LLM populations and committed runs decide:
+        ``"exact"`` (next-token probabilities: the endpoint must return logprobs; the runs are
+        answered from the probe's cache, no new request) or ``"sample"`` (the paper's generation
+        and parsing, one request per decision and re-ask; the table estimated from
+        ``probe_samples`` sampled answers per memory state, with a Dirichlet posterior per state:
+        any endpoint, no logprobs needed).
     within_rounds : int, optional
         Window of the flip criterion (30 rounds, Flint Ashery et al. 2025, Methods) and length of committed runs.
     tip_runs : int, optional
         Budget of the tip step in committed-minority runs (:func:`normlab.calibration.tip`: the
         published-rule critical mass that overturns the populations' convention, on an experiment of
         ``max(committed_runs, 2)`` runs per count, from the populations' runs as known data; 0 skips).
+    probe_samples : int, optional
+        Sample mode: answers sampled per memory state in each of the probe's two stages (memories
+        of length <= 1, then every memory up to ``memory``; pooled per state).
     endpoint : normlab.llm_runs.EndpointConfig, optional
         Default: ``NORMLAB_LLM_BASE_URL`` if set, else the embedded SmolLM2 server.
     sampling : dict, optional
@@ -217,7 +224,7 @@ def run_demo(out, *, names=DEMO_DEFAULTS["names"], n_agents: int = DEMO_DEFAULTS
     settings = DemoSettings(out, names=names, n_agents=n_agents, memory=memory, runs=runs, max_rounds=max_rounds,
                             committed=committed, committed_runs=committed_runs, sample_check=sample_check, fit=fit,
                             n_draws=n_draws, mode=mode, within_rounds=within_rounds, tip_runs=tip_runs,
-                            endpoint=endpoint, sampling=sampling)
+                            probe_samples=probe_samples, endpoint=endpoint, sampling=sampling)
     with shared_embedded_server():  # one embedded server (and prompt cache) for every step
         return _run_demo(settings, rng=rng, progress=progress, verbose=verbose, command=command)
 
@@ -228,7 +235,7 @@ def _run_demo(settings: DemoSettings, *, rng, progress: bool, verbose: bool, com
     cfg, out = run.cfg, run.cfg.out
     pr = probe_step(run)                                                          # 1. strategy table
     bias = free_generation_step(run)                                              # 2. free generation
-    pred, traj_th, pfacts, pcrit = prediction_step(run, pr.table)                 # 3. theory prediction
+    pred, traj_th, pfacts, pcrit = prediction_step(run, pr.source)                # 3. theory prediction
     cache = list(pr.dirs) if mode_of(cfg.mode).uses_cache else None
     pop, obs = population_step(run, pred, pr.ptab, pr.speed, cache)               # 4. LLM populations
     committed_res, cm_rows, cm_curves = committed_step(run, pr.table, pred, pcrit, cache)  # 5. committed minority
@@ -279,6 +286,7 @@ def _start(cfg: DemoSettings, *, rng, progress: bool, verbose: bool) -> DemoRun:
     llm_dir = out / "llm" / directory_key(cfg)
     llm_dir.mkdir(parents=True, exist_ok=True)
     seeds = spawn(seed, 8)
-    where = "the embedded SmolLM2-135M-Instruct server" if ep.embedded else f"{redact_url(ep.base_url)} ({ep.model or 'its first model'})"
+    where = (f"the {ep.model_label} server (--embedded-model {ep.embedded_model})" if ep.embedded
+             else f"{redact_url(ep.base_url)} ({ep.model or 'its first model'})")
     echo(f"normlab demo: {N} agents, memory {H}, names {','.join(names)}, {where}; report in {out}")
     return DemoRun(cfg=cfg, seed=seed, ep=ep, llm_dir=llm_dir, seeds=seeds, clock=clock, echo=echo, progress=progress)

@@ -244,7 +244,7 @@ def write_report(out: Path, ctx: ReportContext, figs: dict) -> dict:
         dec = bias.decisions if bias.decisions is not None else pd.DataFrame()
         examples = [t for t in dec.get("raw_text", pd.Series(dtype=object)).dropna().astype(str).tolist()][:6]
         free = {"trials": bias.trials, "invalid": bias.invalid, "invalid_share": bias.invalid / bias.trials,
-                "interval": [lo, hi], "predicted_invalid_share": 1 - float(emp["covered_mass"].iloc[0]),
+                "interval": [lo, hi], "predicted_invalid_share": 1 - float(emp["covered_mass"].iloc[0]),  # NaN: sampled
                 "counts": dict(zip(names, map(int, bias.counts))), "examples": examples}
     summary = {
         "schema": "normlab.demo/1",
@@ -268,11 +268,16 @@ def write_report(out: Path, ctx: ReportContext, figs: dict) -> dict:
         "estimate": dict(ctx.estimate, speed=ctx.speed),
         "timing": {**clock.total(), "steps": steps},
         "strategy_table": {"states": int(ptab["memory_state"].nunique()), "llm_calls": int(probe.llm_calls),
+                           "mode": probe.mode,
+                           "answers": (None if probe.mode == "exact" else
+                                       {"valid": int(ptab.drop_duplicates("memory_state")["n"].fillna(0).sum()),
+                                        "invalid": int(ptab.drop_duplicates("memory_state")["n_invalid"].sum())}),
                            "p_empty": {nm: float(emp.loc[nm, "p"]) for nm in names},
                            "p_first_listed_empty": _first_listed(probe.by_order()),
                            "covered_mass_mean": float(ptab.drop_duplicates("memory_state")["covered_mass"].mean()),
                            "states_without_name": int(ptab.groupby("memory_state")["p"].apply(lambda v: v.isna().any()).sum()),
-                           "prompts": int(len(probe.by_order()[["memory_state", "order"]].drop_duplicates())),
+                           "prompts": (int(len(probe.by_order()[["memory_state", "order"]].drop_duplicates()))
+                                       if probe.mode == "exact" else int(probe.llm_calls)),
                            "reading": _reading(ptab, probe.by_order(), names, H),
                            "table": "tables/strategy_table.parquet"},
         "free_generation": free,

@@ -51,6 +51,20 @@ def register(sub) -> None:
                                                         "theory curves noisier)")
     p.add_argument("--dpi", type=int, default=150, help="resolution of the PNG files (default 150)")
     p.add_argument("--list", action="store_true", help="list the figures and tables and exit")
+    from normlab.llm_runs.core.cli_kit import ENDPOINT_GROUP, add_api_key_args, add_embedded_model_arg
+
+    e = p.add_argument_group(ENDPOINT_GROUP + " -- the LLM of Figs. S11, S12 and Table S6")
+    e.add_argument("--base-url", default=None, help="OpenAI-compatible base URL with logprobs (llama.cpp, vLLM, ...)")
+    e.add_argument("--model", default=None, help="model name (default: the first model the endpoint lists)")
+    add_embedded_model_arg(e)
+    add_api_key_args(e)
+    e.add_argument("--embedded-threads", type=int, default=None, metavar="N", help="CPU threads of the embedded server")
+    e.add_argument("--budget", default=None, metavar="TOKENS",
+                   help="stop cleanly before those figures spend more (tokens: 50000, 50k, 2M; each figure's journals "
+                        "count what earlier runs into --out spent); exit 5")
+    e.add_argument("--dry-run", action="store_true",
+                   help="print the requests and tokens the figures run on an LLM would send, and exit (nothing sent or "
+                        "written)")
     p.set_defaults(func=_run)
 
 
@@ -72,5 +86,40 @@ def _run(args) -> int:
 
     check_out_dir(args.out)
     keys = figure_keys(args.only)  # bad keys fail before any work
-    make(keys, out=args.out, data=args.data, small=args.small, dpi=args.dpi)
-    return 0
+    endpoint = _endpoint(args, keys)
+    if args.dry_run:
+        from normlab.figures.robustness import estimate_llm_figures
+        from normlab.llm_runs.core.cli_kit import print_estimate
+
+        return print_estimate(estimate_llm_figures(keys, small=args.small, endpoint=endpoint, out=args.out), False)
+
+    def go():
+        make(keys, out=args.out, data=args.data, small=args.small, dpi=args.dpi, endpoint=endpoint)
+        return 0
+
+    if endpoint is None:
+        return go()
+    from normlab.llm_runs.core.cli_kit import guard
+
+    return guard("figures", go, None)
+
+
+#: The figures run on an LLM (the endpoint flags concern only them).
+LLM_FIGURES = ("figS11", "figS12", "tableS6")
+
+
+def _endpoint(args, keys):
+    """The EndpointConfig of the endpoint flags (None when none is given and no --budget / --dry-run)."""
+    given = any(getattr(args, k) is not None for k in ("base_url", "model", "embedded_model", "embedded_threads",
+                                                        "budget", "api_key")) or args.dry_run
+    if not given:
+        return None
+    if not set(keys) & set(LLM_FIGURES) and not args.dry_run:
+        raise ValueError("the endpoint flags concern Figs. S11, S12 and Table S6 only; none of them is among --only")
+    from types import SimpleNamespace
+
+    from normlab.llm_runs.core.cli_kit import endpoint_config
+
+    ns = SimpleNamespace(**{**vars(args), "concurrency": 4, "timeout": 120.0, "max_retries": 5, "extra_body": None,
+                            "price_input": 0.0, "price_output": 0.0})
+    return endpoint_config(ns)

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from normlab import calibration as cal
+from normlab._display import error_bars
 from normlab.calibration import empirical_critical_mass
 from normlab.theory.criteria import published_rule
 
@@ -290,7 +291,7 @@ def fig3_prediction_draw(df: pd.DataFrame):
             ax.plot(pr["committed"], pr["p_flip"], "-", color=COLORS[m], label="predicted from baseline runs")
             ob = d[d["source"] == "observed"].sort_values("committed")
             if len(ob):
-                ax.errorbar(ob["committed"], ob["p_flip"], yerr=[ob["p_flip"] - ob["low"], ob["high"] - ob["p_flip"]],
+                ax.errorbar(ob["committed"], ob["p_flip"], yerr=error_bars(ob["p_flip"], ob["low"], ob["high"]),
                             fmt="o", color="k", ms=4, capsize=2, label="published runs (95% CI)")
             ax.axhline(0.5, color="0.6", lw=0.8)
             full = pr.loc[pr["low"] >= 0.99, "committed"]

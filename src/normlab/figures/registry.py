@@ -199,7 +199,7 @@ def script(keys, doc: str, argv=None, *, add_arguments=None, options=None, draw_
 
 
 def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, options: dict | None = None,
-         draw_options: dict | None = None, report=print) -> list[FigureOutcome]:
+         draw_options: dict | None = None, report=print, endpoint=None) -> list[FigureOutcome]:
     """Regenerate figures and tables into ``out``.
 
     Parameters
@@ -219,6 +219,9 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
         ``{"fig1a": {"invent": "keep"}}``, ``{"fig1a": {"theory_line": True}}``).
     report : callable or None
         Receives one line per event (default ``print``).
+    endpoint : normlab.llm_runs.EndpointConfig, optional
+        The LLM of the figures run on one (Figs. S11, S12, Table S6; ``normlab figures
+        --embedded-model``, ``--base-url``); default: the environment's, else the embedded SmolLM2.
 
     Returns
     -------
@@ -245,7 +248,7 @@ def make(only=None, *, out, data=None, small: bool = False, dpi: int = 150, opti
     with style("paper"):  # keeps Jupyter's interactive mode if the first figure switches it on
         for key in keys:
             outcomes.append(_make_one(_figures()[key], out, arch, small, dpi, options.get(key, {}),
-                                      draw_options.get(key, {}), say))
+                                      draw_options.get(key, {}), say, endpoint))
     n_w = sum(o.status == "written" for o in outcomes)
     skipped = [o for o in outcomes if o.status == "skipped"]
     say(f"{n_w} written, {len(skipped)} skipped" + (":" if skipped else ""))
@@ -263,14 +266,15 @@ def skip_reasons(outcomes) -> list[str]:
     return [f"  {', '.join(keys)}: {why}" for why, keys in by.items()]
 
 
-def _make_one(spec, out, arch, small, dpi, opts, draw_opts, say) -> FigureOutcome:
+def _make_one(spec, out, arch, small, dpi, opts, draw_opts, say, endpoint=None) -> FigureOutcome:
     import matplotlib.pyplot as plt
 
     key = spec.key
     t0 = time.perf_counter()
     fdata, fdraw = spec.functions()
     try:
-        df = fdata(**{**_kw(fdata, data=arch, small=small, out=out), **opts})
+        df = fdata(**{**_kw(fdata, data=arch, small=small, out=out, **({} if endpoint is None else {"endpoint": endpoint})),
+                      **opts})
     except FigureSkipped as exc:
         why = str(exc)
         if arch is not None and str(arch.path) not in why:

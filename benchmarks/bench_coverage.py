@@ -1,0 +1,1270 @@
+"""Are normlab's intervals the intervals they say they are? Simulation-based calibration of
+``calibrate`` and ``tip`` on hidden truths (issue 32).
+
+Run from the repository root:
+
+    python benchmarks/bench_coverage.py --truths T --seed S --json [FILE]     # T in-family truths
+    python benchmarks/bench_coverage.py --tiny --json                          # the CI form (N = 8, H = 2)
+    python benchmarks/bench_coverage.py --equality K                           # is a cheaper fit the same?
+    python benchmarks/bench_coverage.py --summarise RESULTS.jsonl --json       # recompute from saved truths
+
+**The full run** (prepared, hours; resumable: every finished truth is one line of ``--results``,
+a rerun skips it):
+
+    python benchmarks/bench_coverage.py --truths 200 --wider 40 --seed 2026 --workers 16 \\
+        --fit-model hierarchical --sbc both --results coverage_full.jsonl --figure coverage_ranks.png \\
+        --json coverage_full.json
+
+(``--nuts-draws 500`` halves the fits where ``--equality`` has shown it gives the same
+intervals; the docstring of :func:`equality` says how that is judged.)
+
+What one truth is
+-----------------
+A *truth* is a hidden strategy of the memory-H naming game at N = 24 (``--n-agents``), names Q, M:
+
+``posterior`` (in the fitted family)
+    One draw of a shipped fit's posterior (``llama31_70b_QM_H5``, ``llama3_70b_QM_H3``,
+    ``llama3_70b_QM_H5`` in turn): the table, and one draw of its run effects (a shift ``b`` and
+    a sharpness ``kappa`` per run on the logit, shared in part ``omega`` by the runs of one
+    experiment cell -- the convergence runs, one committed count), as the prediction plays them.
+``run_effects``
+    As ``posterior`` with the effects' standard deviations doubled, a correlation of 0.6 and one
+    effect per cell (``omega = 1``: a whole committed count shifted at once).
+``shared_order``
+    As ``posterior``, but the committed-minority runs show the two names in one order per
+    interaction, shared by both players, with a first-listed bias ``gamma ~ U(0.5, 1.5)`` (the
+    authors' protocol; README's fit: 1.23); the convergence runs keep independent orders.
+``non_logit``
+    Tables outside the fitted logit family, in turn: a conformity rule
+    ``p(M | s) = eps + (1 - 2 eps) / (1 + exp(-beta d(s)))`` (``d``: the partners' net plays of M)
+    perturbed by state effects drawn from a t distribution with 2 degrees of freedom; and a
+    two-type population (half the agents one shipped table's draw, half another's).
+
+For each truth the benchmark simulates **the paper's experiment** with :func:`normlab.theory.strategy_game`
+(not the prediction kernel, so a kernel bug would show): 40 convergence runs from empty memories
+(stopped at a 3N success streak, at most 60 rounds) and, for both directions, every committed
+count 0 .. N - 1 with 10 runs of at most 30 rounds from a consensus (stopped at a 3N streak when
+someone is committed) -- the log a user would hand to ``normlab calibrate``. Beside it, what the
+truth *is*: P(flip within 30 rounds) at every count and direction and P(consensus on each name)
+within 200 rounds, each from ``--truth-runs`` (1 000) runs; and a second, independent full grid
+(archive B) of the strong direction (overturn M), whose published-rule critical mass is the truth
+``tip`` is scored against.
+
+What is compared
+----------------
+The same ``calibrate`` a user runs (``fit_on="baseline"``: the committed runs are held out;
+``sensitivity=False``, which does not change the intervals) and the same ``tip`` (on the
+simulated log replayed, strong direction, its defaults):
+
+===============  =============================================================  ===================================
+key              interval                                                       truth
+===============  =============================================================  ===================================
+critical_mass    ``critical_mass()[k]["experiment"]`` (the log's own design)     the published-rule critical mass
+                                                                                of the log's committed runs
+flip             Beta of the per-draw flip frequencies (``beta_summary``),        true P(flip) at each count and
+                 equal-tailed                                                    direction (at the truth's Monte
+                                                                                Carlo resolution)
+consensus        the same for P(consensus on Q), P(consensus on M)               true P(consensus on each name)
+tip              ``TipResult.replication`` (a fresh experiment of the design)    archive B's critical mass
+===============  =============================================================  ===================================
+
+Levels 0.5, 0.8 and 0.95 are read from the same per-draw arrays. Per quantity and level: the
+share of rows covered, with a 95 % interval (Clopper-Pearson when each truth gives one row;
+a bootstrap over truths -- B = 2 000 -- when it gives several, as the rows of one truth are not
+independent) and the **expected** share under calibration: the level itself for the continuous
+quantities, and for the critical masses the mean predictive mass inside the reported intervals
+(an equal-tailed interval of an integer holds more than its level by construction). Ranks: the
+randomised rank of the truth among the draws (``(#{x < y} + U (#{x == y} + 1)) / (D + 1)``;
+the Beta PIT for flips and consensus), 20-bin histograms and ECDF differences with simultaneous
+95 % bands (Säilynoja, Bürkner & Vehtari 2022) in ``--figure``.
+
+Two views of each in-family truth (``--sbc``): **user** (the headline, ``coverage``): calibrate
+on the simulated runs alone, as a user with new data would; and **posterior** (``posterior_sbc``):
+calibrate on the shipped model's own archive baselines plus the simulated ones -- exactly
+calibrated when the truth is a draw of the posterior given those baselines and the fit kind is
+the shipped one (posterior SBC: Säilynoja, Schmitt, Bürkner & Vehtari 2025), so a departure
+there is the method's, not the truths' distribution's.
+
+``--debug-shrink F`` plants an over-confident forecaster: every predictive distribution pulled
+towards its median to ``F`` of its spread. The benchmark must see it (``tests/test_benchmarks.py``).
+
+JSON: ``coverage.{critical_mass,flip,consensus,tip}.{0.5,0.8,0.95}`` (in-family, user view),
+``coverage_detail`` (share, interval, expected, rows, truths, zero-width share, the issue's
+window), ``posterior_sbc``, ``by_family``, ``ranks``, ``acceptance``, ``n_truths``, ``seconds``
+(wall), ``stage_seconds`` (per truth and stage), ``seed``, ``settings``.
+
+References
+----------
+S. Talts, M. Betancourt, D. Simpson, A. Vehtari, A. Gelman, arXiv:1804.06788 (2018) (SBC);
+T. Säilynoja, P.-C. Bürkner, A. Vehtari, Stat. Comput. 32, 32 (2022) (ECDF bands);
+T. Säilynoja, M. Schmitt, P.-C. Bürkner, A. Vehtari, arXiv:2502.03279 (2025) (posterior SBC);
+A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Methods, Fig. 3, Table S3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+AINORMS = Path(os.environ["NORMLAB_AINORMS"]) if os.environ.get("NORMLAB_AINORMS") else (
+    HERE.parents[1] / "shared" / "data" / "ai-norms")
+
+LEVELS = (0.5, 0.8, 0.95)
+QUANTITIES = ("critical_mass", "flip", "consensus", "tip")
+FAMILIES = ("posterior", "run_effects", "shared_order", "non_logit")
+#: The issue's acceptance windows (issue 32, "Done when").
+WINDOWS = {0.95: (0.93, 0.97), 0.8: (0.76, 0.84)}
+#: Shipped fits the in-family truths are drawn from, in turn, with the archive holding their baselines.
+SOURCES = (("llama31_70b_QM_H5", "llama31_data.zip", "Llama-3.1-70B-Instruct"),
+           ("llama3_70b_QM_H3", "llama3_data.zip", "Llama-3-70B-Instruct"),
+           ("llama3_70b_QM_H5", "llama3_data.zip", "Llama-3-70B-Instruct"))
+NAMES = ("Q", "M")
+
+DEFAULTS = dict(n_agents=24, runs_per_count=10, baselines=40, baseline_rounds=60, window=30, truth_runs=1000,
+                consensus_rounds=200, fit_model="hierarchical", nuts_draws=1000, nuts_tune=None, chains=2,
+                draws=200, tip_draws=200, tip_directions="M", sbc="user", debug_shrink=None, tiny=False,
+                effect_tables=100)
+TINY = dict(n_agents=8, runs_per_count=4, baselines=40, baseline_rounds=60, window=30, truth_runs=300,
+            consensus_rounds=200, fit_model="empirical", draws=40, tip_draws=40, tiny=True, effect_tables=30,
+            sbc="both")
+
+
+# ============================================================================ truths
+def _logit(p):
+    p = np.clip(np.asarray(p, float), 1e-9, 1 - 1e-9)
+    return np.log(p) - np.log1p(-p)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, float)))
+
+
+@dataclasses.dataclass
+class Truth:
+    """A hidden strategy: a table (``p1``: P(names[1] | state) per state) or two (``groups``), run
+    effects ``(mu_b, mu_k, sd_b, sd_k, rho, omega)`` or None, a first-listed bias of the committed
+    runs' shared name order, and what it is (``info``)."""
+
+    family: str
+    index: int
+    memory: int
+    n_agents: int = 24
+    p1: np.ndarray | None = None
+    groups: tuple | None = None  # (p1 of group 0, p1 of group 1): a two-type population, half each
+    effects: np.ndarray | None = None
+    order_bias: float = 0.0
+    source: str | None = None  # the shipped fit (in-family truths)
+    llm: str | None = None
+    info: dict = dataclasses.field(default_factory=dict)
+
+    def tables(self, n: int, cells, g):
+        """Per run its strategy (a StrategyTable, or a list of two with ``groups``), cell by cell
+        (the runs of a cell share the part ``omega`` of the effects)."""
+        from normlab.calibration.fit.run_effects import run_effect_values
+        from normlab.theory import StrategyTable
+
+        if self.groups is not None:
+            ts = [StrategyTable(np.column_stack([1 - q, q]), memory=self.memory, names=NAMES) for q in self.groups]
+            return [ts] * n
+        base = StrategyTable(np.column_stack([1 - self.p1, self.p1]), memory=self.memory, names=NAMES)
+        if self.effects is None or (self.effects[2] == 0 and self.effects[3] == 0 and self.effects[0] == 0
+                                    and self.effects[1] == 0):
+            return [base] * n
+        b, k = run_effect_values(self.effects, list(cells), rng=g)
+        lg = _logit(self.p1)
+        out = []
+        for bb, kk in zip(b, k):
+            q = _sigmoid(kk * lg + bb)
+            out.append(StrategyTable(np.column_stack([1 - q, q]), memory=self.memory, names=NAMES))
+        return out
+
+
+_SOURCE_CACHE: dict = {}
+
+
+def _source_fit(name):
+    if name not in _SOURCE_CACHE:
+        from normlab.calibration import load_fit
+
+        _SOURCE_CACHE[name] = load_fit(name)
+    return _SOURCE_CACHE[name]
+
+
+def _posterior_draw(fit, g):
+    """One table and one run-effects row of ``fit``'s posterior (paired where the fit pairs them)."""
+    from normlab.calibration import RunEffects
+
+    seed = int(g.integers(2**62))
+    try:  # a joint fit pairs its tables and effects by draw index
+        tabs, idx = fit.tables(1, rng=seed, return_index=True)
+    except TypeError:
+        tabs, idx = fit.tables(1, rng=seed), None
+    p1 = np.asarray(tabs[0].table, float)[:, 1]
+    re = RunEffects.from_dict(fit.meta.get("run_effects"))
+    eff = None
+    if re.active:
+        try:
+            eff = np.asarray(re.draws(1, rng=int(g.integers(2**62)), index=idx), float)[0] if idx is not None \
+                else np.asarray(re.draws(1, rng=int(g.integers(2**62))), float)[0]
+        except TypeError:
+            eff = np.asarray(re.draws(1, rng=int(g.integers(2**62))), float)[0]
+    return p1, eff
+
+
+def _conformity(memory, beta, eps, g=None, t_scale=0.0):
+    """``p(M | s) = eps + (1 - 2 eps) / (1 + exp(-beta d))``, ``d`` the partners' net plays of M,
+    optionally with t(2) state effects on the logit (scale ``t_scale``)."""
+    from normlab.theory.strategies import decode_state, n_states
+
+    S = n_states(2, memory)
+    p = np.empty(S)
+    for s in range(S):
+        d = sum(1 if partner == 1 else -1 for _, partner in decode_state(s, 2, memory))
+        p[s] = eps + (1 - 2 * eps) / (1 + math.exp(-beta * d))
+    if t_scale and g is not None:
+        p = _sigmoid(_logit(p) + t_scale * g.standard_t(2, size=S))
+    return p
+
+
+def _tiny_source(cfg):
+    """The tiny form's "shipped fit": an empirical fit of 40 convergence runs of a conformity
+    table at H = 2 (N = 8), with its run effects -- made once, deterministically."""
+    key = ("tiny", cfg["fit_model"])
+    if key not in _SOURCE_CACHE:
+        from normlab.calibration import calibrate
+
+        t = Truth("posterior", -1, 2, cfg["n_agents"], p1=_conformity(2, 1.6, 0.03),
+                  effects=np.array([0.0, 0.0, 0.3, 0.1, 0.0, 0.5]))
+        log = simulate_log(t, cfg, np.random.default_rng(12345), grid=False, model="tiny-source")
+        cal = calibrate(log, names=NAMES, memory=2, n_agents=cfg["n_agents"], model="empirical", n_draws=20,
+                        compare_observed=False, sensitivity=False, rng=7)
+        _SOURCE_CACHE[key] = (cal.fit, log)
+    return _SOURCE_CACHE[key]
+
+
+def make_truth(family: str, index: int, cfg: dict, g) -> Truth:
+    """Truth ``index`` of ``family`` (module docstring), drawn with ``g``."""
+    if cfg["tiny"]:
+        fit, _ = _tiny_source(cfg)
+        src, llm, H = "tiny-source", "tiny-source", 2
+    else:
+        src, _, llm = SOURCES[index % len(SOURCES)]
+        fit = _source_fit(src)
+        H = fit.memory
+    if family in ("posterior", "run_effects", "shared_order"):
+        p1, eff = _posterior_draw(fit, g)
+        t = Truth(family, index, H, cfg["n_agents"], p1=p1, effects=eff, source=src, llm=llm)
+        if family == "run_effects":
+            e = np.zeros(6) if eff is None else eff.copy()
+            e[2], e[3] = 2 * max(e[2], 0.15), 2 * max(e[3], 0.1)
+            e[4], e[5] = 0.6, 1.0
+            t.effects = e
+        if family == "shared_order":
+            t.order_bias = float(g.uniform(0.5, 1.5))
+        t.info = {"effects": None if t.effects is None else [round(float(v), 4) for v in t.effects],
+                  "order_bias": t.order_bias}
+        return t
+    if family == "non_logit":
+        if index % 2 == 0 or cfg["tiny"]:
+            beta, eps = float(g.uniform(0.8, 2.0)), float(g.uniform(0.005, 0.04))
+            p1 = _conformity(H, beta, eps, g, t_scale=float(g.uniform(0.3, 0.8)))
+            return Truth(family, index, H, cfg["n_agents"], p1=p1,
+                         info={"kind": "conformity + t(2)", "beta": beta, "eps": eps})
+        a, _, _ = SOURCES[0]
+        b = next(s for s, _, _ in SOURCES[1:] if _source_fit(s).memory == _source_fit(a).memory)
+        pa, _ = _posterior_draw(_source_fit(a), g)
+        pb, _ = _posterior_draw(_source_fit(b), g)
+        return Truth(family, index, _source_fit(a).memory, cfg["n_agents"], groups=(pa, pb),
+                     info={"kind": "two types", "tables": [a, b]})
+    raise ValueError(f"unknown family {family!r}")
+
+
+# ============================================================================ playing a truth
+def _play(truth: Truth, n_runs: int, *, count: int, initial: str, challenger, max_interactions: int, stop: str,
+          g, record: bool, cells=None, order: bool = False, tables=None, runs_per_table=None):
+    """Runs of the truth: a list of GameResults, one per distinct table. By default ``n_runs`` runs
+    with the truth's run effects (cells as given); with ``tables``, ``runs_per_table[i]`` runs of
+    table ``i`` in one call each."""
+    import warnings
+
+    from normlab.theory import strategy_game
+
+    N = truth.n_agents
+    if tables is None:
+        tabs = truth.tables(n_runs, cells if cells is not None else [n_runs], g)
+        if all(t is tabs[0] for t in tabs):
+            tables, runs_per_table = [tabs[0]], [n_runs]
+        else:
+            tables, runs_per_table = tabs, [1] * len(tabs)
+    kw = dict(n_agents=N, memory=truth.memory, committed=int(count), committed_name=challenger, initial=initial,
+              stop=stop, max_interactions=int(max_interactions), record_decisions=record, progress=False)
+    if order and truth.order_bias:
+        kw.update(order_bias=truth.order_bias, name_order="shared")
+    if truth.groups is not None:
+        kw["groups"] = [N // 2, N - N // 2]
+    out = []
+    with warnings.catch_warnings():  # runs ending at their cap are the protocol
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for t, n in zip(tables, runs_per_table):
+            if n > 0:
+                out.append(strategy_game(t, n_runs=int(n), rng=int(g.integers(2**62)), **kw))
+    return out
+
+
+def simulate_log(truth: Truth, cfg: dict, g, *, grid: bool = True, model: str | None = None):
+    """The paper's experiment played by the truth, as a log: convergence runs (kind ``baseline``) and,
+    with ``grid``, both directions' full grid (``swap``; ``evolved`` at count 0)."""
+    from normlab.schema import GameLog
+
+    N = truth.n_agents = cfg["n_agents"]
+    parts = []
+
+    def add(results, kind, count, challenger):
+        for r in results:
+            lg = r.to_log()
+            lg.runs["stop_reason"] = [str(x) for x in r.stop_reason]
+            lg.runs["kind"] = kind
+            if kind == "evolved":
+                lg.runs["committed_name"] = None
+            parts.append(lg)
+
+    add(_play(truth, cfg["baselines"], count=0, initial="empty", challenger=None,
+              max_interactions=cfg["baseline_rounds"] * N, stop="streak", g=g, record=True), "baseline", 0, None)
+    if grid:
+        for maj in NAMES:
+            ch = NAMES[1 - NAMES.index(maj)]
+            for c in range(N):
+                R = cfg["runs_per_count"]
+                add(_play(truth, R, count=c, initial=f"consensus:{maj}", challenger=ch,
+                          max_interactions=cfg["window"] * N, stop="streak" if c else "max", g=g, record=True,
+                          order=True), "swap" if c else "evolved", c, ch)
+    log = GameLog.concat(parts)
+    log.runs["model"] = model or f"truth:{truth.family}:{truth.index}"
+    return log
+
+
+def truth_values(truth: Truth, cfg: dict, g) -> dict:
+    """What the truth is: P(flip within the window) per direction and count, P(consensus on each
+    name) within ``consensus_rounds``; each from ``truth_runs`` runs (``effect_tables`` effect
+    draws of as many runs each where runs differ)."""
+    from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD  # noqa: F401 (the flip rule the game reads)
+
+    N, R = cfg["n_agents"], int(cfg["truth_runs"])
+    truth.n_agents = N
+    # the effects a run plays, marginally (a cell's shared part and the run's own together): K tables
+    # drawn once, R / K runs each (the table is what varies between runs; the runs of one table are i.i.d.)
+    K = max(1, min(int(cfg["effect_tables"]), R)) if truth.effects is not None else 1
+    tables = truth.tables(K, [1] * K, g)
+    per = [R // K + (1 if i < R % K else 0) for i in range(K)]
+    out = {"flip": {}, "consensus": {}, "runs": R, "effect_tables": K}
+    for maj in NAMES:
+        ch = NAMES[1 - NAMES.index(maj)]
+        saturated = 0
+        for c in range(N):
+            if saturated >= 2:  # two counts in a row where every run flipped: larger minorities flip too
+                out["flip"][f"overturn_{maj}:{c}"] = [R, R]
+                continue
+            k = n = 0
+            for r in _play(truth, R, count=c, initial=f"consensus:{maj}", challenger=ch,
+                           max_interactions=cfg["window"] * N, stop="flip", g=g, record=False, order=True,
+                           tables=tables, runs_per_table=per):
+                f = r.flipped(within_rounds=cfg["window"])
+                k += int(f.sum())
+                n += len(f)
+            out["flip"][f"overturn_{maj}:{c}"] = [k, n]
+            saturated = saturated + 1 if k == n else 0
+    won = {nm: 0 for nm in NAMES}
+    n = 0
+    for r in _play(truth, R, count=0, initial="empty", challenger=None, max_interactions=cfg["consensus_rounds"] * N,
+                   stop="streak", g=g, record=False, tables=tables, runs_per_table=per):
+        for w in _winners(r):
+            if w in won:
+                won[w] += 1
+        n += r.n_runs
+    out["consensus"] = {nm: [won[nm], n] for nm in NAMES}
+    return out
+
+
+def _winners(res) -> list:
+    """Per run the name produced most in its last three recorded rounds of a run that stopped at
+    its streak (None: the cap came first) -- the prediction's reading of a convergence run."""
+    out = []
+    off = res.round_offsets
+    for k in range(res.n_runs):
+        if str(res.stop_reason[k]) != "streak":
+            out.append(None)
+            continue
+        prod = res.round_production[off[k]:off[k + 1]][-3:].sum(axis=0)
+        out.append(NAMES[int(np.argmax(prod))])
+    return out
+
+
+def archive_b_critical_mass(truth: Truth, cfg: dict, majority: str, g) -> float:
+    """The published-rule critical mass of a second, independent full grid of the truth (archive
+    B: every count 0 .. N - 1, ``runs_per_count`` runs, the paper's protocol), read by the rule
+    ``tip`` reads (:func:`normlab.calibration.tip.count_met`)."""
+    from normlab.calibration.tip import count_met
+    from normlab.theory.criteria import shares_from_result
+
+    N = truth.n_agents = cfg["n_agents"]
+    ch = NAMES[1 - NAMES.index(majority)]
+    for c in range(N):
+        trs = []
+        for r in _play(truth, cfg["runs_per_count"], count=c, initial=f"consensus:{majority}", challenger=ch,
+                       max_interactions=cfg["window"] * N, stop="streak" if c else "max", g=g, record=False,
+                       order=True):
+            trs += shares_from_result(r, ch)
+        if count_met(trs, cfg["window"]):
+            return float(c)
+    return math.inf
+
+
+# ============================================================================ readings
+def randomised_rank(draws, y, u: float) -> float:
+    """``(#{x < y} + u (#{x == y} + 1)) / (D + 1)``: uniform on (0, 1) when ``y`` is exchangeable
+    with the draws (``u ~ U(0, 1)``; ties split at random; ``inf`` compares as the largest value)."""
+    x = np.asarray(draws, float)
+    return float((np.sum(x < y) + u * (np.sum(x == y) + 1)) / (len(x) + 1))
+
+
+def discrete_interval(values, probs, level: float) -> tuple[float, float]:
+    """Equal-tailed interval of a discrete distribution by the inverted CDF (the quantile rule of
+    the predictions: the smallest value whose CDF reaches ``(1 - level) / 2``, and ``(1 + level) / 2``)."""
+    v = np.asarray(values, float)
+    p = np.asarray(probs, float)
+    o = np.argsort(v, kind="stable")
+    v, p = v[o], p[o] / p.sum()
+    cdf = np.cumsum(p)
+    a = (1 - level) / 2
+    lo = v[min(int(np.searchsorted(cdf, a - 1e-12)), len(v) - 1)]
+    hi = v[min(int(np.searchsorted(cdf, 1 - a - 1e-12)), len(v) - 1)]
+    return float(lo), float(hi)
+
+
+def expected_coverage(values, probs, low: float, high: float) -> float:
+    """Predictive mass inside ``[low, high]``: the coverage a calibrated forecaster's interval has."""
+    v = np.asarray(values, float)
+    p = np.asarray(probs, float)
+    return float(p[(v >= low) & (v <= high)].sum() / p.sum())
+
+
+def _shrink_values(x, F, support=None):
+    """A planted over-confident forecaster: values pulled to their median, ``m + F (x - m)``, rounded
+    to the nearest support point (integers without one); ``inf`` stays."""
+    x = np.asarray(x, float)
+    fin = x[np.isfinite(x)]
+    if not len(fin):
+        return x
+    m = float(np.quantile(x, 0.5, method="inverted_cdf"))
+    if not np.isfinite(m):
+        return x
+    y = np.where(np.isfinite(x), m + F * (x - m), x)
+    if support is None:
+        return np.where(np.isfinite(y), np.round(y), y)
+    s = np.asarray([v for v in support if np.isfinite(v)], float)
+    return np.where(np.isfinite(y), s[np.argmin(np.abs(y[:, None] - s[None, :]), axis=1)], y)
+
+
+def _beta(k, n, F=None):
+    from normlab.calibration.evaluate.scoring_rules import beta_summary
+
+    a, b = beta_summary(k, n)
+    if F:
+        m, c = a / (a + b), a + b
+        v = m * (1 - m) / (c + 1) * F * F
+        c2 = max(m * (1 - m) / max(v, 1e-300) - 1, 1e-3)
+        a, b = m * c2, (1 - m) * c2
+    return float(a), float(b)
+
+
+def resolution_coverage(a: float, b: float, n: int, low: float, high: float, nodes: int = 400) -> float:
+    """The share of truths a calibrated Beta(a, b) forecast covers at the truth's resolution: the
+    truth ``p ~ Beta(a, b)`` is known through ``k ~ Binomial(n, p)`` runs, and a row counts as
+    covered when ``floor(low n + 1/2) <= k <= floor(high n + 1/2)`` (the nearest attainable
+    fraction to some point of the interval). The expected share of :func:`_prob_rows` under
+    calibration: the level itself for a wide interval, more near 0 and 1."""
+    from scipy.stats import beta as B
+    from scipy.stats import binom
+
+    p = B.ppf((np.arange(nodes) + 0.5) / nodes, a, b)
+    klo, khi = math.floor(low * n + 0.5), math.floor(high * n + 0.5)
+    return float(np.mean(binom.cdf(khi, n, p) - binom.cdf(klo - 1, n, p)))
+
+
+def _prob_rows(kind, key, k_draws, n_draws, truth_kn, u, F):
+    """Rows of a probability (flip, consensus): the Beta of the per-draw frequencies
+    (``beta_summary``), equal-tailed, vs the truth known through ``k`` of ``n`` runs: covered when
+    ``k / n`` is the nearest attainable fraction to some point of the interval, with the share a
+    calibrated forecast would cover under the same rule (:func:`resolution_coverage`) as
+    ``expected``; the rank is the randomised PIT of ``k`` under the beta-binomial predictive."""
+    from scipy.stats import beta as B
+    from scipy.stats import betabinom
+
+    a, b = _beta(k_draws, n_draws, F)
+    k, n = (int(v) for v in truth_kn)
+    y = k / n
+    pit = float((betabinom.cdf(k - 1, n, a, b) if k > 0 else 0.0) + u * betabinom.pmf(k, n, a, b))
+    row = {"quantity": kind, "key": key, "truth": y, "truth_n": n, "rank": pit, "a": a, "b": b,
+           "nontrivial": bool(0.02 < y < 0.98)}
+    for L in LEVELS:
+        lo, hi = float(B.ppf((1 - L) / 2, a, b)), float(B.ppf((1 + L) / 2, a, b))
+        cov = math.floor(lo * n + 0.5) <= k <= math.floor(hi * n + 0.5)
+        row[str(L)] = {"low": lo, "high": hi, "covered": bool(cov), "expected": resolution_coverage(a, b, n, lo, hi),
+                       "zero_width": bool(hi - lo < 0.5 / n)}
+    return row
+
+
+def _discrete_rows(kind, key, values, probs, truth, u, F, support=None, draws=None):
+    v = np.asarray(values, float)
+    p = np.asarray(probs, float)
+    if F:
+        v = _shrink_values(v, F, support)
+    pr = p / p.sum()
+    rank = float(pr[v < truth].sum() + u * pr[v == truth].sum())
+    row = {"quantity": kind, "key": key, "truth": None if not np.isfinite(truth) else float(truth), "rank": rank}
+    for L in LEVELS:
+        lo, hi = discrete_interval(v, p, L)
+        row[str(L)] = {"low": _j(lo), "high": _j(hi), "covered": bool(lo <= truth <= hi),
+                       "expected": expected_coverage(v, p, lo, hi), "zero_width": bool(lo == hi)}
+    return row
+
+
+def _j(x):
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def calibration_rows(cal, truth_vals: dict, g, F=None) -> list:
+    """Every compared row of one calibration (module docstring): critical masses, flips, consensus."""
+    pred = cal.prediction
+    rows = []
+    cm = pred.critical_mass()
+    for key, entry in cm.items():
+        maj = entry["majority"]
+        obs = ((cal.observed.get("critical_mass") or {}).get(key) or {}).get("published") or {}
+        if not obs:
+            continue
+        y = math.inf if obs.get("estimate") is None else float(obs["estimate"])
+        e = pred.experiment_cm
+        x = e.loc[(e["majority"] == maj), "critical_mass"].to_numpy(float)
+        if not len(x):
+            continue
+        vals, cnt = np.unique(x, return_counts=True)
+        row = _discrete_rows("critical_mass", key, vals, cnt, y, float(g.random()), F)
+        if not F:  # the intervals reported are the ones the user sees (the same quantile rule on the same draws)
+            for L in LEVELS:
+                ex = dataclasses.replace(pred, level=L).critical_mass()[key].get("experiment")
+                if ex is None:
+                    continue
+                lo, hi = float(ex["low"]), float(ex["high"])
+                r = row[str(L)]
+                if (_j(lo), _j(hi)) != (r["low"], r["high"]):
+                    r["reading_differs"] = [r["low"], r["high"]]
+                r.update(low=_j(lo), high=_j(hi), covered=bool(lo <= y <= hi), zero_width=bool(lo == hi),
+                         expected=expected_coverage(vals, cnt, lo, hi))
+        rows.append(row)
+    f = pred.flips
+    for (maj, ch, c), d in f.groupby(["majority", "challenger", "committed"], sort=True):
+        key = f"overturn_{maj}:{int(c)}"
+        if key not in truth_vals["flip"]:
+            continue
+        d = d.sort_values("draw")
+        rows.append(_prob_rows("flip", key, d["n_flips"].to_numpy(float), d["n_runs"].to_numpy(float),
+                               truth_vals["flip"][key], float(g.random()), F))
+    c = pred.consensus
+    for nm in NAMES:
+        d = c[c["name"] == nm].sort_values("draw")
+        if not len(d):
+            continue
+        rows.append(_prob_rows("consensus", nm, d["runs"].to_numpy(float), d["n_runs"].to_numpy(float),
+                               truth_vals["consensus"][nm], float(g.random()), F))
+    return rows
+
+
+def tip_row(res, truth_cm: float, g, F=None) -> dict:
+    tested = [float(c) for c in res.design["counts"]]
+    dist = res.replication["distribution"]
+    vals = np.array(list(dist.keys()), float)
+    probs = np.array(list(dist.values()), float)
+    y = truth_cm if (np.isfinite(truth_cm) and truth_cm in tested) else math.inf
+    row = _discrete_rows("tip", res.direction, vals, probs, y, float(g.random()), F, support=tested + [math.inf])
+    row.update(runs_used=int(res.runs_used), runs_available=int(res.runs_available),
+               estimate=_j(res.estimate), replication_estimate=_j(res.replication.get("estimate")),
+               stopped=res.stopped)
+    return row
+
+
+# ============================================================================ one truth
+def _calibrate(log, truth: Truth, cfg: dict, seed, *, llm=None):
+    from normlab.calibration import calibrate
+
+    fk = {}
+    if cfg["fit_model"] != "empirical":
+        fk = {"draws": int(cfg["nuts_draws"]), "tune": int(cfg["nuts_tune"] or cfg["nuts_draws"]),
+              "chains": int(cfg["chains"]), "cores": 1}
+    return calibrate(log, names=NAMES, memory=truth.memory, n_agents=cfg["n_agents"], fit_on="baseline",
+                     model=cfg["fit_model"], llm=llm, n_draws=int(cfg["draws"]), fit_kwargs=fk, sensitivity=False,
+                     compare_observed=True, rng=seed)
+
+
+def _archive_baselines(truth: Truth, cfg: dict):
+    """The shipped fit's own baseline runs (posterior SBC): the archive's, or the tiny source's."""
+    if cfg["tiny"]:
+        return _tiny_source(cfg)[1]
+    from normlab.calibration import select_runs
+    from normlab.llm_runs import load_ainorms
+
+    zf = next(z for s, z, _ in SOURCES if s == truth.source)
+    key = ("archive", zf)
+    if key not in _SOURCE_CACHE:
+        path = AINORMS / zf
+        if not path.exists():
+            _SOURCE_CACHE[key] = None
+        else:
+            _SOURCE_CACHE[key] = load_ainorms(path, kinds=["baseline"])
+    arch = _SOURCE_CACHE[key]
+    if arch is None:
+        return None
+    return select_runs(arch, names=NAMES, memory=truth.memory, model=truth.llm, fit_on="baseline")
+
+
+def run_truth(spec: dict) -> dict:
+    """Everything about one truth: simulate, calibrate (user view; posterior view for in-family
+    truths when asked), tip, and the rows compared. ``spec``: family, index, seed words, cfg."""
+    import warnings
+
+    _worker_env()
+    with warnings.catch_warnings():
+        # quantiles over draws that include "not reached" (inf) subtract inf from inf: harmless
+        warnings.filterwarnings("ignore", "invalid value encountered in subtract", RuntimeWarning)
+        try:
+            return _run_truth(spec)
+        except Exception as exc:  # one broken truth must not end a run of hours
+            import traceback
+
+            return {"family": spec["family"], "index": spec["index"], "fingerprint": spec["fingerprint"],
+                    "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
+
+
+def _run_truth(spec: dict) -> dict:
+    cfg = spec["cfg"]
+    ss = np.random.SeedSequence(spec["entropy"], spawn_key=tuple(spec["spawn_key"]))
+    s_truth, s_log, s_vals, s_b, s_cal, s_post, s_tip, s_rows = ss.spawn(8)
+    stages = {}
+    t0 = time.perf_counter()
+    truth = make_truth(spec["family"], spec["index"], cfg, np.random.default_rng(s_truth))
+    log = simulate_log(truth, cfg, np.random.default_rng(s_log))
+    stages["simulate"] = time.perf_counter() - t0
+    t = time.perf_counter()
+    vals = truth_values(truth, cfg, np.random.default_rng(s_vals))
+    stages["truth_values"] = time.perf_counter() - t
+    out = {"family": spec["family"], "index": spec["index"], "seed": [spec["entropy"], *spec["spawn_key"]],
+           "source": truth.source, "memory": truth.memory, "info": truth.info, "truth_values": vals,
+           "views": {}, "stages": stages, "fingerprint": spec["fingerprint"], "cfg": cfg}
+    gr = np.random.default_rng(s_rows)
+    views = ["user"]
+    if cfg["sbc"] in ("posterior", "both") and spec["family"] == "posterior":
+        views.append("posterior")
+    if cfg["sbc"] == "posterior" and spec["family"] == "posterior":
+        views = ["posterior"]
+    for view in views:
+        t = time.perf_counter()
+        if view == "user":
+            cal = _calibrate(log, truth, cfg, s_cal)
+        else:
+            base = _archive_baselines(truth, cfg)
+            if base is None:
+                out["views"][view] = {"skipped": "the archive of the source fit was not found"}
+                continue
+            from normlab.schema import GameLog
+
+            sim = GameLog(log.decisions, log.runs.assign(model=base.runs["model"].iloc[0]))
+            both = GameLog.concat([base, sim])
+            cal = _calibrate(both, truth, cfg, s_post, llm=str(base.runs["model"].iloc[0]))
+        stages[f"calibrate_{view}"] = time.perf_counter() - t
+        honest = calibration_rows(cal, vals, np.random.default_rng(s_rows))
+        rec = {"rows": honest, "fit": _fit_diag(cal.fit)}
+        if cfg.get("debug_shrink"):
+            rec["rows_shrunk"] = calibration_rows(cal, vals, np.random.default_rng(s_rows),
+                                                  F=cfg["debug_shrink"])
+        out["views"][view] = rec
+    # tip on the simulated log replayed, scored against archive B
+    dirs = [] if cfg["tip_directions"] in ("none", "") else (list(NAMES) if cfg["tip_directions"] == "both"
+                                                               else cfg["tip_directions"].split(","))
+    tip_rows, tip_shrunk = [], []
+    for maj in dirs:
+        from normlab.calibration.tip import tip
+        from normlab.calibration.tip.sources import ArchiveReplay
+
+        t = time.perf_counter()
+        cm_b = archive_b_critical_mass(truth, cfg, maj, np.random.default_rng(s_b))
+        stages["archive_b"] = stages.get("archive_b", 0) + time.perf_counter() - t
+        t = time.perf_counter()
+        seed = int(np.random.default_rng(s_tip).integers(2**31))
+        src = ArchiveReplay(log, names=NAMES, majority=maj, memory=truth.memory, n_agents=cfg["n_agents"],
+                            window=cfg["window"], rng=seed)
+        res = tip(src, n_draws=int(cfg["tip_draws"]), rng=seed)
+        stages["tip"] = stages.get("tip", 0) + time.perf_counter() - t
+        r = tip_row(res, cm_b, gr)
+        r["truth_same_archive"] = _j(_log_cm(log, maj, cfg, truth.memory))
+        tip_rows.append(r)
+        if cfg.get("debug_shrink"):
+            tip_shrunk.append(tip_row(res, cm_b, gr, F=cfg["debug_shrink"]))
+    out["tip"] = tip_rows
+    if cfg.get("debug_shrink"):
+        out["tip_shrunk"] = tip_shrunk
+    stages["total"] = time.perf_counter() - t0
+    out["stages"] = {k: round(v, 2) for k, v in stages.items()}
+    return out
+
+
+def _log_cm(log, maj, cfg, memory):
+    """The critical mass of the replayed log itself (the structural truth, for comparison)."""
+    from normlab.calibration import challenger_shares
+    from normlab.calibration.tip import count_met
+
+    ch = NAMES[1 - NAMES.index(maj)]
+    r = log.runs
+    r = r[(r["initial"].astype(str) == f"consensus:{maj}")]
+    sh = challenger_shares(log.select(run=list(r["run"])))
+    by = {}
+    for _, row in r.iterrows():
+        s = sh[sh["run"] == row["run"]].sort_values("round")["share"].to_numpy(float)
+        by.setdefault(int(row["committed_count"]), []).append(s)
+    met = [c for c in sorted(by) if count_met(by[c], cfg["window"])]
+    return float(met[0]) if met else math.inf
+
+
+def _fit_diag(fit) -> dict:
+    d = dict(getattr(fit, "diagnostics", {}) or {})
+    keep = {k: d[k] for k in ("r_hat_max", "ess_bulk_min", "divergences") if k in d}
+    return {"kind": fit.kind, **{k: (float(v) if v is not None else None) for k, v in keep.items()}}
+
+
+def _worker_env():
+    """One thread per worker (the truths are the parallelism), a PyTensor cache per process."""
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
+def _init_worker(base):
+    _worker_env()
+    if base:
+        d = Path(base) / f"pytensor-{os.getpid()}"
+        d.mkdir(parents=True, exist_ok=True)
+        flags = os.environ.get("PYTENSOR_FLAGS", "")
+        os.environ["PYTENSOR_FLAGS"] = (flags + "," if flags else "") + f"compiledir={d}"
+
+
+# ============================================================================ summaries
+def share_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval of a share ``k / n``."""
+    from normlab.theory.stats import clopper_pearson
+
+    if n == 0:
+        return float("nan"), float("nan")
+    lo, hi = clopper_pearson(k, n, alpha=1 - level)
+    return float(lo), float(hi)
+
+
+def cluster_bootstrap(groups, level: float = 0.95, B: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of the pooled share ``sum(covered) / sum(rows)`` resampling whole truths
+    (``groups``: one ``(covered, rows)`` pair per truth)."""
+    gr = np.asarray(groups, float).reshape(-1, 2)
+    if not len(gr) or gr[:, 1].sum() == 0:
+        return float("nan"), float("nan")
+    g = np.random.default_rng(seed)
+    idx = g.integers(0, len(gr), size=(B, len(gr)))
+    k = gr[idx, 0].sum(axis=1)
+    n = gr[idx, 1].sum(axis=1)
+    s = np.where(n > 0, k / np.maximum(n, 1), np.nan)
+    a = (1 - level) / 2
+    return float(np.nanquantile(s, a)), float(np.nanquantile(s, 1 - a))
+
+
+def _rows_of(rec: dict, view: str, shrunk: bool) -> list:
+    if view == "tip":
+        return rec.get("tip_shrunk" if shrunk else "tip") or []
+    v = (rec.get("views") or {}).get(view) or {}
+    return v.get("rows_shrunk" if shrunk else "rows") or []
+
+
+def coverage_table(records, view: str = "user", shrunk: bool = False, quantities=QUANTITIES,
+                   flip_rows: str = "all") -> dict:
+    """Per quantity and level: share covered with its 95 % interval, expected share, rows, truths,
+    zero-width share, and the issue's window."""
+    out = {}
+    for q in quantities:
+        per = []  # per truth: rows of q
+        for rec in records:
+            rows = _rows_of(rec, "tip" if q == "tip" else view, shrunk)
+            rows = [r for r in rows if r["quantity"] == q and (q != "flip" or flip_rows == "all" or r["nontrivial"])]
+            if rows:
+                per.append(rows)
+        out[q] = {}
+        for L in LEVELS:
+            lv = str(L)
+            groups = [(sum(r[lv]["covered"] for r in rows), len(rows)) for rows in per]
+            k = sum(a for a, _ in groups)
+            n = sum(b for _, b in groups)
+            if n == 0:
+                out[q][lv] = {"share": None, "low": None, "high": None, "expected": None, "rows": 0, "truths": 0}
+                continue
+            if all(b == 1 for _, b in groups):
+                lo, hi = share_interval(k, n)
+                how = "Clopper-Pearson"
+            else:
+                lo, hi = cluster_bootstrap(groups, seed=hash((q, lv)) % 2**31)
+                how = "bootstrap over truths"
+            exp = float(np.mean([r[lv]["expected"] for rows in per for r in rows]))
+            zw = float(np.mean([r[lv]["zero_width"] for rows in per for r in rows]))
+            entry = {"share": k / n, "low": lo, "high": hi, "interval": how, "expected": exp, "rows": n,
+                     "truths": len(per), "zero_width": zw}
+            if L in WINDOWS:
+                entry["window"] = list(WINDOWS[L])
+                entry["in_window"] = bool(WINDOWS[L][0] <= k / n <= WINDOWS[L][1])
+            entry["expected_inside"] = bool(lo - 1e-12 <= exp <= hi + 1e-12)
+            out[q][lv] = entry
+    return out
+
+
+def ranks(records, view: str = "user", bins: int = 20, shrunk: bool = False) -> dict:
+    out = {}
+    for q in QUANTITIES:
+        r = [row["rank"] for rec in records for row in _rows_of(rec, "tip" if q == "tip" else view, shrunk)
+             if row["quantity"] == q]
+        out[q] = {"values": [round(float(v), 5) for v in r],
+                  "histogram": np.histogram(r, bins=bins, range=(0, 1))[0].tolist() if r else [0] * bins}
+    return out
+
+
+def ecdf_band(n: int, level: float = 0.95, sims: int = 2000, grid: int = 100, seed: int = 0):
+    """Simultaneous band of ECDF(u) - u for ``n`` uniform ranks (Säilynoja et al. 2022, by simulation:
+    the pointwise level adjusted until ``level`` of simulated ECDFs stay inside at every point)."""
+    from scipy.stats import binom
+
+    z = np.linspace(0, 1, grid + 1)[1:-1]
+    g = np.random.default_rng(seed)
+    u = np.sort(g.random((sims, n)), axis=1)
+    F = np.stack([np.searchsorted(row, z, side="right") for row in u])  # counts <= z
+    lo_g, hi_g = 1e-6, 1 - level
+    for _ in range(30):
+        gam = (lo_g + hi_g) / 2
+        lo = binom.ppf(gam / 2, n, z)
+        hi = binom.ppf(1 - gam / 2, n, z)
+        inside = np.mean(np.all((F >= lo) & (F <= hi), axis=1))
+        if inside >= level:
+            lo_g = gam
+        else:
+            hi_g = gam
+    gam = lo_g
+    return z, binom.ppf(gam / 2, n, z) / n - z, binom.ppf(1 - gam / 2, n, z) / n - z
+
+
+def plot_ranks(records, path, view: str = "user"):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rk = ranks(records, view)
+    fig, axs = plt.subplots(2, len(QUANTITIES), figsize=(3.4 * len(QUANTITIES), 5.6))
+    for j, q in enumerate(QUANTITIES):
+        v = np.asarray(rk[q]["values"], float)
+        ax = axs[0, j]
+        n = len(v)
+        ax.hist(v, bins=20, range=(0, 1), color="C0", alpha=0.8)
+        if n:
+            from scipy.stats import binom
+
+            ax.axhspan(binom.ppf(0.025, n, 1 / 20), binom.ppf(0.975, n, 1 / 20), color="0.8", zorder=0)
+        ax.set_title(f"{q} ({n} rows)", fontsize=9)
+        ax.set_xlabel("rank of the truth")
+        ax = axs[1, j]
+        if n:
+            z, lo, hi = ecdf_band(n)
+            e = np.searchsorted(np.sort(v), z, side="right") / n - z
+            ax.fill_between(z, lo, hi, color="0.85")
+            ax.plot(z, e, color="C0")
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xlabel("u")
+        ax.set_ylabel("ECDF(u) - u")
+    fig.suptitle(f"simulation-based calibration, {view} view: ranks (rows of a truth are not independent; "
+                 "the grey bands are for independent ranks)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summarise(records, cfg: dict, seconds: float, seed) -> dict:
+    """The JSON of the benchmark (module docstring)."""
+    fam = {f: [r for r in records if r["family"] == f] for f in FAMILIES}
+    inf = fam["posterior"]
+    detail = coverage_table(inf, "user")
+    cov = {q: {lv: (None if e["share"] is None else round(e["share"], 4)) for lv, e in v.items()}
+           for q, v in detail.items()}
+    out = {"coverage": cov, "coverage_detail": detail,
+           "coverage_flip_nontrivial": coverage_table(inf, "user", quantities=("flip",), flip_rows="nontrivial"),
+           "by_family": {f: coverage_table(r, "user") for f, r in fam.items() if r},
+           "n_truths": len(inf), "n_truths_by_family": {f: len(r) for f, r in fam.items()},
+           "ranks": {q: v["histogram"] for q, v in ranks(inf, "user").items()},
+           "seconds": round(seconds, 1), "seed": seed}
+    post = [r for r in inf if "posterior" in (r.get("views") or {}) and "rows" in r["views"]["posterior"]]
+    if post:
+        out["posterior_sbc"] = coverage_table(post, "posterior", quantities=("critical_mass", "flip", "consensus"))
+        out["posterior_sbc_ranks"] = {q: v["histogram"] for q, v in ranks(post, "posterior").items() if q != "tip"}
+    if cfg.get("debug_shrink"):
+        out["shrunk"] = {"factor": cfg["debug_shrink"], "coverage": {
+            q: {lv: e["share"] for lv, e in v.items()} for q, v in coverage_table(inf, "user", shrunk=True).items()}}
+    st = [r["stages"] for r in records]
+    if st:
+        keys = sorted({k for s in st for k in s})
+        out["stage_seconds"] = {k: {"mean": round(float(np.mean([s.get(k, 0) for s in st])), 2),
+                                    "max": round(float(np.max([s.get(k, 0) for s in st])), 2)} for k in keys}
+    out["reading_differs"] = sum(1 for rec in inf for v in (rec.get("views") or {}).values() for row in
+                                 (v.get("rows") or []) for lv in map(str, LEVELS)
+                                 if isinstance(row.get(lv), dict) and "reading_differs" in row[lv])
+    out["acceptance"] = acceptance(out)
+    out["settings"] = {k: v for k, v in cfg.items()}
+    return out
+
+
+def acceptance(js: dict) -> list:
+    """The lines of the acceptance decision: per quantity and level, the observed share with its 95 %
+    interval, the expected share under calibration, and the issue's window."""
+    lines = []
+    for view, tab in (("user", js.get("coverage_detail") or {}), ("posterior SBC", js.get("posterior_sbc") or {})):
+        for q, v in tab.items():
+            for lv, e in v.items():
+                if e.get("share") is None:
+                    continue
+                w = e.get("window")
+                lines.append({"view": view, "quantity": q, "level": float(lv), "share": round(e["share"], 4),
+                              "interval": [round(e["low"], 4), round(e["high"], 4)],
+                              "expected": round(e["expected"], 4), "rows": e["rows"], "truths": e["truths"],
+                              "window": w, "in_window": e.get("in_window"),
+                              "expected_inside_interval": e["expected_inside"]})
+    return lines
+
+
+def print_table(js: dict, file=sys.stdout):
+    print(f"# {js['n_truths']} in-family truths (user view: calibrate on the simulated runs alone); "
+          f"{js['seconds']:.0f} s", file=file)
+    hdr = f"{'view':<14}{'quantity':<15}{'level':>6}  {'share':>6}  {'95% interval':<17}{'expected':>9}  " \
+          f"{'window':<12}{'rows':>6}{'truths':>7}{'zero-w':>8}"
+    print(hdr, file=file)
+    for view, tab in (("user", js["coverage_detail"]), ("posterior SBC", js.get("posterior_sbc") or {})):
+        for q, v in tab.items():
+            for lv, e in v.items():
+                if e.get("share") is None:
+                    continue
+                w = e.get("window")
+                ws = f"{w[0]:.2f}-{w[1]:.2f}" if w else ""
+                print(f"{view:<14}{q:<15}{float(lv):>6.2f}  {e['share']:>6.3f}  [{e['low']:.3f}, {e['high']:.3f}]"
+                      f"   {e['expected']:>7.3f}  {ws:<12}{e['rows']:>6}{e['truths']:>7}{e['zero_width']:>8.2f}",
+                      file=file)
+    for f, tab in (js.get("by_family") or {}).items():
+        if f == "posterior":
+            continue
+        parts = [f"{q} {tab[q]['0.95']['share']:.2f}" for q in QUANTITIES if tab.get(q, {}).get("0.95", {}).get("share")
+                 is not None]
+        print(f"# {f} ({js['n_truths_by_family'][f]} truths), share inside the 95% intervals: " + ", ".join(parts),
+              file=file)
+
+
+# ============================================================================ the run
+def _fingerprint(cfg: dict) -> str:
+    import hashlib
+
+    keep = {k: v for k, v in cfg.items() if k not in ("workers",)}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def plan(truths: int, wider: int, families, seed: int, cfg: dict) -> list:
+    """The truths to run: ``truths`` in-family, ``wider`` of every other family asked for; truth
+    ``i`` of family ``f`` uses child ``(f, i)`` of ``SeedSequence(seed)`` (stable when T grows)."""
+    fp = _fingerprint(cfg)
+    specs = []
+    for f in families:
+        n = truths if f == "posterior" else wider
+        fi = FAMILIES.index(f)
+        for i in range(n):
+            specs.append({"family": f, "index": i, "entropy": int(seed), "spawn_key": [fi, i], "cfg": cfg,
+                          "fingerprint": fp})
+    # in-family and wider truths interleaved, so a run stopped early has some of each
+    total = {f: (truths if f == "posterior" else wider) for f in families}
+    specs.sort(key=lambda s: ((s["index"] + 0.5) / max(total[s["family"]], 1), s["family"]))
+    return specs
+
+
+def run(specs, workers: int, results: Path | None, progress=True, max_seconds: float | None = None) -> list:
+    """Run the truths not yet in ``results`` on ``workers`` processes (one truth each), appending
+    every finished truth to ``results``; with ``max_seconds``, no truth starts after that and the
+    ones running get a minute's grace (what finished is kept: rerun to resume)."""
+    done = {}
+    if results is not None and results.exists():
+        for line in results.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done[(r["family"], r["index"], r.get("fingerprint"))] = r
+    todo = [s for s in specs if (s["family"], s["index"], s["fingerprint"]) not in done]
+    records = [done[(s["family"], s["index"], s["fingerprint"])] for s in specs
+               if (s["family"], s["index"], s["fingerprint"]) in done]
+    if progress and done:
+        print(f"# {len(records)} truths read from {results}, {len(todo)} to run", file=sys.stderr, flush=True)
+
+    def keep(rec):
+        if "error" in rec:  # not written: a rerun tries the truth again
+            print(f"# truth {rec['family']} {rec['index']} failed: {rec['error']}", file=sys.stderr, flush=True)
+            return
+        records.append(rec)
+        if results is not None:
+            with results.open("a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+        if progress:
+            print(f"# truth {rec['family']} {rec['index']}: {rec['stages'].get('total', 0):.0f} s "
+                  f"({len(records)} of {len(specs)})", file=sys.stderr, flush=True)
+
+    t0 = time.time()
+    if workers <= 1:
+        for s in todo:
+            if max_seconds is not None and time.time() - t0 > max_seconds:
+                break
+            keep(run_truth(s))
+    else:
+        import multiprocessing as mp
+        import tempfile
+        from concurrent.futures import ProcessPoolExecutor, TimeoutError, as_completed, wait
+
+        base = tempfile.mkdtemp(prefix="bench-coverage-")
+        ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                 initargs=(base,))
+        futs = [ex.submit(run_truth, s) for s in todo]
+        kept = set()
+        try:
+            for f in as_completed(futs, timeout=None if max_seconds is None else max_seconds):
+                kept.add(f)
+                keep(f.result())
+        except TimeoutError:
+            for f in futs:
+                f.cancel()
+            running = [f for f in futs if f not in kept and not f.cancelled()]
+            wait(running, timeout=60)
+            for f in running:
+                if f.done() and f.exception() is None:
+                    keep(f.result())
+            if progress:
+                print(f"# stopped after {max_seconds} s: {len(records)} of {len(specs)} truths done (rerun with "
+                      f"--results to resume)", file=sys.stderr, flush=True)
+            for p in list(getattr(ex, "_processes", {}).values()):
+                p.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+    order = {(s["family"], s["index"]): k for k, s in enumerate(specs)}
+    records.sort(key=lambda r: order.get((r["family"], r["index"]), 0))
+    return records
+
+
+# ============================================================================ cheaper fits: the same intervals?
+def equality(K: int, seed: int, cfg: dict, cheap: dict, workers: int = 1) -> dict:
+    """Is a cheaper fit per truth the same as the default? (issue 32: "use a cheaper fit per truth only
+    where you show, on a subset, that it gives the same intervals as the default").
+
+    Per in-family truth (``K`` of them) three fits of the same simulated log: the default with
+    seed a, the default with seed b, the cheap one with seed a; the same prediction seed for all
+    three (``calibrate(..., fit=...)``). For every compared row and level the coverage indicator
+    and the interval ends: ``d_ab`` -- how often default a and default b disagree on coverage
+    (the default's own Monte Carlo noise), ``d_ca`` -- cheap vs default a. The cheap fit is
+    accepted when ``d_ca - d_ab`` has a one-sided 95 % bootstrap upper bound (over truths) of at
+    most 0.02, the ends move no more than between two default seeds (``|cheap - a|`` larger than
+    ``|b - a|`` in no more rows than a sign test allows, one-sided 5 %), and every cheap fit has
+    R-hat < 1.01, bulk ESS >= 400 and no divergence.
+    """
+    specs = [{"family": "posterior", "index": i, "entropy": int(seed), "spawn_key": [9, i], "cfg": cfg,
+              "cheap": cheap, "fingerprint": "equality"} for i in range(K)]
+    if workers <= 1:
+        recs = [_equality_truth(s) for s in specs]
+    else:
+        import multiprocessing as mp
+        import tempfile
+        from concurrent.futures import ProcessPoolExecutor
+
+        base = tempfile.mkdtemp(prefix="bench-coverage-")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                 initargs=(base,)) as ex:
+            recs = list(ex.map(_equality_truth, specs))
+    return equality_verdict(recs, cfg, cheap)
+
+
+def _equality_truth(spec) -> dict:
+    _worker_env()
+    from normlab.calibration import calibrate, counts_from_log, fit_strategy, select_runs
+
+    cfg, cheap = spec["cfg"], spec["cheap"]
+    ss = np.random.SeedSequence(spec["entropy"], spawn_key=tuple(spec["spawn_key"]))
+    s_truth, s_log, s_vals, s_a, s_b, s_pred, s_rows = ss.spawn(7)
+    truth = make_truth("posterior", spec["index"], cfg, np.random.default_rng(s_truth))
+    log = simulate_log(truth, cfg, np.random.default_rng(s_log))
+    vals = truth_values(truth, cfg, np.random.default_rng(s_vals))
+    sel = select_runs(log, names=NAMES, memory=truth.memory, fit_on="baseline")
+    counts = counts_from_log(sel, names=NAMES, memory=truth.memory)
+    meta = {"llm": str(sel.runs["model"].iloc[0]), "fit_on": "baseline"}
+    out = {"index": spec["index"], "fits": {}, "seconds": {}}
+    for name, fseed, kw in (("a", s_a, _fit_kwargs(cfg)), ("b", s_b, _fit_kwargs(cfg)),
+                            ("cheap", s_a, _fit_kwargs({**cfg, **cheap}))):
+        t = time.perf_counter()
+        fit = fit_strategy(counts, cfg["fit_model"], rng=fseed, meta=meta, **kw)
+        t_fit = time.perf_counter() - t
+        cal = calibrate(log, names=NAMES, memory=truth.memory, n_agents=cfg["n_agents"], fit_on="baseline",
+                        model=cfg["fit_model"], n_draws=int(cfg["draws"]), fit=fit, sensitivity=False, rng=s_pred)
+        out["seconds"][name] = {"fit": round(t_fit, 1), "total": round(time.perf_counter() - t, 1)}
+        out["fits"][name] = {"rows": calibration_rows(cal, vals, np.random.default_rng(s_rows)),
+                             "fit": _fit_diag(fit)}
+    return out
+
+
+def _fit_kwargs(cfg):
+    if cfg["fit_model"] == "empirical":
+        return {}
+    return {"draws": int(cfg["nuts_draws"]), "tune": int(cfg.get("nuts_tune") or cfg["nuts_draws"]),
+            "chains": int(cfg["chains"]), "cores": 1}
+
+
+def equality_verdict(recs, cfg, cheap) -> dict:
+    from scipy.stats import binomtest
+
+    per = []  # per truth: (disagreements a-b, disagreements c-a, rows)
+    ends = {}  # quantity -> [(|c - a|, |b - a|)]
+    for rec in recs:
+        ra = {(r["quantity"], r["key"]): r for r in rec["fits"]["a"]["rows"]}
+        rb = {(r["quantity"], r["key"]): r for r in rec["fits"]["b"]["rows"]}
+        rc = {(r["quantity"], r["key"]): r for r in rec["fits"]["cheap"]["rows"]}
+        dab = dca = n = 0
+        for key in ra.keys() & rb.keys() & rc.keys():
+            for L in LEVELS:
+                lv = str(L)
+                a, b, c = ra[key][lv], rb[key][lv], rc[key][lv]
+                dab += a["covered"] != b["covered"]
+                dca += c["covered"] != a["covered"]
+                n += 1
+                for end in ("low", "high"):
+                    if None in (a[end], b[end], c[end]):
+                        continue
+                    ends.setdefault(key[0], []).append((abs(c[end] - a[end]), abs(b[end] - a[end])))
+        per.append((dab, dca, n))
+    per = np.asarray(per, float)
+    diff = (per[:, 1] - per[:, 0]) / np.maximum(per[:, 2], 1)
+    g = np.random.default_rng(0)
+    boot = [np.mean(diff[g.integers(0, len(diff), len(diff))]) for _ in range(2000)] if len(diff) else [np.nan]
+    upper = float(np.quantile(boot, 0.95))
+    signs = {}
+    for q, pairs in ends.items():
+        worse = sum(1 for c, b in pairs if c > b + 1e-12)
+        better = sum(1 for c, b in pairs if c < b - 1e-12)
+        p = float(binomtest(worse, worse + better, 0.5, alternative="greater").pvalue) if worse + better else 1.0
+        signs[q] = {"cheap_further": worse, "cheap_closer": better, "ties": len(pairs) - worse - better,
+                    "p_one_sided": round(p, 4), "ok": p > 0.05}
+    diag = [r["fits"]["cheap"]["fit"] for r in recs]
+    diag_default = [r["fits"][k]["fit"] for r in recs for k in ("a", "b")]
+    diag_ok = all((d.get("r_hat_max") is None or d["r_hat_max"] < 1.01)
+                  and (d.get("ess_bulk_min") is None or d["ess_bulk_min"] >= 400)
+                  and not d.get("divergences") for d in diag)
+    ok = bool(upper <= 0.02 and all(s["ok"] for s in signs.values()) and diag_ok)
+    return {"K": len(recs), "default": _fit_kwargs(cfg), "cheap": _fit_kwargs({**cfg, **cheap}),
+            "disagreement_default_a_b": round(float(per[:, 0].sum() / max(per[:, 2].sum(), 1)), 4),
+            "disagreement_cheap_a": round(float(per[:, 1].sum() / max(per[:, 2].sum(), 1)), 4),
+            "excess_upper_95": round(upper, 4), "ends": signs, "cheap_diagnostics": diag,
+            "default_diagnostics": diag_default,
+            "diagnostics_ok": diag_ok, "accepted": ok,
+            "seconds": [r["seconds"] for r in recs]}
+
+
+# ============================================================================ command line
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--truths", type=int, default=20, help="in-family truths T (default 20; the full run: 200)")
+    ap.add_argument("--wider", type=int, default=None,
+                    help="truths of every wider family (run_effects, shared_order, non_logit; default T // 4)")
+    ap.add_argument("--families", default=",".join(FAMILIES), help=f"comma-separated, of {list(FAMILIES)}")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=2, help="processes, one truth each (default 2)")
+    ap.add_argument("--fit-model", default=None, help="fit kind calibrate uses (default hierarchical, as a user's)")
+    ap.add_argument("--nuts-draws", type=int, default=None, help="NUTS draws (and tuning steps) per chain (1000)")
+    ap.add_argument("--draws", type=int, default=None, help="posterior draws of each prediction (200)")
+    ap.add_argument("--tip-draws", type=int, default=None, help="posterior draws per tip step (200)")
+    ap.add_argument("--tip-directions", default=None, help="M (default: the strong convention), both, or none")
+    ap.add_argument("--truth-runs", type=int, default=None, help="runs behind each true probability (1000)")
+    ap.add_argument("--sbc", choices=["user", "posterior", "both"], default=None,
+                    help="user: calibrate on the simulated runs alone (the headline); posterior: on the shipped "
+                         "model's archive baselines plus them (posterior SBC); both (default user)")
+    ap.add_argument("--results", default=None, help="JSON lines, one per finished truth (resume; --summarise)")
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="start no truth after this many seconds (the finished ones are kept in --results)")
+    ap.add_argument("--summarise", default=None, metavar="RESULTS", help="only summarise a results file")
+    ap.add_argument("--figure", default=None, help="rank histograms and ECDF differences (PNG)")
+    ap.add_argument("--json", nargs="?", const="-", default=None, help="print the JSON (or write it to FILE)")
+    ap.add_argument("--tiny", action="store_true", help="the CI form: N = 8, H = 2, 8 truths, empirical fit")
+    ap.add_argument("--debug-shrink", type=float, default=None, metavar="F",
+                    help="plant an over-confident forecaster: predictive spread shrunk to F (0 < F < 1)")
+    ap.add_argument("--equality", type=int, default=None, metavar="K",
+                    help="judge a cheaper fit on K in-family truths instead (see equality())")
+    ap.add_argument("--cheap-draws", type=int, default=500, help="--equality: the cheap fit's NUTS draws (500)")
+    a = ap.parse_args(argv)
+    cfg = dict(DEFAULTS)
+    if a.tiny:
+        cfg.update(TINY)
+    for k in ("fit_model", "nuts_draws", "draws", "tip_draws", "tip_directions", "truth_runs", "sbc", "debug_shrink"):
+        v = getattr(a, k)
+        if v is not None:
+            cfg[k] = v
+    if cfg["debug_shrink"] is not None and not 0 < cfg["debug_shrink"] < 1:
+        ap.error("--debug-shrink must be in (0, 1)")
+    t0 = time.perf_counter()
+    if a.equality:
+        res = equality(a.equality, a.seed, cfg, {"nuts_draws": a.cheap_draws}, workers=a.workers)
+        res["seconds_total"] = round(time.perf_counter() - t0, 1)
+        _emit(res, a.json)
+        return 0
+    families = [f for f in a.families.split(",") if f]
+    bad = set(families) - set(FAMILIES)
+    if bad:
+        ap.error(f"unknown families {sorted(bad)}; known: {list(FAMILIES)}")
+    T = 8 if a.tiny and "--truths" not in (argv or sys.argv) else a.truths
+    W = (1 if a.tiny else max(1, T // 4)) if a.wider is None else a.wider
+    if a.summarise:
+        records = [json.loads(x) for x in Path(a.summarise).read_text().splitlines() if x.strip()]
+        cfg = records[0].get("cfg", cfg) if records else cfg
+    else:
+        specs = plan(T, W, families, a.seed, cfg)
+        records = run(specs, a.workers, Path(a.results) if a.results else None, max_seconds=a.max_seconds)
+    js = summarise(records, cfg, time.perf_counter() - t0, a.seed)
+    if a.figure:
+        plot_ranks([r for r in records if r["family"] == "posterior"], a.figure)
+    if a.json is None or a.json != "-":
+        print_table(js)
+    if a.json is not None:
+        _emit(js, a.json)
+    return 0
+
+
+def _emit(js, where):
+    text = json.dumps(js, indent=1, default=lambda o: None if isinstance(o, float) else str(o))
+    if where in (None, "-"):
+        print(text)
+    else:
+        Path(where).write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
