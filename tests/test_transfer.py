@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 from normlab.calibration import load_fit
 from normlab.calibration.transfer import fitted_runs, tables_at_memory, target_settings, transfer_scores
@@ -138,7 +139,7 @@ def _readme_table(readme: str, header_start: str) -> list:
 
 @pytest.mark.slow
 def test_the_command_behind_readme(ainorms_dir, capsys, monkeypatch):
-    """README's two transfer tables are the command's output at --draws 200 --seed 1, number for number."""
+    """The docs' two transfer tables (docs/validation/transfer.md) are the command's output at --draws 200 --seed 1, number for number."""
     from pathlib import Path
 
     from normlab.calibration.transfer import main
@@ -148,7 +149,7 @@ def test_the_command_behind_readme(ainorms_dir, capsys, monkeypatch):
     out = capsys.readouterr().out
     for rel in ("same setting", "other N", "other H", "other N and H", "other LLM"):
         assert rel in out
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("validation/transfer.md")
 
     def dash(v):
         return "—" if v in ("-", "0") else v

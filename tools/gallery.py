@@ -1,70 +1,76 @@
-"""The docs' gallery of the paper's figures and tables (``docs/paper/gallery.md``, written by the
-docs build): every entry of :data:`normlab.figures.registry.FIGURES` drawn by ``normlab figures
---small`` (the same code, fewer simulation runs), with the command that draws it, the key numbers
-it printed beside the published ones, and -- where it needs the published data and they are not
-here -- the one line saying so instead of a figure.
+"""The docs' gallery of the paper's figures and tables (``docs/paper/gallery.md``).
 
-The figures are drawn once per change of normlab's code or of the data found (kept in
-``build/gallery/``). Figs. S11, S12 and Table S6 run an LLM for minutes and are not drawn by the
-docs build; the page gives their command.
+Two steps, so that the docs build neither simulates nor needs the published data:
 
-    python tools/gallery.py docs/paper/gallery.md     # what the docs build does
+- ``python tools/gallery.py --draw`` (by hand, with the published data found: ``normlab data``)
+  draws every entry of :data:`normlab.figures.registry.FIGURES` with ``normlab figures --small``
+  (the same code, fewer simulation runs) into ``docs/paper/_gallery/``, which is committed: each
+  figure's PNG (80 dpi, reduced to a 256-colour palette), each table's CSV, and ``record.json``
+  (what each entry printed, which normlab version and commit drew it, whether the data were found).
+- the docs build (``docs/conf.py``) writes the page from that record (:func:`write_page`), in a
+  fraction of a second, the same with or without the data.
+
+Figs. S11, S12 and Table S6 run an LLM for minutes and are not drawn; the page gives their command.
+
+    NORMLAB_AINORMS=... python tools/gallery.py --draw   # redraw the committed gallery
+    python tools/gallery.py                             # write docs/paper/gallery.md from it
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-STORE = REPO / "build" / "gallery"
-#: Entries the docs build does not draw: they run the paper's procedure on an LLM (minutes).
+STORE = REPO / "docs" / "paper" / "_gallery"
+#: Entries the gallery does not draw: they run the paper's procedure on an LLM (minutes).
 LLM_RUN = ("figS11", "figS12", "tableS6")
 DPI = 80
 
 
-def _data_key() -> str:
-    from normlab.llm_runs.published.ainorms_archive import find_ainorms
+def _shrink(src: Path, dst: Path) -> None:
+    from PIL import Image
 
-    folder = find_ainorms()
-    if folder is None:
-        return "no data"
-    files = sorted(q for q in Path(folder).rglob("*") if q.suffix in (".zip", ".pkl"))
-    return ";".join(f"{q.name}:{q.stat().st_size}" for q in files)
-
-
-def _key() -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import notebooks
-
-    return hashlib.sha256((notebooks.code_key() + _data_key()).encode()).hexdigest()
+    Image.open(src).convert("RGB").quantize(256).save(dst, format="PNG", optimize=True)
 
 
 def draw(say=print) -> dict:
-    """Draw the gallery's figures into :data:`STORE` unless they are current; returns the record
-    (``outcomes``: key -> status, files, reason, notes)."""
-    key = _key()
-    record_file = STORE / "record.json"
-    if record_file.exists():
-        record = json.loads(record_file.read_text())
-        if record.get("key") == key:
-            return record
+    """Draw the gallery into :data:`STORE` (replacing it); returns the record."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import normlab
     from normlab.figures.registry import FIGURES, make
+    from normlab.llm_runs.published.ainorms_archive import find_ainorms
 
-    if STORE.exists():
-        shutil.rmtree(STORE)
     keys = [k for k in FIGURES if k not in LLM_RUN]
     say(f"drawing {len(keys)} figures and tables for the gallery (normlab figures --small)")
-    outcomes = make(keys, out=STORE, small=True, dpi=DPI, report=None)
-    record = {"key": key, "outcomes": {o.key: {"status": o.status, "files": [Path(f).name for f in o.files],
-                                               "reason": o.reason, "notes": list(o.notes)} for o in outcomes}}
-    record_file.write_text(json.dumps(record, indent=1))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    with tempfile.TemporaryDirectory() as tmp:
+        outcomes = make(keys, out=tmp, small=True, dpi=DPI, report=None)
+        if STORE.exists():
+            shutil.rmtree(STORE)
+        STORE.mkdir(parents=True)
+        record = {"normlab": normlab.__version__, "commit": commit, "data_found": find_ainorms() is not None,
+                  "outcomes": {}}
+        for o in outcomes:
+            files = [Path(f) for f in o.files]
+            pngs = [f for f in files if f.suffix == ".png"]
+            kept = []
+            for f in pngs or [f for f in files if f.suffix == ".csv"]:
+                (_shrink(f, STORE / f.name) if f.suffix == ".png" else shutil.copyfile(f, STORE / f.name))
+                kept.append(f.name)
+            record["outcomes"][o.key] = {"status": o.status, "files": kept, "reason": o.reason,
+                                         "notes": list(o.notes)}
+    (STORE / "record.json").write_text(json.dumps(record, indent=1) + "\n")
     return record
 
 
@@ -85,19 +91,13 @@ def _csv_table(path: Path, max_rows: int = 12) -> str:
     return "\n".join(lines) + more
 
 
-def write_page(page: Path, images: Path | None = None, say=print) -> None:
-    """Write the gallery page (and copy its images beside it, into ``<page folder>/_gallery``)."""
+def write_page(page: Path) -> None:
+    """Write the gallery page from the committed record (``docs/paper/_gallery/record.json``)."""
     from normlab.figures.registry import FIGURES
     from normlab.llm_runs.published.ainorms_data import needs_data
 
-    record = draw(say)
+    record = json.loads((STORE / "record.json").read_text(encoding="utf-8"))
     out = record["outcomes"]
-    img_dir = page.parent / "_gallery"
-    img_dir.mkdir(exist_ok=True)
-    for name in (f for o in out.values() for f in o["files"]):
-        src, dst = STORE / name, img_dir / name
-        if not dst.exists() or dst.read_bytes() != src.read_bytes():
-            shutil.copyfile(src, dst)
     written = sum(o["status"] == "written" for o in out.values())
     head = [
         "# Gallery: the paper's figures and tables",
@@ -108,10 +108,12 @@ def write_page(page: Path, images: Path | None = None, say=print) -> None:
         "`normlab figures --small` draws them (the same code as `normlab figures --out figs`, with fewer "
         "simulation runs and posterior draws; [Figures](figures.md) says what each needs). Each entry gives the "
         "command that draws it and the key numbers it printed beside the published ones. "
-        f"This build drew {written} of {len(out)}; "
-        + ("the published data were found." if any(o["status"] == "written" and o["notes"] for o in out.values())
-           and written == len(out) else
-           "entries that need the published data say so in one line (see [Getting the published data](../data.md)).")
+        f"Drawn by `python tools/gallery.py --draw` (normlab {record['normlab']}"
+        + (f", commit {record['commit']}" if record.get("commit") else "") + f"): {written} of {len(out)} entries, "
+        + ("with the published data found; redrawing the entries that read them needs them too "
+           "([Getting the published data](../data.md))." if record["data_found"] else
+           "without the published data: the entries that need them say so in one line "
+           "([Getting the published data](../data.md)).")
         + " Figs. S11, S12 and Table S6 run an LLM for minutes and are not drawn here (their command is below).",
         "",
         "::::{grid} 2 3 4 4",
@@ -161,4 +163,6 @@ def write_page(page: Path, images: Path | None = None, say=print) -> None:
 
 
 if __name__ == "__main__":
-    write_page(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "paper" / "gallery.md")
+    if "--draw" in sys.argv[1:]:
+        draw()
+    write_page(REPO / "docs" / "paper" / "gallery.md")

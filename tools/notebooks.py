@@ -1,11 +1,15 @@
-"""Executed notebooks, once per change: ``tests/test_notebooks.py`` executes every notebook of
-``notebooks/`` on the embedded model and stores the executed copy in ``build/notebooks/``; the docs
-build (``docs/conf.py``) renders the stored copy and executes only a notebook whose copy is
-missing or stale. A copy is stale when the notebook or any of normlab's source files changed
-since it was executed (its key, :func:`source_key`, is recorded in the copy's metadata).
+"""The notebooks' executed copies, committed in ``docs/notebooks/``: the docs build
+(``docs/conf.py``) renders them and never executes a notebook (CI's docs build stays within minutes
+on 2 cores). ``notebooks/`` keeps the notebooks without outputs; this script executes them headless
+on the embedded model and writes each executed copy (PNG outputs reduced to a 256-colour palette to
+keep the repository small). ``tests/test_notebooks.py`` checks in the default tier that every
+notebook has an executed copy with the same cells, and executes every notebook in the slow tier.
+A copy also records the key of normlab's source it ran against (:func:`source_key`); ``--status``
+says which copies ran against other code.
 
-    python tools/notebooks.py            # execute the missing or stale ones (what the docs build does)
-    python tools/notebooks.py --status   # which copies are current
+    python tools/notebooks.py              # execute the notebooks whose copy has other cells or is missing
+    python tools/notebooks.py --all        # execute every notebook again
+    python tools/notebooks.py --status     # which copies match their notebook, and which ran on this code
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
-STORE = REPO / "build" / "notebooks"
+STORE = REPO / "docs" / "notebooks"
 #: Folders whose files, when changed, make every stored notebook stale (normlab's code and data).
 CODE = ("src", "theory", "llm_runs", "calibration")
 _SUFFIXES = {".py", ".json"}
@@ -55,6 +59,33 @@ def stored(path: Path, code: str | None = None) -> Path | None:
     return copy if meta.get("source_key") == source_key(path, code) else None
 
 
+def same_cells(path: Path, copy: Path) -> bool:
+    """Whether the executed ``copy`` holds exactly the cells (type and source) of ``path``."""
+    def cells(p):
+        nb = json.loads(Path(p).read_text(encoding="utf-8"))
+        return [(c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list) else c["source"])
+                for c in nb["cells"]]
+    return cells(path) == cells(copy)
+
+
+def _shrink_png(nb) -> None:
+    """Reduce every PNG output to a 256-colour palette (a third of the bytes, the same picture)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "image/png" not in data:
+                continue
+            img = Image.open(io.BytesIO(base64.b64decode(data["image/png"])))
+            buf = io.BytesIO()
+            img.convert("RGB").quantize(256).save(buf, format="PNG", optimize=True)
+            data["image/png"] = base64.b64encode(buf.getvalue()).decode("ascii")
+
+
 def execute(path: Path, *, store: bool = True, timeout: int = 900):
     """Execute ``path`` headless (nbclient, kernel ``python3``, in a temporary folder) and, with
     ``store``, keep the executed copy in :data:`STORE`. Returns the executed notebook; a failing cell
@@ -70,22 +101,22 @@ def execute(path: Path, *, store: bool = True, timeout: int = 900):
         nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": tmp}}).execute()
     nb.metadata["normlab_executed"] = {"source_key": key, "seconds": round(time.perf_counter() - t0, 1)}
+    _shrink_png(nb)
     if store:
         STORE.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, STORE / path.name)
     return nb
 
 
-def ensure(paths=None, *, say=print) -> list[Path]:
-    """The executed copy of every notebook, executing only the missing or stale ones."""
-    code = code_key()
+def ensure(paths=None, *, every: bool = False, say=print) -> list[Path]:
+    """Execute the notebooks whose executed copy is missing or holds other cells (all with
+    ``every``); returns the copies."""
     out = []
     for p in sorted(paths or NOTEBOOKS.glob("*.ipynb")):
-        copy = stored(p, code)
-        if copy is None:
-            say(f"executing {p.name} (no current executed copy in {STORE.relative_to(REPO)})")
+        copy = STORE / p.name
+        if every or not copy.exists() or not same_cells(p, copy):
+            say(f"executing {p.name}")
             execute(p)
-            copy = STORE / p.name
         out.append(copy)
     return out
 
@@ -94,6 +125,9 @@ if __name__ == "__main__":
     if "--status" in sys.argv[1:]:
         code = code_key()
         for p in sorted(NOTEBOOKS.glob("*.ipynb")):
-            print(f"{p.name:40s} {'current' if stored(p, code) else 'missing or stale'}")
+            copy = STORE / p.name
+            cells = copy.exists() and same_cells(p, copy)
+            print(f"{p.name:40s} {'same cells' if cells else 'missing or other cells':24s} "
+                  f"{'ran on this code' if stored(p, code) else 'ran on other code'}")
     else:
-        ensure()
+        ensure(every="--all" in sys.argv[1:])
