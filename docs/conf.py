@@ -60,6 +60,8 @@ nb_merge_streams = True
 
 # ----------------------------------------------------------------------------- API reference
 autosummary_generate = True
+# a class page is its numpydoc docstring (Parameters/Attributes say the fields); no member tables
+templates_path = ["_templates"]
 autosummary_imported_members = True
 autodoc_default_options = {"members": False}
 autodoc_typehints = "none"  # numpydoc's Parameters sections say the types
@@ -132,6 +134,21 @@ def _notebooks_page(copies) -> None:
     _write(DOCS / "notebooks.md", text)
 
 
+def _module_sections(app, what, name, obj, options, lines) -> None:
+    """A module docstring's numpydoc sections (``References``, ``Examples``, ``Notes`` ...) as rubrics:
+    numpydoc leaves a module's sections as document sections, and the same title on two API
+    pages would be two targets of one name (a duplicate-label warning)."""
+    if what != "module":
+        return
+    k = 0
+    while k + 1 < len(lines):
+        title, rule = lines[k].strip(), lines[k + 1].strip()
+        if title and rule and set(rule) == {"-"} and len(rule) >= len(title) and not lines[k].startswith(" "):
+            lines[k:k + 2] = [f".. rubric:: {title}", ""]
+        k += 1
+
+
 def setup(app):
     app.connect("builder-inited", _prepare)
+    app.connect("autodoc-process-docstring", _module_sections, priority=100)
     return {"parallel_read_safe": True}

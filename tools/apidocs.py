@@ -50,13 +50,26 @@ def pages() -> dict[str, str]:
              "imported lazily, so `import normlab.theory` stays fast; `help(name)` in a notebook shows the same "
              "text.", "", "| package | what |", "|---|---|"]
     toc = []
+    home = {}  # id of an object -> the package page documenting it (the first that exports it)
     for name, what in API_PACKAGES:
         mod = importlib.import_module(name)
         names = sorted(set(getattr(mod, "__all__", ()) or ()) | set(getattr(mod, "_EXPORTS", {}) or {}))
         names = [n for n in names if not n.startswith("_") and not inspect.ismodule(getattr(mod, n))]
+        # an object exported by two packages is documented once; the other page names where
+        elsewhere = {}
+        for n in list(names):
+            obj = getattr(mod, n)
+            if (inspect.isclass(obj) or inspect.isfunction(obj)) and id(obj) in home:
+                elsewhere[n] = home[id(obj)]
+                names.remove(n)
+            elif inspect.isclass(obj) or inspect.isfunction(obj):
+                home[id(obj)] = f"{name}.{n}"
         page = [f"# `{name}`", "", f"```{{eval-rst}}", f".. automodule:: {name}", f"   :no-members:", "",
                 f".. currentmodule:: {name}", "", ".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
         page += [f"   {n}" for n in names] + ["```", ""]
+        if elsewhere:
+            page += ["Also exported here, documented under the package that exports them first: "
+                     + ", ".join(f"{{py:obj}}`{n} <{target}>`" for n, target in sorted(elsewhere.items())) + ".", ""]
         out[f"api/{name}.md"] = "\n".join(page) + "\n"
         index.append(f"| [`{name}`]({name}.md) | {what} |")
         toc.append(name)

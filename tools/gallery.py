@@ -5,7 +5,7 @@ Two steps, so that the docs build neither simulates nor needs the published data
 - ``python tools/gallery.py --draw`` (by hand, with the published data found: ``normlab data``)
   draws every entry of :data:`normlab.figures.registry.FIGURES` with ``normlab figures --small``
   (the same code, fewer simulation runs) into ``docs/paper/_gallery/``, which is committed: each
-  figure's PNG (80 dpi, reduced to a 256-colour palette), each table's CSV, and ``record.json``
+  figure's PNG (80 dpi, reduced to a 64-colour palette), each table's CSV, and ``record.json``
   (what each entry printed, which normlab version and commit drew it, whether the data were found).
 - the docs build (``docs/conf.py``) writes the page from that record (:func:`write_page`), in a
   fraction of a second, the same with or without the data.
@@ -35,7 +35,7 @@ DPI = 80
 def _shrink(src: Path, dst: Path) -> None:
     from PIL import Image
 
-    Image.open(src).convert("RGB").quantize(256).save(dst, format="PNG", optimize=True)
+    Image.open(src).convert("RGB").quantize(64).save(dst, format="PNG", optimize=True)
 
 
 def draw(say=print) -> dict:

@@ -1,8 +1,8 @@
 """The notebooks' executed copies, committed in ``docs/notebooks/``: the docs build
 (``docs/conf.py``) renders them and never executes a notebook (CI's docs build stays within minutes
 on 2 cores). ``notebooks/`` keeps the notebooks without outputs; this script executes them headless
-on the embedded model and writes each executed copy (PNG outputs reduced to a 256-colour palette to
-keep the repository small). ``tests/test_notebooks.py`` checks in the default tier that every
+on the embedded model and writes each executed copy (PNG outputs reduced, to keep the repository
+small). ``tests/test_notebooks.py`` checks in the default tier that every
 notebook has an executed copy with the same cells, and executes every notebook in the slow tier.
 A copy also records the key of normlab's source it ran against (:func:`source_key`); ``--status``
 says which copies ran against other code.
@@ -69,7 +69,8 @@ def same_cells(path: Path, copy: Path) -> bool:
 
 
 def _shrink_png(nb) -> None:
-    """Reduce every PNG output to a 256-colour palette (a third of the bytes, the same picture)."""
+    """Every PNG output wider than 900 px halved, and reduced to a 64-colour palette (the figures
+    are line plots and heat maps: the page shows the same picture at a third of the bytes)."""
     import base64
     import io
 
@@ -80,9 +81,11 @@ def _shrink_png(nb) -> None:
             data = out.get("data", {})
             if "image/png" not in data:
                 continue
-            img = Image.open(io.BytesIO(base64.b64decode(data["image/png"])))
+            img = Image.open(io.BytesIO(base64.b64decode(data["image/png"]))).convert("RGB")
+            if img.width > 900:
+                img = img.resize((img.width // 2, img.height // 2), Image.LANCZOS)
             buf = io.BytesIO()
-            img.convert("RGB").quantize(256).save(buf, format="PNG", optimize=True)
+            img.quantize(64).save(buf, format="PNG", optimize=True)
             data["image/png"] = base64.b64encode(buf.getvalue()).decode("ascii")
 
 
