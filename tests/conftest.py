@@ -4,11 +4,15 @@ repository or from $NORMLAB_AINORMS (never copied into it); tests that need them
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# the tests' own helper modules (``_docs``: the docs pages README's text moved to), importable under
+# --import-mode=importlib
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 # $NORMLAB_AINORMS (a folder) wins, as for the loaders; e.g. for a git worktree outside the repository's parent
 AINORMS = Path(os.environ["NORMLAB_AINORMS"]) if os.environ.get("NORMLAB_AINORMS") else (
     REPO.parent / "shared" / "data" / "ai-norms")

@@ -1,4 +1,5 @@
-"""README's "Model adequacy" tables are what `python paper_figures/adequacy_check.py` prints."""
+"""The docs' "Model adequacy" tables (docs/validation/adequacy.md) are what `python paper_figures/adequacy_check.py`
+prints."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "paper_figures" / "adequacy_check.py"
@@ -42,16 +44,16 @@ def test_text_lists_failures_and_counts_rejections():
 
 @pytest.mark.slow
 def test_readme_adequacy_is_what_the_script_prints(ainorms_dir):
-    """Every line the script prints (default 100 draws, seed 1, the archives at hand) is in README
-    beside its command, and the finding README states holds: without run effects the published
+    """Every line the script prints (default 100 draws, seed 1, the archives at hand) is on the docs
+    page beside its command, and the finding the page states holds: without run effects the published
     rule's statistic rejects the shipped Llama-3.1 fit overturning M, with the baselines' run
     effects it does not, and Llama-3.1's committed-run partners agree beyond the table even with
     run shifts while its baselines' partners do not."""
     res, _ = _script().check(sorted(map(str, Path(ainorms_dir).glob("*.zip"))))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("validation/adequacy.md")
     assert "python paper_figures/adequacy_check.py\n" in readme
     for line in _script().text(res).splitlines():
-        assert line in readme, f"README lacks the script's line:\n{line}"
+        assert line in readme, f"docs/validation/adequacy.md lacks the script's line:\n{line}"
     rows = {(r["model"], r["direction"], r["run_effects"]): r for r in res["rows"]}
     l31 = "Llama-3.1-70B-Instruct"
     assert rows[(l31, "overturn_M", False)]["p"] < 0.05 < rows[(l31, "overturn_M", True)]["p"]

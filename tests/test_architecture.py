@@ -479,7 +479,7 @@ def test_moved_paths_are_the_same_modules():
 
 
 def test_old_paths_run_with_python_m():
-    """``python -m`` of an old path runs the moved module (README: ``python -m normlab.calibration.group_size``),
+    """``python -m`` of an old path runs the moved module (an old path: ``python -m normlab.calibration.group_size``),
     its relative imports resolved from its new place."""
     import subprocess
     import sys

@@ -1,5 +1,5 @@
-"""The benchmark scripts behind README's "Speed" numbers run in their tiny form and print every
-line README quotes (their timings mean nothing at this size; the runs are still checked run for
+"""The benchmark scripts behind the "Speed" numbers of docs/validation/benchmarks.md run in their tiny form and print every
+line the page quotes (their timings mean nothing at this size; the runs are still checked run for
 run against the plain-C baselines, and the two prediction engines against each other)."""
 
 from __future__ import annotations

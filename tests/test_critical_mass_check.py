@@ -1,5 +1,5 @@
 """The predicted-against-published critical masses (calibration/critical_mass_check.py and
-README's table from `python paper_figures/critical_mass_check.py --shipped`)."""
+the docs' table from `python paper_figures/critical_mass_check.py --shipped`: docs/validation/critical_mass.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 from normlab.calibration import CriticalMassCheck
 from normlab.calibration.critical_mass_check import committed_settings
@@ -51,17 +52,17 @@ def test_committed_settings_pick_each_models_largest_two_name_setting():
 
 @pytest.mark.slow
 def test_readme_table_is_what_the_script_prints(ainorms_dir):
-    """Every line of README's predicted-vs-published table comes out of the command printed beside
+    """Every line of the docs' predicted-vs-published table (docs/validation/critical_mass.md) comes out of the command printed beside
     it, and the issue's bar holds on the archives at hand: every published value inside its 95%
     interval, widths <= 8 (mean <= 4), mean error <= 1.5, experiment-interval coverage >= 0.9."""
     spec = importlib.util.spec_from_file_location("critical_mass_check", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     chk, _ = mod.check(["--shipped", *map(str, sorted(Path(ainorms_dir).glob("*.zip")))])
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("validation/critical_mass.md")
     assert "python paper_figures/critical_mass_check.py --shipped" in readme
     for line in chk.text().splitlines():
-        assert line in readme, f"README lacks the script's line:\n{line}"
+        assert line in readme, f"docs/validation/critical_mass.md lacks the script's line:\n{line}"
     s = chk.summary()
     assert s["inside"] == s["directions"] >= 4
     assert s["max_width"] <= 8 and s["mean_width"] <= 4 and s["mean_error"] <= 1.5

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 from normlab.cli import main
 
@@ -222,6 +223,9 @@ def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
     # README's first command, made small: its `normlab demo` part with TINY settings
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     first = next(line for line in readme.splitlines() if line.startswith("pip install . && "))
+    # the printed summary is on docs/getting_started.md, beside the same command
+    page = docs_page("getting_started.md")
+    assert first in page.splitlines()
     argv = shlex.split(first.split("&& normlab ", 1)[1])
     assert argv[:2] == ["demo", "--out"], first
     out = tmp_path / argv[2]
@@ -232,11 +236,11 @@ def test_demo_embedded_smollm2_tiny(tmp_path, capsys):
     assert all(step["llm_calls"] == 0 for step in s1["timing"]["steps"] if "population" in step["step"]
                or "committed" in step["step"])  # exact-mode runs are answered from the probe's cache
     assert s1["estimate"]["tokens_per_s"] > 0
-    # README's printed summary: the empty-memory numbers (the same prompts at any --memory)
+    # docs/getting_started.md's printed summary: the empty-memory numbers (the same prompts at any --memory)
     import re
 
     x, y, first = map(float, re.search(r"orders are averaged \((\d\.\d+) / (\d\.\d+)\), but it picks the name\s+the "
-                                       r"prompt\s+lists\s+first\s+with\s+probability (\d\.\d+)", readme).groups())
+                                       r"prompt\s+lists\s+first\s+with\s+probability (\d\.\d+)", page).groups())
     st = s1["strategy_table"]
     assert abs(st["p_empty"]["X"] - x) <= 0.011 and abs(st["p_empty"]["Y"] - y) <= 0.011, st["p_empty"]
     assert abs(st["p_first_listed_empty"] - first) <= 0.011, st

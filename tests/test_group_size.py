@@ -1,10 +1,11 @@
 """Collective bias by group size (normlab.calibration.group_size): the three regimes on tables
-built to show them, symmetry, reproducibility, the command behind README's numbers."""
+built to show them, symmetry, reproducibility, the command behind the docs' numbers (docs/validation/group_size.md)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 from normlab.calibration import group_size_curve, load_fit
 from normlab.theory.strategies import BestResponse, StrategyTable, decode_state, n_states
@@ -103,11 +104,11 @@ def test_the_command_behind_readme(capsys):
     out = capsys.readouterr().out
     assert out.count("mean field: settles on M") == 3
     assert "Llama-3.1 H=5" in out and "P(consensus on M) -> 0.00" in out
-    # README's table: the first-move bias and the mean-field limit do not depend on --runs/--sizes
+    # the docs' table (docs/validation/group_size.md): the first-move bias and the mean-field limit do not depend on --runs/--sizes
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("validation/group_size.md")
     rows = [r for r in readme.split("**Collective bias by group size.**", 1)[1].split("\n\n")[1].splitlines()
             if r.startswith("| Llama")]
     assert len(rows) == 3

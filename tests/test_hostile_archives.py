@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 from normlab.llm_runs import load_ainorms
 from normlab.llm_runs.published._unpickle import (_ARGS, _REFUSED, MAX_BUILT, MAX_NODES, UnsafePickleError, _scan_ops,
@@ -248,7 +249,7 @@ def test_opcode_count_cap():
     with pytest.raises(ValueError, match=f"builds more than {n - 1:,} values"):
         scan_pickle(data, max_built=n - 1)
     assert MAX_BUILT >= 4 * 795_372  # the largest published file (llama3 archive), with room to spare
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = docs_page("validation/reliability.md")
     assert f"stops at {MAX_BUILT // 10**6} million" in " ".join(readme.split())
 
 

@@ -148,7 +148,7 @@ def test_load_refuses_a_file_inside_a_sub_folder_linked_outside(calibration, tmp
 
 @pytest.mark.slow
 def test_bench_integrity_prints_every_number_readme_quotes():
-    """``benchmarks/bench_integrity.py`` (README's issue-29 numbers): every hostile case refused
+    """``benchmarks/bench_integrity.py`` (docs/validation/reliability.md's issue-29 numbers): every hostile case refused
     (the 2 000-member archive read), each within a bounded peak."""
     bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_integrity.py"
     r = subprocess.run([sys.executable, str(bench)], capture_output=True, text=True, timeout=900)

@@ -67,7 +67,7 @@ def test_crsec_agents_look_alike_are_refused():
 
 @pytest.mark.parametrize("ops", ["rule", "llm"])
 def test_duplicate_crsec_agents_are_refused_before_any_request(ops, tmp_path, capsys):
-    """Item 9: duplicate CRSEC agents were not refused (README says they are): rule-based runs
+    """Item 9: duplicate CRSEC agents were not refused (docs/validation/reliability.md says they are): rule-based runs
     merged them, ``--ops llm`` spent 16 requests, then an internal error. Now one line, exit 2,
     nothing sent and no directory made."""
     with HostileServer(lambda m, p, b, n: http({"data": [{"id": "m"}]})) as srv:

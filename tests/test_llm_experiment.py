@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 from normlab.cli import main
 from normlab.llm_runs import EndpointConfig, StubServer, run_game
@@ -272,12 +273,13 @@ def test_homogeneous_settings_keep_their_hash():
     assert "groups" not in s.to_dict() and isinstance(s, GameSettings)
 
 
-def test_readme_dry_run_prints_what_readme_says(capsys):
+def test_docs_dry_run_prints_what_the_page_says(capsys):
+    """docs/guide/your_own_llm.md, "Before and during a paid run": the dry run prints its numbers."""
     from pathlib import Path
     import shlex
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("**Before and during a paid run.**", 1)[1].split("**Mixed populations.**", 1)[0]
+    page = docs_page("guide/your_own_llm.md")
+    section = page.split("## Before and during a paid run", 1)[1].split("\n## ", 1)[0]
     cmd = next(line for line in section.splitlines() if line.startswith("normlab llm-run") and "--dry-run" in line)
     assert main(shlex.split(cmd)[1:]) == 0
     printed = capsys.readouterr().out

@@ -138,7 +138,7 @@ def test_runner_cpu_benchmark_prints_its_figures():
     wrong reading breaks (the headline is the median of the repetitions it lists; play plus tables is
     the runner's whole; the ratio is the runner over the bare client's CPU per decision), the lean
     transport costs less CPU a decision than the openai client, and the runner stays within 3x
-    README's 0.299 ms a decision (a gross regression, not a timing: a shared machine). Before issue 32
+    docs/validation/benchmarks.md's 0.299 ms a decision (a gross regression, not a timing: a shared machine). Before issue 32
     this test asserted only that every figure was positive."""
     import json
     import statistics
@@ -169,7 +169,7 @@ def test_runner_cpu_benchmark_prints_its_figures():
 
 
 def test_a_run_freezes_older_objects_while_it_plays_and_hands_them_back(monkeypatch):
-    """The garbage collector's full passes skip the objects alive before a run (its CPU: README's
+    """The garbage collector's full passes skip the objects alive before a run (its CPU: docs/validation/benchmarks.md's
     runner figure) and get them back after it; objects frozen by the caller are left as they are."""
     import gc
 

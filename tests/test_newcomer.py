@@ -474,14 +474,15 @@ def test_round_axes_tick_whole_rounds():
 
 
 def test_no_seed_003_in_user_facing_text():
-    """'seed 003' means nothing to a user: README, docstrings, templates, notebooks, scripts and
-    benchmarks name the paper (Flint Ashery et al. 2025) instead."""
+    """'seed 003' means nothing to a user: README, the docs pages, docstrings, templates, notebooks,
+    scripts and benchmarks name the paper (Flint Ashery et al. 2025) instead."""
     found = []
-    for folder in ("README.md", "ARCHITECTURE.md", "theory", "calibration", "llm_runs", "src/normlab", "paper_figures",
+    for folder in ("README.md", "ARCHITECTURE.md", "docs", "theory", "calibration", "llm_runs", "src/normlab", "paper_figures",
                    "notebooks", "benchmarks"):
         path = ROOT / folder
         for f in ([path] if path.is_file() else path.rglob("*")):
-            if f.suffix in (".py", ".md", ".ipynb", ".json", ".txt") and "__pycache__" not in f.parts:
+            if (f.suffix in (".py", ".md", ".ipynb", ".json", ".txt") and "__pycache__" not in f.parts
+                    and "_build" not in f.parts):
                 found += [f"{f.relative_to(ROOT)}:{k + 1}" for k, line in enumerate(f.read_text().splitlines())
                           if re.search(r"(?i)seed[ -]?0?03\b", line)]
     assert found == []

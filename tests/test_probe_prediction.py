@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 from normlab.calibration.probe_prediction import ProbeFit, probe_cost, probe_fit, probe_predict
 from normlab.llm_runs import EndpointConfig, StubServer, run_game, strategy_table
@@ -439,10 +440,10 @@ def test_readme_script_small_version_on_stub_runs(loop, predicted, tmp_path):
 
 
 def test_readme_tables_come_from_the_script():
-    """Every table line the script prints from the committed summary is in the README."""
+    """Every table line the script prints from the committed summary is on docs/validation/probe_vs_population.md."""
     r = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    readme = (SCRIPT.parents[1] / "README.md").read_text()
+    readme = docs_page("validation/probe_vs_population.md")
     missing = [line for line in r.stdout.splitlines() if line.startswith("|") and line not in readme]
     assert missing == []
     assert r.stdout.count("\n|") >= 10

@@ -1,5 +1,6 @@
-"""README's CRSEC and SCENE examples run as printed (the scripted local endpoint started in-process
-on a free port instead of the port written) and print the lines README shows beside them."""
+"""The CRSEC and SCENE examples of the docs (docs/guide/crsec.md, docs/guide/scene.md; README's
+until issue 33) run as printed (the scripted local endpoint started in-process on a free port
+instead of the port written) and print the lines the pages show beside them."""
 
 from __future__ import annotations
 
@@ -15,12 +16,11 @@ import pytest
 from normlab.cli import main
 from normlab.llm_runs import StubServer
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from _docs import docs_page  # noqa: E402
 
 
 def _section() -> str:
-    text = README.read_text(encoding="utf-8")
-    return text.split("## Norms beyond naming: CRSEC and SCENE", 1)[1].split("\n## ", 1)[0]
+    return docs_page("guide/crsec.md", "guide/scene.md")
 
 
 def _blocks(section: str) -> list[tuple[str, str]]:
@@ -39,7 +39,7 @@ def _norm(line: str) -> str:
 
 
 @pytest.mark.slow
-def test_readme_crsec_and_scene_examples(tmp_path):
+def test_docs_crsec_and_scene_examples(tmp_path):
     section = _section()
     blocks = _blocks(section)
     assert len(blocks) == 3
@@ -67,10 +67,10 @@ def test_readme_crsec_and_scene_examples(tmp_path):
                     assert main(args) == 0, cmd
             outputs.append(printed.getvalue())
             got = {_norm(x) for x in printed.getvalue().splitlines()}
-            assert claimed.strip(), "every README example shows what it printed"
+            assert claimed.strip(), "every docs example shows what it printed"
             for line in claimed.splitlines():
                 if line.strip():
-                    assert _norm(line) in got, f"README shows {line!r}; the commands printed:\n{printed.getvalue()}"
+                    assert _norm(line) in got, f"the docs show {line!r}; the commands printed:\n{printed.getvalue()}"
         # the dry run's count quoted in the text
         scripted = [a for a in shlex.split(blocks[1][0].splitlines()[1].split("  #")[0])][1:]
         dry = io.StringIO()

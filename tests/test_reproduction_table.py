@@ -1,4 +1,4 @@
-"""paper_figures/reproduction_table.py (README "What normlab reproduces") runs and labels its rows.
+"""paper_figures/reproduction_table.py (docs/paper/reproduction.md, "What normlab reproduces") runs and labels its rows.
 
 The script computes every normlab value; here it runs in its small form. Reference values from
 ../shared/VALIDATION.md must not be labelled "published"; each critical-mass row names its
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 SCRIPT = Path(__file__).resolve().parents[1] / "paper_figures" / "reproduction_table.py"
 
@@ -62,11 +63,10 @@ def test_data_rows_reproduce_table_s3(ainorms_dir):
 
 @pytest.mark.slow
 def test_readme_table_is_what_the_script_prints(request):
-    """Every row of README's table comes out of `python paper_figures/reproduction_table.py` at
+    """Every row of the docs' table (docs/paper/reproduction.md) comes out of `python paper_figures/reproduction_table.py` at
     its full size (13 s of CPU; the rows from the published runs when the data are at hand)."""
     mod = _module()
-    readme = (SCRIPT.parents[1] / "README.md").read_text(encoding="utf-8")
-    table = readme.split("## What normlab reproduces", 1)[1].split("\n\n**Criteria.**", 1)[0]
+    table = docs_page("paper/reproduction.md").split("# What normlab reproduces", 1)[1].split("\n\n**Criteria.**", 1)[0]
     try:
         data = request.getfixturevalue("ainorms_dir")
     except pytest.skip.Exception:
@@ -75,6 +75,6 @@ def test_readme_table_is_what_the_script_prints(request):
     lines = mod.markdown(rows).splitlines()[2:]
     assert len(lines) >= 9
     for line in lines:
-        assert line in table, f"README's table lacks the script's row:\n{line}"
-    if data is not None:  # with the data, the script prints README's table, every row
+        assert line in table, f"docs/paper/reproduction.md's table lacks the script's row:\n{line}"
+    if data is not None:  # with the data, the script prints the page's table, every row
         assert len(lines) == len([t for t in table.splitlines() if t.startswith("| ") and "---" not in t]) - 1

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _docs import docs_page  # the docs pages README's text moved to (issue 33)
 
 from normlab.cli import main
 
@@ -121,7 +122,8 @@ def test_larger_population_labels_match_their_flags():
 
 
 def _readme_demo_paragraph() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The account of README's main job, on docs/getting_started.md (README's until issue 33)."""
+    text = docs_page("getting_started.md")
     start = text.index("The printed summary of this command:")
     return " ".join(text[start:text.index("\n\n", start)].split())
 
@@ -129,8 +131,8 @@ def _readme_demo_paragraph() -> str:
 @pytest.mark.slow
 @pytest.mark.llm
 def test_readme_demo_paragraph_is_the_default_demos_summary(tmp_path, capsys):
-    """README's account of ``normlab demo --out report`` is the paragraph generated from that very
-    command's ``summary.json`` (what the embedded model can and cannot show, with its numbers)."""
+    """The account of README's ``normlab demo --out report`` (docs/getting_started.md, beside the same
+    command) is the paragraph generated from that very command's ``summary.json`` (what the embedded model can and cannot show, with its numbers)."""
     from normlab.demo.report import summary_paragraph
     from normlab.llm_runs.backend import embedded_available
 
@@ -140,6 +142,7 @@ def test_readme_demo_paragraph_is_the_default_demos_summary(tmp_path, capsys):
     first = next(line for line in readme.splitlines() if line.startswith("pip install . && "))
     argv = shlex.split(first.split("&& normlab ", 1)[1])
     assert argv == ["demo", "--out", "report"], first
+    assert first in docs_page("getting_started.md").splitlines()
     assert main(["demo", "--out", str(tmp_path / "report"), "--no-progress", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert _readme_demo_paragraph() == summary_paragraph(s)
@@ -509,7 +512,7 @@ def test_figs_s11_s12_table_s6_on_the_embedded_model(tmp_path, capsys, monkeypat
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "3 written, 0 skipped" in text and "model: SmolLM2-135M-Instruct" in text
-    # README: "no random pool we drew reached the threshold ... (with `--small`, 6 of the 40 runs)"
+    # docs/paper/figures.md: "no random pool we drew reached the threshold ... (with `--small`, 6 of the 40 runs)"
     import re
 
     assert len(re.findall(r"closest to neutral of 4 pools tried", text)) >= 4 and "neutral (JSD" not in text

@@ -472,7 +472,7 @@ class PairAgreement:
         uncommitted agents with valid answers), ``observed`` (pairs that agree), ``predicted``
         (sum over pairs of ``sum_w p_i(w) p_j(w)`` from the table), ``z``, ``predicted_run`` /
         ``z_run`` (the same with each run's own shift of the logit, ML per run: between-run
-        heterogeneity removed), ``order_bias`` (|gamma| that makes the run-shifted prediction
+        heterogeneity removed), ``order_bias`` (``|gamma|`` that makes the run-shifted prediction
         match under a shared order) with ``order_bias_low`` / ``order_bias_high`` (95 %; 6 is the
         search bound: no upper limit).
     settings : dict
@@ -584,7 +584,7 @@ def pair_agreement(log: GameLog, *, names, memory: int | None = None, n_agents: 
     they agree, ``sum_w p(w | s_i) p(w | s_j)``; the observed agreements are compared with the sum
     (z with the binomial variance). Between-run heterogeneity also makes partners agree (both share
     their run's shift of the logit), so the check is repeated with each run's own ML shift; what
-    remains under a shared order is turned into the first-listed bias |gamma| that explains it,
+    remains under a shared order is turned into the first-listed bias ``|gamma|`` that explains it,
     with a 95 % interval from the binomial error of the agreement count.
 
     Parameters

@@ -142,7 +142,7 @@ class StateSensitivity:
 
     @plotting
     def plot(self, k: int = 15, *, ax=None):
-        """Horizontal bars of the ``k`` most important states (importance = |dE[Y]/dlogit| x posterior
+        """Horizontal bars of the ``k`` most important states (importance = ``|dE[Y]/dlogit|`` x posterior
         sd), dark where the data saw fewer than ``thin`` decisions.
 
         Returns

@@ -31,10 +31,10 @@ MODEL_NAMES = {
 }
 #: Where the published AI-norms data come from and where normlab looks for them, one sentence that
 #: errors and skip reasons quote (``normlab calibrate --ainorms``, ``normlab figures``).
-AINORMS_SOURCE = ("the published AI-norms archives (llama3_data.zip and llama31_data.zip; claude_data.zip and "
-                  "llama2_data.zip where you have them) come from the authors' repository Ariel-Flint-Ashery/AI-norms "
-                  "(MIT) and are not shipped with normlab: put them in shared/data/ai-norms beside the repository or "
-                  "set NORMLAB_AINORMS to their folder")
+AINORMS_SOURCE = ("get llama3_data.zip and llama31_data.zip (claude_data.zip, llama2_data.zip optional) from the "
+                  "authors' repository Ariel-Flint-Ashery/AI-norms (MIT), then set NORMLAB_AINORMS to their folder; "
+                  "'normlab data' finds and checks them")
+
 #: Largest pickle (uncompressed bytes) the loader accepts by default (published: 1.5 MB). Memory
 #: while unpickling is bounded by the opcodes counted before building (:data:`._unpickle.MAX_BUILT`:
 #: about 400 MB at most), whatever the bytes hold.

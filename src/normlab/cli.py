@@ -13,6 +13,7 @@ Each sub-package contributes its sub-commands through a light ``_cli.py`` module
 - ``normlab tip ...``           -- :mod:`normlab.calibration._cli_tip` (registered by ``_cli``)
 - ``normlab figures ...``       -- :mod:`normlab.figures._cli`
 - ``normlab demo ...``          -- :mod:`normlab.demo._cli` (the top layer: probe, predict, check, report)
+- ``normlab data``              -- :mod:`normlab.llm_runs.published._cli` (find and check the published archives)
 - ``normlab study ...``         -- :mod:`normlab.study._cli` (a top layer: a blind test, predictions registered first)
 - ``normlab run FILE``          -- here: an experiment file (TOML) naming any of the commands above
   (:mod:`normlab.experiment`); every command takes ``--print-config`` (the file equal to its flags)
@@ -43,6 +44,7 @@ examples:
   normlab scene score runs/scene                           # SCENE: repair rate, Spearman rho, compliance
   normlab calibrate --table llama31_70b_QM_H5 --n-agents 24
   normlab figures --small --out figs
+  normlab data                                  # where the published AI-norms archives are, checked; what is missing
   normlab llm-run --n-agents 24 --memory 5 --names Q,M --max-interactions 2000 --print-config > qm.toml
   normlab run qm.toml                           # the same run from the file; [sweep] lists values to try
 
@@ -51,8 +53,8 @@ examples:
 """
 
 _CLI_MODULES = ("normlab.theory._cli", "normlab.llm_runs._cli", "normlab.llm_runs.crsec._cli",
-                "normlab.llm_runs.scene._cli", "normlab.calibration._cli", "normlab.figures._cli", "normlab.demo._cli",
-                "normlab.study._cli")
+                "normlab.llm_runs.scene._cli", "normlab.llm_runs.published._cli", "normlab.calibration._cli",
+                "normlab.figures._cli", "normlab.demo._cli", "normlab.study._cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

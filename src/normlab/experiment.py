@@ -652,7 +652,7 @@ def _write_manifest(path: Path, manifest: dict) -> None:
 
 # ------------------------------------------------------------------------------ --print-config
 def print_config(parser: argparse.ArgumentParser, argv) -> int:
-    """``normlab COMMAND ... --print-config``: print the experiment file equivalent to the other
+    """``normlab COMMAND [FLAGS] --print-config``: print the experiment file equivalent to the other
     flags (the given ones as keys, the defaults as comments) and exit 0. A flag the command requires
     but the line lacks is printed as a comment to fill in; a value that looks like a credential is
     left out with a note."""

@@ -330,7 +330,7 @@ def driver_update(driver_prev, d_bias, d_bias_prev):
 
 
 def driver_path(d_bias, *, driver0=0.0, d_bias0=0.0, axis: int = -1):
-    """Driver trajectory ``d_1 .. d_T`` from a series of biases (Eqs. 14-15 iterated).
+    """Driver trajectory ``d_1`` to ``d_T`` from a series of biases (Eqs. 14-15 iterated).
 
     ``d_t = d_0 + sum_{s <= t} |d^bias_s - d^bias_{s-1}| / 2 * d^bias_s``, vectorised.
 

@@ -163,10 +163,6 @@ def register(subparsers) -> None:
     g.add_argument("--measure-interactions", type=int, default=_DEFAULTS["measure_interactions"],
                    help="interactions of the timed sample-mode population of the first stage (default %(default)s)")
     m = p.add_argument_group("model")
-    m.add_argument("--embedded-model", default=None, metavar="NAME|FILE.gguf",
-                   help="serve a registered embedded model (smollm2, gemma3-270m, ...: normlab.llm_runs.EMBEDDED_MODELS) or "
-                        "a GGUF file in-process for the whole study (default: --base-url / NORMLAB_LLM_BASE_URL, else "
-                        "smollm2); its SHA-256 goes into predictions.json")
     m.add_argument("--model-file", default=None, metavar="FILE",
                    help="with --base-url: the GGUF file the server loaded (its SHA-256 goes into predictions.json)")
     m.add_argument("--until", default=None, metavar="STAGE",
@@ -174,7 +170,12 @@ def register(subparsers) -> None:
                         "report); the same command without it goes on")
     add_endpoint_args(p, run_controls=True, embedded_model=False)
     for a in p._actions:
-        if a.dest == "mode":
+        if a.dest == "embedded_model":  # the endpoint flags' --embedded-model, widened to a GGUF file
+            a.choices, a.metavar = None, "NAME|FILE.gguf"
+            a.help = ("serve a registered embedded model (smollm2, gemma3-270m, ...: normlab.llm_runs.EMBEDDED_MODELS) "
+                      "or a GGUF file in-process for the whole study (default: --base-url / NORMLAB_LLM_BASE_URL, "
+                      "else smollm2); its SHA-256 goes into predictions.json")
+        elif a.dest == "mode":
             a.help = "not used: the study fixes each stage's mode (see the stages below)"
         elif a.dest == "seed":
             a.help = "seed of every run and simulation (default %(default)s)"
