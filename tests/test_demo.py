@@ -84,8 +84,8 @@ def _check_tip(out: Path, s: dict, page: str) -> None:
     assert pop[t["majority"]]["runs"] >= pop[other]["runs"]  # the convention the populations reached (or a tie)
     assert t["baseline_runs"] == st["runs"]  # the populations' runs are the known data
     assert 0 <= t["runs_used"] <= t["run_budget"] == st["tip_runs"]
-    # runs at count 0 (nobody committed) are played outside the budget of committed runs
-    assert sum(n for c, n in t["counts"].items() if c != "0") == t["runs_used"]
+    # every run the search played counts against its budget, count 0 (nobody committed) included
+    assert sum(t["counts"].values()) == t["runs_used"]
     assert sum(t["counts"].values()) == sum(p["runs"] for p in t["played"])
     assert all(0 <= p["flipped"] <= p["runs"] <= t["runs_per_count"] for p in t["played"])
     cm = t["critical_mass"]

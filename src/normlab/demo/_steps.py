@@ -478,6 +478,7 @@ def tip_step(run: DemoRun, pop, obs, pfacts, cache) -> TipStep | None:
                  f"[{_num(rec['low'])}, {_num(rec['high'])}], P(within 1) {rec['p_within_one']:.2f}")
 
     with run.clock.step(f"tip: critical mass to overturn {x} (at most {cfg.tip_runs} committed runs)", [where]):
+        where.mkdir(parents=True, exist_ok=True)  # the search's folder, also when it needs no run at all
         with run.budget():
             source = LLMSource(names=names, majority=x, memory=cfg.memory, n_agents=N, out=where,
                                endpoint=run.endpoint_for(where), runs_per_count=R, window=cfg.within_rounds,
