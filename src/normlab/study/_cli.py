@@ -168,7 +168,7 @@ def register(subparsers) -> None:
     m.add_argument("--until", default=None, metavar="STAGE",
                    help="stop after this stage (measure, probe, register, populations, committed, exact, tip, score, "
                         "report); the same command without it goes on")
-    add_endpoint_args(p, run_controls=True, embedded_model=False)
+    add_endpoint_args(p, run_controls=True)
     for a in p._actions:
         if a.dest == "embedded_model":  # the endpoint flags' --embedded-model, widened to a GGUF file
             a.choices, a.metavar = None, "NAME|FILE.gguf"
