@@ -119,7 +119,7 @@ SEEDED_DRAWN = ("simulate minimal", "simulate binary", "simulate strategy", "cri
 SEEDED_RUN_DIRECTORY = ("llm-run", "llm-probe bias", "llm-probe strategy", "llm-probe meta", "llm-probe neutral",
                         "crsec run", "scene run")
 #: A fixed default seed, or none drawn at all.
-SEEDED_FIXED = ("demo", "scene score", "crsec analyse", "crsec analyze")
+SEEDED_FIXED = ("demo", "study", "scene score", "crsec analyse", "crsec analyze")
 
 
 def _commands_with_seed():

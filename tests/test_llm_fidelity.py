@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 
 from normlab.llm_runs import EndpointConfig, StubServer, run_game
@@ -226,11 +228,15 @@ def test_bootstrap_p_matches_the_exact_tail_of_a_70_percent_subsample():
 def test_individual_bias_reports_the_bootstrap_p():
     from normlab.llm_runs import individual_bias
 
+    # sample mode: the answers were drawn by the model, so a test on them means something (in exact
+    # mode the counts are drawn locally from the probed probabilities: no test, bootstrap_p NaN)
     with StubServer(["Q", "M"]) as stub:
-        r = individual_bias("Q,M", trials=40, mode="exact", endpoint=_ep(stub), rng=1, progress=False)
-        r2 = individual_bias("Q,M", trials=40, mode="exact", endpoint=_ep(stub), rng=1, progress=False)
+        r = individual_bias("Q,M", trials=40, mode="sample", endpoint=_ep(stub), rng=1, progress=False)
+        r2 = individual_bias("Q,M", trials=40, mode="sample", endpoint=_ep(stub), rng=1, progress=False)
+        e = individual_bias("Q,M", trials=40, mode="exact", endpoint=_ep(stub), rng=1, progress=False)
     assert 0 <= r.bootstrap_p <= 1 and r.bootstrap_p == r2.bootstrap_p
     assert (r.to_frame()["bootstrap_p"] == r.bootstrap_p).all()
+    assert np.isnan(e.bootstrap_p)
 
 
 # ----------------------------------------------------------------------------- meta-prompting, authors' protocol

@@ -105,6 +105,10 @@ def test_tables_rebuilt_from_the_journal_equal_those_of_the_in_memory_builder(go
     tables = {t: pd.read_parquet(d / f"{t}.parquet") for t in TABLES}
     assert (tables["runs"]["source_file"] == str(d / "journal.jsonl")).all()
     tables["runs"] = tables["runs"].drop(columns=["source_file"])
+    # a column added after the golden tables (issue 32: the experimenter's cap of each run, which designs
+    # read): the run's own setting; the golden digests are of the other columns
+    assert (tables["runs"]["max_interactions"] == g["kw"]["max_interactions"]).all()
+    tables["runs"] = tables["runs"].drop(columns=["max_interactions"])
     assert {t: table_digest(v) for t, v in tables.items()} == expected
     # the result reads the same tables
     pd.testing.assert_frame_equal(res.log.decisions, GameLog.read_parquet(d).decisions)

@@ -352,8 +352,9 @@ def test_bench_tip_tiny_runs():
     # archive B's critical mass (the truth) differs from the replayed archive's here: the full
     # grid of the replayed archive is scored against B like any method
     assert (tip_row["truth"], tip_row["truth_same_archive"], grid["estimate"]) == (3.0, 2.0, 2.0)
-    assert (tip_row["estimate"], tip_row["runs"], tip_row["covered"]) == (2.0, 6, True)
-    assert (tip_row["rep_low"], tip_row["rep_high"]) == (1.0, 5.0)
+    assert tip_row["estimate"] == 2.0 and tip_row["covered"] is True
+    # the replication interval (a fresh experiment of the design) holds B's value when "covered" says so
+    assert tip_row["rep_low"] <= tip_row["truth"] <= tip_row["rep_high"]
 
 
 def test_half_strategy_and_no_confirm(archive):

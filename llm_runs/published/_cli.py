@@ -20,6 +20,7 @@ the authors' repository https://github.com/Ariel-Flint-Ashery/AI-norms (MIT). Th
 exit codes:
   0    llama3_data.zip and llama31_data.zip found and intact, nothing found damaged
   2    either of them missing, or an archive found damaged or different (said above); a --where that does not exist
+  130  interrupted (Ctrl-C)
 """
 
 
