@@ -52,4 +52,4 @@ from .rundir import (FORMAT, LOCK_FILE, MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST
                      DirectoryLock, check_new_run_dir, compare_settings, environment, finish_session, read_manifest,
                      read_settings, record_session, session_outcome, write_json_atomic, write_settings,
                      _MANIFEST_ORDER, _git, _now, _open_locked, _package_versions)
-from .budget import BudgetBook, arm_budget, journal_spent
+from .budget import BudgetBook, arm_budget, journal_spent, spent_under

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .records import Call, OpenReservations, Reservation, reserve_record
 
-__all__ = ["BudgetBook", "arm_budget", "journal_spent"]
+__all__ = ["BudgetBook", "arm_budget", "journal_spent", "spent_under"]
 
 
 class BudgetBook:
@@ -117,3 +117,17 @@ def journal_spent(directory, prices=(0.0, 0.0)) -> dict:
     if path.is_file():
         book.read(rec for _, rec in iter_journal(path))
     return book.total()
+
+
+def spent_under(directories, prices=(0.0, 0.0)) -> tuple[float, float]:
+    """Tokens (prompt + completion) and USD that every journal in ``directories`` and below them
+    counts against a budget (:func:`journal_spent` of each: a request cut off by a kill counts at its
+    write-ahead reservation, in full); a directory that does not exist adds none. The pipelines'
+    one budget over their steps (the demo's, the study's) reads it."""
+    from pathlib import Path
+
+    from .files import JOURNAL_FILE
+
+    dirs = sorted({j.parent for d in directories if Path(d).is_dir() for j in Path(d).rglob(JOURNAL_FILE)})
+    counted = [journal_spent(d, prices) for d in dirs]
+    return float(sum(c["tokens"] for c in counted)), float(sum(c["usd"] for c in counted))

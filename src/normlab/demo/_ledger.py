@@ -71,9 +71,7 @@ def spent(directories, ep) -> tuple[float, float]:
     """Tokens (prompt + completion) and USD that the journals in ``directories`` and below them
     count against a budget, at ``ep``'s prices (:func:`~normlab.llm_runs.journal.journal_spent`,
     every runner's: requests cut off by a kill count at their write-ahead reservation, in full)."""
-    dirs = sorted({j.parent for d in directories if Path(d).is_dir() for j in Path(d).rglob(JOURNAL_FILE)})
-    counted = [journal.journal_spent(d, (ep.price_input, ep.price_output)) for d in dirs]
-    return float(sum(c["tokens"] for c in counted)), float(sum(c["usd"] for c in counted))
+    return journal.spent_under(directories, (ep.price_input, ep.price_output))
 
 
 def budget_text(ep) -> str:

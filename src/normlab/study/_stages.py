@@ -62,9 +62,9 @@ def ledger(directories) -> dict:
 
 
 def _spent(dirs, ep) -> tuple[float, float]:
-    led = ledger(dirs)
-    usd = (led["prompt_tokens"] * ep.price_input + led["completion_tokens"] * ep.price_output) / 1e6
-    return float(led["prompt_tokens"] + led["completion_tokens"]), usd
+    # what the journals count against a budget, write-ahead reservations of killed requests included
+    # (the one count of every runner's budget: llm_runs/journal/budget.py)
+    return journal.spent_under(dirs, (ep.price_input, ep.price_output))
 
 
 def _budget_text(ep) -> str:
