@@ -91,7 +91,7 @@ def test_llm_run_on_qwen_tiny(mode, tmp_path, capsys):
 @pytest.mark.parametrize("probe, extra", [
     ("bias", ["--names", "X,Y", "--trials", "2"]),
     ("strategy", ["--names", "X,Y", "--memory", "1"]),
-    ("meta", ["--names", "X,Y", "--memory", "1", "--states", "1"]),
+    ("meta", ["--names", "X,Y", "--memory", "1", "--states", "2", "--seed", "3"]),
     ("neutral", ["--n-names", "2", "--length", "6", "--max-pools", "1"]),
 ])
 def test_llm_probe_on_qwen_tiny(probe, extra, tmp_path, capsys):
@@ -108,7 +108,11 @@ def test_llm_probe_on_qwen_tiny(probe, extra, tmp_path, capsys):
         assert set(table["model"]) == {ALIAS} and set(table["name"]) == {"X", "Y"}
         assert abs(table["p_exact"].sum() - 1) < 1e-6, table
     elif probe == "meta":
-        assert len(table) == 5 and table["answer"].map(lambda a: isinstance(a, str) and a.strip() != "").all(), table
+        # 5 questions for the empty memory, 9 for a state with a round in it (the authors' list)
+        per_state = table.groupby("item")["memory_state"].agg(["first", "size"])
+        want = per_state["first"].map(lambda m: 9 if str(m).strip() not in ("", "-") else 5)
+        assert len(per_state) == 2 and (per_state["size"] == want).all(), per_state
+        assert table["answer"].map(lambda a: isinstance(a, str) and a.strip() != "").all(), table
     else:  # neutral: one pool of two six-letter names, scored
         assert len(table) == 1 and [len(n) for n in table["pool"].iloc[0].split(",")] == [6, 6]
         assert 0 < table["covered_mass"].iloc[0] <= 1 + 1e-9, table
