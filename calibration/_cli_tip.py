@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from normlab.cli_output import announce_seed, emit, exit_codes, show_progress, with_seed
-from normlab.llm_runs.core.cli_kit import add_endpoint_args, endpoint_config, guard, sampling
+from normlab.llm_runs.core.cli_kit import add_endpoint_args, endpoint_config, guard, request_budget, sampling
 
 from .fit.registry import FIT_KINDS
 
@@ -33,7 +33,7 @@ count's experiment as its observed runs plus simulated ones (so the runs decide 
 played), and plays the next batch (--batch runs at one count) where the expected information about
 the critical mass per unit of cost is highest. It stops when the smallest set of tested counts
 holding --target of the probability spans at most --tolerance agents (only tested counts are ever
-reported), or the --budget (runs, tokens or USD) is spent.
+reported), or the --budget (runs, requests, tokens or USD) is spent.
 
 The experiment: with --ainorms, the archive's own (its tested counts and runs per count, its run
 protocol and window: the number its authors reported); a run requested at a count is one of the
@@ -110,8 +110,9 @@ def register_tip(sub) -> None:
     d.add_argument("--no-run-effects", action="store_true",
                    help="simulate every run with the same table (default: estimate the between-run heterogeneity)")
     d.add_argument("--budget", default=None, metavar="AMOUNT",
-                   help="stop before spending more: committed-minority runs (15runs), tokens (50000, 50k, 2M) or USD "
-                        "($1.50, with --price-input/--price-output); the tokens of earlier steps in --out count")
+                   help="stop before spending more: committed-minority runs (15runs), requests (300req), tokens (50000, "
+                        "50k, 2M) or USD ($1.50, with --price-input/--price-output); what every journal in --out "
+                        "counts (earlier steps, the probe, requests cut off by a kill) is spent")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="live: the search's directory (every step journaled there; required); with --ainorms: save "
                         "the result there (normlab.load reads it back)")
@@ -170,7 +171,7 @@ def _tip(args) -> int:
             if bad:
                 raise ValueError(f"{flag} plays live runs; it does not combine with --ainorms (a replay)")
         if other_budget is not None:
-            raise ValueError("a replay has no token or USD cost; give --budget in runs (e.g. 15runs)")
+            raise ValueError("a replay sends no request and has no token or USD cost; give --budget in runs (e.g. 15runs)")
         if not Path(args.ainorms).exists():
             raise FileNotFoundError(f"{args.ainorms} does not exist")
     elif args.out is None:
@@ -180,7 +181,13 @@ def _tip(args) -> int:
 
         check_out_file(args.plot, "--plot", (".png", ".pdf", ".svg"))
     args.budget = other_budget
+    req_budget = request_budget(args) if live else None  # 300req: taken off args.budget
     endpoint = endpoint_config(args) if live else None
+    if req_budget is not None:
+        import dataclasses
+
+        endpoint = dataclasses.replace(endpoint, budget_requests=req_budget)
+        args.budget = f"{req_budget}req"
     progress = show_progress(args)
     from normlab._rng import resolve_seed
 
@@ -322,7 +329,7 @@ def _dry_run(args, names, majority, endpoint, runs_budget, live) -> int:
         rows[k] = (sum(x[0] for x in t), None if any(x[1] is None for x in t) else sum(x[1] for x in t))
     for label, p in parts:
         notes += [f"{label}: {n}" for n in p.notes[:2]]
-    if endpoint.budget_tokens or endpoint.budget_usd:
+    if endpoint.budget_tokens or endpoint.budget_usd or endpoint.budget_requests:
         notes.append(f"--budget {args.budget}: the search stops cleanly there (exit 5)")
     est = RunEstimate(what=f"tip: critical mass to overturn {majority} (N = {N}, H = {H}, names {','.join(names)}), "
                            f"{mode} mode", rows=rows, prices={"all": (endpoint.price_input, endpoint.price_output)},

@@ -42,7 +42,8 @@ def _lines(capsys):
     (SCENE, ("--scripted", "scene"), "40req", (2, 20)),
     (SCENE, ("--scripted", "scene"), "12000", (2, 20)),
     (TIP, ("--names", "Q,M"), "60000", (10, 60)),
-], ids=["crsec-requests", "crsec-tokens", "scene-requests", "scene-tokens", "tip-tokens"])
+    (TIP, ("--names", "Q,M"), "150req", (10, 60)),
+], ids=["crsec-requests", "crsec-tokens", "scene-requests", "scene-tokens", "tip-tokens", "tip-requests"])
 def test_budgets_hold_through_kills(args, stub, budget, kill_after, tmp_path):
     """kill -9 three times with requests in flight, then run to the budget: the server received no
     more requests or tokens than the budget (before: 65 requests against 60req, 14 058-15 633 tokens
@@ -154,3 +155,44 @@ def test_tip_counts_every_journal_under_its_folder_open_reservations_included(tm
     assert src._endpoint("step02_c3") is not None
     src.endpoint = EndpointConfig(base_url="http://127.0.0.1:9/v1", budget_tokens=4200)
     assert src._endpoint("step02_c3") is None  # nothing left: the search stops at its budget
+
+
+def test_tip_request_budget_counts_every_journal_under_its_folder(tmp_path):
+    """``tip --budget 300req``: the requests of the probe and the other steps (a reservation never
+    settled counts as one) come off what a step may send. Before: tip had no request budget."""
+    from normlab.calibration.tip.sources import LLMSource
+
+    for where, n in (("probe", 3), ("baselines", 5), ("step01_c2", 2)):
+        d = tmp_path / where
+        d.mkdir()
+        (d / "journal.jsonl").write_text("".join(json.dumps({"ev": "reserve", "id": i, "tok": 10, "usd": 0.0}) + "\n"
+                                                 for i in range(1, n + 1)))
+    src = LLMSource(names=["Q", "M"], majority="Q", memory=2, n_agents=6, out=tmp_path,
+                    endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1", budget_requests=12))
+    assert src._endpoint("step01_c2").budget_requests == 12 - 3 - 5
+    assert src._endpoint("step02_c3").budget_requests == 12 - 3 - 5 - 2
+    src.endpoint = EndpointConfig(base_url="http://127.0.0.1:9/v1", budget_requests=10)
+    assert src._endpoint("step02_c3") is None  # nothing left: the search stops at its budget
+    with pytest.raises(ValueError, match="budget_requests must be an int >= 1"):
+        EndpointConfig(budget_requests=0)
+
+
+def test_tip_request_budget_sends_exactly_what_is_left(tmp_path, capsys):
+    """A live ``tip --budget 40req`` sends 40 requests and exits 5; the same budget again sends none,
+    and 45req five more (every request of every step journaled with its reservation)."""
+    with StubServer(["Q", "M"]) as stub:
+        out = tmp_path / "tip"
+        cmd = [*TIP, "--base-url", stub.base_url, "--out", str(out)]
+        assert main([*cmd, "--budget", "40req"]) == 5
+        assert stub.n_chat == 40
+        assert main([*cmd, "--budget", "40req"]) == 5
+        assert stub.n_chat == 40
+        assert main([*cmd, "--budget", "45req"]) == 5
+        assert stub.n_chat == 45
+    spent = [jr.journal_spent(j.parent)["requests"] for j in out.glob("*/journal.jsonl")]
+    assert sum(spent) == 45, spent
+    capsys.readouterr()
+    assert main(["tip", "--ainorms", str(tmp_path), "--names", "Q,M", "--memory", "2", "--n-agents", "6",
+                 "--direction", "overturn_Q", "--budget", "30req"]) == 2
+    err = _lines(capsys)
+    assert len(err) == 1 and "a replay sends no request" in err[0], err

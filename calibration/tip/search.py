@@ -26,7 +26,7 @@ answer is known:
    grid-aware: on {0, 1, 2, 4, 6, 8, 10} the set {8, 10} is not tight), once its counts have had
    their experiments played out (up to ``confirm`` = 10 runs each, the estimate first: the
    published rule is an ensemble reading that one slow run of ten fails, which simulated runs
-   cannot vouch for) -- or when the budget (runs, tokens, money) is spent, or no playable count
+   cannot vouch for) -- or when the budget (runs, requests, tokens, money) is spent, or no playable count
    can change the answer. The result also gives the critical mass a *fresh* experiment of the
    same design would report (``replication``): the interval an independent archive falls in.
 5. **Choose** the next batch (``batch`` runs, default 2, at one count) by its expected
@@ -114,7 +114,7 @@ def tip(source: RunSource, *, target: float = 0.9, level: float = 0.95, batch: i
     strategy : {"eig", "half"}, optional
         How the next batch is chosen (module docstring).
     max_runs : int, optional
-        Budget of committed-minority runs (the source's own budget of tokens or money also stops it).
+        Budget of committed-minority runs (the source's own budget of requests, tokens or money also stops it).
     max_steps : int, optional
         Safety cap on the number of steps.
     log : normlab.schema.GameLog, optional
@@ -241,7 +241,7 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
             stopped = f"target reached: P(CM in {_set_text(summ['credible_set'], grid)}) = {summ['p_set']:.3f} " \
                       f">= {target}"
         elif played and not played[-1].complete:
-            stopped = "budget spent (tokens or money)"
+            stopped = "budget spent (requests, tokens or money)"
         elif max_runs is not None and runs_used >= max_runs:
             stopped = f"run budget spent ({runs_used} of {max_runs} runs)"
         elif step >= max_steps:

@@ -261,7 +261,7 @@ class LLMSource(RunSource):
         Directory of the search (``baselines/``, ``step01_c10/``, ...).
     endpoint : normlab.llm_runs.backend.EndpointConfig, optional
         Default: the environment's, else the embedded server. Its ``budget_tokens`` /
-        ``budget_usd`` bound the whole search: everything journaled under ``out`` (a probe of
+        ``budget_usd`` / ``budget_requests`` bound the whole search: everything journaled under ``out`` (a probe of
         ``normlab tip --probe`` too) counts, requests cut off by a kill in full, and each step is
         capped at what is left.
     runs_per_count : int, optional
@@ -324,13 +324,19 @@ class LLMSource(RunSource):
         budget (:func:`~normlab.llm_runs.journal.journal_spent`: requests cut off by a kill in
         full); the step's own journal is counted by its run. ``None``: nothing left."""
         cfg = self.endpoint if self.endpoint is not None else EndpointConfig.from_env()
-        if cfg.budget_tokens is None and cfg.budget_usd is None:
+        if cfg.budget_tokens is None and cfg.budget_usd is None and cfg.budget_requests is None:
             return cfg
         tokens = usd = 0.0
+        requests = 0
         for j in sorted(self.out.glob(f"*/{JOURNAL_FILE}")) if self.out.is_dir() else ():
             if j.parent.name != where:
                 spent = journal_spent(j.parent, (cfg.price_input, cfg.price_output))
-                tokens, usd = tokens + spent["tokens"], usd + spent["usd"]
+                tokens, usd, requests = tokens + spent["tokens"], usd + spent["usd"], requests + spent["requests"]
+        if cfg.budget_requests is not None:
+            left = cfg.budget_requests - requests
+            if left <= 0:
+                return None
+            cfg = dataclasses.replace(cfg, budget_requests=int(left))
         if cfg.budget_tokens is not None:
             left = cfg.budget_tokens - tokens
             if left <= 0:

@@ -236,7 +236,7 @@ class LLMClient:
         self.completion_tokens = 0
         self._ok_once = False
         self._largest_prompt = 0  # the budget's estimate of a request's prompt
-        self.cap = SpendingCap(config.budget_tokens, config.budget_usd)
+        self.cap = SpendingCap(config.budget_tokens, config.budget_usd, config.budget_requests)
         self.model_entry: dict | None = None
         self.info: dict | None = None  # endpoint fingerprint, filled by open_endpoint
 

@@ -105,6 +105,8 @@ class EndpointConfig:
         Spending caps (prompt + completion tokens; USD at ``price_input`` / ``price_output``).
         No request is sent that could pass a cap; the caller then gets :class:`BudgetExhausted`
         (see :class:`SpendingCap`). ``None``: no cap.
+    budget_requests : int, optional
+        A cap on requests sent (``--budget 300req``), kept the same way. ``None``: no cap.
     transport : {"auto", "lean", "openai"}
         How requests travel (``--transport``): ``"lean"``, a keep-alive HTTP/1.1 client over
         asyncio streams for plain ``http://`` servers (about a tenth of the CPU per request of
@@ -133,6 +135,7 @@ class EndpointConfig:
     embedded_slot_similarity: float = 0.0
     budget_tokens: float | None = None
     budget_usd: float | None = None
+    budget_requests: int | None = None
     transport: str = "auto"
 
     def __post_init__(self):
@@ -185,6 +188,9 @@ class EndpointConfig:
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
                                   or v <= 0):
                 raise ValueError(f"{name} must be a positive number or None; got {v!r}")
+        v = self.budget_requests
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"budget_requests must be an int >= 1 or None; got {v!r}")
         if self.budget_usd is not None and not (self.price_input or self.price_output):
             raise ValueError("a budget in USD needs prices: set price_input / price_output (--price-input, "
                              "--price-output, USD per million tokens) or give the budget in tokens")

@@ -350,7 +350,8 @@ class Game:
                               "price_output": g.client.config.price_output})
         cap = self.groups[0].client.cap
         record_session(self.journal.path.parent, endpoints=endpoints,
-                       budget={"tokens": cap.budget_tokens, "usd": cap.budget_usd},
+                       budget={"tokens": cap.budget_tokens, "usd": cap.budget_usd,
+                               **({"requests": cap.budget_requests} if cap.budget_requests is not None else {})},
                        spent_before={"tokens": cap.tokens, "usd": cap.usd} if cap.active else None)
 
     def setup(self, run: int) -> tuple[set, dict | None]:
