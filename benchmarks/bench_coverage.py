@@ -86,7 +86,7 @@ the shipped one (posterior SBC: Säilynoja, Schmitt, Bürkner & Vehtari 2025), s
 there is the method's, not the truths' distribution's.
 
 ``--debug-shrink F`` plants an over-confident forecaster: every predictive distribution pulled
-towards its median to ``F`` of its spread. The benchmark must see it (``tests/test_benchmarks.py``).
+towards its median to ``F`` of its spread. The benchmark must see it (``tests/umbrella/test_benchmarks.py``).
 
 JSON: ``coverage.{critical_mass,flip,consensus,tip}.{0.5,0.8,0.95}`` (in-family, user view),
 ``coverage_detail`` (share, interval, expected, rows, truths, zero-width share, the issue's

@@ -9,7 +9,7 @@ for record with an uninterrupted run. Prints trials, survived, lost, duplicated,
 inside a write, and the peak resident memory of this process and its children. Each kill comes
 at a uniform fraction (``--kill-window``) of the uninterrupted run's wall time, start-up included:
 ``--kill-window 0.05,0.6`` aims at the start (directory, settings, first requests). The same
-harness runs in CI (tests/test_fault_matrix.py). Not a timed test.
+harness runs in CI (tests/llm_runs/test_fault_matrix.py). Not a timed test.
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ class CriticalMassCheck:
 
     @classmethod
     def _contract_example(cls) -> "CriticalMassCheck":
-        """One model's two directions, literal numbers (``tests/test_contracts.py``)."""
+        """One model's two directions, literal numbers (``tests/umbrella/test_contracts.py``)."""
         table = pd.DataFrame([("toy", 24, 5, "overturn_A", 6.0, 6.0, 4.0, 9.0, True, 5.0, 0.0, "[2, 4, 6, 8]", 6.0, 4.0,
                                10.0, 0.1),
                               ("toy", 24, 5, "overturn_B", 9.0, 7.0, 5.0, 8.0, False, 3.0, 2.0, "[2, 4, 6, 8]", 7.0, 5.0,

@@ -317,7 +317,7 @@ class Calibration:
     def _contract_example(cls) -> "Calibration":
         """:meth:`StrategyFit._contract_example` and :meth:`Prediction._contract_example` with the observed
         values of four-agent baselines and :meth:`EmpiricalCriticalMass._contract_example`'s runs (literal;
-        ``tests/test_contracts.py``)."""
+        ``tests/umbrella/test_contracts.py``)."""
         observed = {"baseline": {"n_agents": 4, "p_consensus": {"A": 0.6, "B": 0.4}, "rounds_to_95": 5.0,
                                  "streak_rounds": 7.0}}
         return cls(fit=StrategyFit._contract_example(), prediction=Prediction._contract_example(), observed=observed,

@@ -11,7 +11,7 @@ same minutes and passes the same way on a fresh clone without them:
 
 - the notebooks are rendered from their executed copies committed in ``docs/notebooks/``
   (``python tools/notebooks.py`` executes ``notebooks/`` on the embedded model and writes them;
-  ``tests/test_notebooks.py`` checks every copy holds its notebook's cells);
+  ``tests/umbrella/test_notebooks.py`` checks every copy holds its notebook's cells);
 - the gallery is written from the figures committed in ``docs/paper/_gallery/``
   (``python tools/gallery.py --draw``: ``normlab figures --small`` with the published data).
 
@@ -86,7 +86,7 @@ html_show_sourcelink = False
 
 # ----------------------------------------------------------------------------- API pages
 # one page per public package (tools/apidocs.py; committed, so that README's link works on a
-# checkout; tests/test_docs.py checks they are current)
+# checkout; tests/umbrella/test_docs.py checks they are current)
 import apidocs  # noqa: E402
 
 

@@ -123,7 +123,7 @@ class MeanFieldTrajectory:
 
     @classmethod
     def _contract_example(cls) -> "MeanFieldTrajectory":
-        """Five time points of a flip at ``p = 0.1``, literal numbers (``tests/test_contracts.py``)."""
+        """Five time points of a flip at ``p = 0.1``, literal numbers (``tests/umbrella/test_contracts.py``)."""
         return cls(p=0.1, t=np.array([0.0, 1.0, 2.0, 3.0, 4.0]), n_A=np.array([0.0, 0.2, 0.5, 0.8, 0.9]),
                    n_B=np.array([0.9, 0.5, 0.2, 0.005, 0.0]), n_AB=np.array([0.0, 0.2, 0.2, 0.095, 0.0]))
 

@@ -326,7 +326,7 @@ class StrategyMeanField:
     @classmethod
     def _contract_example(cls) -> "StrategyMeanField":
         """Four rounds of a two-name, memory-one mean field settling on ``A``, literal numbers
-        (``tests/test_contracts.py``)."""
+        (``tests/umbrella/test_contracts.py``)."""
         share = np.array([[0.5, 0.5], [0.7, 0.3], [0.9, 0.1], [0.99, 0.01]])
         return cls(names=("A", "B"), memory=1, t=np.arange(4.0), share=share, success=(share ** 2).sum(axis=1),
                    x=np.array([0.0, 0.98, 0.01, 0.01, 0.0]), converged=True, residual=1e-9, leading_eigenvalue=0.5,

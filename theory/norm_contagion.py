@@ -193,7 +193,7 @@ class ContagionResult:
 
     @classmethod
     def _contract_example(cls) -> "ContagionResult":
-        """Two runs of ten agents over five steps, literal numbers (``tests/test_contracts.py``)."""
+        """Two runs of ten agents over five steps, literal numbers (``tests/umbrella/test_contracts.py``)."""
         return cls(t=np.arange(5) * 0.5, belief=np.array([[0.1, 0.2, 0.4, 0.6, 0.7], [0.1, 0.1, 0.3, 0.5, 0.8]]),
                    compliance=np.array([[0.1, 0.1, 0.2, 0.4, 0.5], [0.1, 0.1, 0.1, 0.3, 0.6]]), n_agents=10, n_seeds=1,
                    n_immune=0, beta=1.0, gamma=0.5, dt=0.5)
@@ -311,7 +311,7 @@ class ContagionODE:
 
     @classmethod
     def _contract_example(cls) -> "ContagionODE":
-        """Five time points, literal numbers (``tests/test_contracts.py``)."""
+        """Five time points, literal numbers (``tests/umbrella/test_contracts.py``)."""
         return cls(t=np.arange(5) * 0.5, belief=np.array([0.1, 0.25, 0.45, 0.65, 0.8]),
                    compliance=np.array([0.1, 0.15, 0.3, 0.45, 0.6]), beta=1.0, gamma=0.5)
 

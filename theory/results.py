@@ -684,7 +684,7 @@ class GameResult:
     @classmethod
     def _contract_example(cls) -> "GameResult":
         """Two runs of a four-agent game on two names (one reaches a consensus on ``A`` in two
-        rounds, one stops at the cap), from literal numbers (``tests/test_contracts.py``)."""
+        rounds, one stops at the cap), from literal numbers (``tests/umbrella/test_contracts.py``)."""
         nan = float("nan")
         i8, i4 = np.int64, np.int32
         prod = np.array([[5, 3], [8, 0], [4, 4], [5, 3], [3, 5]], i4)

@@ -424,7 +424,7 @@ class StrategyTable(Strategy):
 
     @classmethod
     def _contract_example(cls) -> "StrategyTable":
-        """A two-name table of memory one (five states), literal numbers (``tests/test_contracts.py``)."""
+        """A two-name table of memory one (five states), literal numbers (``tests/umbrella/test_contracts.py``)."""
         return cls([0.5, 0.9, 0.2, 0.7, 0.1], memory=1, names=("A", "B"))
 
 

@@ -218,7 +218,7 @@ class CriticalMassResult:
 
     @classmethod
     def _contract_example(cls) -> "CriticalMassResult":
-        """Three committed counts of ten runs each, literal numbers (``tests/test_contracts.py``)."""
+        """Three committed counts of ten runs each, literal numbers (``tests/umbrella/test_contracts.py``)."""
         n, k = np.array([10, 10, 10]), np.array([1, 6, 10])
         return cls(n_agents=10, within_rounds=30, level=0.5, committed=np.array([1, 2, 3]), n_runs=n, n_flips=k,
                    p_flip=k / n, ci_low=np.array([0.003, 0.26, 0.69]), ci_high=np.array([0.45, 0.88, 1.0]),
@@ -492,7 +492,7 @@ class SweepResult:
 
     @classmethod
     def _contract_example(cls) -> "SweepResult":
-        """Two grid points of :meth:`GameResult._contract_example` (``tests/test_contracts.py``)."""
+        """Two grid points of :meth:`GameResult._contract_example` (``tests/umbrella/test_contracts.py``)."""
         from .results import GameResult
 
         r = GameResult._contract_example()

@@ -2,7 +2,7 @@
 exports (``__all__``, the names its lazy ``_EXPORTS`` serve; autosummary writes a page per name
 from its numpydoc docstring), one per module documented whole, and the index. ``docs/conf.py``
 writes them before each build; they are committed so that links to them work on a checkout, and
-``tests/test_docs.py`` checks the committed pages are current.
+``tests/umbrella/test_docs.py`` checks the committed pages are current.
 
     python tools/apidocs.py      # rewrite docs/api/*.md
 """

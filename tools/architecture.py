@@ -8,7 +8,7 @@ One row per folder (its ``__init__`` docstring's first paragraph) and per module
 first paragraph, or first sentence when the paragraph is long; whitespace collapsed, ``|``
 escaped). The plug-in modules a registry names (fit families, probes, figure modules) are left to
 their registry, so adding one by ARCHITECTURE's recipe leaves this table as it is; their folder's
-row says which registry lists them. ``tests/test_architecture.py`` runs ``--check``.
+row says which registry lists them. ``tests/umbrella/test_architecture.py`` runs ``--check``.
 """
 
 from __future__ import annotations

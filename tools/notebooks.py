@@ -2,7 +2,7 @@
 (``docs/conf.py``) renders them and never executes a notebook (CI's docs build stays within minutes
 on 2 cores). ``notebooks/`` keeps the notebooks without outputs; this script executes them headless
 on the embedded model and writes each executed copy (PNG outputs reduced, to keep the repository
-small). ``tests/test_notebooks.py`` checks in the default tier that every
+small). ``tests/umbrella/test_notebooks.py`` checks in the default tier that every
 notebook has an executed copy with the same cells, and executes every notebook in the slow tier.
 A copy also records the key of normlab's source it ran against (:func:`source_key`); ``--status``
 says which copies ran against other code.

@@ -249,7 +249,7 @@ class Adequacy:
     @classmethod
     def _contract_example(cls) -> "Adequacy":
         """One direction tested at two counts (three LLM runs of four rounds each), literal statistics
-        and bands (``tests/test_contracts.py``)."""
+        and bands (``tests/umbrella/test_contracts.py``)."""
         d = "overturn_A"
         checks = pd.DataFrame([(d, c, 3, s, 0.5, 0.45, 0.1, 0.25, 0.65, 0.5, 0.6)
                                for c in (1, 2) for s in ADEQUACY_STATISTICS],
@@ -527,7 +527,7 @@ class PairAgreement:
 
     @classmethod
     def _contract_example(cls) -> "PairAgreement":
-        """Two run kinds, literal agreement counts (``tests/test_contracts.py``)."""
+        """Two run kinds, literal agreement counts (``tests/umbrella/test_contracts.py``)."""
         table = pd.DataFrame([("baseline", "independent", 400, 300, 290.0, 1.2, 296.0, 0.5, 0.0, 0.0, 0.8),
                               ("swap", "shared", 200, 160, 140.0, 3.1, 150.0, 1.8, 0.9, 0.3, 1.6)],
                              columns=["kind", "name_order", "pairs", "observed", "predicted", "z", "predicted_run", "z_run",

@@ -142,7 +142,7 @@ class AsymmetryResult:
 
     @classmethod
     def _contract_example(cls) -> "AsymmetryResult":
-        """Two mirror pairs of memory one, literal counts and tests (``tests/test_contracts.py``)."""
+        """Two mirror pairs of memory one, literal counts and tests (``tests/umbrella/test_contracts.py``)."""
         pairs = pd.DataFrame([(1, 4, "A,A", "B,B", 1, 40, 36, 30, 21, 0.9, 0.7, 0.2, 0.03, 1e-7, 0.04, 70),
                               (2, 3, "A,B", "B,A", 1, 20, 9, 25, 14, 0.45, 0.56, -0.11, 0.55, 0.82, 0.69, 45)],
                              columns=["state", "mirror", "memory_state", "mirror_state", "memory_len", "n", "k", "n_mirror",

@@ -342,7 +342,7 @@ class EmpiricalCriticalMass:
     @classmethod
     def _contract_example(cls) -> "EmpiricalCriticalMass":
         """One direction tested at three counts with five runs each, literal numbers
-        (``tests/test_contracts.py``)."""
+        (``tests/umbrella/test_contracts.py``)."""
         key = {"model": "toy", "majority": "A", "challenger": "B", "n_agents": 8, "memory": 2}
         k = [0, 3, 5]
         curves = pd.DataFrame([{**key, "committed": c, "n_runs": 5, "n_flips": f, "p_flip": f / 5,

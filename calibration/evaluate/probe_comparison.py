@@ -345,7 +345,7 @@ class ProbeCheck:
     @classmethod
     def _contract_example(cls) -> "ProbeCheck":
         """:meth:`ProbeFit._contract_example` against one sampled probe and one population group,
-        literal rows (``tests/test_contracts.py``)."""
+        literal rows (``tests/umbrella/test_contracts.py``)."""
         src = "sampled probe (attempts)"
         attempts = pd.DataFrame({"source": [src] * 3, "memory_state": ["", "A,A", "A,A"], "order": ["A,B"] * 3,
                                  "name": ["A", "A", None], "reason": [None, None, "no 'value' field"],

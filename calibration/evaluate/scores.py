@@ -575,7 +575,7 @@ class Scores:
     @classmethod
     def _contract_example(cls) -> "Scores":
         """Four committed runs and two convergence runs scored, literal numbers, no rival
-        (``tests/test_contracts.py``)."""
+        (``tests/umbrella/test_contracts.py``)."""
         runs = pd.DataFrame([
             (0, "flip", "A", "B", 1.0, 0, 0.7, 0.3, 0.09, math.log(0.7)),
             (1, "flip", "A", "B", 1.0, 1, 0.3, 0.3, 0.49, math.log(0.3)),

@@ -281,7 +281,7 @@ class TrajectoryComparison:
     @classmethod
     def _contract_example(cls) -> "TrajectoryComparison":
         """:func:`compare_trajectories` of literal LLM and theory success curves over five rounds
-        (``tests/test_contracts.py``)."""
+        (``tests/umbrella/test_contracts.py``)."""
         def curve(means, width):
             return pd.DataFrame({"round": np.arange(1, 6), "quantity": "success_rate", "name": "", "mean": means,
                                  "low": np.clip(np.asarray(means) - width, 0, 1), "high": np.clip(np.asarray(means) + width, 0, 1),

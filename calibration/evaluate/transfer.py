@@ -431,7 +431,7 @@ class TransferScores:
     @classmethod
     def _contract_example(cls) -> "TransferScores":
         """Two cells (a fit scored on its own setting and on another N), each :meth:`Scores._contract_example`,
-        literal table (``tests/test_contracts.py``)."""
+        literal table (``tests/umbrella/test_contracts.py``)."""
         from .scores import Scores
 
         sc = Scores._contract_example()

@@ -153,7 +153,7 @@ class AdoptionFit:
     @classmethod
     def _contract_example(cls) -> "AdoptionFit":
         """Rates and bootstrap intervals of a ten-agent population over five time points, literal
-        numbers (``tests/test_contracts.py``)."""
+        numbers (``tests/umbrella/test_contracts.py``)."""
         return cls(beta=1.0, gamma=0.5, ratio=2.0, ceiling=0.9,
                    ci={"beta": (0.7, 1.4), "gamma": (0.3, 0.8), "ratio": (1.2, 3.5), "ceiling": (0.8, 1.0)}, level=0.95,
                    y0=0.1, c0=0.1, n_agents=10, t=np.arange(5.0), belief=np.array([0.1, 0.3, 0.6, 0.8, 0.9]),

@@ -293,7 +293,7 @@ class StateCounts:
     @classmethod
     def _contract_example(cls) -> "StateCounts":
         """Two runs' decision counts over two names and memory one (five states, one never seen),
-        literal numbers (``tests/test_contracts.py``)."""
+        literal numbers (``tests/umbrella/test_contracts.py``)."""
         return cls(names=("A", "B"), memory=1, groups=("run0", "run1"), group_index=np.array([0, 0, 0, 1, 1, 1]),
                    group_state=np.array([0, 1, 4, 0, 1, 3]),
                    group_counts=np.array([[5, 3], [9, 1], [1, 7], [4, 4], [8, 0], [2, 3]], dtype=float),

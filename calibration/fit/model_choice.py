@@ -198,7 +198,7 @@ class ModelComparison:
 
     @classmethod
     def _contract_example(cls) -> "ModelComparison":
-        """Two models over three folds, literal held-out log-likelihoods (``tests/test_contracts.py``)."""
+        """Two models over three folds, literal held-out log-likelihoods (``tests/umbrella/test_contracts.py``)."""
         folds = pd.DataFrame({"model": ["empirical"] * 3 + ["logit"] * 3, "fold": [0, 1, 2] * 2,
                               "heldout_ll": [-50.0, -48.0, -52.0, -47.0, -47.5, -49.0], "n_test": [80, 78, 82] * 2})
         return cls(by="run", k=3, folds=folds, decay=0.5, chosen="logit")

@@ -705,7 +705,7 @@ class StrategyFit:
     @classmethod
     def _contract_example(cls) -> "StrategyFit":
         """The conjugate (``empirical``) fit of :meth:`StateCounts._contract_example`'s counts: the
-        counts and a flat prior are the whole posterior (``tests/test_contracts.py``)."""
+        counts and a flat prior are the whole posterior (``tests/umbrella/test_contracts.py``)."""
         counts = StateCounts._contract_example()
         return cls(kind="empirical", names=counts.names, memory=counts.memory, counts=counts.counts, prior=1.0,
                    meta={"source": dict(counts.source, n_runs=len(counts.groups))})

@@ -384,7 +384,7 @@ class RunEffects:
 
     @classmethod
     def _contract_example(cls) -> "RunEffects":
-        """Effects estimated from six runs, literal mode and covariance (``tests/test_contracts.py``)."""
+        """Effects estimated from six runs, literal mode and covariance (``tests/umbrella/test_contracts.py``)."""
         return cls(params=np.array([0.1, -0.2, np.log(0.3), np.log(0.2), 0.1]), cov=np.eye(5) * 0.04, loglik=-410.0,
                    loglik_null=-416.5, n_runs=6, n_decisions=480.0, note="literal numbers")
 

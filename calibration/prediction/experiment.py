@@ -344,7 +344,7 @@ class ExperimentDesign:
 
     @classmethod
     def _contract_example(cls) -> "ExperimentDesign":
-        """The paper's design for six agents at three counts, three runs each (``tests/test_contracts.py``)."""
+        """The paper's design for six agents at three counts, three runs each (``tests/umbrella/test_contracts.py``)."""
         return cls.paper("A", "B", 6, runs=3, counts=(1, 2, 3))
 
 

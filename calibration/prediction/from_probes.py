@@ -522,7 +522,7 @@ class ProbeFit:
     @classmethod
     def _contract_example(cls) -> "ProbeFit":
         """An exact probe of two names and memory one in both name orders, literal masses
-        (``tests/test_contracts.py``)."""
+        (``tests/umbrella/test_contracts.py``)."""
         p_b = np.array([0.5, 0.2, 0.6, 0.4, 0.9])
         mass = np.stack([np.stack([0.9 * (1 - p_b), 0.9 * p_b], axis=1)] * 2, axis=1)  # (5 states, 2 orders, 2 names)
         return cls(names=("A", "B"), memory=1, orders=("A,B", "B,A"), mass=mass, name_like=np.zeros(mass.shape),
@@ -777,7 +777,7 @@ class ProbePrediction:
     @classmethod
     def _contract_example(cls) -> "ProbePrediction":
         """:meth:`ProbeFit._contract_example` with :meth:`Prediction._contract_example` as both the
-        experiment and the underlying reading (``tests/test_contracts.py``)."""
+        experiment and the underlying reading (``tests/umbrella/test_contracts.py``)."""
         from .result import Prediction
 
         pred = Prediction._contract_example()

@@ -195,7 +195,7 @@ class GroupSizeCurve:
     @classmethod
     def _contract_example(cls) -> "GroupSizeCurve":
         """Three sizes of ten runs each with :meth:`StrategyMeanField._contract_example` as the limit,
-        literal counts (``tests/test_contracts.py``)."""
+        literal counts (``tests/umbrella/test_contracts.py``)."""
         rows = []
         for N, (a, b) in ((4, (6, 4)), (8, (7, 3)), (16, (9, 1))):
             for reading in READINGS:

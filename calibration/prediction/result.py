@@ -500,7 +500,7 @@ class Prediction:
     @classmethod
     def _contract_example(cls) -> "Prediction":
         """Two posterior draws for four agents on two names, committed counts 1-3 against each
-        convention, literal per-draw tables (``tests/test_contracts.py``)."""
+        convention, literal per-draw tables (``tests/umbrella/test_contracts.py``)."""
         names, dirs = ("A", "B"), (("A", "B"), ("B", "A"))
         consensus = pd.DataFrame([(d, nm, r, 10) for d, rs in enumerate(((7, 3, 0), (6, 3, 1)))
                                   for nm, r in zip(("A", "B", "none"), rs)], columns=["draw", "name", "runs", "n_runs"])

@@ -164,7 +164,7 @@ class StateSensitivity:
 
     @classmethod
     def _contract_example(cls) -> "StateSensitivity":
-        """Three memory states' weight in a flip prediction, literal numbers (``tests/test_contracts.py``)."""
+        """Three memory states' weight in a flip prediction, literal numbers (``tests/umbrella/test_contracts.py``)."""
         imp = np.array([0.3, 0.2, 0.05])
         table = pd.DataFrame({"state": [4, 1, 0], "label": ["B,B", "A,A", ""], "decisions": [3, 40, 80],
                               "p": [0.9, 0.2, 0.5], "sd_logit": [1.2, 0.3, 0.2], "visits": [5.0, 20.0, 1.0],

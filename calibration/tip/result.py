@@ -306,7 +306,7 @@ class TipResult:
     @classmethod
     def _contract_example(cls) -> "TipResult":
         """A two-step search on six agents (four committed runs at counts 2 and 3) on the design of
-        :meth:`ExperimentDesign._contract_example`, literal numbers (``tests/test_contracts.py``)."""
+        :meth:`ExperimentDesign._contract_example`, literal numbers (``tests/umbrella/test_contracts.py``)."""
         design = ExperimentDesign._contract_example()
         steps = ({"step": 0, "estimate": 3.0, "low": 1.0, "high": 5.0, "p_within_one": 0.5, "p_set": 0.5, "credible_set": (2.0, 3.0, 4.0), "p_met": {1: 0.1, 2: 0.4, 3: 0.7},
                   "runs_used": 0, "tokens_used": 0, "played": None, "next": "play 2 runs at 2"},

@@ -70,7 +70,7 @@ class RunEstimate:
 
     @classmethod
     def _contract_example(cls) -> "RunEstimate":
-        """A ten-request estimate at no cost, literal numbers (``tests/test_contracts.py``)."""
+        """A ten-request estimate at no cost, literal numbers (``tests/umbrella/test_contracts.py``)."""
         return cls(what="a toy probe", rows={"requests": (8.0, 10.0), "prompt_tokens": (800.0, 1000.0),
                                              "completion_tokens": (8.0, 10.0), "cost_usd": (0.0, 0.0)},
                    prices={"all": (0.0, 0.0)}, notes=("literal numbers",))

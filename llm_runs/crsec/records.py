@@ -286,7 +286,7 @@ class NormDatabase:
     @classmethod
     def _contract_example(cls) -> "NormDatabase":
         """The class docstring's agent: one created norm, one candidate qualified, one rejected
-        (``tests/test_contracts.py``)."""
+        (``tests/umbrella/test_contracts.py``)."""
         db = cls("Carlos")
         db.add_created("Greet guests at the door.", 60, "descriptive", t=1.0)
         n = db.add_candidate("No smoking indoors.", 90, "injunctive", t=12.0)

@@ -238,7 +238,7 @@ class PopulationRun:
     @classmethod
     def _contract_example(cls) -> "PopulationRun":
         """Two agents over three steps on one topic, with :meth:`NormDatabase._contract_example` as
-        each agent's norms; literal tables, no LLM (``tests/test_contracts.py``)."""
+        each agent's norms; literal tables, no LLM (``tests/umbrella/test_contracts.py``)."""
         agents, topic = ("Carlos", "Maria"), "smoking"
         dbs = {a: NormDatabase._contract_example() for a in agents}
         norms = pd.concat([db.to_frame().assign(agent=a, topic=topic, stance="against") for a, db in dbs.items()],

@@ -226,7 +226,7 @@ class BiasResult:
 
     @classmethod
     def _contract_example(cls) -> "BiasResult":
-        """Twenty exact-mode first moves over two names, literal numbers (``tests/test_contracts.py``)."""
+        """Twenty exact-mode first moves over two names, literal numbers (``tests/umbrella/test_contracts.py``)."""
         return cls(names=("A", "B"), counts=(12, 8), invalid=0, trials=20, test="binomial", statistic=12.0,
                    p_value=0.503, exact_p=(0.58, 0.42), covered_mass=0.95, jsd=0.06, mode="exact", model="stub-model",
                    llm_calls=2)

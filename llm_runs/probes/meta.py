@@ -175,7 +175,7 @@ class MetaResult:
 
     @classmethod
     def _contract_example(cls) -> "MetaResult":
-        """Six answers (two states, three question types), literal (``tests/test_contracts.py``)."""
+        """Six answers (two states, three question types), literal (``tests/umbrella/test_contracts.py``)."""
         q = [("min", "minimum payoff", "rules", "-50"), ("round", "round", "time", "2"), ("action_i", "action at i", "state", "A")]
         rows = [{"item": k, "memory_state": st, "question": t, "table_s7": s7, "category": cat, "text": f"question {t}",
                  "gold": g, "answer": g if ok else "?", "value": g if ok else None, "correct": ok, "reasks": 0,

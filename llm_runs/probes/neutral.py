@@ -104,7 +104,7 @@ class NeutralSearch:
 
     @classmethod
     def _contract_example(cls) -> "NeutralSearch":
-        """Three pools tried, the third accepted, literal numbers (``tests/test_contracts.py``)."""
+        """Three pools tried, the third accepted, literal numbers (``tests/umbrella/test_contracts.py``)."""
         c = pd.DataFrame({"pool": ["ab1,Xy2", "q9,Zt", "k3p,W8m"], "jsd": [0.04, 0.012, 0.003],
                           "p_first": [0.62, 0.56, 0.52], "covered_mass": [0.9, 0.8, 0.95], "accepted": [False, False, True]})
         return cls(names=("k3p", "W8m"), threshold=0.005, candidates=c, llm_calls=6)

@@ -8,7 +8,7 @@ needs them the optional ones of :data:`OPTIONAL_HOOKS` (its own sampling protoco
 under the summary).
 
 Adding a probe is one new module plus one entry here: the command line, its help and
-``--dry-run`` read this registry, and ``tests/test_contracts.py`` checks every entry against
+``--dry-run`` read this registry, and ``tests/umbrella/test_contracts.py`` checks every entry against
 :class:`ProbeCommand`. Light: argparse-level only (the probe modules are imported when a probe
 runs).
 """

@@ -248,7 +248,7 @@ class StrategyProbe:
     @classmethod
     def _contract_example(cls) -> "StrategyProbe":
         """An exact table of two names and memory one (five states, both name orders), literal
-        probabilities (``tests/test_contracts.py``)."""
+        probabilities (``tests/umbrella/test_contracts.py``)."""
         names = ("A", "B")
         mirror = mirror_map(names)
         p_b = [0.5, 0.2, 0.6, 0.4, 0.9]  # p(B | state), in enumerate_states order

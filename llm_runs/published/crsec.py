@@ -398,7 +398,7 @@ class CRSECRun:
     @classmethod
     def _contract_example(cls) -> "CRSECRun":
         """Two personas with two norms each and one memory node, literal rows (no folder read;
-        ``tests/test_contracts.py``)."""
+        ``tests/umbrella/test_contracts.py``)."""
         norms = pd.DataFrame([(a, f"n{k}", k, "injunctive", text, None, None, None, None, u, None, act, act,
                                "qualified" if act else "candidate", None if act else "duplicate")
                               for a in ("Carlos", "Maria")

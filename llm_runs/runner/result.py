@@ -201,7 +201,7 @@ class LLMRunResult:
     @classmethod
     def _contract_example(cls) -> "LLMRunResult":
         """One finished run of :meth:`GameLog._contract_example`, held in memory (no directory), with
-        literal counts (``tests/test_contracts.py``)."""
+        literal counts (``tests/umbrella/test_contracts.py``)."""
         log = GameLog._contract_example()
         runs = log.runs.assign(mode="exact", stop="streak", stop_reason="streak", finished=True, decisions=16,
                                llm_calls=5, cache_hits=11, invalid=0, reasks=0, prompt_tokens=900, completion_tokens=5,

@@ -253,7 +253,7 @@ class SceneScore:
     @classmethod
     def _contract_example(cls) -> "SceneScore":
         """Three scored episodes of one model (two sanctioned, one repaired), the metric rows written
-        as :func:`score` writes them from literal per-episode measures (``tests/test_contracts.py``)."""
+        as :func:`score` writes them from literal per-episode measures (``tests/umbrella/test_contracts.py``)."""
         nan = math.nan
         s0, s1 = TAXONOMY.ids("sanction")[:2]
         n0 = TAXONOMY.ids("norm")[0]
@@ -426,7 +426,7 @@ class PublishedResults:
 
     @classmethod
     def _contract_example(cls) -> "PublishedResults":
-        """The paper's numbers as shipped (``data/published_results.json``; ``tests/test_contracts.py``)."""
+        """The paper's numbers as shipped (``data/published_results.json``; ``tests/umbrella/test_contracts.py``)."""
         return load_published()
 
 

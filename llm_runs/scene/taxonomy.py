@@ -152,7 +152,7 @@ class Taxonomy:
 
     @classmethod
     def _contract_example(cls) -> "Taxonomy":
-        """The built-in taxonomy (``data/taxonomy.json``, as shipped; ``tests/test_contracts.py``)."""
+        """The built-in taxonomy (``data/taxonomy.json``, as shipped; ``tests/umbrella/test_contracts.py``)."""
         return load_taxonomy()
 
 

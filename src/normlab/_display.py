@@ -42,7 +42,7 @@ MANIFEST = "result.json"
 FORMAT_VERSION = 1
 #: The results :func:`load` may build, by the type tag their ``save`` writes
 #: (``module:qualname``): ``result.json`` names one of these, never an arbitrary module. A new
-#: saved result adds its tag here (``tests/test_display.py`` checks every ``save_result`` caller).
+#: saved result adds its tag here (``tests/umbrella/test_display.py`` checks every ``save_result`` caller).
 LOADABLE = ("normlab.theory.results:GameResult", "normlab.llm_runs.probes:StrategyProbe",
             "normlab.calibration.posterior:StrategyFit", "normlab.calibration.prediction:Prediction",
             "normlab.calibration.observed_critical_mass:EmpiricalCriticalMass",
@@ -52,7 +52,7 @@ LOADABLE = ("normlab.theory.results:GameResult", "normlab.llm_runs.probes:Strate
 #: one-line ``repr`` and an HTML card (``_repr_html_``): ``summary`` (a dict of plain Python values;
 #: ``summary_frame``: a tidy DataFrame, one row per point of a sweep), ``to_frame`` (a tidy DataFrame), ``plot`` (an Axes or a Figure; ``path=`` saves it) and ``save``
 #: (``save``/``load`` round trip; the tag is in :data:`LOADABLE`). Each class builds a tiny instance
-#: from literal data with its ``_contract_example()`` classmethod, and ``tests/test_contracts.py``
+#: from literal data with its ``_contract_example()`` classmethod, and ``tests/umbrella/test_contracts.py``
 #: checks every entry against this contract (a new result class adds its line here).
 RESULTS = {
     "normlab.schema:GameLog": ("summary", "plot"),

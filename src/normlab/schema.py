@@ -799,7 +799,7 @@ class GameLog:
     @classmethod
     def _contract_example(cls) -> "GameLog":
         """One run of four agents on two names, eight interactions that settle on ``A``, rebuilt
-        from literal pairs and answers (``tests/test_contracts.py``)."""
+        from literal pairs and answers (``tests/umbrella/test_contracts.py``)."""
         players = np.array([[0, 1], [2, 3], [0, 2], [1, 3], [0, 3], [1, 2], [0, 1], [2, 3]])
         answers = [("A", "B"), ("B", "B"), ("A", "A"), ("B", "A"), ("A", "A"), ("A", "A"), ("A", "A"), ("A", "A")]
         dec = rebuild_decisions(players, answers, run=0, n_agents=4, memory=2)

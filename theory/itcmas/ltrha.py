@@ -476,7 +476,7 @@ class LTRHAResult:
     @classmethod
     def _contract_example(cls) -> "LTRHAResult":
         """Two runs of three agents in two locales over three steps, literal numbers
-        (``tests/test_contracts.py``)."""
+        (``tests/umbrella/test_contracts.py``)."""
         R, T, N = 2, 3, 3
         ramp = np.broadcast_to(np.arange(1.0, T + 1)[None, :, None], (R, T, N))
         agent = np.broadcast_to(np.array([0.5, 1.0, 1.5])[None, None, :], (R, T, N))

@@ -118,7 +118,7 @@ class DemoResult:
     @classmethod
     def _contract_example(cls) -> "DemoResult":
         """Two checks of a demo on a stub model, the few ``summary.json`` fields the display reads
-        (literal; ``tests/test_contracts.py``)."""
+        (literal; ``tests/umbrella/test_contracts.py``)."""
         checks = pd.DataFrame([("P(consensus)", "A", "probe", 0.7, 0.4, 1.0, 0.75, 0.19, 0.99, True),
                                ("rounds to consensus", "", "log", 6.0, 4.0, 9.0, 12.0, None, None, False)],
                               columns=["quantity", "key", "source", "predicted", "low", "high", "observed", "observed_low",
