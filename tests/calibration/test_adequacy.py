@@ -69,6 +69,7 @@ def test_final_share_is_the_mean_of_the_last_three_complete_rounds_in_the_window
     assert np.isnan(_final_shares(x, 0, 30))
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_observed_statistics_are_read_from_the_runs(sim_log, fit):
     a = check_adequacy(fit, sim_log, n_draws=8, window=20, rng=1)
     assert isinstance(a, Adequacy)
@@ -124,6 +125,7 @@ def test_invariants_and_same_seed(sim_log, fit):
         a.level = 0.5
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_save_load_and_plot(sim_log, fit, tmp_path):
     import matplotlib
 
@@ -202,6 +204,7 @@ def truth_fit(table):
     return fit_strategy(c, "empirical", meta={"fit_on": "truth"})
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_pair_agreement_sees_a_shared_first_listed_bias():
     """Runs played with a shared first-listed bias of 1.2: the committed runs' partners agree more
     than the table says, and the bias recovered covers 1.2; without bias it is near 0."""
@@ -258,6 +261,7 @@ def test_pair_agreement_on_llama31(llama31):
 
 
 # ----------------------------------------------------------------------------- command line
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_cli_calibrate_adequacy(sim_log, tmp_path, capsys):
     from normlab.cli import main
 

@@ -430,6 +430,7 @@ def test_shipped_tables_load_and_predict():
         load_fit("no_such_table")
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_cli_with_a_shipped_table():
     r = subprocess.run([sys.executable, "-m", "normlab.cli", "calibrate", "--table", "llama31_70b_QM_H5",
                         "--n-agents", "24", "--draws", "6", "--runs-flip", "4", "--runs-consensus", "8",
@@ -521,6 +522,7 @@ def test_model_comparison_and_ppc(baseline_log, hier_fit):
 
 
 # ----------------------------------------------------------------------------- CLI on logs, trajectories, figures
+@pytest.mark.slow  # 26 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_cli_log_fit_on_all_save_and_reuse(tmp_path, baseline_log, committed_log, capsys):
     from normlab.cli import main
 

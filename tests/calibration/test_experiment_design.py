@@ -173,6 +173,7 @@ def _planted_counts(rng, p, R, sd_b, sd_k, H=3, n=(5, 30)):
                        np.array(gc, float))
 
 
+@pytest.mark.slow  # 6 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("sd_b, sd_k", [(0.0, 0.0), (0.5, 0.0), (0.0, 0.3), (0.4, 0.3)])
 def test_run_effects_recover_planted_spreads(sd_b, sd_k):
     """Counts of 40 runs from a known table with planted spreads of the shift and the log-sharpness:
@@ -205,6 +206,7 @@ def test_run_effects_recover_planted_spreads(sd_b, sd_k):
     assert not RunEffects.none().active and RunEffects.none().draws(3).shape == (3, 6)
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_run_effects_reference_is_the_mean_logit_table():
     """Runs that all follow one table, fitted by the Dirichlet table: against the mean of its draws'
     logits the average run needs no significant correction; against the mean of its draws'

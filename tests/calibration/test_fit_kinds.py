@@ -94,6 +94,7 @@ def small_log():
     return GameLog(lg.decisions, runs)
 
 
+@pytest.mark.slow  # 8 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_a_new_family_is_one_module_and_one_registration_line(small_log, tmp_path):
     counts = counts_from_log(small_log, names=("A", "B"))
     register_fit_kind("toy", ToyFamily(), "the smoothed frequencies, without uncertainty")
@@ -140,6 +141,7 @@ def _same(a, b, path="$"):
         assert a == b, path
 
 
+@pytest.mark.slow  # 4 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_calibrate_on_a_shipped_table_prints_the_stored_numbers(capsys):
     """``normlab calibrate --table llama31_70b_QM_H5 --n-agents 24 --json --seed 1``: the stored
     output (regenerated when the shipped fits gained their run effects, issue 21: every simulated

@@ -97,6 +97,7 @@ def test_bad_input():
         group_size_curve(tab, n_runs=0)
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_the_command_behind_readme(capsys):
     from normlab.calibration.group_size import main
 

@@ -240,6 +240,7 @@ def test_probe_predict_through_http_costs_one_call_per_state_and_order(predicted
     np.testing.assert_allclose(again.fit.mass, f.mass)
 
 
+@pytest.mark.slow  # 8 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_probe_prediction_summary_is_calibrate_schema_plus_probe(predicted):
     res, _ = predicted
     s = res.summary()
@@ -281,6 +282,7 @@ def loop(stub, predicted, tmp_path_factory):
     return root, out
 
 
+@pytest.mark.slow  # 5 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_check_agrees_with_sampled_probes_and_populations_through_http(loop):
     from normlab.calibration import probe_check
 
@@ -327,6 +329,7 @@ def _cli(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "normlab.cli", *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("args, match", [
     (["--n-agents", "1", "--memory", "1", "--names", "Q,M"], "--n-agents must be >= 2"),
     (["--n-agents", "4", "--memory", "0", "--names", "Q,M"], "--memory must be >= 1"),
@@ -343,6 +346,7 @@ def test_cli_bad_input_is_one_line_exit_2(args, match):
     assert len(lines) == 1 and lines[0].startswith("normlab predict: error:") and match in lines[0], r.stderr
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_cli_needs_probe_and_a_reachable_endpoint():
     r = _cli("predict", "--n-agents", "4", "--memory", "1", "--names", "Q,M")
     assert r.returncode == 2 and "--probe" in r.stderr
@@ -351,6 +355,7 @@ def test_cli_needs_probe_and_a_reachable_endpoint():
     assert r.returncode == 3 and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow  # 6 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_cli_json_through_a_stub(tmp_path):
     from normlab.llm_runs.testing import StubProcess
 
@@ -425,6 +430,7 @@ def _script():
     return mod
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_readme_script_small_version_on_stub_runs(loop, predicted, tmp_path):
     """The README script's --data step on the stub's directories (a small version of the SmolLM2 runs)."""
     root, out = loop

@@ -59,6 +59,7 @@ def search(archive):
     return tip(_source(archive), target=0.99, n_draws=40, rng=3)
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_replay_hands_out_only_the_runs_asked_for(archive):
     src = _source(archive)
     # the committed grid at every tested count, 0 included (the archive tested it): 4 runs at 0 .. 7
@@ -75,6 +76,7 @@ def test_replay_hands_out_only_the_runs_asked_for(archive):
     assert set(known.log.runs["kind"]) == {"baseline"} and len(known.log.runs) == 8
 
 
+@pytest.mark.slow  # 19 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_search_never_sees_an_unpaid_run(archive, search):
     """The same search on the archive with every unplayed committed run's decisions deleted: what
     was not paid for cannot have steered it."""
@@ -126,11 +128,13 @@ def test_stop_rule_and_steps(search):
         assert 1 <= st["played"]["runs"] <= 2 and 0 <= st["played"]["flipped"] <= st["played"]["runs"]
 
 
+@pytest.mark.slow  # 8 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_same_seed_same_search(archive, search):
     again = tip(_source(archive), target=0.99, n_draws=40, rng=3)
     assert _no_time(again.summary()) == _no_time(search.summary())
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_run_budget(archive):
     res = tip(_source(archive), target=0.999, n_draws=40, max_runs=3, rng=5)
     assert res.runs_used <= 3
@@ -239,6 +243,7 @@ def coarse(archive):
     return GameLog(archive.decisions[archive.decisions["run"].isin(keep["run"])], keep)
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_tip_stops_only_on_a_tight_credible_set(coarse):
     src = _source(coarse)
     assert list(src.design.counts) == [0, 2, 4, 6]
@@ -357,6 +362,7 @@ def test_bench_tip_tiny_runs():
     assert tip_row["rep_low"] <= tip_row["truth"] <= tip_row["rep_high"]
 
 
+@pytest.mark.slow  # 6 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_half_strategy_and_no_confirm(archive):
     res = tip(_source(archive), target=0.99, n_draws=40, strategy="half", confirm=0, rng=4)
     assert res.settings["strategy"] == "half" and res.settings["confirm"] == 0

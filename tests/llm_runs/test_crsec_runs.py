@@ -304,6 +304,7 @@ def test_event_counts_end_with_the_run_not_an_empty_bin():
     assert chats(event_counts(ev, bin_minutes=10, t_max=20)) == [1, 1]  # an event at t_max: in the last bin
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_fit_adoption_bootstrap_refits_stay_finite():
     """Reproduced before the fix: with no compliance, bootstrap refits drove gamma to exactly 0
     ("divide by zero encountered in divide" in the ratio's interval), and a flat belief curve sized

@@ -30,6 +30,7 @@ def _call(stub, *, faults=(), key=None, base_url=None, model=None, **cfg):
     return asyncio.run(go())
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_trickling_server_is_cut_at_the_whole_request_timeout():
     with StubServer(["Q", "M"]) as stub:
         t0 = time.perf_counter()

@@ -64,6 +64,7 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.slow  # 34 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_fifty_concurrent_runs_leak_nothing(tmp_path):
     with StubServer(["Q", "M"], latency=0.002) as stub:
@@ -88,6 +89,7 @@ def test_fifty_concurrent_runs_leak_nothing(tmp_path):
     assert threading.active_count() <= threads + 1
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_endpoint_dying_mid_run_is_one_line_and_resumable(tmp_path, capsys):
     with StubServer(["Q", "M"]) as stub:
         ref = tmp_path / "ref"

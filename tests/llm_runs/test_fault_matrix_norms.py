@@ -93,6 +93,7 @@ def test_kill_and_resume(task, args, tables, tmp_path):
     assert res["failures"] == [] and res["survived"] == 5 and res["duplicated_calls"] == 0, res
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("task, args, tables", [("crsec", CRSEC, _crsec_tables), ("scene", SCENE, _scene_tables)],
                          ids=["crsec", "scene"])
 def test_endpoint_dying_mid_run_is_one_line_and_resumable(task, args, tables, tmp_path, capsys):
@@ -111,6 +112,7 @@ def test_endpoint_dying_mid_run_is_one_line_and_resumable(task, args, tables, tm
     assert _same(tables(out), tables(ref))
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("task, args, tables", [("crsec", CRSEC, _crsec_tables), ("scene", SCENE, _scene_tables)],
                          ids=["crsec", "scene"])
 def test_damaged_journals(task, args, tables, tmp_path, capsys):

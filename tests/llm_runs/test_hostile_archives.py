@@ -210,6 +210,7 @@ def _peak_of(call: str, arg: str) -> tuple[str, float, float]:
     return r.stdout, float(words[words.index("peak_mb") + 1]), float(words[words.index("seconds") + 1])
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_fresh_containers_bomb_is_refused_before_building(tmp_path):
     """229 KB of zip that cost 3.1 GB (every node built, then counted): now refused after counting
     MAX_BUILT opcodes, the whole process staying far below 1 GB."""
@@ -266,6 +267,7 @@ def _scan_cases():
     return out
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_scan_kernel_agrees_with_its_python_twin():
     import numpy as np
 

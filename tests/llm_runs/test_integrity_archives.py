@@ -45,6 +45,7 @@ def _load_timed(path, timeout=120) -> tuple[str, float]:
     return out, float(seconds.split()[1])
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_a_dict_of_colliding_int_keys_is_refused_before_building(tmp_path):
     """Item 7: a pickled dict whose int keys collide in Python's hash (multiples of 2**61 - 1)
     passed the scanner, which counted values only (a 184 KB zip: 62.6 s building one dict). The

@@ -201,6 +201,7 @@ def _child(url, transport, what="chat") -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_an_answer_of_64mb_of_empty_arrays_is_refused_before_parsing(transport):
     """Item 5: a 64 MB answer of empty arrays took 3.4 GB to parse; its elements are now counted
@@ -237,6 +238,7 @@ def test_models_and_props_answers_are_summarised_in_the_manifest():
     assert info["server_props"]["build_info"] == "b1" and info["server_props"]["n_ctx"] == 512
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_a_gzip_bomb_from_models_is_refused_within_the_bound():
     """Item 5: a gzip bomb answering ``/models`` took 3.3 GB; answers are inflated within their
     bound (16 MiB for side answers), the refusal one line."""

@@ -61,6 +61,7 @@ def test_every_record_carries_its_place_and_its_run(finished):
     assert len(a.log.decisions) == 240
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_a_deleted_record_is_refused_in_one_line_and_repair_keeps_what_is_whole(finished, stub, tmp_path):
     base, a, _ = finished
     d = tmp_path / "gap"

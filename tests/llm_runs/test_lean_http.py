@@ -58,6 +58,7 @@ def test_faults_end_as_with_the_openai_client(faults):
         assert ("HTTP 50" in lean) == ("HTTP 50" in oa) and ("malformed" in lean) == ("malformed" in oa)
 
 
+@pytest.mark.slow  # 4 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_timeout_and_trickle_are_cut_with_lean():
     with StubServer(["Q", "M"], slow_seconds=3.0) as stub:
         for fault in ("slow", "trickle"):

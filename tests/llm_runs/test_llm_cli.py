@@ -159,6 +159,7 @@ def _wait_for_interactions(journal, n, proc, timeout=60.0):
     raise AssertionError("the run made no progress")
 
 
+@pytest.mark.slow  # 7 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("mode", ["exact", "sample"])
 def test_kill_a_real_subprocess_and_resume(tmp_path, mode):
     """SIGKILL a running `normlab llm-run` mid-run, resume it, compare with an uninterrupted run."""

@@ -85,6 +85,7 @@ def _peak_mb(args, timeout=240):
     return int(line[1]), int(line[3]), r.stderr
 
 
+@pytest.mark.slow  # 4 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_ten_million_agents_cost_nothing_up_front(tmp_path):
     def run(n, out):
         return _peak_mb(["llm-run", "--n-agents", str(n), "--memory", "3", "--names", "Q,M", "--max-interactions", "10",

@@ -339,6 +339,7 @@ def test_api_key_is_sent_but_never_written(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- resumption
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path):
     kw = dict(max_interactions=120, stop="max", rng=11, progress=False)
     for mode in ("exact", "sample"):

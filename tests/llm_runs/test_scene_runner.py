@@ -177,6 +177,7 @@ def test_episode_on_stub_scripted_policy():
     assert scene.score([ep], rng=0, n_boot=20).get("repair_rate") == 1.0
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_silent_termination_and_run_scene(tmp_path):
     sc = scene.load_example_scenario()
 

@@ -116,6 +116,7 @@ def test_zero_turn_episodes_say_why(tmp_path):
         assert scene.zero_turn_warning([]) is None
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_cli_run_score_budget_dry_run(stub, tmp_path, capsys):
     base = ["scene", "run", "--base-url", stub.base_url, "--tuples", "4", "--seed", "2", "--max-turns", "3",
             "--no-progress", "--n-boot", "200"]
@@ -177,6 +178,7 @@ def test_score_and_population_show_themselves(reference, tmp_path):
     assert isinstance(res.plot(path=tmp_path / "s.png"), matplotlib.figure.Figure)  # four panels: the Figure
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_score_out_saves_summary_and_figure_and_help_reads_plainly(stub, tmp_path, capsys):
     """`scene score --out DIR` keeps what --json prints and the figure; the help says "95%", not "95%%"."""
     with pytest.raises(SystemExit):
@@ -200,6 +202,7 @@ def test_score_out_saves_summary_and_figure_and_help_reads_plainly(stub, tmp_pat
     assert len(err) == 1 and "--out" in err[0] and "not a directory" in err[0]
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_run_and_score_print_one_rho_interval(stub, tmp_path, capsys):
     """Issue 33: ``scene run --seed 1`` bootstrapped rho with the run's seed, ``scene score`` with its own:
     the same episodes printed two intervals. One computation now (README's set-up, fewer resamples)."""

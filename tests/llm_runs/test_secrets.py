@@ -101,6 +101,7 @@ def stub():
         yield s
 
 
+@pytest.mark.slow  # 29 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("planting", ["flag", "env"])
 def test_no_command_writes_or_prints_a_secret(planting, stub, tmp_path, monkeypatch, capsys):
     url = stub.base_url.replace("http://", f"http://alice:{PASSWORD}@")

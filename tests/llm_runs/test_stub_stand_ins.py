@@ -24,6 +24,7 @@ def test_stand_ins_register_themselves():
         testing.StubServer(scripted="nope")
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_the_stub_command_loads_the_stand_ins_only_when_asked():
     code = ("import sys; from normlab.llm_runs import testing; "
             "print('normlab.llm_runs.crsec.scripted' in sys.modules)")

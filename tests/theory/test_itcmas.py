@@ -459,6 +459,7 @@ def test_frames(sim):
     assert last.n_negative == int((sim.resources[1, -1] < 0).sum())
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_contribution_ranker_rewards_habitus_random_ranker_does_not():
     """The closed-form matrix concentrates resources on agents with a pleasant habitus."""
     from scipy.stats import spearmanr

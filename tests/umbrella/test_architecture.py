@@ -71,6 +71,7 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_no_private_imports_across_layers():
     """No module imports a ``_``-prefixed module or name of another layer (the umbrella's shared
     modules excepted): what one layer offers another has a public name."""
@@ -205,6 +206,7 @@ def _module_imports():
     return out
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_no_import_cycles():
     """No circle in normlab's import graph, counting every import (module top and deferred): a
     circle means code that belongs in a leaf module lives in one of its users."""
@@ -239,6 +241,7 @@ def test_no_import_cycles():
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_imports_between_layers_at_module_top():
     """A module imports the other layers at its top, so the code draws its own graph; only the
     light command modules (``_cli.py``, which keep ``normlab --help`` fast) import the work modules
@@ -379,6 +382,7 @@ def _folder_edges():
     return edges
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_no_circle_between_folders():
     """Within each layer, the sub-packages and the root modules import one another without a circle."""
     graph = defaultdict(set)
@@ -402,11 +406,13 @@ def _against_the_order(layers=None):
     return bad
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_sub_packages_import_downwards_only():
     bad = _against_the_order()
     assert not bad, "imports against the sub-package order:\n" + "\n".join(bad)
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_calibration_sub_packages_import_downwards_only():
     """calibration's folders (fit < prediction < evaluate < tip < the root modules) import downwards only
     (the layer regrouped already; the test above covers every layer)."""
@@ -449,6 +455,7 @@ def test_no_module_over_1000_lines():
     assert not (OVER_1000 - over), f"split already: remove {sorted(OVER_1000 - over)} from OVER_1000"
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_engine_functions_take_at_most_12_parameters():
     wide = set()
     for folder in SOURCES:
@@ -490,6 +497,7 @@ def test_old_paths_run_with_python_m():
     assert out.returncode == 0 and "--sizes" in out.stdout, out.stderr[-2000:]
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_sources_use_current_module_paths():
     """normlab's own modules import moved modules by their new paths (an import of an old path would
     hide an edge from the cycle and folder checks)."""
@@ -515,6 +523,7 @@ def test_sources_use_current_module_paths():
     assert not bad, "imports of old module paths: " + "; ".join(bad)
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_architecture_table_is_current():
     """ARCHITECTURE.md's module table is the one its generator writes from the module docstrings
     (`python tools/architecture.py --write` after adding or renaming a module)."""

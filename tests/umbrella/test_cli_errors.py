@@ -218,6 +218,7 @@ def test_critical_mass_out_directory_and_no_progress(tmp_path, capsys):
     assert t["committed"].tolist() == [1, 3] and (t["n_runs"] == 2).all()
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_a_probed_table_plays_in_simulate(tmp_path, capsys, monkeypatch):
     """llm-probe strategy writes a CSV whose empty memory state is ""; simulate reads it back."""
     from normlab.llm_runs import StubServer
@@ -350,6 +351,7 @@ def test_help_states_the_prediction_cap():
     assert f"2 .. {MAX_PREDICTED_AGENTS:,}" in " ".join(text.split())
 
 
+@pytest.mark.slow  # 14 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_arviz_daily_notice_never_makes_a_second_line(tmp_path):
     """ArviZ warns on the first import of each day ("ArviZ is undergoing a major refactor ...",
     stamped in the user's cache): CI's run that crossed midnight printed it as a second line of

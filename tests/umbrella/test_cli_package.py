@@ -20,6 +20,7 @@ def test_import_is_light():
     assert normlab.__version__ == version("normlab")
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_kernels_load_without_scipy_linalg():
     """Numba's start-up would import scipy.linalg (0.15-0.2 s) only to test for BLAS; normlab's
     kernels load without it, and BLAS in a kernel and SciPy itself still work afterwards."""
@@ -84,6 +85,7 @@ def test_cli_errors_are_clear(argv, match, capsys):
     assert match in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_console_script():
     out = subprocess.run([sys.executable, "-m", "normlab.cli", "simulate", "minimal", "--n-agents", "10",
                           "--runs", "3", "--seed", "1", "--json"], capture_output=True, text=True, check=True)
@@ -183,6 +185,7 @@ SEED_CASES = {
 }
 
 
+@pytest.mark.slow  # 4 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("case", list(SEED_CASES))
 def test_every_seeded_command_records_its_seed(case, tiny_log_dir, tmp_path, capsys):
     """Without --seed a command draws one, says so on stderr and records it in --json and --out; rerun with
@@ -221,6 +224,7 @@ def test_critical_mass_out_file_records_its_seed(tmp_path, capsys):
     assert json.loads(path.with_suffix(".json").read_text())["seed"] == seed
 
 
+@pytest.mark.slow  # 7 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_predict_probe_records_its_seed(tmp_path):
     """``normlab predict --probe`` (exact probes through the stub) without --seed: the seed drawn is printed
     and in --json; rerun with it, the same prediction."""

@@ -17,6 +17,8 @@ editing this file, and nothing here pins what the registries hold.
 
 from __future__ import annotations
 
+import pytest
+
 import ast
 import functools
 import importlib
@@ -166,6 +168,7 @@ def test_result_class_contract(tag, check, tmp_path):
     check(_resolve(tag), _example(tag), tmp_path, RESULTS[tag])
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_every_result_class_is_registered():
     """Every class with an HTML card (the mark of a result object) is in RESULTS, and the saved
     ones are exactly the loadable ones."""

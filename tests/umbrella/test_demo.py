@@ -102,6 +102,7 @@ def _check_tip(out: Path, s: dict, page: str) -> None:
     assert "The tip search" in page and html.escape(t["text"][0]) in page and html.escape(t["text"][1]) in page
 
 
+@pytest.mark.slow  # 39 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_demo_on_stub_server_and_rerun_from_cache(tmp_path, capsys):
     """The whole pipeline against a real HTTP server; a rerun sends nothing and reproduces the report."""
     from normlab.llm_runs.testing import StubServer
@@ -151,6 +152,7 @@ def test_demo_dry_run_sends_and_writes_nothing(tmp_path, capsys):
     assert s0["requests"]["typical"] < s["requests"]["typical"] and any(n.startswith("tip search: off (--tip-runs 0)") for n in s0["how"])
 
 
+@pytest.mark.slow  # 32 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_demo_budget_stops_cleanly_and_a_larger_one_continues(tmp_path, capsys):
     """--budget caps everything the demo sends (exit 5, answers kept); a rerun with more finishes
     without asking anything twice."""
@@ -175,6 +177,7 @@ def test_demo_budget_stops_cleanly_and_a_larger_one_continues(tmp_path, capsys):
         assert s[k] == full[k], k
 
 
+@pytest.mark.slow  # 63 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_demo_sample_mode_on_stub(tmp_path, capsys):
     """Sample mode: the populations generate and parse (one request per decision), nothing cached."""
     from normlab.llm_runs.testing import StubServer

@@ -4,6 +4,8 @@ numbers, summaries of plain Python values, plots that return Axes/Figures and sa
 
 from __future__ import annotations
 
+import pytest
+
 import dataclasses
 import math
 
@@ -170,6 +172,7 @@ def test_game_result_display_plot_and_round_trip(theory_results, key, tmp_path):
         pd.testing.assert_frame_equal(back.to_log().decisions, r.to_log().decisions)
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_critical_mass_sweep_and_mean_field_results(tmp_path):
     th = normlab.theory
     cm = th.critical_mass("strategy", [0, 1, 2, 3, 4, 5], n_agents=12, n_runs=6, within_rounds=20,
@@ -203,6 +206,7 @@ def test_critical_mass_sweep_and_mean_field_results(tmp_path):
     _check_plot(ode, tmp_path)
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_strategy_table_and_ltrha_results(tmp_path):
     from normlab.theory import itcmas
     from normlab.theory.strategies import BestResponse
@@ -244,6 +248,7 @@ def test_game_log_display_and_plot(theory_results, tmp_path):
     _check_plot(log, tmp_path, "production", name="Q")
 
 
+@pytest.mark.slow  # 4 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_llm_results_show_themselves(tmp_path):
     pol = lambda system, names: memory_policy(system, names, bias={"Q": 1.6})  # noqa: E731
     with StubServer(["Q", "M"], policy=pol) as stub:
@@ -331,6 +336,7 @@ def test_prediction_display_plots_and_round_trip(tmp_path):
     assert back.summary() == pred.summary() and repr(back) == repr(pred)
 
 
+@pytest.mark.slow  # 11 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_calibration_empirical_and_comparison_results(sim_log, tmp_path):
     from normlab.calibration import (ModelComparison, calibrate, compare_trajectories, counts_from_log,
                                      empirical_critical_mass, llm_trajectories, strategy_asymmetry,

@@ -331,6 +331,7 @@ def _tables(out: Path) -> dict:
     return {p.name: pd.read_parquet(p) for p in sorted(out.glob("*.parquet"))}
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_end_to_end_on_the_stub_server_manifest_and_rerun(tmp_path, capsys):
     """The example file (examples/committed_sweep.toml) on the scripted stub server: every step runs,
     the manifest says what ran; the same file again asks no new question and gives the same tables."""

@@ -121,6 +121,7 @@ def _demo(out, *extra):
     return code, buf.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow  # 13 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_demo_with_a_predicted_consensus_probability_of_zero_ends_with_a_report(tmp_path):
     from normlab.llm_runs.core.stub import memory_policy
     from normlab.llm_runs.testing import StubServer
@@ -139,6 +140,7 @@ def test_demo_with_a_predicted_consensus_probability_of_zero_ends_with_a_report(
     assert "Traceback" not in err and "overflow" not in err and "Mean of empty slice" not in err
 
 
+@pytest.mark.slow  # 17 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_demo_in_sample_mode_without_logprobs_ends_with_a_report(tmp_path):
     from normlab.llm_runs.testing import StubServer
 

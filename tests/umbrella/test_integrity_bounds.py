@@ -63,6 +63,7 @@ def _list_bomb(path: Path, groups: int = 48) -> Path:
     return path
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_a_nested_parquet_column_cannot_hide_its_size_from_load(tmp_path):
     """Item 5: a Parquet ``list<int64>`` column hid its size from the decoded-size cap (a 4.2 KB
     file -> 3.16 GB in ``normlab.load``): the cap counted rows, not the list items. The size is now
@@ -78,6 +79,7 @@ def test_a_nested_parquet_column_cannot_hide_its_size_from_load(tmp_path):
     assert peak < 400, f"peak {peak:.0f} MB"
 
 
+@pytest.mark.slow  # 7 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_a_nested_parquet_column_cannot_hide_its_size_from_calibrate_log(tmp_path):
     """Item 5: the same hidden ``list<int64>`` column in a game log (a 94 KB log -> 3.58 GB in
     ``calibrate --log``): refused in one line from the column chunks, the whole process small."""

@@ -380,6 +380,7 @@ def test_divergences_become_one_warning_line(capsys):
     assert err == [f"normlab calibrate: warning: {msg}"]
 
 
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_every_help_example_parses():
     import shlex
 

@@ -172,6 +172,7 @@ def test_every_option_of_every_command_has_help():
 
 
 
+@pytest.mark.slow  # 4 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_tip_says_not_reached_properly():
     """A search whose estimate is "not reached" prints neither ``P(|CM - not reached| <= 1)`` (fixed on main
     by 7a33e9e, issue 32) nor "P(within one agent)" for what is the probability of not reaching it."""
@@ -238,6 +239,7 @@ def test_tip_step_and_run_table_share_one_meaning_of_flipped(monkeypatch):
     assert search._flips(batch, source) == (table["outcome"] == "flipped").sum() == 2
 
 
+@pytest.mark.slow  # 6 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_bias_probe_prints_no_test_of_simulated_counts(tmp_path):
     """Exact mode draws the counts locally from two requests' probabilities: a binomial p of them is a
     function of --trials alone (5.1e-17 at the default) -- none is printed, in the table, JSON or repr;

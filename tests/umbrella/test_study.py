@@ -101,6 +101,7 @@ def _check_report(out: Path, s: dict) -> None:
     assert s["speed"]["sample"]["decisions"] == 6 and s["speed"]["exact"]["requests"] == 10
 
 
+@pytest.mark.slow  # 11 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_study_on_stub_end_to_end_and_rerun_sends_nothing(tmp_path, capsys):
     """The whole study against a real HTTP server; a rerun runs no stage and sends nothing."""
     from normlab.llm_runs.testing import StubServer
@@ -245,6 +246,7 @@ def _tables(out: Path) -> dict:
     return got
 
 
+@pytest.mark.slow  # 47 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_kill_during_a_stage_then_rerun_gives_the_same_results(tmp_path):
     """``kill -9`` while the sample populations play; the rerun resumes that stage (earlier stages are not run
     again) and ends with the same registration, runs and scores as an uninterrupted study."""

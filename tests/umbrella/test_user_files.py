@@ -208,6 +208,7 @@ print("rc", rc, "peak_mb", next(int(x.split()[1]) for x in open('/proc/self/stat
 """
 
 
+@pytest.mark.slow  # 4 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_a_parquet_that_expands_is_refused_before_expanding(tmp_path):
     """A game log whose 49 KB decisions.parquet holds 4.9 GiB of strings: ``calibrate --log``
     read it whole (a MemoryError, or gigabytes on a large machine); now one line from the lengths
@@ -315,6 +316,7 @@ def test_load_still_reads_what_save_wrote(saved):
     assert back.n_agents == 6 and back.n_runs == 2
 
 
+@pytest.mark.slow  # 3 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_every_saved_class_is_loadable():
     """Each class whose save() writes a result folder has its type tag in LOADABLE."""
     import ast

@@ -274,6 +274,7 @@ def _commands(url: str, tmp: Path) -> dict:
     }
 
 
+@pytest.mark.slow  # 34 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("command", ["simulate", "critical-mass", "llm-run", "llm-probe", "calibrate", "predict", "demo"])
 def test_progress_bars_only_on_a_terminal_unless_asked(command, tmp_path):
     """One policy for every command: no bars in a pipe; ``--progress`` draws them there too."""
@@ -381,6 +382,7 @@ def test_calibrate_ainorms_missing_names_the_flag_and_the_source(tmp_path, capsy
 
 
 # ----------------------------------------------------------------------------- the paper's figures
+@pytest.mark.slow  # 2 s in the quick tier (issue 33: the default tier under 5 minutes)
 @pytest.mark.parametrize("key", ["figS8", "figS9"])
 def test_memory_state_grids_have_readable_tick_labels(key, tmp_path):
     """Figs. S8/S9: every memory-state tick label is at least 7 pt at the figure's own size, and
@@ -416,6 +418,7 @@ def test_memory_state_grids_have_readable_tick_labels(key, tmp_path):
     assert n >= 2
 
 
+@pytest.mark.slow  # 7 s in the quick tier (issue 33: the default tier under 5 minutes)
 def test_figs_s11_s12_table_s6_run_the_procedure_and_a_rerun_asks_nothing(tmp_path, capsys, monkeypatch):
     """On the stub server (a memory-following policy with no name bias): each search finds a
     neutral pool at once, the figures and the table are written, the notes say what they show,
