@@ -331,3 +331,41 @@ def test_example_file_names_the_study(tmp_path, capsys):
     line = capsys.readouterr().out.strip().splitlines()
     assert len(line) == 1 and line[0].startswith("normlab study ") and "--embedded-model=qwen2.5-coder-1.5b" in line[0]
     assert "--populations=20" in line[0]
+
+
+def test_a_stage_killed_and_resumed_counts_every_session(tmp_path, monkeypatch):
+    """The killed session's time is read when the next one starts, before it writes, and the stage's
+    requests are counted over both sessions. Before: the blind study's populations stage (killed once)
+    reported 0.1 s for its first session -- the journal it appended to had been written again since --
+    and 492 of its 2 396 requests."""
+    from normlab.study import _stages as st
+
+    counts = iter([0, 1900, 2400])  # the ledger at the killed start, at the resumed start, at the end
+
+    def ledger(dirs):
+        n = next(counts)
+        return {"calls": n, "prompt_tokens": 300 * n, "completion_tokens": 6 * n, "cached_tokens": 290 * n}
+
+    monkeypatch.setattr(st, "ledger", ledger)
+    d = tmp_path / "llm" / "populations-sample"
+    d.mkdir(parents=True)
+    j = d / "journal.jsonl"
+    book = st.StageBook(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        with book.run("populations", [d], session="first"):
+            t1 = book.records()[-1]["t"]
+            j.write_text("written by the first session\n")
+            os.utime(j, (t1 + 0.3, t1 + 0.3))  # its last write, 0.3 s after it started
+            raise KeyboardInterrupt  # killed
+    time.sleep(0.5)
+    with book.run("populations", [d], session="second") as row:
+        j.write_text("written again by the second session\n")  # the journal's time moves on
+        row["result"] = {}
+    done = book.done("populations")
+    assert done["sessions"] == 2 and abs(done["interrupted_wall_s"] - 0.3) < 0.05, done
+    assert done["llm_calls"] == 500 and done["llm_calls_all_sessions"] == 2400, done
+    assert done["prompt_tokens_all_sessions"] == 720_000
+    from normlab.study.report import _all_sessions
+
+    assert _all_sessions(done, "llm_calls") == 2400
+    assert _all_sessions({"llm_calls": 492, "llm_calls_all_sessions": None}, "llm_calls") == 492  # an older record

@@ -5,7 +5,9 @@ one ``done`` record when it has finished and its results are on disk. A stage wi
 record never runs again; a stage killed before it is resumed by the next run (its LLM work is
 journaled by the runner and replayed, so it ends with the same results). The time of a stage is
 the sum over its sessions: a finished session's own wall time, and for a session killed midway
-the time from its start to the last file it wrote.
+the time from its start to the last file it wrote, read when the next session starts (before it
+writes: an append-only journal's time moves on with every later session). Its requests and tokens
+are counted over every session too: the ledger is recorded at each start.
 
 The ledger reads what the runs and probes journaled under ``OUT/llm`` (requests and tokens), and
 the budget (``--budget``) caps everything journaled there: each stage's endpoint gets the budget
@@ -160,14 +162,24 @@ class StageBook:
         wall and CPU time over all its sessions, its requests and tokens; the body fills ``row``
         (``row["result"]``: a small JSON-safe summary kept in the record)."""
         starts = [r for r in self.records() if r["stage"] == stage and r.get("event") == "start"]
+        watched = tuple(dirs) + (self.out / "stages",)
         t0, c0 = time.time(), time.process_time()
         before = ledger(dirs)
-        self.append({"stage": stage, "event": "start", "time": now_iso(), "t": t0, "session": session})
+        start = {"stage": stage, "event": "start", "time": now_iso(), "t": t0, "session": session, "ledger": before}
+        if starts:  # the session before this one was killed: its time, read before this one writes
+            start["previous_session_s"] = round(_last_write_after(starts[-1]["t"], t0, watched), 3)
+        self.append(start)
         row: dict = {}
         yield row
         after = ledger(dirs)
         wall = time.time() - t0
-        earlier = _interrupted_seconds([s["t"] for s in starts] + [t0], tuple(dirs) + (self.out / "stages",))
+        earlier = _earlier_sessions(starts + [start], watched)
+        # requests and tokens over every session (the ledger at the first start; None for a stage
+        # whose first start predates that record)
+        first = starts[0].get("ledger") if starts else before
+        over = {f"{k}_all_sessions": (after[a] - first[a] if first is not None else None)
+                for k, a in (("llm_calls", "calls"), ("prompt_tokens", "prompt_tokens"),
+                             ("completion_tokens", "completion_tokens"))}
         rec = {"stage": stage, "event": "done", "time": now_iso(), "session": session,
                "wall_s": round(wall + earlier, 3), "wall_s_this_session": round(wall, 3),
                "sessions": len(starts) + 1, "interrupted_wall_s": round(earlier, 3),
@@ -176,27 +188,44 @@ class StageBook:
                "prompt_tokens": after["prompt_tokens"] - before["prompt_tokens"],
                "completion_tokens": after["completion_tokens"] - before["completion_tokens"],
                "prompt_tokens_total": after["prompt_tokens"], "cached_tokens_total": after["cached_tokens"],
-               **{k: v for k, v in row.items()}}
+               **over, **{k: v for k, v in row.items()}}
         self.append(rec)
 
 
-def _interrupted_seconds(starts: list[float], dirs) -> float:
-    """Seconds spent by earlier sessions of a stage that were killed: from each start to the last
-    file written under ``dirs`` before the next session began."""
-    if len(starts) < 2:
-        return 0.0
-    mtimes = []
+def _mtimes(dirs) -> list[float]:
+    out = []
     for d in dirs:
         d = Path(d)
         if d.is_dir():
-            mtimes += [p.stat().st_mtime for p in d.rglob("*") if p.is_file()]
+            out += [p.stat().st_mtime for p in d.rglob("*") if p.is_file()]
         elif d.is_file():
-            mtimes.append(d.stat().st_mtime)
-    total = 0.0
+            out.append(d.stat().st_mtime)
+    return out
+
+
+def _last_write_after(a: float, b: float, dirs) -> float:
+    """Seconds from ``a`` to the last file written under ``dirs`` before ``b`` (0: none)."""
+    inside = [m for m in _mtimes(dirs) if a <= m < b]
+    return (max(inside) - a) if inside else 0.0
+
+
+def _earlier_sessions(starts: list[dict], dirs) -> float:
+    """Seconds of the killed sessions before the last of ``starts``: each read by the session after
+    it (``previous_session_s``); a start record without it (written before that field) falls back
+    to the files' times now, which a later session's writes may have moved on."""
+    total, old = 0.0, []
     for a, b in zip(starts[:-1], starts[1:]):
-        inside = [m for m in mtimes if a <= m < b]
-        total += (max(inside) - a) if inside else 0.0
+        if "previous_session_s" in b:
+            total += float(b["previous_session_s"])
+        else:
+            old.append((a["t"], b["t"]))
+    if old:
+        m = _mtimes(dirs)
+        for a, b in old:
+            inside = [x for x in m if a <= x < b]
+            total += (max(inside) - a) if inside else 0.0
     return total
+
 
 
 def write_manifest(out: Path, book: StageBook, extra: dict) -> dict:

@@ -470,11 +470,18 @@ def _label(run, reg) -> str:
     return str(reg["model"].get("model") or run.model.choice.label)
 
 
+def _all_sessions(r: dict, key: str):
+    v = r.get(f"{key}_all_sessions")
+    return r[key] if v is None else v
+
+
 def _timing(run) -> dict:
     stages = []
     for r in run.book.timings():
         stages.append({"stage": r["stage"], "mode": STAGE_MODES[r["stage"]], "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
-                       "llm_calls": r["llm_calls"], "prompt_tokens": r["prompt_tokens"], "sessions": r["sessions"],
+                       # every session's requests and tokens (a stage recorded before that count: this session's)
+                       "llm_calls": _all_sessions(r, "llm_calls"), "prompt_tokens": _all_sessions(r, "prompt_tokens"),
+                       "sessions": r["sessions"],
                        "interrupted_wall_s": r.get("interrupted_wall_s", 0.0), "finished": r["time"]})
     return {"stages": stages, "wall_s": float(sum(s["wall_s"] for s in stages)),
             "note": "the report stage's own time is in stages.jsonl (it is written after this file)"}
@@ -670,6 +677,7 @@ def _timing_html(s: dict) -> str:
            "thread(s).</p>") if sp else ""
     return (txt + "<table><tr><th>stage</th><th>mode</th><th>wall</th><th>CPU (this process)</th><th>requests</th>"
             "<th>prompt tokens</th><th>sessions</th></tr>" + rows + "</table>"
-            "<p class='small'>A stage run over several sessions (killed and resumed) counts each session up to the "
-            "last file it wrote.</p>")
+            "<p class='small'>A stage run over several sessions (killed and resumed) counts the wall time of each "
+            "session up to the last file it wrote and the requests and tokens of every session; its CPU time is the "
+            "last session's.</p>")
 
