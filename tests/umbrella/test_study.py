@@ -369,3 +369,31 @@ def test_a_stage_killed_and_resumed_counts_every_session(tmp_path, monkeypatch):
 
     assert _all_sessions(done, "llm_calls") == 2400
     assert _all_sessions({"llm_calls": 492, "llm_calls_all_sessions": None}, "llm_calls") == 492  # an older record
+
+
+def test_the_blind_study_readme_is_its_committed_summary():
+    """studies/blind-qwen2.5-coder-1.5b: the registered predictions match their hash, and the README's
+    results table is ``summary_markdown`` of the committed ``results/summary.json`` (the file the
+    study's command wrote), which holds the registered predictions' numbers."""
+    from normlab.study.report import summary_markdown
+
+    d = _paths.REPO / "studies" / "blind-qwen2.5-coder-1.5b"
+    reg = d / "predictions.json"
+    assert _sha(reg) == (d / "predictions.sha256").read_text().split()[0]
+    s = json.loads((d / "results" / "summary.json").read_text())
+    assert s["registration"]["sha256"] == _sha(reg)
+    for page in (d / "README.md", _paths.REPO / "docs" / "guide" / "study.md"):
+        text = page.read_text()
+        block = text.split("<!-- results: summary_markdown(results/summary.json) -->\n")[1].split("<!-- /results -->")[0]
+        assert block == summary_markdown(s), page
+    registered = {p["id"]: p for p in json.loads(reg.read_text())["predictions"]}
+    for r in s["predictions"]:  # the table's registered numbers are the file's
+        p = registered[r["id"]]
+        assert (r["predicted"], r["low"], r["high"]) == (p.get("estimate"), p.get("low"), p.get("high")), r["id"]
+    # the prose beside the table: the sampled attempts against the probe, as summary.json holds them
+    x = next(r for r in s["probe_check"]["divergences"] if r["measure"] == "share of X among valid attempts")
+    said = (f"{x['n']:,}".replace(",", " "), f"{x['observed']:.3f} [{x['low']:.3f}, {x['high']:.3f}]",
+            f"{x['predicted']:.3f}")
+    for page in (d / "README.md", _paths.REPO / "docs" / "guide" / "study.md"):
+        text = " ".join(page.read_text().split())
+        assert all(v in text for v in said), (page, said)

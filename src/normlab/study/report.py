@@ -31,7 +31,7 @@ from ._register import PREDICTION_DIR, PREDICTIONS, PREDICTIONS_SHA
 from ._settings import STAGE_MODES
 from ._stages import ledger, now_iso
 
-__all__ = ["write_report", "SUMMARY_SCHEMA", "rows_html"]
+__all__ = ["write_report", "SUMMARY_SCHEMA", "rows_html", "summary_markdown"]
 
 _NUM = {"type": ["number", "null"]}
 #: JSON schema of ``summary.json`` (draft 2020-12).
@@ -680,4 +680,43 @@ def _timing_html(s: dict) -> str:
             "<p class='small'>A stage run over several sessions (killed and resumed) counts the wall time of each "
             "session up to the last file it wrote and the requests and tokens of every session; its CPU time is the "
             "last session's.</p>")
+
+
+def summary_markdown(s: dict) -> str:
+    """The study's results as Markdown, from its ``summary.json`` (a dict): every registered
+    prediction beside the sample-mode runs and their exact twins, and the scores beside the rivals
+    on the same runs. What ``studies/*/README.md`` and the docs show (a test keeps them equal)."""
+    g = s["glance"]
+    out = [f"{g['inside']} of {g['checked']} registered predictions inside their 95 % interval for this design "
+           f"(sample mode); exact twins {g['exact_inside']} of {g['exact_checked']}.", "",
+           "| quantity | registered [95 % interval] | sample mode [95 % CI] (n) | | exact twin | |",
+           "|---|---|---|---|---|---|"]
+    for r in s["predictions"]:
+        pid, w = r["id"], _none_word(r["id"])
+        q = f"{r['quantity']} {r['key']}".strip()
+        obs = _f(r.get("observed"), 2, w)
+        if r.get("observed_low") is not None:
+            obs += f" [{_f(r['observed_low'], 2, w)}, {_f(r['observed_high'], 2, w)}]"
+        obs += f" ({r['n']})" if r.get("n") is not None else ""
+        word = {True: "inside", False: "**outside**"}
+        out.append(f"| {q} | {_iv(r.get('predicted'), r.get('low'), r.get('high'), pid)} | {obs} | "
+                   f"{word.get(r.get('inside'), '—')} | {_f(r.get('exact_observed'), 2, w)} | "
+                   f"{word.get(r.get('exact_inside'), '—')} |")
+    out += ["", "| runs | forecaster | n | Brier | log score | Brier − normlab's (se) | log − normlab's (se) |",
+            "|---|---|---|---|---|---|---|"]
+    seen = set()
+    for key in ("committed_beside_direction_rule", "all_runs"):
+        for r in (s["scores"].get(key) or {}).get("comparison") or []:
+            tag = (r["target"], r["forecaster"])
+            if r["majority"] != "all" or tag in seen:
+                continue
+            seen.add(tag)
+            what = "committed" if r["target"] == "flip" else "populations"
+            d = ("—" if r["brier_diff"] is None else f"{r['brier_diff']:+.3f} ({r['brier_diff_se']:.3f})")
+            ld = ("—" if r["log_diff"] is None else f"{r['log_diff']:+.3f} ({r['log_diff_se']:.3f})")
+            out.append(f"| {what} | {r['forecaster']} | {r['n']} | {r['brier']:.3f} | {r['log_score']:.3f} | {d} | {ld} |")
+    c = s["cost"]
+    out += ["", f"{c['llm_calls']:,} requests, {c['prompt_tokens']:,} prompt tokens "
+                f"({c['cached_tokens']:,} from the prompt cache)."]
+    return "\n".join(out) + "\n"
 
