@@ -92,7 +92,8 @@ class RunSource:
         The experiment whose published-rule critical mass is sought (the simulated runs of the
         search follow it: run lengths are caps, ``design.stop`` how a run ends early).
     runs_available : int
-        Committed-minority runs the source could play in all (at least one committed agent).
+        Runs of the committed grid the source could play in all (the design's counts, 0 included
+        where it is tested: a run there is paid like any other).
     label : str
         One line naming the source.
     """
@@ -301,7 +302,8 @@ class LLMSource(RunSource):
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"out {self.out} exists and is not a directory")
         self.design = ExperimentDesign.paper(majority, challenger, self.n_agents, runs=R, window=W, stop="streak")
-        self.runs_available = R * (self.n_agents - 1)
+        # the whole committed grid, count 0 included: a run there costs what any run costs (as a replay's)
+        self.runs_available = int(sum(self.design.runs[c] for c in self.design.counts))
         self.endpoint = endpoint
         self.mode = mode
         self.sampling = dict(sampling or {})

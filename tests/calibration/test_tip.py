@@ -369,3 +369,15 @@ def test_half_strategy_and_no_confirm(archive):
     for st in res.steps[:-1]:
         assert st["next"]["why"] == "half" and not st["tight"]
     assert res.runs_used == sum(res.counts.values())
+
+
+def test_a_live_source_offers_the_whole_committed_grid(tmp_path):
+    """A live search's runs_available is its design's grid, count 0 included (a run there is paid like
+    any other, as in a replay). Before: R * (N - 1), 28 where the design held 32 runs (N = 8, R = 4)."""
+    from normlab.calibration.tip.sources import LLMSource
+    from normlab.llm_runs import EndpointConfig
+
+    src = LLMSource(names=["X", "Y"], majority="Y", memory=2, n_agents=8, out=tmp_path, runs_per_count=4,
+                    window=30, endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"))
+    assert list(src.design.counts) == list(range(8))
+    assert src.runs_available == sum(src.remaining(c) for c in range(8)) == 32
