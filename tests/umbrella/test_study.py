@@ -397,3 +397,8 @@ def test_the_blind_study_readme_is_its_committed_summary():
     for page in (d / "README.md", _paths.REPO / "docs" / "guide" / "study.md"):
         text = " ".join(page.read_text().split())
         assert all(v in text for v in said), (page, said)
+    g = s["glance"]
+    readme = " ".join((_paths.REPO / "README.md").read_text().split())
+    assert (f"{g['checked']} predictions for Qwen2.5-Coder-1.5B-Instruct" in readme
+            and f"{g['inside']} of {g['checked']} inside their intervals in the paper's sample mode, "
+                f"{g['exact_inside']} of {g['exact_checked']} for the exact twins" in readme)

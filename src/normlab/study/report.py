@@ -482,6 +482,7 @@ def _timing(run) -> dict:
                        # every session's requests and tokens (a stage recorded before that count: this session's)
                        "llm_calls": _all_sessions(r, "llm_calls"), "prompt_tokens": _all_sessions(r, "prompt_tokens"),
                        "sessions": r["sessions"],
+                       "all_sessions_counted": r["sessions"] == 1 or r.get("llm_calls_all_sessions") is not None,
                        "interrupted_wall_s": r.get("interrupted_wall_s", 0.0), "finished": r["time"]})
     return {"stages": stages, "wall_s": float(sum(s["wall_s"] for s in stages)),
             "note": "the report stage's own time is in stages.jsonl (it is written after this file)"}
@@ -715,8 +716,17 @@ def summary_markdown(s: dict) -> str:
             d = ("—" if r["brier_diff"] is None else f"{r['brier_diff']:+.3f} ({r['brier_diff_se']:.3f})")
             ld = ("—" if r["log_diff"] is None else f"{r['log_diff']:+.3f} ({r['log_diff_se']:.3f})")
             out.append(f"| {what} | {r['forecaster']} | {r['n']} | {r['brier']:.3f} | {r['log_score']:.3f} | {d} | {ld} |")
+    out += ["", "| stage | wall | requests | sessions |", "|---|---|---|---|"]
+    partial = False
+    for r in s["timing"]["stages"]:
+        # a stage killed and resumed before every session was counted: the last session's only
+        star = "" if r.get("all_sessions_counted", r["sessions"] == 1) else "*"
+        partial = partial or bool(star)
+        out.append(f"| {r['stage']} | {_sec(r['wall_s'])}{star} | {r['llm_calls']:,}{star} | {r['sessions']} |")
     c = s["cost"]
-    out += ["", f"{c['llm_calls']:,} requests, {c['prompt_tokens']:,} prompt tokens "
-                f"({c['cached_tokens']:,} from the prompt cache)."]
+    out += ["", f"{c['llm_calls']:,} requests in all, {c['prompt_tokens']:,} prompt tokens "
+                f"({c['cached_tokens']:,} from the prompt cache)."
+            + (" \\* The last session of a stage killed and resumed (recorded before normlab counted every "
+               "session): its earlier sessions' time and requests are not in the row." if partial else "")]
     return "\n".join(out) + "\n"
 
