@@ -169,7 +169,9 @@ def why_missed(row: dict, adequacy_failures: pd.DataFrame, divergences: pd.DataF
         bits.append(f"{invalid_share:.1%} of the sampled decisions stayed invalid after the re-asks (failed "
                     "interactions the exact table does not have)")
     p_chance = float(binom.sf(n_outside - 1, n_rows, 0.05)) if n_rows else 1.0
-    bits.append(f"chance alone: {n_outside} of {n_rows} outside their 95% interval has probability {p_chance:.2f}")
+    bits.append(f"chance alone: {n_outside} of {n_rows} outside their 95% interval has probability {p_chance:.2f} if the "
+                f"{n_rows} were independent (they are not: the consensus rows share one set of populations, a critical "
+                "mass rests on the flips' runs; misses that come together make the chance larger)")
     return "; ".join(bits)
 
 

@@ -492,8 +492,10 @@ def _glance(s: dict, st) -> list[str]:
     g = s["glance"]
     out = [f"<b>{g['inside']} of {g['checked']}</b> registered predictions fell inside their 95% interval for this "
            f"design (sample mode, the paper's protocol); {g['outside']} outside"
-           + (f" (with every prediction right, {g['outside']} or more of {g['checked']} outside has probability "
-              f"{g['p_chance_outside']:.2f})" if g.get("p_chance_outside") is not None and g["outside"] else "") + "."]
+           + (f" (with every prediction right and the {g['checked']} independent, {g['outside']} or more outside has "
+              f"probability {g['p_chance_outside']:.2f}; they are not independent -- the consensus rows share one set "
+              "of populations, a critical mass rests on the flips' runs -- so misses come together and the chance is larger)"
+              if g.get("p_chance_outside") is not None and g["outside"] else "") + "."]
     out.append(f"Exact twins (the same runs answered from the probed table): {g['exact_inside']} of {g['exact_checked']} "
                "inside -- the consistency check of the theory and the runner, not a test of the model.")
     for k in ("committed_beside_direction_rule", "all_runs"):
