@@ -62,7 +62,7 @@ class TipResult:
         Committed count -> runs played there.
     steps : tuple of dict
         One record per step (step 0: before any committed run): the estimate, interval,
-        ``credible_set``, ``p_set``, ``tight``, ``p_beyond``, ``p_within_one`` (P(|CM - estimate| <= 1),
+        ``credible_set``, ``p_set``, ``tight``, ``p_beyond``, ``p_within_one`` (``P(|CM - estimate| <= 1)``,
         for comparison), ``p_met`` per count, runs and tokens used so far, what was played and
         what comes next (or why the search stopped).
     curves : pandas.DataFrame
