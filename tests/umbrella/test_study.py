@@ -402,3 +402,10 @@ def test_the_blind_study_readme_is_its_committed_summary():
     assert (f"{g['checked']} predictions for Qwen2.5-Coder-1.5B-Instruct" in readme
             and f"{g['inside']} of {g['checked']} inside their intervals in the paper's sample mode, "
                 f"{g['exact_inside']} of {g['exact_checked']} for the exact twins" in readme)
+    ad = s["adequacy"]
+    f = ad["exact_failures"]
+    said = ("runs fail none" if not ad["sample_failures"] else None, f"The exact twins, the control, fail {len(f)}",
+            f"{f[0]['observed']:.2f} against {f[0]['sim_mean']:.2f} simulated", f"p = {f[0]['p_value']:.3f} each")
+    text = " ".join((d / "README.md").read_text().split())
+    assert None not in said and all(v in text for v in said), said
+    assert {(x["direction"], x["committed"], round(x["p_value"], 3)) for x in f} == {("overturn_Y", 2, 0.01)}
