@@ -437,16 +437,20 @@ def randomised_rank(draws, y, u: float) -> float:
 
 
 def discrete_interval(values, probs, level: float) -> tuple[float, float]:
-    """Equal-tailed interval of a discrete distribution by the inverted CDF (the quantile rule of
-    the predictions: the smallest value whose CDF reaches ``(1 - level) / 2``, and ``(1 + level) / 2``)."""
+    """Equal-tailed interval of a discrete distribution by the inverted CDF, the quantile rule of
+    the predictions (``numpy.quantile(draws, a, method="inverted_cdf")``, ``a = (1 - level) / 2``
+    and ``1 - a``): the smallest value whose cumulative weight reaches ``a`` (``1 - a``) of the
+    total, ``a`` computed as the predictions compute it, so that with draw counts as ``probs`` the
+    interval is the one a user reads, ties included (tested against numpy)."""
     v = np.asarray(values, float)
     p = np.asarray(probs, float)
     o = np.argsort(v, kind="stable")
-    v, p = v[o], p[o] / p.sum()
-    cdf = np.cumsum(p)
+    v, p = v[o], p[o]
+    cum = np.cumsum(p)
+    n = p.sum()
     a = (1 - level) / 2
-    lo = v[min(int(np.searchsorted(cdf, a - 1e-12)), len(v) - 1)]
-    hi = v[min(int(np.searchsorted(cdf, 1 - a - 1e-12)), len(v) - 1)]
+    lo = v[min(int(np.searchsorted(cum, n * a, side="left")), len(v) - 1)]
+    hi = v[min(int(np.searchsorted(cum, n * (1 - a), side="left")), len(v) - 1)]
     return float(lo), float(hi)
 
 

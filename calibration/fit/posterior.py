@@ -713,7 +713,7 @@ class StrategyFit:
 
 # ----------------------------------------------------------------------------- posterior predictive checks
 def posterior_predictive_check(fit: StrategyFit, counts: StateCounts | None = None, *, n_draws: int = 400,
-                               level: float = 0.95, rng=None) -> pd.DataFrame:
+                               level: float = 0.95, run_effects="fit", rng=None) -> pd.DataFrame:
     """Replicate the per-state counts from the posterior and compare with the observed ones.
 
     For every observed state, ``n_draws`` replicated counts of name 1 are drawn
@@ -722,6 +722,13 @@ def posterior_predictive_check(fit: StrategyFit, counts: StateCounts | None = No
     same is aggregated per memory length (the production of name 1 at the k-th move, as in the
     rows of Flint Ashery et al. 2025, Table 1).
 
+    A fit with run effects in the model (a joint fit: its table is a typical run's, every run plays
+    its own shift ``b`` and sharpness ``kappa`` of the logit) is checked against its pooled counts
+    with the population's probability ``E[sigmoid(kappa * logit p_s + b)]`` over the effects of
+    each draw (Gauss-Hermite, 9 x 9 nodes): the table alone would be a typical run's, not the mix
+    of runs the counts pool. The replicated counts stay binomial, so the runs' extra spread is
+    not in the intervals.
+
     Parameters
     ----------
     fit : StrategyFit
@@ -729,6 +736,9 @@ def posterior_predictive_check(fit: StrategyFit, counts: StateCounts | None = No
         Data to check against (default: the fit's training counts).
     n_draws : int, optional
     level : float, optional
+    run_effects : {"fit", None}, optional
+        ``"fit"`` (default): the fit's stored run effects (``meta["run_effects"]``, two-name pools)
+        enter the predicted probabilities as above; None: the table alone.
     rng : optional
 
     Returns
@@ -745,8 +755,17 @@ def posterior_predictive_check(fit: StrategyFit, counts: StateCounts | None = No
     C = fit.counts if counts is None else counts.counts
     if C.shape != fit.counts.shape:
         raise ValueError("counts must be for the fit's names and memory")
+    if run_effects not in ("fit", None):
+        raise ValueError(f"run_effects must be 'fit' or None; got {run_effects!r}")
     g = np.random.default_rng(as_seed_sequence(rng))
-    draws = fit.sample_tables(n_draws, rng=g)[:, :, -1]  # p(last name | s)
+    tabs, index = fit.sample_tables(n_draws, rng=g, return_index=True)
+    draws = tabs[:, :, -1]  # p(last name | s)
+    if run_effects == "fit" and fit.n_names == 2 and isinstance(fit.meta.get("run_effects"), dict):
+        from .run_effects import RunEffects
+
+        eff = RunEffects.from_dict(fit.meta["run_effects"])
+        if eff.active:
+            draws = _marginal_over_run_effects(draws, eff.draws(n_draws, rng=g, index=index))
     n = C.sum(axis=1)
     obs = np.flatnonzero(n > 0)
     rep = g.binomial(np.round(n[obs]).astype(np.int64)[None, :], draws[:, obs])
@@ -775,6 +794,29 @@ def posterior_predictive_check(fit: StrategyFit, counts: StateCounts | None = No
                     "pred_high": qh / tot, "ppp": float((r >= np.round(ob)).mean()),
                     "covered": bool(ql <= np.round(ob) <= qh)})
     return pd.concat([rows, pd.DataFrame(agg)], ignore_index=True)
+
+
+def _marginal_over_run_effects(p: np.ndarray, eff: np.ndarray, nodes: int = 9) -> np.ndarray:
+    """``E[sigmoid(kappa * logit p + b)]`` per draw (rows of ``p``) over ``b ~ N(mu_b, sd_b)``,
+    ``log kappa ~ N(mu_k, sd_k)`` with correlation ``rho`` (``eff``: rows of :meth:`RunEffects.draws`),
+    by Gauss-Hermite quadrature; probabilities 0 and 1 stay."""
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / w.sum()
+    with np.errstate(divide="ignore"):
+        lg = np.log(p) - np.log1p(-p)
+    out = np.empty_like(p)
+    for d in range(p.shape[0]):
+        mu_b, mu_k, sd_b, sd_k, rho = eff[d, :5]
+        acc = np.zeros(p.shape[1])
+        for i in range(nodes):
+            zk = x[i]
+            k = np.exp(mu_k + sd_k * zk)
+            for j in range(nodes):
+                zb = rho * zk + np.sqrt(max(1.0 - rho * rho, 0.0)) * x[j]
+                eta = k * lg[d] + mu_b + sd_b * zb
+                acc += w[i] * w[j] * 0.5 * (1.0 + np.tanh(0.5 * eta))
+        out[d] = np.where(np.isfinite(lg[d]), acc, p[d])
+    return out
 
 
 def _jsonable(o):

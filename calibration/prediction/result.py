@@ -330,7 +330,7 @@ class Prediction:
             "critical_mass": cm,
             "flip_curve": curves,
             "relative_strength": strength,
-            "settings": dict(self.settings),
+            "settings": _summary_settings(self.settings),
         }
         return plain(out)
 
@@ -525,3 +525,13 @@ class Prediction:
 # The public home of Prediction is normlab.calibration.prediction: it names the class in the type tag
 # of saved results (normlab.load) and in pickles, so results saved before the split load unchanged.
 Prediction.__module__ = "normlab.calibration.prediction"
+
+
+def _summary_settings(settings) -> dict:
+    """The settings as :meth:`Prediction.summary` shows them: a joint fit's run effects by their
+    estimates and the number of posterior draws, not the draws themselves (kept in ``settings``)."""
+    out = dict(settings)
+    re = out.get("run_effects")
+    if isinstance(re, dict) and isinstance(re.get("sample"), (list, tuple)) and len(re["sample"]):
+        out["run_effects"] = {**{k: v for k, v in re.items() if k != "sample"}, "sample_draws": len(re["sample"])}
+    return out

@@ -236,8 +236,10 @@ def llama31(ainorms_dir):
 
 @pytest.mark.slow
 def test_adequacy_on_llama31_finds_the_strong_convention_miss(llama31):
-    """The baseline fit without run effects is rejected on Llama-3.1's overturn_M runs (runs too
-    alike, flipped runs too clean); with its baselines' run effects it is not."""
+    """The baseline fit without run effects is rejected on Llama-3.1's overturn_M runs (its runs too
+    alike); with its baselines' run effects it is not. (The pooled fit shipped before the joint refit
+    also made the flipped runs too clean -- tipped level above the LLM's at 6 and 8 committed; the
+    joint fit's typical-run table does not, at 6.)"""
     from normlab.calibration import load_fit
 
     fit = load_fit("llama31_70b_QM_H5")
@@ -247,7 +249,6 @@ def test_adequacy_on_llama31_finds_the_strong_convention_miss(llama31):
     assert o[("overturn_M", "last3")] < 0.05
     for k in (6, 8):
         assert c.loc[(k, "final_sd"), "observed"] > c.loc[(k, "final_sd"), "sim_high"]
-        assert c.loc[(k, "tipped_level"), "observed"] < c.loc[(k, "tipped_level"), "sim_low"]
     re = check_adequacy(fit, llama31, majorities=["M"], n_draws=60, rng=1)
     assert re.overall.set_index(["direction", "statistic"]).loc[("overturn_M", "last3"), "p_value"] > 0.05
 

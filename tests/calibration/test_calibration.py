@@ -589,3 +589,32 @@ def test_summary_without_consensus_or_strength_predictions():
                    strength=False, n_runs_flip=4, rng=1)
     s = pred.summary()
     assert s["p_consensus"] == {} and set(s["critical_mass"]) == {"overturn_Q", "overturn_M"}
+
+
+def test_ppc_of_a_joint_fit_averages_the_table_over_its_run_effects():
+    """A joint fit's table is a typical run's; its pooled counts are checked against the table
+    averaged over the run effects of each draw (quadrature = Monte Carlo over the effects), and
+    ``run_effects=None`` gives the table alone, as a fit without effects does."""
+    from normlab.calibration import load_fit, posterior_predictive_check
+    from normlab.calibration.fit.posterior import _marginal_over_run_effects
+
+    p = np.array([[0.02, 0.3, 0.5, 0.9, 1.0]])
+    eff = np.array([[0.1, -0.05, 0.4, 0.3, 0.2, 0.0]])
+    g = np.random.default_rng(0)
+    zk = g.standard_normal(400_000)
+    zb = 0.2 * zk + np.sqrt(1 - 0.04) * g.standard_normal(400_000)
+    k, b = np.exp(-0.05 + 0.3 * zk), 0.1 + 0.4 * zb
+    lg = np.log(p[0, :4] / (1 - p[0, :4]))
+    mc = (1 / (1 + np.exp(-(k[:, None] * lg[None, :] + b[:, None])))).mean(axis=0)
+    q = _marginal_over_run_effects(p, eff)
+    np.testing.assert_allclose(q[0, :4], mc, atol=2e-3)
+    assert q[0, 4] == 1.0 and abs(q[0, 2] - 0.5) > 0.01  # a shift moves even p = 1/2
+    fit = load_fit("llama3_70b_QM_H3")
+    a = posterior_predictive_check(fit, n_draws=50, rng=3)
+    b_ = posterior_predictive_check(fit, n_draws=50, rng=3, run_effects=None)
+    assert not np.allclose(a["pred_mean"], b_["pred_mean"])
+    tab = fit.sample_tables(50, rng=np.random.default_rng(np.random.SeedSequence(3)))[:, :, -1]
+    st = b_[b_.scope == "state"]
+    np.testing.assert_allclose(st["pred_mean"], tab[:, st["state"].to_numpy()].mean(axis=0))
+    with pytest.raises(ValueError, match="run_effects"):
+        posterior_predictive_check(fit, run_effects="yes")

@@ -188,11 +188,10 @@ def test_the_command_behind_readme(ainorms_dir, capsys, monkeypatch):
     assert f"other LLM: coin beats normlab on flips (all directions), 469 runs: log score 0.693 vs {coin.group(1)}" in wins
     lines = [ln.strip() for ln in wins.splitlines()[1:] if ln.startswith("  ")]
     assert not [ln for ln in lines if ln.startswith(("other N:", "other N and H:"))]
-    # the page names the same setting's rival wins: the direction rule and the logistic, on a Q consensus only
+    # the page names the same setting's rival wins: the direction rule, on a Q consensus only
     same = [ln for ln in lines if ln.startswith("same setting:")]
     assert same and all("consensus on Q, the weak convention" in ln for ln in same)
-    assert {ln.split(" beats", 1)[0] for ln in same} == {"same setting: direction rule",
-                                                         "same setting: committed-fraction logistic"}
+    assert {ln.split(" beats", 1)[0] for ln in same} == {"same setting: direction rule"}
     # "other H": the page names no rival win there beyond the base rate's tie on winners
     assert all("base rate of the fit runs beats normlab on consensus winners" in ln
                for ln in lines if ln.startswith("other H:"))

@@ -341,7 +341,7 @@ def test_quickstart_notebook_opens_with_readmes_ten_lines():
 @pytest.mark.slow
 def test_quickstart_notebook_shows_readmes_numbers(tmp_path):
     """Executed, the notebook prints README's numbers, and its prediction card shows the same
-    critical mass as README's printed line (6 [4, 11] for overturning M by the published rule)."""
+    critical mass as README's printed line (7 [4, 11] for overturning M by the published rule)."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(REPO / "notebooks" / "quickstart.ipynb", as_version=4)
