@@ -97,7 +97,6 @@ def llama31_fit(qm_log):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="open (issue 32): a fresh pooled 500-draw fit (no run effects, rng 31) predicts P(consensus on M) 0.887 against the test's bar of 0.9 (40 of 40 observed); the bar is not yet replaced by a predictive check of 40 runs")
 def test_llama31_fit_on_baselines_predicts_the_committed_runs(qm_log, llama31_fit):
     from normlab.llm_runs.published.ainorms import first_round_reaching, mean_success_by_round
 
@@ -105,9 +104,12 @@ def test_llama31_fit_on_baselines_predicts_the_committed_runs(qm_log, llama31_fi
     assert fit.diagnostics["r_hat_max"] < 1.05 and fit.diagnostics["divergences"] == 0
     p = predict(fit, n_agents=24, n_draws=100, n_runs_flip=12, strength=False, rng=5)
     b = select_runs(qm_log, names=QM, memory=5, n_agents=24, model=L31, fit_on="baseline")
-    # collective bias: 40/40 consensus on M observed
+    # collective bias: 40/40 consensus on M observed, and 40 of 40 is not in the predictive's tail (the
+    # chance of 40 M consensus in 40 runs, averaged over the posterior draws); M the likelier winner
     assert (b.runs["consensus"] == "M").sum() == 40
-    assert p.p_consensus()["M"] >= 0.9
+    m = p.consensus[p.consensus["name"] == "M"]
+    p40 = float(np.mean((m["runs"] / m["n_runs"]).to_numpy(float) ** 40))
+    assert p40 > 0.05 and p.p_consensus()["M"] > 0.5, (p40, p.p_consensus())
     r95 = p.rounds_to_95()
     obs95 = first_round_reaching(mean_success_by_round(b), 0.95)
     assert r95["low"] <= obs95 <= r95["high"]
