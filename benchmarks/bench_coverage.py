@@ -163,6 +163,7 @@ class Truth:
     effects: np.ndarray | None = None
     order_bias: float = 0.0
     source: str | None = None  # the shipped fit (in-family truths)
+    shared_baselines: bool = False  # the convergence runs share one cell's part omega of the effects
     llm: str | None = None
     info: dict = dataclasses.field(default_factory=dict)
 
@@ -268,6 +269,7 @@ def make_truth(family: str, index: int, cfg: dict, g) -> Truth:
             e[2], e[3] = 2 * max(e[2], 0.15), 2 * max(e[3], 0.1)
             e[4], e[5] = 0.6, 1.0
             t.effects = e
+            t.shared_baselines = True  # the convergence runs too are one session: the fit sees no spread
         if family == "shared_order":
             t.order_bias = float(g.uniform(0.5, 1.5))
         t.info = {"effects": None if t.effects is None else [round(float(v), 4) for v in t.effects],
@@ -337,8 +339,12 @@ def simulate_log(truth: Truth, cfg: dict, g, *, grid: bool = True, model: str | 
                 lg.runs["committed_name"] = None
             parts.append(lg)
 
-    add(_play(truth, cfg["baselines"], count=0, initial="empty", challenger=None,
-              max_interactions=cfg["baseline_rounds"] * N, stop="streak", g=g, record=True), "baseline", 0, None)
+    # in the fitted family the convergence runs are independent (the fit reads their spread as the
+    # whole between-run spread); the committed counts are cells sharing a part omega of the effects
+    nb = cfg["baselines"]
+    add(_play(truth, nb, count=0, initial="empty", challenger=None, max_interactions=cfg["baseline_rounds"] * N,
+              stop="streak", g=g, record=True, cells=[nb] if truth.shared_baselines else [1] * nb),
+        "baseline", 0, None)
     if grid:
         for maj in NAMES:
             ch = NAMES[1 - NAMES.index(maj)]
@@ -607,16 +613,43 @@ def tip_row(res, truth_cm: float, g, F=None) -> dict:
 
 
 # ============================================================================ one truth
-def _calibrate(log, truth: Truth, cfg: dict, seed, *, llm=None):
+def _views(sbc: str, family: str, truth: Truth) -> list:
+    """The views of one truth (``--sbc``): ``user`` and ``posterior`` refit (posterior only for
+    in-family truths); ``prediction`` predicts from the source posterior itself (truths with a source)."""
+    asked = {"user": ["user"], "posterior": ["posterior"], "both": ["user", "posterior"],
+             "prediction": ["prediction"], "all": ["user", "posterior", "prediction"]}[sbc]
+    out = []
+    for v in asked:
+        if v == "posterior" and family != "posterior":
+            v = "user" if sbc == "posterior" else None
+        if v == "prediction" and truth.source is None:
+            v = None
+        if v and v not in out:
+            out.append(v)
+    return out
+
+
+def _source_of(truth: Truth, cfg: dict):
+    return _tiny_source(cfg)[0] if cfg["tiny"] else _source_fit(truth.source)
+
+
+def _calibrate(log, truth: Truth, cfg: dict, seed, *, llm=None, fit=None):
     from normlab.calibration import calibrate
 
     fk = {}
+    # --assume-monotone: the saturation shortcut predict used by default before (flip frequencies above
+    # two all-flipped counts filled in as 1), kept to measure what it did
+    pk = {"assume_monotone": True} if cfg.get("assume_monotone") else None
+    if fit is not None:
+        return calibrate(log, names=NAMES, memory=truth.memory, n_agents=cfg["n_agents"], fit_on="baseline",
+                         model=fit.kind, n_draws=int(cfg["draws"]), fit=fit, sensitivity=False,
+                         compare_observed=True, predict_kwargs=pk, rng=seed)
     if cfg["fit_model"] != "empirical":
         fk = {"draws": int(cfg["nuts_draws"]), "tune": int(cfg["nuts_tune"] or cfg["nuts_draws"]),
               "chains": int(cfg["chains"]), "cores": 1}
     return calibrate(log, names=NAMES, memory=truth.memory, n_agents=cfg["n_agents"], fit_on="baseline",
                      model=cfg["fit_model"], llm=llm, n_draws=int(cfg["draws"]), fit_kwargs=fk, sensitivity=False,
-                     compare_observed=True, rng=seed)
+                     compare_observed=True, predict_kwargs=pk, rng=seed)
 
 
 def _archive_baselines(truth: Truth, cfg: dict):
@@ -674,15 +707,13 @@ def _run_truth(spec: dict) -> dict:
            "source": truth.source, "memory": truth.memory, "info": truth.info, "truth_values": vals,
            "views": {}, "stages": stages, "fingerprint": spec["fingerprint"], "cfg": cfg}
     gr = np.random.default_rng(s_rows)
-    views = ["user"]
-    if cfg["sbc"] in ("posterior", "both") and spec["family"] == "posterior":
-        views.append("posterior")
-    if cfg["sbc"] == "posterior" and spec["family"] == "posterior":
-        views = ["posterior"]
+    views = _views(cfg["sbc"], spec["family"], truth)
     for view in views:
         t = time.perf_counter()
         if view == "user":
             cal = _calibrate(log, truth, cfg, s_cal)
+        elif view == "prediction":  # no fit: the source posterior predicts the experiment it drew the truth from
+            cal = _calibrate(log, truth, cfg, s_cal, fit=_source_of(truth, cfg))
         else:
             base = _archive_baselines(truth, cfg)
             if base is None:
@@ -923,6 +954,15 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
            "n_truths": len(inf), "n_truths_by_family": {f: len(r) for f, r in fam.items()},
            "ranks": {q: v["histogram"] for q, v in ranks(inf, "user").items()},
            "seconds": round(seconds, 1), "seed": seed}
+    pv = [r for r in inf if "rows" in ((r.get("views") or {}).get("prediction") or {})]
+    if pv:
+        out["prediction_sbc"] = coverage_table(pv, "prediction", quantities=("critical_mass", "flip", "consensus"))
+        out["prediction_sbc_ranks"] = {q: v["histogram"] for q, v in ranks(pv, "prediction").items() if q != "tip"}
+        out["prediction_by_family"] = {
+            f: coverage_table([x for x in r if "rows" in ((x.get("views") or {}).get("prediction") or {})],
+                              "prediction", quantities=("critical_mass", "flip", "consensus"))
+            for f, r in fam.items() if f != "posterior" and any(
+                "rows" in ((x.get("views") or {}).get("prediction") or {}) for x in r)}
     post = [r for r in inf if "posterior" in (r.get("views") or {}) and "rows" in r["views"]["posterior"]]
     if post:
         out["posterior_sbc"] = coverage_table(post, "posterior", quantities=("critical_mass", "flip", "consensus"))
@@ -947,7 +987,8 @@ def acceptance(js: dict) -> list:
     """The lines of the acceptance decision: per quantity and level, the observed share with its 95 %
     interval, the expected share under calibration, and the issue's window."""
     lines = []
-    for view, tab in (("user", js.get("coverage_detail") or {}), ("posterior SBC", js.get("posterior_sbc") or {})):
+    for view, tab in (("user", js.get("coverage_detail") or {}), ("posterior SBC", js.get("posterior_sbc") or {}),
+                      ("prediction", js.get("prediction_sbc") or {})):
         for q, v in tab.items():
             for lv, e in v.items():
                 if e.get("share") is None:
@@ -967,7 +1008,8 @@ def print_table(js: dict, file=sys.stdout):
     hdr = f"{'view':<14}{'quantity':<15}{'level':>6}  {'share':>6}  {'95% interval':<17}{'expected':>9}  " \
           f"{'window':<12}{'rows':>6}{'truths':>7}{'zero-w':>8}"
     print(hdr, file=file)
-    for view, tab in (("user", js["coverage_detail"]), ("posterior SBC", js.get("posterior_sbc") or {})):
+    for view, tab in (("user", js["coverage_detail"]), ("posterior SBC", js.get("posterior_sbc") or {}),
+                      ("prediction", js.get("prediction_sbc") or {})):
         for q, v in tab.items():
             for lv, e in v.items():
                 if e.get("share") is None:
@@ -984,6 +1026,10 @@ def print_table(js: dict, file=sys.stdout):
                  is not None]
         print(f"# {f} ({js['n_truths_by_family'][f]} truths), share inside the 95% intervals: " + ", ".join(parts),
               file=file)
+    for f, tab in (js.get("prediction_by_family") or {}).items():
+        parts = [f"{q} {tab[q]['0.95']['share']:.2f}" for q in QUANTITIES if tab.get(q, {}).get("0.95", {}).get("share")
+                 is not None]
+        print(f"# {f}, prediction view, share inside the 95% intervals: " + ", ".join(parts), file=file)
 
 
 # ============================================================================ the run
@@ -1210,9 +1256,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tip-draws", type=int, default=None, help="posterior draws per tip step (200)")
     ap.add_argument("--tip-directions", default=None, help="M (default: the strong convention), both, or none")
     ap.add_argument("--truth-runs", type=int, default=None, help="runs behind each true probability (1000)")
-    ap.add_argument("--sbc", choices=["user", "posterior", "both"], default=None,
+    ap.add_argument("--sbc", choices=["user", "posterior", "both", "prediction", "all"], default=None,
                     help="user: calibrate on the simulated runs alone (the headline); posterior: on the shipped "
-                         "model's archive baselines plus them (posterior SBC); both (default user)")
+                         "model's archive baselines plus them (posterior SBC); both; prediction: no fit, the "
+                         "source posterior predicts (the prediction step alone); all (default user)")
+    ap.add_argument("--assume-monotone", action="store_true",
+                    help="predict with the saturation shortcut (off by default since issue 32: it biases the flip "
+                         "frequencies under run effects); to measure it")
     ap.add_argument("--results", default=None, help="JSON lines, one per finished truth (resume; --summarise)")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no truth after this many seconds (the finished ones are kept in --results)")
@@ -1236,6 +1286,8 @@ def main(argv=None) -> int:
         v = getattr(a, k)
         if v is not None:
             cfg[k] = v
+    if a.assume_monotone:
+        cfg["assume_monotone"] = True
     if cfg["debug_shrink"] is not None and not 0 < cfg["debug_shrink"] < 1:
         ap.error("--debug-shrink must be in (0, 1)")
     t0 = time.perf_counter()
@@ -1259,7 +1311,9 @@ def main(argv=None) -> int:
         records = run(specs, a.workers, Path(a.results) if a.results else None, max_seconds=a.max_seconds)
     js = summarise(records, cfg, time.perf_counter() - t0, a.seed)
     if a.figure:
-        plot_ranks([r for r in records if r["family"] == "posterior"], a.figure)
+        inf = [r for r in records if r["family"] == "posterior"]
+        view = "user" if any("rows" in ((r.get("views") or {}).get("user") or {}) for r in inf) else "prediction"
+        plot_ranks(inf, a.figure, view=view)
     if a.json is None or a.json != "-":
         print_table(js)
     if a.json is not None:

@@ -93,7 +93,7 @@ class PredictSettings:
     directions: object = None
     consensus: bool = True
     strength: bool = True
-    assume_monotone: bool = True
+    assume_monotone: bool = False
     level: float = 0.95
     flip_level: float = FLIP_LEVEL
     design_runs: int = DESIGN_RUNS

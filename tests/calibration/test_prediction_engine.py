@@ -32,7 +32,8 @@ def fit_h3():
 
 def test_kernel_engine_equals_reference_on_posterior_draws(fit_h3):
     # the shipped fit carries its baselines' run effects, which only the kernel engine plays
-    kw = dict(n_agents=12, n_draws=3, n_runs_consensus=6, n_runs_flip=4, max_rounds=60, run_effects=None, rng=5)
+    kw = dict(n_agents=12, n_draws=3, n_runs_consensus=6, n_runs_flip=4, max_rounds=60, run_effects=None,
+              assume_monotone=True, rng=5)
     a = predict(fit_h3, engine="kernel", **kw)
     b = predict(fit_h3, engine="reference", **kw)
     _assert_same(a, b)
@@ -47,7 +48,7 @@ def test_kernel_engine_equals_reference_on_posterior_draws(fit_h3):
 
 
 @pytest.mark.parametrize("kw", [
-    dict(consensus=False, strength=False, assume_monotone=False, committed=[0, 2, 5], design_runs=6, n_runs_flip=3),
+    dict(consensus=False, strength=False, committed=[0, 2, 5], design_runs=6, n_runs_flip=3),
     dict(strength=False, within_rounds=12, max_round=8, committed=[1, 4], directions=["Q"], flip_level=0.75),
 ])
 def test_kernel_engine_equals_reference_across_settings(fit_h3, kw):
@@ -55,6 +56,26 @@ def test_kernel_engine_equals_reference_across_settings(fit_h3, kw):
     base = dict(n_agents=10, n_draws=2, n_runs_consensus=5, n_runs_flip=4, max_rounds=40, rng=9)
     base.update(kw)
     _assert_same(predict(table, engine="kernel", **base), predict(table, engine="reference", **base))
+
+
+def test_every_count_is_simulated_by_default():
+    """Issue 32: the saturation shortcut (two counts where all 16 runs flipped: every larger count
+    "flips every run") hid the runs that do not flip under run effects. By default every count is
+    simulated; with the shortcut the filled counts claim n_flips == n_runs where the simulated ones
+    at the same counts do not."""
+    fit = load_fit("llama31_70b_QM_H5")
+    kw = dict(n_agents=24, n_draws=12, consensus=False, strength=False, directions=["M"], rng=3)
+    full = predict(fit, **kw)
+    assert full.settings["assume_monotone"] is False
+    assert full.flips["simulated"].all()
+    short = predict(fit, assume_monotone=True, **kw)
+    filled = short.flips[~short.flips["simulated"]]
+    assert len(filled) and (filled["n_flips"] == filled["n_runs"]).all()
+    key = ["draw", "majority", "challenger", "committed"]
+    same = full.flips.merge(filled[key], on=key)
+    assert len(same) == len(filled) and (same["n_flips"] < same["n_runs"]).any()
+    # the shortcut changes nothing else: the critical masses are read before it starts
+    pd.testing.assert_frame_equal(full.critical_mass_draws, short.critical_mass_draws)
 
 
 def test_kernel_engine_three_names_and_executor():
