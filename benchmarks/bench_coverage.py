@@ -45,8 +45,9 @@ For each truth the benchmark simulates **the paper's experiment** with :func:`no
 (stopped at a 3N success streak, at most 60 rounds) and, for both directions, every committed
 count 0 .. N - 1 with 10 runs of at most 30 rounds from a consensus (stopped at a 3N streak when
 someone is committed) -- the log a user would hand to ``normlab calibrate``. Beside it, what the
-truth *is*: P(flip within 30 rounds) at every count and direction and P(consensus on each name)
-within 200 rounds, each from ``--truth-runs`` (1 000) runs; and a second, independent full grid
+truth *is*: P(flip within 30 rounds) at every count and direction (of one experiment cell: the
+count's shared part of the run effects drawn once) and P(consensus on each name) within 200
+rounds (of independent runs), each from ``--truth-runs`` (1 000) runs; and a second, independent full grid
 (archive B) of the strong direction (overturn M), whose published-rule critical mass is the truth
 ``tip`` is scored against.
 
@@ -78,19 +79,31 @@ randomised rank of the truth among the draws (``(#{x < y} + U (#{x == y} + 1)) /
 the Beta PIT for flips and consensus), 20-bin histograms and ECDF differences with simultaneous
 95 % bands (Säilynoja, Bürkner & Vehtari 2022) in ``--figure``.
 
-Two views of each in-family truth (``--sbc``): **user** (the headline, ``coverage``): calibrate
-on the simulated runs alone, as a user with new data would; and **posterior** (``posterior_sbc``):
+Three views of each in-family truth (``--sbc``): **user** (the headline, ``coverage``): calibrate
+on the simulated runs alone, as a user with new data would; **posterior** (``posterior_sbc``):
 calibrate on the shipped model's own archive baselines plus the simulated ones -- exactly
 calibrated when the truth is a draw of the posterior given those baselines and the fit kind is
 the shipped one (posterior SBC: Säilynoja, Schmitt, Bürkner & Vehtari 2025), so a departure
-there is the method's, not the truths' distribution's.
+there is the method's, not the truths' distribution's; and **prediction** (``prediction_sbc``):
+no fit at all -- the source posterior the truth was drawn from predicts the simulated experiment
+(``calibrate(..., fit=source)``), so the truth is one more draw of the prediction's own
+predictive distribution and every interval must hold at least its level (the flip and consensus
+intervals, of one cell's frequency, more: they are compared with the probability itself). It
+checks the prediction step alone -- the simulation engine, the run effects, the design, the
+readings -- in seconds per truth, where a fit costs minutes (``--sbc all``: the three).
+
+In the fitted family the 40 convergence runs are independent runs: each plays its own draw of the
+run effects, since the fit reads their spread as the whole between-run spread. The committed runs
+of one count are one cell sharing a part ``omega`` of it, as the predictions play them. The
+``run_effects`` family makes the convergence runs one cell too (a session effect the fit cannot
+see: within one cell it only sees the runs' own part).
 
 ``--debug-shrink F`` plants an over-confident forecaster: every predictive distribution pulled
 towards its median to ``F`` of its spread. The benchmark must see it (``tests/umbrella/test_benchmarks.py``).
 
 JSON: ``coverage.{critical_mass,flip,consensus,tip}.{0.5,0.8,0.95}`` (in-family, user view),
 ``coverage_detail`` (share, interval, expected, rows, truths, zero-width share, the issue's
-window), ``posterior_sbc``, ``by_family``, ``ranks``, ``acceptance``, ``n_truths``, ``seconds``
+window), ``posterior_sbc``, ``prediction_sbc`` (and ``prediction_by_family``), ``by_family``, ``ranks``, ``acceptance``, ``n_truths``, ``seconds``
 (wall), ``stage_seconds`` (per truth and stage), ``seed``, ``settings``.
 
 References
@@ -135,7 +148,7 @@ DEFAULTS = dict(n_agents=24, runs_per_count=10, baselines=40, baseline_rounds=60
                 effect_tables=100)
 TINY = dict(n_agents=8, runs_per_count=4, baselines=40, baseline_rounds=60, window=30, truth_runs=300,
             consensus_rounds=200, fit_model="empirical", draws=40, tip_draws=40, tiny=True, effect_tables=30,
-            sbc="both")
+            sbc="all")
 
 
 # ============================================================================ truths
@@ -359,17 +372,18 @@ def simulate_log(truth: Truth, cfg: dict, g, *, grid: bool = True, model: str | 
 
 
 def truth_values(truth: Truth, cfg: dict, g) -> dict:
-    """What the truth is: P(flip within the window) per direction and count, P(consensus on each
-    name) within ``consensus_rounds``; each from ``truth_runs`` runs (``effect_tables`` effect
-    draws of as many runs each where runs differ)."""
+    """What the truth is: P(flip within the window) per direction and count -- the flip probability
+    of one experiment cell, the committed runs of a count sharing a part ``omega`` of their run
+    effects (drawn once per count) with their own parts drawn per run, as the log's counts and the
+    predictions play them -- and P(consensus on each name) within ``consensus_rounds`` of
+    independent convergence runs (one cell with ``shared_baselines``); each from ``truth_runs``
+    runs (``effect_tables`` effect draws of as many runs each where runs differ)."""
     from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD  # noqa: F401 (the flip rule the game reads)
 
     N, R = cfg["n_agents"], int(cfg["truth_runs"])
     truth.n_agents = N
-    # the effects a run plays, marginally (a cell's shared part and the run's own together): K tables
-    # drawn once, R / K runs each (the table is what varies between runs; the runs of one table are i.i.d.)
+    # K tables, R / K runs each (the table is what varies between runs; the runs of one table are i.i.d.)
     K = max(1, min(int(cfg["effect_tables"]), R)) if truth.effects is not None else 1
-    tables = truth.tables(K, [1] * K, g)
     per = [R // K + (1 if i < R % K else 0) for i in range(K)]
     out = {"flip": {}, "consensus": {}, "runs": R, "effect_tables": K}
     for maj in NAMES:
@@ -380,9 +394,10 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
                 out["flip"][f"overturn_{maj}:{c}"] = [R, R]
                 continue
             k = n = 0
+            cell = truth.tables(K, [K], g)  # one cell: its shared part once, the runs' own parts
             for r in _play(truth, R, count=c, initial=f"consensus:{maj}", challenger=ch,
                            max_interactions=cfg["window"] * N, stop="flip", g=g, record=False, order=True,
-                           tables=tables, runs_per_table=per):
+                           tables=cell, runs_per_table=per):
                 f = r.flipped(within_rounds=cfg["window"])
                 k += int(f.sum())
                 n += len(f)
@@ -390,6 +405,7 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
             saturated = saturated + 1 if k == n else 0
     won = {nm: 0 for nm in NAMES}
     n = 0
+    tables = truth.tables(K, [K] if truth.shared_baselines else [1] * K, g)
     for r in _play(truth, R, count=0, initial="empty", challenger=None, max_interactions=cfg["consensus_rounds"] * N,
                    stop="streak", g=g, record=False, tables=tables, runs_per_table=per):
         for w in _winners(r):
@@ -1032,6 +1048,34 @@ def print_table(js: dict, file=sys.stdout):
         print(f"# {f}, prediction view, share inside the 95% intervals: " + ", ".join(parts), file=file)
 
 
+def markdown_table(js: dict) -> list:
+    """The coverage table as Markdown lines (the docs' tables are this output of a stored summary,
+    ``--summarise RESULTS --markdown``), then one line per wider family and view."""
+    out = ["| view | quantity | level | share | 95% interval | expected | window | rows | truths | zero-width |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for view, tab in (("user", js.get("coverage_detail") or {}), ("posterior SBC", js.get("posterior_sbc") or {}),
+                      ("prediction", js.get("prediction_sbc") or {})):
+        for q, v in tab.items():
+            for lv, e in v.items():
+                if e.get("share") is None:
+                    continue
+                w = e.get("window")
+                ws = f"{w[0]:.2f}-{w[1]:.2f}" if w else ""
+                out.append(f"| {view} | {q} | {float(lv):.2f} | {e['share']:.3f} | [{e['low']:.3f}, {e['high']:.3f}] | "
+                           f"{e['expected']:.3f} | {ws} | {e['rows']} | {e['truths']} | {e['zero_width']:.2f} |")
+    out.append("")
+    for key, view in (("by_family", "user"), ("prediction_by_family", "prediction")):
+        for f, tab in (js.get(key) or {}).items():
+            if f == "posterior":
+                continue
+            parts = [f"{q} {tab[q]['0.95']['share']:.2f}" for q in QUANTITIES
+                     if (tab.get(q, {}).get("0.95", {}) or {}).get("share") is not None]
+            if parts:
+                n = (js.get("n_truths_by_family") or {}).get(f)
+                out.append(f"- {f} ({n} truths), {view} view, share inside the 95% intervals: " + ", ".join(parts))
+    return out
+
+
 # ============================================================================ the run
 def _fingerprint(cfg: dict) -> str:
     import hashlib
@@ -1267,6 +1311,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no truth after this many seconds (the finished ones are kept in --results)")
     ap.add_argument("--summarise", default=None, metavar="RESULTS", help="only summarise a results file")
+    ap.add_argument("--markdown", action="store_true", help="print the coverage table as Markdown (the docs' form)")
     ap.add_argument("--figure", default=None, help="rank histograms and ECDF differences (PNG)")
     ap.add_argument("--json", nargs="?", const="-", default=None, help="print the JSON (or write it to FILE)")
     ap.add_argument("--tiny", action="store_true", help="the CI form: N = 8, H = 2, 8 truths, empirical fit")
@@ -1314,7 +1359,9 @@ def main(argv=None) -> int:
         inf = [r for r in records if r["family"] == "posterior"]
         view = "user" if any("rows" in ((r.get("views") or {}).get("user") or {}) for r in inf) else "prediction"
         plot_ranks(inf, a.figure, view=view)
-    if a.json is None or a.json != "-":
+    if a.markdown:
+        print("\n".join(markdown_table(js)))
+    elif a.json is None or a.json != "-":
         print_table(js)
     if a.json is not None:
         _emit(js, a.json)

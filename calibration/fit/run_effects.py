@@ -44,7 +44,12 @@ posterior draw one row of :attr:`RunEffects.sample` (a joint fit's row paired wi
 How much of ``Sigma`` the runs of one *experiment cell* share (the runs at one committed count are
 usually made together, in one session of the endpoint) cannot be told from one set of runs: it is
 drawn, per posterior draw, as ``omega ~ Uniform(0, 1)`` -- a cell shift with covariance
-``omega Sigma`` plus a run effect with ``(1 - omega) Sigma``.
+``omega Sigma`` plus a run effect with ``(1 - omega) Sigma``. The fitted runs' spread is read as
+the whole ``Sigma``, i.e. as the spread of independent runs, so predicted convergence runs (the
+kind of run the effects were estimated from) are independent runs, each with its own whole
+effect. Were the fitted runs made in one session sharing a part of their effect, the fit would
+see only the rest: ``benchmarks/bench_coverage.py``'s ``run_effects`` family measures what that
+costs (docs/validation/calibration.md).
 
 References
 ----------
@@ -114,7 +119,8 @@ class RunEffects:
     share : str
         How the runs of one experiment cell share their effects in predictions (``"uniform"``:
         a share ``omega ~ U(0, 1)`` of the covariance per posterior draw; ``"none"``: every run
-        independent; ``"all"``: one effect per cell).
+        independent; ``"all"``: one effect per cell). Convergence runs are independent runs
+        under every share (see the module docstring).
     note : str
         Why the effects are zero, when they are.
     sample : numpy.ndarray, shape (M, 5)

@@ -73,24 +73,37 @@ def _experiment(cfg, names):
 
 def _effects(cfg, draw_ids, shape):
     """Per run of every group of every draw its run effect ``(b, kappa)`` (:mod:`.run_effects`), or
-    None: draw ``d`` uses child ``d`` of the effects' seed, so chunks and executors do not matter;
-    every seed group is one experiment cell (the runs of one count, the convergence runs...)."""
+    None: draw ``d`` uses child ``d`` of the effects' seed, so chunks and executors do not matter.
+    Every seed group of committed runs is one experiment cell (the runs of one count share a part
+    ``omega`` of the effects); the convergence runs are independent runs, as the fitted runs the
+    effects were estimated from are read (their spread is the whole between-run spread): each
+    plays its own draw of the whole covariance (drawn after the cells', which keep their values)."""
     draws = cfg.get("effect_draws")
     if draws is None:
         return None
     ss = cfg["effect_seed"]
     sizes = _design_layout(cfg)
+    n_cons = int(sizes[0]) if cfg["consensus"] else 0
     b = np.zeros(shape)
     k = np.ones(shape)
     for a, d in enumerate(draw_ids):
         g = np.random.default_rng(np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (int(d),)))
         bb, kk = run_effect_values(draws[int(d)], sizes, rng=g)
+        if n_cons:
+            bb[:n_cons], kk[:n_cons] = run_effect_values(_whole(draws[int(d)]), np.ones(n_cons, np.int64), rng=g)
         at = 0
         for gi, n in enumerate(sizes):
             b[a, gi, :n] = bb[at:at + n]
             k[a, gi, :n] = kk[at:at + n]
             at += n
     return b, k
+
+
+def _whole(draw):
+    """A draw of the effects with no cell share (``omega = 0``): every run its own whole effect."""
+    w = np.array(draw, float, copy=True)
+    w[5] = 0.0
+    return w
 
 
 def _design_seeds(parent, draw_ids, cfg):

@@ -147,7 +147,9 @@ def test_calibrate_on_a_shipped_table_prints_the_stored_numbers(capsys):
     output (regenerated when the shipped fits gained their run effects, issue 21: every simulated
     run plays its own effect; the numbers before that were identical across the layout change; and
     when ``predict`` stopped filling the counts above two all-flipped ones with 1, issue 32: only the
-    flip curve moved, every critical mass and consensus number stayed)."""
+    flip curve moved, every critical mass and consensus number stayed; and when predicted convergence
+    runs became independent runs, each with its whole effect, issue 32: only the consensus numbers
+    moved)."""
     from normlab.cli import main
 
     assert main(["calibrate", "--table", "llama31_70b_QM_H5", "--n-agents", "24", "--json", "--seed", "1"]) == 0

@@ -294,3 +294,30 @@ def test_lazy_effect_thresholds_certain_states_and_many_runs(monkeypatch):
         pd.testing.assert_frame_equal(getattr(eager, name), getattr(lazy, name), check_exact=True)
     none = predict(tables, **dict(kw, run_effects=None))
     assert not none.flips["n_flips"].equals(lazy.flips["n_flips"])
+
+
+def test_convergence_runs_play_independent_effects():
+    """The committed runs of one count are one cell (with every effect shared, omega = 1, they play
+    one effect); the convergence runs are independent runs, as the fitted runs are read (issue 32),
+    drawn after the cells' effects, which keep the values they had before (the same stream)."""
+    from normlab.calibration.prediction.engine_kernel import _design_layout, _effects
+
+    from normlab.calibration.fit.run_effects import run_effect_values
+
+    def effects(omega):
+        draw = np.array([[0.0, 0.0, 0.5, 0.3, 0.0, omega]])
+        cfg = dict(effect_draws=draw, consensus=True, n_runs_consensus=6, effect_seed=np.random.SeedSequence(7),
+                   n_runs_flip=4, design_runs=4, directions=[("Q", "M")], committed=[1, 2], strength=False)
+        sizes = _design_layout(cfg)
+        g = np.random.default_rng(np.random.SeedSequence(7, spawn_key=(0,)))
+        return _effects(cfg, [0], (1, len(sizes), int(sizes.max()))), run_effect_values(draw[0], sizes, rng=g)
+
+    (b, k), _ = effects(1.0)
+    assert len(set(np.round(b[0, 0, :6], 12))) == 6 and len(set(np.round(k[0, 0, :6], 12))) == 6
+    for grp in (1, 2):
+        assert len(set(np.round(b[0, grp, :4], 12))) == 1 and len(set(np.round(k[0, grp, :4], 12))) == 1
+    assert b[0, 1, 0] != b[0, 2, 0]
+    (b, k), (bb, kk) = effects(0.4)
+    np.testing.assert_array_equal(b[0, 1:, :4].ravel(), bb[6:])
+    np.testing.assert_array_equal(k[0, 1:, :4].ravel(), kk[6:])
+    assert not np.isin(b[0, 0, :6], bb[:6]).any()

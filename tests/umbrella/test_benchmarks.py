@@ -174,7 +174,8 @@ def test_bench_coverage_tiny():
             assert 0 <= res["coverage"][q][lv] <= 1
             d = res["coverage_detail"][q][lv]
             assert d["low"] <= d["share"] <= d["high"] and d["rows"] >= d["truths"] > 0
-    assert set(res["posterior_sbc"]) == {"critical_mass", "flip", "consensus"}
+    assert set(res["posterior_sbc"]) == set(res["prediction_sbc"]) == {"critical_mass", "flip", "consensus"}
+    assert set(res["prediction_by_family"]) == {"run_effects", "shared_order"}  # the wider truths with a source
     assert res["reading_differs"] == 0  # the intervals scored are the ones the user sees
     assert all(len(h) == 20 for h in res["ranks"].values())
     honest, shrunk = res["coverage"]["critical_mass"]["0.95"], res["shrunk"]["coverage"]["critical_mass"]["0.95"]
