@@ -123,6 +123,7 @@ import math
 import os
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -373,9 +374,11 @@ def simulate_log(truth: Truth, cfg: dict, g, *, grid: bool = True, model: str | 
 
 def truth_values(truth: Truth, cfg: dict, g) -> dict:
     """What the truth is: P(flip within the window) per direction and count -- the flip probability
-    of one experiment cell, the committed runs of a count sharing a part ``omega`` of their run
-    effects (drawn once per count) with their own parts drawn per run, as the log's counts and the
-    predictions play them -- and P(consensus on each name) within ``consensus_rounds`` of
+    of one experiment cell, the committed runs sharing a part ``omega`` of their run effects with
+    their own parts drawn per run, as the log's counts and the predictions play them (one cell per
+    direction, the same at every count: a count's probability is a cell's, and the curve over
+    counts stays monotone, so two counts where all runs flipped still end the sweep) -- and
+    P(consensus on each name) within ``consensus_rounds`` of
     independent convergence runs (one cell with ``shared_baselines``); each from ``truth_runs``
     runs (``effect_tables`` effect draws of as many runs each where runs differ)."""
     from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD  # noqa: F401 (the flip rule the game reads)
@@ -389,12 +392,12 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
     for maj in NAMES:
         ch = NAMES[1 - NAMES.index(maj)]
         saturated = 0
+        cell = truth.tables(K, [K], g)  # one cell: its shared part once, the runs' own parts
         for c in range(N):
             if saturated >= 2:  # two counts in a row where every run flipped: larger minorities flip too
                 out["flip"][f"overturn_{maj}:{c}"] = [R, R]
                 continue
             k = n = 0
-            cell = truth.tables(K, [K], g)  # one cell: its shared part once, the runs' own parts
             for r in _play(truth, R, count=c, initial=f"consensus:{maj}", challenger=ch,
                            max_interactions=cfg["window"] * N, stop="flip", g=g, record=False, order=True,
                            tables=cell, runs_per_table=per):
@@ -532,10 +535,15 @@ def _prob_rows(kind, key, k_draws, n_draws, truth_kn, u, F):
     ``k / n`` is the nearest attainable fraction to some point of the interval, with the share a
     calibrated forecast would cover under the same rule (:func:`resolution_coverage`) as
     ``expected``; the rank is the randomised PIT of ``k`` under the beta-binomial predictive."""
+    a, b = _beta(k_draws, n_draws, F)
+    return _prob_rows_ab(kind, key, a, b, truth_kn, u)
+
+
+def _prob_rows_ab(kind, key, a, b, truth_kn, u):
+    """:func:`_prob_rows` from the forecast's Beta ``(a, b)``."""
     from scipy.stats import beta as B
     from scipy.stats import betabinom
 
-    a, b = _beta(k_draws, n_draws, F)
     k, n = (int(v) for v in truth_kn)
     y = k / n
     pit = float((betabinom.cdf(k - 1, n, a, b) if k > 0 else 0.0) + u * betabinom.pmf(k, n, a, b))
@@ -777,6 +785,34 @@ def _run_truth(spec: dict) -> dict:
     return out
 
 
+def rescore(records) -> list:
+    """The records with their flip rows scored again against the truth's flip probabilities as
+    :func:`truth_values` computes them now (same truth, same seed stream; the forecasts, stored as
+    their Beta ``(a, b)``, do not depend on the truth values). For results written before a change
+    of what the true flip probability is; the critical-mass and consensus rows are kept."""
+    out = []
+    for rec in records:
+        cfg = rec["cfg"]
+        entropy, *key = rec["seed"]
+        ss = np.random.SeedSequence(entropy, spawn_key=tuple(key))
+        s_truth, _, s_vals, *_rest = ss.spawn(8)
+        truth = make_truth(rec["family"], rec["index"], cfg, np.random.default_rng(s_truth))
+        vals = truth_values(truth, cfg, np.random.default_rng(s_vals))
+        g = np.random.default_rng(ss.spawn(9)[8])
+        rec = dict(rec, truth_values=vals, rescored=True, views=dict(rec.get("views") or {}))
+        for view, v in list(rec["views"].items()):
+            if "rows" not in v:
+                continue
+            rows = []
+            for r in v["rows"]:
+                if r["quantity"] == "flip" and r["key"] in vals["flip"]:
+                    r = _prob_rows_ab("flip", r["key"], r["a"], r["b"], vals["flip"][r["key"]], float(g.random()))
+                rows.append(r)
+            rec["views"][view] = dict(v, rows=rows)
+        out.append(rec)
+    return out
+
+
 def _log_cm(log, maj, cfg, memory):
     """The critical mass of the replayed log itself (the structural truth, for comparison)."""
     from normlab.calibration import challenger_shares
@@ -850,16 +886,25 @@ def _rows_of(rec: dict, view: str, shrunk: bool) -> list:
     return v.get("rows_shrunk" if shrunk else "rows") or []
 
 
+def _open(row) -> bool:
+    """A flip row whose *forecast* is open: predictive mean in (0.02, 0.98). Rows are selected on the
+    forecast, never on the truth (selecting truths inside (0.02, 0.98) keeps the misses of a
+    forecast near 0 or 1 and drops its hits: coverage biased low)."""
+    m = row["a"] / (row["a"] + row["b"])
+    return bool(0.02 < m < 0.98)
+
+
 def coverage_table(records, view: str = "user", shrunk: bool = False, quantities=QUANTITIES,
                    flip_rows: str = "all") -> dict:
     """Per quantity and level: share covered with its 95 % interval, expected share, rows, truths,
-    zero-width share, and the issue's window."""
+    zero-width share, and the issue's window (``flip_rows="open"``: only the flip rows whose
+    forecast is open, :func:`_open`)."""
     out = {}
     for q in quantities:
         per = []  # per truth: rows of q
         for rec in records:
             rows = _rows_of(rec, "tip" if q == "tip" else view, shrunk)
-            rows = [r for r in rows if r["quantity"] == q and (q != "flip" or flip_rows == "all" or r["nontrivial"])]
+            rows = [r for r in rows if r["quantity"] == q and (q != "flip" or flip_rows == "all" or _open(r))]
             if rows:
                 per.append(rows)
         out[q] = {}
@@ -875,7 +920,7 @@ def coverage_table(records, view: str = "user", shrunk: bool = False, quantities
                 lo, hi = share_interval(k, n)
                 how = "Clopper-Pearson"
             else:
-                lo, hi = cluster_bootstrap(groups, seed=hash((q, lv)) % 2**31)
+                lo, hi = cluster_bootstrap(groups, seed=zlib.crc32(f"{q}:{lv}".encode()))  # not hash(): salted per process
                 how = "bootstrap over truths"
             exp = float(np.mean([r[lv]["expected"] for rows in per for r in rows]))
             zw = float(np.mean([r[lv]["zero_width"] for rows in per for r in rows]))
@@ -929,8 +974,9 @@ def plot_ranks(records, path, view: str = "user"):
     import matplotlib.pyplot as plt
 
     rk = ranks(records, view)
-    fig, axs = plt.subplots(2, len(QUANTITIES), figsize=(3.4 * len(QUANTITIES), 5.6))
-    for j, q in enumerate(QUANTITIES):
+    qs = [q for q in QUANTITIES if rk[q]["values"]] or list(QUANTITIES)  # no empty panel (tip not run)
+    fig, axs = plt.subplots(2, len(qs), figsize=(3.4 * len(qs), 5.6), squeeze=False)
+    for j, q in enumerate(qs):
         v = np.asarray(rk[q]["values"], float)
         ax = axs[0, j]
         n = len(v)
@@ -965,7 +1011,7 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
     cov = {q: {lv: (None if e["share"] is None else round(e["share"], 4)) for lv, e in v.items()}
            for q, v in detail.items()}
     out = {"coverage": cov, "coverage_detail": detail,
-           "coverage_flip_nontrivial": coverage_table(inf, "user", quantities=("flip",), flip_rows="nontrivial"),
+           "coverage_flip_open": coverage_table(inf, "user", quantities=("flip",), flip_rows="open"),
            "by_family": {f: coverage_table(r, "user") for f, r in fam.items() if r},
            "n_truths": len(inf), "n_truths_by_family": {f: len(r) for f, r in fam.items()},
            "ranks": {q: v["histogram"] for q, v in ranks(inf, "user").items()},
@@ -973,6 +1019,8 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
     pv = [r for r in inf if "rows" in ((r.get("views") or {}).get("prediction") or {})]
     if pv:
         out["prediction_sbc"] = coverage_table(pv, "prediction", quantities=("critical_mass", "flip", "consensus"))
+        out["prediction_flip_open"] = coverage_table(pv, "prediction", quantities=("flip",),
+                                                           flip_rows="open")
         out["prediction_sbc_ranks"] = {q: v["histogram"] for q, v in ranks(pv, "prediction").items() if q != "tip"}
         out["prediction_by_family"] = {
             f: coverage_table([x for x in r if "rows" in ((x.get("views") or {}).get("prediction") or {})],
@@ -1053,8 +1101,16 @@ def markdown_table(js: dict) -> list:
     ``--summarise RESULTS --markdown``), then one line per wider family and view."""
     out = ["| view | quantity | level | share | 95% interval | expected | window | rows | truths | zero-width |",
            "|---|---|---|---|---|---|---|---|---|---|"]
+    opened = {"user": (js.get("coverage_flip_open") or {}).get("flip"),
+              "prediction": (js.get("prediction_flip_open") or {}).get("flip")}
     for view, tab in (("user", js.get("coverage_detail") or {}), ("posterior SBC", js.get("posterior_sbc") or {}),
                       ("prediction", js.get("prediction_sbc") or {})):
+        tab = dict(tab)
+        if opened.get(view) and "flip" in tab:  # the flip rows whose forecast is open, after all flip rows
+            tab = {k: v for k, v in tab.items()}
+            items = list(tab.items())
+            i = [k for k, _ in items].index("flip") + 1
+            tab = dict(items[:i] + [("flip, open forecast", opened[view])] + items[i:])
         for q, v in tab.items():
             for lv, e in v.items():
                 if e.get("share") is None:
@@ -1311,6 +1367,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no truth after this many seconds (the finished ones are kept in --results)")
     ap.add_argument("--summarise", default=None, metavar="RESULTS", help="only summarise a results file")
+    ap.add_argument("--rescore", nargs=2, default=None, metavar=("RESULTS", "OUT"),
+                    help="score the flip rows of RESULTS again with this code's truth values (rescore()); write OUT")
     ap.add_argument("--markdown", action="store_true", help="print the coverage table as Markdown (the docs' form)")
     ap.add_argument("--figure", default=None, help="rank histograms and ECDF differences (PNG)")
     ap.add_argument("--json", nargs="?", const="-", default=None, help="print the JSON (or write it to FILE)")
@@ -1348,6 +1406,14 @@ def main(argv=None) -> int:
         ap.error(f"unknown families {sorted(bad)}; known: {list(FAMILIES)}")
     T = 8 if a.tiny and "--truths" not in (argv or sys.argv) else a.truths
     W = (1 if a.tiny else max(1, T // 4)) if a.wider is None else a.wider
+    if a.rescore:
+        src, dst = a.rescore
+        recs = [json.loads(x) for x in Path(src).read_text().splitlines() if x.strip()]
+        with Path(dst).open("w") as fh:
+            for rec in recs:
+                fh.write(json.dumps(rescore([rec])[0]) + "\n")
+        print(f"# {len(recs)} truths rescored into {dst}", file=sys.stderr)
+        return 0
     if a.summarise:
         records = [json.loads(x) for x in Path(a.summarise).read_text().splitlines() if x.strip()]
         cfg = records[0].get("cfg", cfg) if records else cfg

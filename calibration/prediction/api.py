@@ -122,10 +122,9 @@ def predict(fit, *, n_agents: int, n_draws: int = 200, within_rounds: int = 30, 
     assume_monotone : bool, optional
         Stop a sweep after two consecutive counts where every run flipped and the published
         rule was met (saturation; larger counts are counted as flipping every run). Off by
-        default: with run effects it pins the flip frequencies above the saturation to 1 and
-        their 95 % intervals cover about 0.81 of truths drawn from the same posterior, against
-        0.98 when every count is simulated (``docs/validation/calibration.md``, "the prediction
-        step"); it saves about 15 % of ``predict``'s time.
+        default: with run effects it pins the flip frequencies above the saturation to 1 where
+        a cell of larger minorities need not flip every run (``docs/validation/calibration.md``,
+        "What the first default-fit truths found"); it saves 15-20 % of ``predict``'s time.
     level : float, optional
         Credible level of the reported intervals.
     flip_level : float, optional

@@ -189,3 +189,29 @@ def test_bench_coverage_tiny():
         for k in ("seconds", "stage_seconds", "settings"):
             x.pop(k, None)
     assert a == b
+
+
+def test_calibration_page_tables_are_the_stored_summaries():
+    """The coverage tables of docs/validation/calibration.md (and README's) are
+    ``bench_coverage.py --summarise ... --markdown`` of the summaries the runs wrote with ``--json``
+    (docs/validation/_data/): every line of the rendered table is on the page, and each summary
+    is the run the page's command describes."""
+    from _docs import docs_page
+
+    bc = _coverage_module()
+    page = docs_page("validation/calibration.md")
+    readme = (_paths.REPO / "README.md").read_text()
+    data = _paths.REPO / "docs" / "validation" / "_data"
+    want = {"sbc_prediction.json": (2026, 200, "prediction"), "sbc_user.json": (2026, None, "user"),
+            "sbc_tiny.json": (1, 8, "all")}
+    for name, (seed, n, sbc) in want.items():
+        js = json.loads((data / name).read_text())
+        assert js["seed"] == seed and js["settings"]["sbc"] == sbc, name
+        if n is not None:
+            assert js["n_truths"] >= n, name
+        for line in bc.markdown_table(js):
+            assert line in page, f"{name}: docs/validation/calibration.md lacks\n{line}"
+    pred = json.loads((data / "sbc_prediction.json").read_text())
+    for line in bc.markdown_table(pred)[2:]:
+        if line.startswith("| prediction |") and ("| 0.95 |" in line or "| 0.80 |" in line):
+            assert line in readme, f"README lacks\n{line}"
