@@ -348,9 +348,14 @@ def test_predict_published_rule_per_draw_and_full_sweep(true_table):
         exp = g["committed"].to_numpy()[ok].min() if ok.any() else np.inf
         assert row["published"].iloc[0] == exp
         assert (g["published_success"] == (g["published_last3"] >= 2.849)).all()
-        # saturation: the sweep stops simulating after two all-flip counts
-        sim = g["simulated"].to_numpy()
+        assert g["simulated"].all()  # every count simulated by default (issue 32)
+    # with the saturation shortcut the sweep stops simulating after two all-flip counts
+    q = predict(true_table, n_agents=N, n_draws=3, n_runs_flip=4, design_runs=10, consensus=False, strength=False,
+                assume_monotone=True, rng=11)
+    for _, g in q.flips.groupby(["draw", "majority"]):
+        sim = g.sort_values("committed")["simulated"].to_numpy()
         assert not sim[-1] and sim[0]
+    pd.testing.assert_frame_equal(q.critical_mass_draws, p.critical_mass_draws)
     assert p.settings["max_round"] == 30 and p.settings["design_runs"] == 10
     with pytest.raises(ValueError, match="criterion must be one of"):
         p.critical_mass("bogus")
