@@ -181,6 +181,7 @@ def main(argv=None) -> int:
         "stub_cpu_ms_per_decision": round(med(stub_r), 3),
         "baseline_cpu_ms_per_request": round(med(base), 3),
         "baseline_cpu_ms_per_decision": round(med(base) * per_dec, 3),
+        "baseline_cpu_ms_per_decision_all_reps": [round(x * per_dec, 3) for x in base],
         "baseline_stub_cpu_ms_per_request": round(med(stub_b), 3),
         # the runner against the bare client on the same machine, same minute (machine speed cancels)
         "runner_to_baseline_ratio": round(med(r_ / (b_ * per_dec) for r_, b_ in zip(runner, base)), 2),

@@ -164,7 +164,9 @@ def test_runner_cpu_benchmark_prints_its_figures():
         parts = rep["runner_play_cpu_ms_per_decision"] + rep["runner_tables_cpu_ms_per_decision"]
         assert abs(parts - runner) <= max(0.01, 0.05 * runner), rep
         assert rep["runner_tables_cpu_ms_per_decision"] >= 0 and rep["stub_cpu_ms_per_decision"] > 0
-        ratio = runner / rep["baseline_cpu_ms_per_decision"]
+        # the ratio pairs each repetition with the bare client's of the same minute: the median of the
+        # per-repetition ratios, not the ratio of the medians (those differ by 10 % on a busy machine)
+        ratio = statistics.median(r / b for r, b in zip(allr, rep["baseline_cpu_ms_per_decision_all_reps"]))
         assert abs(rep["runner_to_baseline_ratio"] - ratio) <= max(0.01, 0.05 * ratio), rep
         assert rep["baseline_cpu_ms_per_decision"] == pytest.approx(
             rep["baseline_cpu_ms_per_request"] * rep["requests_per_decision"], rel=0.02, abs=0.002)
