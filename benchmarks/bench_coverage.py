@@ -1072,17 +1072,9 @@ def print_table(js: dict, file=sys.stdout):
     hdr = f"{'view':<14}{'quantity':<15}{'level':>6}  {'share':>6}  {'95% interval':<17}{'expected':>9}  " \
           f"{'window':<12}{'rows':>6}{'truths':>7}{'zero-w':>8}"
     print(hdr, file=file)
-    for view, tab in (("user", js["coverage_detail"]), ("posterior SBC", js.get("posterior_sbc") or {}),
-                      ("prediction", js.get("prediction_sbc") or {})):
-        for q, v in tab.items():
-            for lv, e in v.items():
-                if e.get("share") is None:
-                    continue
-                w = e.get("window")
-                ws = f"{w[0]:.2f}-{w[1]:.2f}" if w else ""
-                print(f"{view:<14}{q:<15}{float(lv):>6.2f}  {e['share']:>6.3f}  [{e['low']:.3f}, {e['high']:.3f}]"
-                      f"   {e['expected']:>7.3f}  {ws:<12}{e['rows']:>6}{e['truths']:>7}{e['zero_width']:>8.2f}",
-                      file=file)
+    for view, q, lv, e, ws in _table_rows(js):
+        print(f"{view:<14}{q:<15}{float(lv):>6.2f}  {e['share']:>6.3f}  [{e['low']:.3f}, {e['high']:.3f}]"
+              f"   {e['expected']:>7.3f}  {ws:<12}{e['rows']:>6}{e['truths']:>7}{e['zero_width']:>8.2f}", file=file)
     for f, tab in (js.get("by_family") or {}).items():
         if f == "posterior":
             continue
@@ -1096,29 +1088,33 @@ def print_table(js: dict, file=sys.stdout):
         print(f"# {f}, prediction view, share inside the 95% intervals: " + ", ".join(parts), file=file)
 
 
+def _table_rows(js: dict, open_flips: bool = False):
+    """``(view, quantity, level, entry, window text)`` of every filled cell of the coverage tables,
+    view by view; with ``open_flips`` the flip rows whose forecast is open follow all flip rows."""
+    opened = {"user": (js.get("coverage_flip_open") or {}).get("flip"),
+              "prediction": (js.get("prediction_flip_open") or {}).get("flip")} if open_flips else {}
+    for view, tab in (("user", js.get("coverage_detail") or {}), ("posterior SBC", js.get("posterior_sbc") or {}),
+                      ("prediction", js.get("prediction_sbc") or {})):
+        items = list(tab.items())
+        if opened.get(view) and "flip" in tab:
+            i = [k for k, _ in items].index("flip") + 1
+            items = items[:i] + [("flip, open forecast", opened[view])] + items[i:]
+        for q, v in items:
+            for lv, e in v.items():
+                if e.get("share") is None:
+                    continue
+                w = e.get("window")
+                yield view, q, lv, e, (f"{w[0]:.2f}-{w[1]:.2f}" if w else "")
+
+
 def markdown_table(js: dict) -> list:
     """The coverage table as Markdown lines (the docs' tables are this output of a stored summary,
     ``--summarise RESULTS --markdown``), then one line per wider family and view."""
     out = ["| view | quantity | level | share | 95% interval | expected | window | rows | truths | zero-width |",
            "|---|---|---|---|---|---|---|---|---|---|"]
-    opened = {"user": (js.get("coverage_flip_open") or {}).get("flip"),
-              "prediction": (js.get("prediction_flip_open") or {}).get("flip")}
-    for view, tab in (("user", js.get("coverage_detail") or {}), ("posterior SBC", js.get("posterior_sbc") or {}),
-                      ("prediction", js.get("prediction_sbc") or {})):
-        tab = dict(tab)
-        if opened.get(view) and "flip" in tab:  # the flip rows whose forecast is open, after all flip rows
-            tab = {k: v for k, v in tab.items()}
-            items = list(tab.items())
-            i = [k for k, _ in items].index("flip") + 1
-            tab = dict(items[:i] + [("flip, open forecast", opened[view])] + items[i:])
-        for q, v in tab.items():
-            for lv, e in v.items():
-                if e.get("share") is None:
-                    continue
-                w = e.get("window")
-                ws = f"{w[0]:.2f}-{w[1]:.2f}" if w else ""
-                out.append(f"| {view} | {q} | {float(lv):.2f} | {e['share']:.3f} | [{e['low']:.3f}, {e['high']:.3f}] | "
-                           f"{e['expected']:.3f} | {ws} | {e['rows']} | {e['truths']} | {e['zero_width']:.2f} |")
+    for view, q, lv, e, ws in _table_rows(js, open_flips=True):
+        out.append(f"| {view} | {q} | {float(lv):.2f} | {e['share']:.3f} | [{e['low']:.3f}, {e['high']:.3f}] | "
+                   f"{e['expected']:.3f} | {ws} | {e['rows']} | {e['truths']} | {e['zero_width']:.2f} |")
     out.append("")
     for key, view in (("by_family", "user"), ("prediction_by_family", "prediction")):
         for f, tab in (js.get(key) or {}).items():
