@@ -35,9 +35,9 @@ strong convention, that the fit runs converged to, and the weak one) with paired
 Interval coverage -- two intervals, because they answer different questions
     A draw's flip (or consensus) probability is known only through its ``n`` simulated runs, so
     the spread of the per-draw probabilities over the posterior is summarised by a beta
-    distribution with their mean and their between-draw variance -- the frequencies' variance
-    minus its binomial Monte Carlo part, and never less than the Monte Carlo variance of the
-    pooled mean (:func:`beta_summary`).
+    distribution with their mean and their between-draw variance -- estimated in a beta-binomial
+    model of the per-draw counts (uniform prior on the spread's sd, its posterior mean), plus the
+    Monte Carlo variance of the pooled mean (:func:`beta_summary`).
     **underlying**: the credible interval of that beta distribution: what the probability itself
     is.
     **experiment**: the interval of the beta-binomial of ``n_obs`` runs: what an experiment *of

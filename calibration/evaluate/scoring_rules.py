@@ -9,7 +9,8 @@ them.
 References
 ----------
 G. W. Brier, Monthly Weather Review 78, 1 (1950); T. Gneiting, A. E. Raftery, JASA 102, 359
-(2007) (proper scoring rules); R. Krichevsky, V. Trofimov, IEEE Trans. Inf. Theory 27, 199 (1981).
+(2007) (proper scoring rules); R. Krichevsky, V. Trofimov, IEEE Trans. Inf. Theory 27, 199 (1981); A. Gelman, Bayesian
+Analysis 1, 515 (2006) (the uniform prior on a hierarchical sd).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = ["brier_binary", "log_score_binary", "brier_categorical", "log_score_c
 
 NONE = "none"
 RELIABILITY_BINS = 10
+SPREAD_NODES = 400  # quadrature of the between-draw spread in beta_summary
 
 
 # ----------------------------------------------------------------------------- scoring rules
@@ -113,35 +115,67 @@ def denoised_probabilities(k, n) -> np.ndarray:
     return m + s * (f - m)
 
 
-def beta_summary(k, n) -> tuple[float, float]:
+def beta_summary(k, n, *, nodes: int = SPREAD_NODES) -> tuple[float, float]:
     """Beta distribution of the per-draw probability behind ``k_d`` events in ``n_d`` runs.
 
-    Mean ``m = (sum k + 1/2) / (sum n + 1)`` (pooled, Krichevsky-Trofimov); variance
-    ``v = max(V - B, m (1 - m) / sum n)`` with ``V`` the variance of the frequencies ``k_d / n_d``
-    over draws and ``B = mean(f_d (1 - f_d) / (n_d - 1))`` their binomial Monte Carlo part; the
-    floor is the Monte Carlo variance of the pooled mean. Then ``a = m c``, ``b = (1 - m) c`` with
-    ``c = m (1 - m) / v - 1`` (at least 1e-3).
+    The draws' probabilities ``p_d`` are seen through ``k_d ~ Binomial(n_d, p_d)``; their spread
+    is estimated in a beta-binomial model. Mean ``m = (sum k + 1/2) / (sum n + 1)`` (pooled,
+    Krichevsky-Trofimov); the intra-draw correlation ``rho = 1 / (a + b + 1)`` of the
+    beta-binomial gets a uniform prior on ``sqrt(rho)`` (uniform on the sd of ``p``, Gelman 2006)
+    and its posterior mean, on ``nodes`` midpoints with ``m`` held, gives the between-draw
+    variance ``tau2 = m (1 - m) E[rho | k]``. The variance returned is
+    ``v = tau2 (1 + 1 / D) + m (1 - m) / sum n`` (a new draw's spread, the uncertainty of the
+    mean over ``D`` draws and its Monte Carlo part); ``a = m c``, ``b = (1 - m) c`` with
+    ``c = m (1 - m) / v - 1`` (at least 1e-3). Where every draw saw no event (or only events)
+    the data say nothing of a spread, and the mean held at its KT value would make the likelihood
+    favour one (a rare draw far from the rest, to carry the ``1/2`` of the KT mean): then the
+    beta is the pooled probability's own, ``c = sum n - 1``.
+
+    The moment estimate ``V - B`` (variance of the frequencies minus their binomial part) that
+    this replaced is unbiased but, floored at the Monte Carlo variance of the mean, gave
+    near-zero spreads whenever the binomial noise of 40 runs hid a real one, and intervals of
+    P(consensus) too narrow for in-family truths (``docs/validation/calibration.md``).
 
     Parameters
     ----------
     k, n : array_like of int
-        Events and simulated runs per draw.
+        Events and simulated runs per draw (draws with ``n_d = 0`` are ignored).
+    nodes : int, optional
+        Quadrature midpoints of ``sqrt(rho)`` on (0, 1).
 
     Returns
     -------
     (float, float)
         ``(a, b)``.
     """
+    from scipy.special import betaln
+
     k = np.asarray(k, float).reshape(-1)
     n = np.asarray(n, float).reshape(-1)
+    if k.shape != n.shape:
+        raise ValueError(f"beta_summary: k and n must have one entry per draw; got {k.size} and {n.size}")
+    keep = n > 0
+    k, n = k[keep], n[keep]
+    if not k.size:
+        raise ValueError("beta_summary: no draw with a simulated run; give at least one n > 0")
     N = float(n.sum())
     m = (float(k.sum()) + 0.5) / (N + 1.0)
-    f = k / n
-    V = float(f.var(ddof=1)) if f.size > 1 else 0.0
-    B = float(np.mean(f * (1.0 - f) / np.maximum(n - 1.0, 1.0)))
-    v = max(V - B, m * (1.0 - m) / N)
-    c = max(m * (1.0 - m) / v - 1.0, 1e-3)
-    return m * c, (1.0 - m) * c
+    if not k.any() or np.all(k == n):  # no draw differs from any other: one probability seen through N runs
+        c = max(N - 1.0, 1e-3)
+        return m * c, (1.0 - m) * c
+    u = (np.arange(nodes) + 0.5) / nodes
+    rho = u * u
+    c = 1.0 / rho - 1.0
+    a, b = m * c, (1.0 - m) * c
+    pairs, w = np.unique(np.stack([k, n]), axis=1, return_counts=True)
+    ll = np.zeros(nodes)
+    for (kk, nn), cnt in zip(pairs.T, w):
+        ll += cnt * (betaln(kk + a, nn - kk + b) - betaln(a, b))
+    post = np.exp(ll - ll.max())
+    tau2 = m * (1.0 - m) * float(post @ rho / post.sum())
+    v = tau2 * (1.0 + 1.0 / k.size) + m * (1.0 - m) / N
+    cc = max(m * (1.0 - m) / v - 1.0, 1e-3)
+    return m * cc, (1.0 - m) * cc
 
 
 def experiment_interval(a: float, b: float, n_obs: int, level: float = 0.95) -> tuple[int, int]:
