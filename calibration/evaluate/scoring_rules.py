@@ -131,10 +131,10 @@ def beta_summary(k, n, *, nodes: int = SPREAD_NODES) -> tuple[float, float]:
     favour one (a rare draw far from the rest, to carry the ``1/2`` of the KT mean): then the
     beta is the pooled probability's own, ``c = sum n - 1``.
 
-    The moment estimate ``V - B`` (variance of the frequencies minus their binomial part) that
-    this replaced is unbiased but, floored at the Monte Carlo variance of the mean, gave
-    near-zero spreads whenever the binomial noise of 40 runs hid a real one, and intervals of
-    P(consensus) too narrow for in-family truths (``docs/validation/calibration.md``).
+    The moment estimate ``V - B`` (variance of the frequencies minus their binomial part,
+    floored at the Monte Carlo variance of the mean) that this replaced is unbiased but, with 40
+    runs per draw, about as noisy as the spread it estimates; intervals built on it were too
+    narrow for P(consensus) of in-family truths (``docs/validation/calibration.md``).
 
     Parameters
     ----------
