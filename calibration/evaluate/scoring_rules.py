@@ -154,6 +154,9 @@ def beta_summary(k, n, *, nodes: int = SPREAD_NODES) -> tuple[float, float]:
     n = np.asarray(n, float).reshape(-1)
     if k.shape != n.shape:
         raise ValueError(f"beta_summary: k and n must have one entry per draw; got {k.size} and {n.size}")
+    if int(nodes) != nodes or nodes < 2:
+        raise ValueError(f"beta_summary: nodes must be an integer >= 2; got {nodes!r}")
+    nodes = int(nodes)
     keep = n > 0
     k, n = k[keep], n[keep]
     if not k.size:

@@ -89,6 +89,8 @@ def test_beta_summary_matches_its_quadrature_reference():
         beta_summary([1, 2], [4])
     with pytest.raises(ValueError, match="no draw"):
         beta_summary([0], [0])
+    with pytest.raises(ValueError, match="nodes must be an integer >= 2"):
+        beta_summary([1, 2], [4, 4], nodes=1)
 
 
 @pytest.mark.parametrize("mu, rho", [(0.9, 0.02), (0.98, 0.003)])
