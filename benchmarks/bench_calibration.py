@@ -14,7 +14,8 @@ directions, relative strength) with ``--draws`` posterior draws.
 new measured in the same run, interleaved (CPU seconds of this process; one thread); its
 ``predict_run_effects`` line times the prediction with the fit's run effects, every state's
 thresholds computed before each run (old) against on first use in a run (new; the same runs),
-and ``predict_llama31_200_draws_cpu_s`` is the new one (issue 32's target: <= 1.5 s):
+and ``predict_llama31_200_draws_cpu_s`` is the new one (issue 32's target: <= 1.5 s);
+``interactions_by_stage`` and ``run_effects_per_interaction`` say where its time goes:
 
     python benchmarks/bench_calibration.py --engines [--reps 3]
 
@@ -39,6 +40,62 @@ def _cpu(fn):
     t = time.process_time()
     out = fn()
     return time.process_time() - t, out
+
+
+def _where_predict_spends(fit, draws: int, reps: int) -> dict:
+    """Where the default ``predict``'s time goes: the interactions each stage adds (the prediction
+    played without it: an estimate, the other stages' runs may then come from other seed groups), and
+    the cost per interaction of playing run effects, on identical runs:
+    the compiled design of the default prediction replayed with no effects, with effects that change
+    nothing (shift 0, sharpness 1: the same runs, every state's thresholds still computed on first
+    use in each run) and with the fit's own effects."""
+    import hashlib
+    import statistics
+
+    import numpy as np
+
+    from normlab.calibration import predict
+    from normlab.calibration.prediction import engine_kernel
+
+    calls = []
+    design = engine_kernel.strategy_design
+
+    def spy(*a, **k):
+        o = design(*a, **k)
+        calls.append((a, k, int(o["interactions"].sum())))
+        return o
+
+    engine_kernel.strategy_design = spy
+    try:
+        stages, default = {}, None
+        for label, kw in (("all", {}), ("without_consensus", {"consensus": False}),
+                          ("without_strength", {"strength": False})):
+            calls.clear()
+            predict(fit, n_agents=24, n_draws=draws, rng=2, **kw)
+            stages[label] = sum(c[2] for c in calls)
+            if label == "all":
+                (default,) = calls  # one compiled call for every draw
+    finally:
+        engine_kernel.strategy_design = design
+    a, k, _ = default
+    k = dict(k)
+    b, kap = k.pop("effects")
+    variants = {"none": None, "zero_effects": (np.zeros_like(b), np.ones_like(kap)), "fit_effects": (b, kap)}
+    rate = {v: [] for v in variants}
+    digest, n_int = {}, {}
+    for _ in range(reps):
+        for v, eff in variants.items():
+            dt, o = _cpu(lambda: design(*a, effects=eff, **k))
+            n_int[v] = int(o["interactions"].sum())
+            rate[v].append(n_int[v] / dt / 1e6)
+            digest[v] = hashlib.sha256(b"".join(np.ascontiguousarray(o[x]).tobytes() for x in sorted(o))).hexdigest()
+    med = {v: statistics.median(r) for v, r in rate.items()}
+    return {"interactions_by_stage": {"all": stages["all"], "consensus": stages["all"] - stages["without_consensus"],
+                                      "strength": stages["all"] - stages["without_strength"]},
+            "run_effects_per_interaction": {
+                "interactions": n_int, "M_per_cpu_s": {v: round(r, 1) for v, r in med.items()},
+                "zero_effects_same_runs": digest["none"] == digest["zero_effects"],
+                "plain_vs_zero_effects": round(med["none"] / med["zero_effects"], 2)}}
 
 
 def bench_engines(reps: int = 3, draws: int = 200) -> dict:
@@ -144,6 +201,7 @@ def bench_engines(reps: int = 3, draws: int = 200) -> dict:
     out["predict_run_effects"]["identical"] = bool(e.flips.equals(z.flips) and e.critical_mass() == z.critical_mass())
     # issue 32's target: predict(load_fit("llama31_70b_QM_H5"), n_agents=24, n_draws=200), run effects played
     out["predict_llama31_200_draws_cpu_s"] = out["predict_run_effects"]["new_cpu_s"]
+    out.update(_where_predict_spends(fit, draws, reps))
     out["predict"]["overturn_M_new"] = [b.critical_mass()["overturn_M"][q] for q in ("estimate", "low", "high")]
     return out
 

@@ -1,6 +1,6 @@
 """Throughput of the theory kernels, with baselines measured in the same run.
 
-Run:  python benchmarks/bench_theory.py [--quick | --tiny]
+Run:  python benchmarks/bench_theory.py [--quick | --tiny] [--ng | --startup]
 
 Every comparison is interleaved (normlab, baseline, normlab, baseline, ...) and reports medians
 of CPU-time rates and of paired ratios, on one core (CPU time, not wall time: the machine may
@@ -26,6 +26,8 @@ against normlab before any number is printed.
    floor (``import numba`` + its registries, which the first call of any cached function pays;
    the registries import SciPy's BLAS module when SciPy is installed, which normlab._jit
    defers). ``--startup`` runs this section alone.
+
+``--ng`` runs section 1 alone (the minimal naming game against its plain C).
 
 Not a timed test: it prints figures.
 """
@@ -314,6 +316,7 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="smaller workloads")
     ap.add_argument("--tiny", action="store_true", help="tiny workloads (tests only: the numbers mean nothing)")
     ap.add_argument("--startup", action="store_true", help="only section 5 (start-up in a fresh process)")
+    ap.add_argument("--ng", action="store_true", help="only section 1 (the minimal naming game against plain C)")
     args = ap.parse_args(argv)
     numba.set_num_threads(1)
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
@@ -326,6 +329,9 @@ def main(argv=None) -> None:
 
     print("1. Minimal NG, unlimited pool, complete graph, N = 1000, to consensus, one core")
     minimal_ng_vs_c(1000, ng_runs, ng_reps)
+    if args.ng:
+        shutil.rmtree(TMP, ignore_errors=True)
+        return
 
     print(f"\n2. Many short runs: N = 24, W = 10, {n_runs} runs end to end, one core")
     many_runs(n_runs, n_auth, m_reps)

@@ -45,6 +45,14 @@ def test_bench_theory_startup_alone():
 
 
 @pytest.mark.slow
+def test_bench_theory_ng_alone():
+    out = _run("bench_theory.py", "--ng", "--tiny")
+    assert "1. Minimal NG" in out and "2. Many short runs" not in out and "5. Start-up" not in out
+    if "no C compiler" not in out:
+        assert "each run for run identical to the plain C" in out and out.count("goal <= 1.3x") == 1
+
+
+@pytest.mark.slow
 def test_bench_calibration_engines_tiny():
     res = json.loads(_run("bench_calibration.py", "--engines", "--draws", "4", "--reps", "1"))
     assert res["predict"]["same_critical_mass"] is True
@@ -52,6 +60,11 @@ def test_bench_calibration_engines_tiny():
         assert res[k]["old_cpu_s"] > 0 and res[k]["new_cpu_s"] >= 0
     assert res["design_kernel"]["interactions"] > 0
     assert res["predict_run_effects"]["identical"] is True and res["predict_llama31_200_draws_cpu_s"] > 0
+    st = res["interactions_by_stage"]
+    assert st["all"] > st["consensus"] > 0 and st["all"] > st["strength"] > 0
+    eff = res["run_effects_per_interaction"]
+    assert eff["zero_effects_same_runs"] is True  # shift 0, sharpness 1: the plain kernel's runs
+    assert eff["interactions"]["none"] == eff["interactions"]["zero_effects"]
 
 
 @pytest.mark.slow
@@ -215,3 +228,31 @@ def test_calibration_page_tables_are_the_stored_summaries():
     for line in bc.markdown_table(pred)[2:]:
         if line.startswith("| prediction |") and ("| 0.95 |" in line or "| 0.80 |" in line):
             assert line in readme, f"README lacks\n{line}"
+
+
+def test_tip_bench_table_on_the_page_is_the_stored_run():
+    """The `tip` tables of docs/validation/calibration.md are ``bench_tip.readme_table`` of the rows their
+    commands wrote with ``--json`` (docs/validation/_data/tip_truths.json: hidden truths; tip_archives.json:
+    ``--archives --seeds 6``), and the per-seed readings the prose quotes (archive B's and A's critical
+    masses) are those rows'."""
+    import importlib.util
+
+    from _docs import docs_page
+
+    spec = importlib.util.spec_from_file_location("bench_tip", BENCH / "bench_tip.py")
+    b = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(b)
+    rows = json.loads((_paths.REPO / "docs" / "validation" / "_data" / "tip_truths.json").read_text())["rows"]
+    assert {r["seed"] for r in rows} == {1, 2, 3, 4} and {r["case"] for r in rows} == set(b.DEFAULT_TRUTHS)
+    page = docs_page("validation/calibration.md")
+    for line in b.readme_table(rows).splitlines():
+        assert line in page, f"docs/validation/calibration.md lacks\n{line}"
+    for case in b.DEFAULT_TRUTHS:
+        full = sorted((r for r in rows if r["case"] == case and r["method"] == "full grid"), key=lambda r: r["seed"])
+        truth = ", ".join(f"{r['truth']:g}" for r in full)
+        same = ", ".join(f"{r['truth_same_archive']:g}" for r in full)
+        assert truth in page and same in page, (case, truth, same)
+    arch = json.loads((_paths.REPO / "docs" / "validation" / "_data" / "tip_archives.json").read_text())["rows"]
+    assert {r["seed"] for r in arch} == set(range(1, 7)) and {r["truth_kind"] for r in arch} == {"published"}
+    for line in b.readme_table(arch).splitlines():
+        assert line in page, f"docs/validation/calibration.md lacks\n{line}"
