@@ -228,6 +228,14 @@ def test_calibration_page_tables_are_the_stored_summaries():
     for line in bc.markdown_table(pred)[2:]:
         if line.startswith("| prediction |") and ("| 0.95 |" in line or "| 0.80 |" in line):
             assert line in readme, f"README lacks\n{line}"
+    # README's sentence on the user view quotes its 95 % shares, rows and truths
+    user = json.loads((data / "sbc_user.json").read_text())
+    det, op = user["coverage_detail"], user["coverage_flip_open"]["flip"]["0.95"]
+    cm, co = det["critical_mass"]["0.95"], det["consensus"]["0.95"]
+    for text in (f"{user['n_truths']} of the 200", f"{cm['share']:.3f} of {cm['rows']} critical masses ({cm['expected']:.3f}",
+                 f"{op['share']:.3f} of {op['rows']} open", f"({op['expected']:.3f})",
+                 f"{co['share']:.3f} [{co['low']:.3f}, {co['high']:.3f}] of {co['rows']} consensus rows ({co['expected']:.3f})"):
+        assert text in " ".join(readme.split()), f"README lacks {text!r}"
 
 
 def test_tip_bench_table_on_the_page_is_the_stored_run():
