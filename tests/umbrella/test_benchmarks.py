@@ -80,14 +80,19 @@ def test_bench_faults_aims_kills_at_the_start_and_checks_its_window():
 
 
 # ----------------------------------------------------------------------------- simulation-based calibration
-def _coverage_module():
+def _bench_module(name: str):
+    """A benchmark script imported as a module (benchmarks/ is not a package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_coverage", BENCH / "bench_coverage.py")
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_coverage", mod)  # its dataclasses look their module up
+    sys.modules.setdefault(name, mod)  # dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
+
+
+def _coverage_module():
+    return _bench_module("bench_coverage")
 
 
 def test_coverage_randomised_rank_and_discrete_intervals():
@@ -243,13 +248,9 @@ def test_tip_bench_table_on_the_page_is_the_stored_run():
     commands wrote with ``--json`` (docs/validation/_data/tip_truths.json: hidden truths; tip_archives.json:
     ``--archives --seeds 6``), and the per-seed readings the prose quotes (archive B's and A's critical
     masses) are those rows'."""
-    import importlib.util
-
     from _docs import docs_page
 
-    spec = importlib.util.spec_from_file_location("bench_tip", BENCH / "bench_tip.py")
-    b = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(b)
+    b = _bench_module("bench_tip")
     rows = json.loads((_paths.REPO / "docs" / "validation" / "_data" / "tip_truths.json").read_text())["rows"]
     assert {r["seed"] for r in rows} == {1, 2, 3, 4} and {r["case"] for r in rows} == set(b.DEFAULT_TRUTHS)
     page = docs_page("validation/calibration.md")
