@@ -32,7 +32,7 @@ from ._criteria_kernels import end_round, last3_sum, published_from_shares, wind
 from ._prng import _INV53, _next4
 from .name_order import order_mode, order_tables
 from .strategies import n_states
-from .design_plan import DesignPlan
+from .design_plan import DesignPlan, mixture_sources, sweep_shares
 
 __all__ = ["strategy_design", "DesignPlan"]
 
@@ -485,15 +485,18 @@ def _design_consensus(seeds, d, g, game, plan, out, work, re):
 
 
 @njit(cache=True)
-def _design_flips(seeds, d, g, i, game, plan, out, work, re):
+def _design_flips(seeds, d, g, i, game, plan, out, work, re, share_at, st_share):
     """Stage 2 of draw ``d``, direction ``i``: one group of flip runs per committed count from
-    group ``g`` on, their flips and the published rule. Returns ``(next group, runs with an
-    invalid vector, interactions)``."""
+    group ``g`` on, their flips and the published rule. Where ``share_at[c] == j`` (``c`` = 0, 1:
+    the strength stage's exploration and pull, :func:`_sg_design_py`), count ``j``'s runs are played
+    to their cap, read for the flips only up to their flip (as if stopped there: the same draws,
+    the same readings) and give ``st_share[d, i, c]``. Returns ``(next group, runs with an invalid
+    vector, interactions)``."""
     N, W, H, flip_thr, om_cons, om_comm = game
     dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level, flip_sum = plan
     fl_k, fl_sim, fl_last3, fl_ok, fl_all, cm_pub, cm_run = out
     r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
-    FLIP = np.int64(4)  # a typed value: a literal would compile a second _sg_lean_run
+    FLIP, NOSTOP = np.int64(4), np.int64(0)  # typed values: a literal would compile a second _sg_lean_run
     nsim = max(n_flip, n_design)
     T_flip = max(within, window) * N
     n_err = 0
@@ -518,9 +521,12 @@ def _design_flips(seeds, d, g, i, game, plan, out, work, re):
             init_name[:] = x
             kf = 0
             all_f = True
+            shr = c < 2 and share_at[c] == j  # also the strength stage's runs: played to the cap
+            s_y = 0.0
+            n_y = 0
             for k in range(nsim):
-                _lean(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, T_flip, FLIP,
-                             flip_thr, om_comm, r_count, r_succ, r_prod, r_produ, scal, wk)
+                _lean(seeds[d, g, k], N, W, H, offsets, mask, y, _run_thr(re, d, g, k, thr), init_name, T_flip,
+                      NOSTOP if shr else FLIP, flip_thr, om_comm, r_count, r_succ, r_prod, r_produ, scal, wk)
                 if scal[S_ERR] >= 0:
                     n_err += 1
                 n_int += scal[S_NINT]
@@ -529,8 +535,18 @@ def _design_flips(seeds, d, g, i, game, plan, out, work, re):
                 all_f = all_f and fl
                 if k < n_flip and fl:
                     kf += 1
+                if shr and k < n_flip:  # the share of y over the first `within` rounds, flip or not
+                    for q in range(min((scal[S_NINT] + N - 1) // N, within)):
+                        tot = 0
+                        for w in range(W):
+                            tot += r_produ[q, w]
+                        if tot > 0:
+                            s_y += r_produ[q, y] / tot
+                            n_y += 1
                 if k < n_design:
-                    nr = (scal[S_NINT] + N - 1) // N
+                    # a run played on past its flip is read as the flip rule would have stopped it (at
+                    # the end of the round the flip was seen: its records up to there are the same)
+                    nr = ((ft if (shr and ft >= 0) else scal[S_NINT]) + N - 1) // N
                     ln = min(nr, window)
                     for q in range(ln):
                         tot = 0
@@ -541,6 +557,8 @@ def _design_flips(seeds, d, g, i, game, plan, out, work, re):
                     lens[k] = ln
                     pad[k] = ln >= 1 and (s >= flip_sum or (ft >= 0 and ft <= window * N))
             last3, ok = published_from_shares(sh, lens, pad, n_design, window, flip_sum, mean)
+            if shr:
+                st_share[d, i, c] = s_y / n_y if n_y > 0 else np.nan
             fl_k[d, i, j] = kf
             fl_sim[d, i, j] = True
             fl_last3[d, i, j] = last3
@@ -558,12 +576,13 @@ def _design_flips(seeds, d, g, i, game, plan, out, work, re):
 @njit(cache=True)
 def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, re):
     """Stage 3 of draw ``d``, direction ``i`` (``x`` to ``y``): the share of ``y`` with 0 and 1 agent
-    committed to it, then the streak runs of every mixture (groups from ``g`` on). Returns ``(next
+    committed to it, then the streak runs of every mixture (groups from ``g`` on; a mixture the
+    reverse direction played is read from its runs, see :func:`_sg_design_py`). Returns ``(next
     group, runs with an invalid vector, interactions)``."""
     N, W, H, flip_thr, om_cons, om_comm = game
     dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level, flip_sum = flips
-    _, mix_kx = plan
-    st_share, st_wins = out
+    _, mix_kx, mix_src, share_at = plan
+    st_share, st_wins, st_wins_y = out
     x = dir_x[i]
     y = dir_y[i]
     r_count, r_succ, r_prod, r_produ, scal, mask, init_name, wk, thr, offsets, sh, lens, pad, mean, prod = work
@@ -571,6 +590,9 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, 
     n_err = 0
     n_int = 0
     for c in range(2):
+        if share_at[c] >= 0:  # the sweep's runs of this count gave the share (_design_flips)
+            g += 1
+            continue
         mask[:] = False
         mask[N - 1] = c == 1
         init_name[:] = x
@@ -594,6 +616,10 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, 
         g += 1
     mask[:] = False
     for f in range(mix_kx.shape[0]):
+        if mix_src[i, f, 0] >= 0:  # the same mixture was played for the reverse direction: its runs won by x
+            st_wins[d, i, f] = st_wins_y[d, mix_src[i, f, 0], mix_src[i, f, 1]]
+            g += 1
+            continue
         for a in range(N):
             init_name[a] = x if a < mix_kx[f] else y
         for k in range(n_flip):
@@ -604,8 +630,11 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, 
             n_int += scal[S_NINT]
             if scal[S_STOP] == 3:
                 nr = (scal[S_NINT] + N - 1) // N
-                if _last3_winner(r_prod, nr, W, prod) == x:
+                win = _last3_winner(r_prod, nr, W, prod)
+                if win == x:
                     st_wins[d, i, f] += 1
+                elif win == y:
+                    st_wins_y[d, i, f] += 1
         g += 1
     return g, n_err, n_int
 
@@ -685,9 +714,9 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
     listed first, :func:`normlab.theory.name_order.order_tables`); ``consensus = (do_cons, n_cons,
     cons_rounds)``;
     ``flips = (dir_x, dir_y, counts, n_flip, n_design, within, window, monotone, level,
-    flip_sum)``; ``strength = (do_strength, mix_kx)``; outputs ``out_cons = (cons_wins,
+    flip_sum)``; ``strength = (do_strength, mix_kx, mix_src, share_at)``; outputs ``out_cons = (cons_wins,
     cons_sum, cons_n, cons_streak)``, ``out_flips = (fl_k, fl_sim, fl_last3, fl_ok, fl_all,
-    cm_pub, cm_run)``, ``out_strength = (st_share, st_wins)``; ``experiment = (do_exp, dir_x, dir_y,
+    cm_pub, cm_run)``, ``out_strength = (st_share, st_wins, st_wins_y)``; ``experiment = (do_exp, dir_x, dir_y,
     e_dir, e_counts, e_off, e_len, e_all, e_keep, window, flip_sum, max_rounds, e_stop)`` (one entry ``j``
     per direction and count of the grid) and ``out_exp = (ex_ok, ex_last3, ex_cm, ex_share)``.
 
@@ -710,9 +739,16 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
        the smallest count reaching ``level`` / meeting the rule (inf if none);
     3. (``do_strength``) two groups of ``n_flip`` runs of ``within`` rounds from a consensus on
        ``x`` with 0 and 1 agent committed to ``y`` (``st_share``: mean share of ``y`` among
-       uncommitted productions over runs and rounds), then one group of ``n_flip`` streak runs
+       uncommitted productions over runs and rounds; where the sweep has that count,
+       ``share_at[c] = j`` (:func:`~normlab.theory.design_plan.sweep_shares`), the first ``n_flip``
+       runs of its group ``j`` are those runs -- played to the cap, not stopped at a flip, read by
+       stage 2 as if stopped -- and the group here is skipped, its number still taken), then one group of ``n_flip`` streak runs
        per mixture (``mix_kx[f]`` agents start on ``x``, the others on ``y``; ``st_wins``: runs
-       won by ``x``).
+       won by ``x``, ``st_wins_y``: by ``y``). Where ``mix_src[i, f] = (i', f')`` (not -1), the
+       reverse direction ``i' < i`` already played that mixture (its mixture ``f'`` has the same
+       agents on each name, :func:`~normlab.theory.design_plan.mixture_sources`): its group is
+       skipped (its number still taken) and ``st_wins[d, i, f]`` is that mixture's runs won by
+       ``x`` (``st_wins_y[d, i', f']``) -- the same experiment, simulated once.
 
     4. (``experiment``, after the directions' groups) per direction the experiment as designed:
        one group per count of its grid (:func:`_design_experiment`): ``ex_ok`` (1 met, 0 not, -1 not
@@ -780,7 +816,7 @@ def _sg_design_py(seeds, tables, game, consensus, flips, strength, out_cons, out
             n_int += m
             g += 1
         for i in range(dir_x.shape[0]):
-            g, e, m = _design_flips(seeds, d, g, i, game, flips, out_flips, work, re)
+            g, e, m = _design_flips(seeds, d, g, i, game, flips, out_flips, work, re, strength[3], out_strength[0])
             n_err += e
             n_int += m
             if do_strength:
@@ -863,12 +899,13 @@ def strategy_design(tables, seeds, n_agents, memory, plan: DesignPlan | None = N
     out_flips = (np.zeros((D, nd, nc), np.int64), np.zeros((D, nd, nc), np.bool_), np.zeros((D, nd, nc)),
                  np.zeros((D, nd, nc), np.bool_), np.zeros((D, nd, nc), np.bool_), np.full((D, nd), np.inf),
                  np.full((D, nd), np.inf))
-    out_strength = (np.full((D, nd, 2), np.nan), np.zeros((D, nd, nm), np.int64))
+    out_strength = (np.full((D, nd, 2), np.nan), np.zeros((D, nd, nm), np.int64), np.zeros((D, nd, nm), np.int64))
     game = (int(n_agents), W, H, plan.flip_threshold, om[0], om[1])
     plan_cons = (plan.consensus, n_cons, cons_rounds)
     plan_flips = (np.ascontiguousarray(dirs[:, 0]), np.ascontiguousarray(dirs[:, 1]), plan.counts, plan.n_flip,
                   plan.n_design, plan.within, plan.window, plan.monotone, plan.level, plan.flip_sum)
-    plan_strength = (plan.strength, plan.mix_kx)
+    plan_strength = (plan.strength, plan.mix_kx, mixture_sources(dirs, plan.mix_kx, int(n_agents)),
+                     sweep_shares(plan.counts, plan.strength))
     plan_exp, out_exp = _experiment_plan(experiment, D, plan.flip_sum)
     if effects is None:
         eff = (np.int64(0), np.zeros((1, 1, 1)), np.ones((1, 1, 1)))
@@ -886,7 +923,7 @@ def strategy_design(tables, seeds, n_agents, memory, plan: DesignPlan | None = N
                          f"{n_err} run(s)")
     cons_wins, cons_sum, cons_n, cons_streak = out_cons
     fl_k, fl_sim, fl_last3, fl_ok, fl_all, cm_pub, cm_run = out_flips
-    st_share, st_wins = out_strength
+    st_share, st_wins, _ = out_strength
     with np.errstate(invalid="ignore", divide="ignore"):
         curve = np.where(cons_n > 0, cons_sum / np.maximum(cons_n, 1), np.nan)
     out = dict(cons_wins=cons_wins, cons_curve=curve, cons_streak=cons_streak, fl_k=fl_k, fl_sim=fl_sim,

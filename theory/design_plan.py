@@ -1,6 +1,6 @@
 """The plan of a prediction design (:class:`DesignPlan`): what :func:`~normlab.theory.design.strategy_design`
 simulates for every draw -- its stages, their run counts and lengths, the committed-minority grid and
-the flip rule -- as one frozen value checked before any work.
+the flip rule -- as one frozen value checked before any work, and which of its runs serve two readings.
 
 References
 ----------
@@ -20,7 +20,63 @@ from .criteria import PUBLISHED_FLIP_THRESHOLD
 from .name_order import check_order
 from .spec import _flip_threshold
 
-__all__ = ["DesignPlan"]
+__all__ = ["DesignPlan", "mixture_sources", "sweep_shares"]
+
+
+def sweep_shares(counts, strength) -> np.ndarray:
+    """Where the relative-strength shares come from the committed-minority sweep.
+
+    Exploration (nobody committed) and pull (one agent committed) are the challenger's share over
+    the first ``within`` rounds of runs from a consensus attacked by 0 and 1 committed agents
+    (Flint Ashery et al. 2025, Fig. S9): the sweep's runs at counts 0 and 1, played to their cap
+    instead of stopped at a flip (the flip readings see them only up to the flip, so they are the
+    same).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (2,)
+        ``[c]``: the index in ``counts`` of count ``c`` (0, 1) whose runs give the share, -1 where
+        the strength runs are not played or the sweep lacks that count (its own runs then).
+    """
+    counts = np.asarray(counts, np.int64)
+    out = np.full(2, -1, np.int64)
+    if strength:
+        for c in (0, 1):
+            hit = np.flatnonzero(counts == c)
+            if hit.size:
+                out[c] = hit[0]
+    return out
+
+
+def mixture_sources(directions, mix_kx, n_agents) -> np.ndarray:
+    """Which relative-strength mixtures are the same experiment as one of the reverse direction.
+
+    Direction ``(x, y)``'s mixture ``f`` starts ``mix_kx[f]`` agents on ``x`` and the others on
+    ``y``; the reverse direction ``(y, x)``'s mixture ``f'`` with ``mix_kx[f'] = N - mix_kx[f]``
+    starts the same number of agents on each name. Agents are exchangeable (complete graph, random
+    pairs, nobody committed), so both are one experiment: its runs won by ``x`` are direction
+    ``(x, y)``'s wins at ``f`` and those won by ``y`` the reverse direction's at ``f'``
+    (Flint Ashery et al. 2025, Supplementary Text "Characterizing Relative Strength", Fig. S9).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_dirs, n_mix, 2)
+        ``[i, f] = (i', f')``: direction ``i``'s mixture ``f`` is read from mixture ``f'`` of the
+        earlier direction ``i' < i``; ``(-1, -1)``: simulated (the first direction of a pair, or no
+        mixture with the complementary count, as for ``f = 1/2`` at odd ``N``).
+    """
+    dirs = np.asarray(directions, np.int64).reshape(-1, 2)
+    kx = np.asarray(mix_kx, np.int64)
+    src = np.full((len(dirs), len(kx), 2), -1, np.int64)
+    for i, (x, y) in enumerate(dirs):
+        rev = [i2 for i2 in range(i) if dirs[i2, 0] == y and dirs[i2, 1] == x]
+        if not rev:
+            continue
+        for f in range(len(kx)):
+            hit = np.flatnonzero(kx == int(n_agents) - kx[f])
+            if hit.size:
+                src[i, f] = (rev[0], hit[0])
+    return src
 
 def _pair_of_orders(value, name):
     if isinstance(value, str) or len(value) != 2:

@@ -41,7 +41,13 @@ Relative strength (Supplementary Text "Characterizing Relative Strength", Fig. S
     wins. **Pull**: ``1 -`` the mean share of ``Y`` in the uncommitted productions over
     ``within_rounds`` rounds when one agent committed to ``Y`` perturbs a consensus on ``X`` (the
     setting of Fig. S9 C-D; 1 = the perturbation is absorbed). **Exploration**: the same share
-    with nobody committed (Fig. S9 A-B).
+    with nobody committed (Fig. S9 A-B). Runs are shared where the experiment is the same
+    (exactly, not approximately): pull and exploration read the first ``n_runs_flip`` runs of the
+    sweep's counts 1 and 0 (played to their cap; the flip readings see them only up to their
+    flip, :func:`~normlab.theory.design_plan.sweep_shares`), and the reverse direction's mixtures
+    are the same mixtures read for the other name (``f`` of ``(Y, X)`` is ``1 - f`` of ``(X, Y)``,
+    :func:`~normlab.theory.design_plan.mixture_sources`); every other reading is what separate
+    runs would give to the bit (same seeds), and the saving is measured in ``docs/validation/benchmarks.md``.
 
 Engines
 -------

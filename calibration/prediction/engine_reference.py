@@ -24,6 +24,7 @@ import pandas as pd
 from normlab._rng import spawn
 from normlab.theory import strategy_game
 from normlab.theory.criteria import published_rule, shares_from_result
+from normlab.theory.design_plan import mixture_sources, sweep_shares
 
 from .readings import (NONE, WIDTH_FRACTIONS, _basin_boundary, _numba_threads, _padded_success, _winners,
                                 first_round_reaching)
@@ -66,23 +67,36 @@ def _simulate_draw(table, d, seed, cfg) -> dict:
     nrf, ndes = cfg["n_runs_flip"], cfg["design_runs"]
     nsim = max(nrf, ndes)
     T = max(wr, mr) * N
-    for x, y in cfg["directions"]:
+    kx_all = np.array([int(round(f * N)) for f in WIDTH_FRACTIONS], np.int64)
+    src = mixture_sources([(names.index(x), names.index(y)) for x, y in cfg["directions"]], kx_all, N)
+    mix_winners = {}  # (direction index, mixture) -> the winners of its runs
+    share_at = sweep_shares(cfg["committed"], cfg["strength"])
+    for i_dir, (x, y) in enumerate(cfg["directions"]):
         saturated = 0
         cm = pub_cm = math.inf
-        for c in cfg["committed"]:
+        swept = {}  # count 0 / 1 -> the challenger's share over the first wr rounds of its runs (strength)
+        for j, c in enumerate(cfg["committed"]):
             s = next(seeds)
             if cfg["assume_monotone"] and saturated >= 2:
                 k, n, last3, ok, simulated = nrf, nrf, 3.0, True, False
             else:
+                # counts 0 and 1 are also the strength stage's runs (sweep_shares): played to the cap,
+                # read for the flips only up to their flip, as the flip rule would have stopped them
+                shr = c < 2 and share_at[c] == j
                 r = strategy_game(table, n_agents=N, memory=H, n_runs=nsim, committed=int(c),
-                                  committed_name=y, initial=f"consensus:{x}", stop="flip", max_interactions=T,
-                                  progress=False, rng=s)
+                                  committed_name=y, initial=f"consensus:{x}", stop="max" if shr else "flip",
+                                  max_interactions=T, progress=False, rng=s)
                 fl = r.flipped(within_rounds=wr)
                 k, n = int(fl[:nrf].sum()), nrf
                 # the paper's design: design_runs runs, window mr; a run stopped by the flip rule
                 # met the threshold at its end (padded with 1s)
-                tr = [t[:mr] for t in shares_from_result(r, y)[:ndes]]
                 ft = r.flip_times()[:ndes]
+                tr = shares_from_result(r, y)[:ndes]
+                if shr:
+                    tr = [t if np.isnan(f) else t[:-(-int(f) // N)] for t, f in zip(tr, ft)]
+                    ps = r.production_share(n_rounds=wr)
+                    swept[int(c)] = float(ps.loc[(ps["name"] == y) & (ps["run"] < nrf), "share"].mean())
+                tr = [t[:mr] for t in tr]
                 pub = published_rule(tr, max_round=mr, met=~np.isnan(ft) & (ft <= mr * N))
                 last3, ok, simulated = pub["last3"], pub["success"], True
                 saturated = saturated + 1 if (bool(fl.all()) and ok) else 0
@@ -96,21 +110,28 @@ def _simulate_draw(table, d, seed, cfg) -> dict:
         if cfg["strength"]:
             shares = []
             for c in (0, 1):
+                s = next(seeds)  # the group's seeds, taken even where the sweep's runs gave the share
+                if c in swept:
+                    shares.append(swept[c])
+                    continue
                 r = strategy_game(table, n_agents=N, memory=H, n_runs=cfg["n_runs_flip"], committed=c,
                                   committed_name=y, initial=f"consensus:{x}", stop="max", max_interactions=wr * N,
-                                  progress=False, rng=next(seeds))
+                                  progress=False, rng=s)
                 ps = r.production_share(n_rounds=cfg["within_rounds"])
                 shares.append(float(ps.loc[ps["name"] == y, "share"].mean()))
             px = []
             xi, yi = names.index(x), names.index(y)
-            for f in WIDTH_FRACTIONS:
-                k_x = int(round(f * N))
-                init = np.full(N, yi, dtype=np.int64)
-                init[:k_x] = xi
-                r = strategy_game(table, n_agents=N, memory=H, n_runs=cfg["n_runs_flip"], initial=init,
-                                  stop="streak", max_interactions=cfg["max_rounds"] * N, progress=False,
-                                  rng=next(seeds))
-                win = _winners(r, names)
+            for f, k_x in enumerate(kx_all):
+                s = next(seeds)  # the mixture's seed group, taken even where its runs are the reverse direction's
+                if src[i_dir, f, 0] >= 0:  # the same mixture, played for the reverse direction
+                    win = mix_winners[(int(src[i_dir, f, 0]), int(src[i_dir, f, 1]))]
+                else:
+                    init = np.full(N, yi, dtype=np.int64)
+                    init[:k_x] = xi
+                    r = strategy_game(table, n_agents=N, memory=H, n_runs=cfg["n_runs_flip"], initial=init,
+                                      stop="streak", max_interactions=cfg["max_rounds"] * N, progress=False, rng=s)
+                    win = _winners(r, names)
+                    mix_winners[(i_dir, f)] = win
                 px.append(np.mean([w == x for w in win]))
             b = _basin_boundary(px)
             out["strength"].append((d, x, y, 1.0 - b, b, 1.0 - shares[1], shares[0], *px))

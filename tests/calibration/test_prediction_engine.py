@@ -321,3 +321,74 @@ def test_convergence_runs_play_independent_effects():
     np.testing.assert_array_equal(b[0, 1:, :4].ravel(), bb[6:])
     np.testing.assert_array_equal(k[0, 1:, :4].ravel(), kk[6:])
     assert not np.isin(b[0, 0, :6], bb[:6]).any()
+
+
+# ----------------------------------------------------------------------------- relative-strength mixtures
+def test_mixture_sources_pair_each_mixture_with_the_reverse_directions_complement():
+    from normlab.theory.design_plan import mixture_sources
+    from normlab.calibration.prediction.readings import WIDTH_FRACTIONS
+
+    kx = lambda N: np.array([int(round(f * N)) for f in WIDTH_FRACTIONS])  # noqa: E731 -- the engines' mixtures
+    src = mixture_sources([(0, 1), (1, 0)], kx(24), 24)
+    assert (src[0] == -1).all()  # the first direction of a pair is simulated
+    assert src[1, :, 0].tolist() == [0] * 7 and src[1, :, 1].tolist() == [6, 5, 4, 3, 2, 1, 0]
+    # N = 23: half of 23 rounds to 12, whose complement (11) is no mixture: that one is simulated
+    src = mixture_sources([(0, 1), (1, 0)], kx(23), 23)
+    assert src[1, 3].tolist() == [-1, -1] and (src[1, [0, 1, 2, 4, 5, 6], 0] == 0).all()
+    for f in (0, 1, 2, 4, 5, 6):
+        assert kx(23)[f] + kx(23)[src[1, f, 1]] == 23
+    assert (mixture_sources([(0, 1)], kx(24), 24) == -1).all()
+    # three names: each ordered pair finds its reverse, whichever comes first
+    dirs = [(0, 1), (0, 2), (1, 0), (2, 1), (1, 2), (2, 0)]
+    src = mixture_sources(dirs, kx(24), 24)
+    assert src[:, 0, 0].tolist() == [-1, -1, 0, -1, 3, 1]
+
+
+def test_reverse_direction_reads_the_mixture_runs_both_ways():
+    # one experiment per mixture pair: runs won by M in (M, Q)'s f plus runs won by Q in (Q, M)'s
+    # complement never exceed the runs, and equal them where every run converged
+    tab = load_fit("llama31_70b_QM_H5").mean_table()
+    p = predict(tab, n_agents=12, n_draws=30, consensus=False, committed=[0], n_runs_flip=16, rng=11)
+    st = p.strength
+    cols = [c for c in st.columns if c.startswith("p_win_")]
+    mq = st[st["majority"] == "M"].set_index("draw")[cols].to_numpy()
+    qm = st[st["majority"] == "Q"].set_index("draw")[cols].to_numpy()
+    total = mq + qm[:, ::-1]
+    assert (total <= 1 + 1e-12).all() and np.isclose(total, 1).mean() > 0.9
+
+
+def test_reused_mixtures_agree_with_simulated_ones():
+    # statistical: (M, Q)'s win probabilities read from (Q, M)'s runs against simulated on their own
+    tab = load_fit("llama31_70b_QM_H5").mean_table()
+    kw = dict(n_agents=12, n_draws=120, consensus=False, committed=[0], n_runs_flip=16)
+    alone = predict(tab, directions=[("M", "Q")], rng=21, **kw).strength
+    both = predict(tab, directions=[("Q", "M"), ("M", "Q")], rng=22, **kw).strength
+    both = both[both["majority"] == "M"]
+    cols = [c for c in alone.columns if c.startswith("p_win_")]
+    a, b = alone[cols].to_numpy(), both[cols].to_numpy()
+    n = a.shape[0] * 16
+    pa, pb = a.mean(0), b.mean(0)
+    pool = (pa + pb) / 2
+    se = np.sqrt(np.maximum(pool * (1 - pool), 1 / n) * 2 / n)
+    assert (np.abs(pa - pb) <= 4.5 * se).all(), (pa, pb)
+    # the table must make the comparison informative: M neither always nor never wins everywhere
+    assert ((pool > 0.05) & (pool < 0.95)).any()
+
+
+def test_strength_shares_from_the_sweep_leave_the_flip_readings_unchanged():
+    # counts 0 and 1 are played to the cap when they also give exploration and pull; the flip
+    # readings must be those of runs stopped at their flip (the Q consensus flips even at 0 and 1)
+    tab = load_fit("llama31_70b_QM_H5").mean_table()
+    kw = dict(n_agents=12, n_draws=4, consensus=False, n_runs_flip=6, design_runs=5, committed=[0, 1, 2, 5],
+              directions=[("Q", "M")], rng=7)
+    on = predict(tab, **kw)
+    off = predict(tab, strength=False, **kw)
+    pd.testing.assert_frame_equal(on.flips, off.flips)
+    pd.testing.assert_frame_equal(on.critical_mass_draws, off.critical_mass_draws)
+    low = on.flips[on.flips["committed"] <= 1]
+    assert (low["n_flips"] > 0).all()  # the truncation was exercised
+    both = dict(kw, directions=None, n_runs_consensus=4, max_rounds=60, consensus=True)
+    _assert_same(predict(tab, engine="kernel", **both), predict(tab, engine="reference", **both))
+    # without count 0 or 1 in the sweep the strength stage plays its own runs
+    own = dict(kw, committed=[2, 5])
+    assert predict(tab, **own).strength[["pull", "exploration"]].notna().all().all()
