@@ -1129,6 +1129,26 @@ def markdown_table(js: dict) -> list:
 
 
 # ============================================================================ the run
+def _read_lines(path) -> list:
+    """The lines of a results file (``.gz``: gzip, as stored under docs/validation/_data/)."""
+    import gzip
+
+    path = Path(path)
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as fh:
+            return fh.read().splitlines()
+    return path.read_text().splitlines()
+
+
+def _append_line(path, line: str) -> None:
+    """Append one line (a gzip member of its own to a ``.gz`` file: readers see one stream)."""
+    import gzip
+
+    path = Path(path)
+    with (gzip.open(path, "at") if path.suffix == ".gz" else path.open("a")) as fh:
+        fh.write(line + "\n")
+
+
 def _fingerprint(cfg: dict) -> str:
     import hashlib
 
@@ -1159,7 +1179,7 @@ def run(specs, workers: int, results: Path | None, progress=True, max_seconds: f
     ones running get a minute's grace (what finished is kept: rerun to resume)."""
     done = {}
     if results is not None and results.exists():
-        for line in results.read_text().splitlines():
+        for line in _read_lines(results):
             try:
                 r = json.loads(line)
             except json.JSONDecodeError:
@@ -1177,8 +1197,7 @@ def run(specs, workers: int, results: Path | None, progress=True, max_seconds: f
             return
         records.append(rec)
         if results is not None:
-            with results.open("a") as fh:
-                fh.write(json.dumps(rec) + "\n")
+            _append_line(results, json.dumps(rec))
         if progress:
             print(f"# truth {rec['family']} {rec['index']}: {rec['stages'].get('total', 0):.0f} s "
                   f"({len(records)} of {len(specs)})", file=sys.stderr, flush=True)
@@ -1359,7 +1378,7 @@ def main(argv=None) -> int:
     ap.add_argument("--assume-monotone", action="store_true",
                     help="predict with the saturation shortcut (off by default since issue 32: it biases the flip "
                          "frequencies under run effects); to measure it")
-    ap.add_argument("--results", default=None, help="JSON lines, one per finished truth (resume; --summarise)")
+    ap.add_argument("--results", default=None, help="JSON lines, one per finished truth (resume; --summarise; .gz: gzip)")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no truth after this many seconds (the finished ones are kept in --results)")
     ap.add_argument("--summarise", default=None, metavar="RESULTS", help="only summarise a results file")
@@ -1404,14 +1423,14 @@ def main(argv=None) -> int:
     W = (1 if a.tiny else max(1, T // 4)) if a.wider is None else a.wider
     if a.rescore:
         src, dst = a.rescore
-        recs = [json.loads(x) for x in Path(src).read_text().splitlines() if x.strip()]
+        recs = [json.loads(x) for x in _read_lines(src) if x.strip()]
         with Path(dst).open("w") as fh:
             for rec in recs:
                 fh.write(json.dumps(rescore([rec])[0]) + "\n")
         print(f"# {len(recs)} truths rescored into {dst}", file=sys.stderr)
         return 0
     if a.summarise:
-        records = [json.loads(x) for x in Path(a.summarise).read_text().splitlines() if x.strip()]
+        records = [json.loads(x) for x in _read_lines(a.summarise) if x.strip()]
         cfg = records[0].get("cfg", cfg) if records else cfg
     else:
         specs = plan(T, W, families, a.seed, cfg)

@@ -243,6 +243,23 @@ def test_calibration_page_tables_are_the_stored_summaries():
         assert text in " ".join(readme.split()), f"README lacks {text!r}"
 
 
+def test_user_view_summary_is_its_stored_rows():
+    """docs/validation/_data/sbc_user.json is ``bench_coverage.py --summarise`` of the rows the run wrote
+    (sbc_user_rows.jsonl.gz, one line per truth in the order they finished; the run resumes from them)."""
+    import gzip
+
+    bc = _coverage_module()
+    data = _paths.REPO / "docs" / "validation" / "_data"
+    with gzip.open(data / "sbc_user_rows.jsonl.gz", "rt") as fh:
+        records = [json.loads(x) for x in fh.read().splitlines() if x.strip()]
+    assert len({(r["family"], r["index"]) for r in records}) == len(records)
+    stored = json.loads((data / "sbc_user.json").read_text())
+    got = json.loads(json.dumps(bc.summarise(records, records[0]["cfg"], 0.0, 2026)))
+    for x in (stored, got):
+        x.pop("seconds")
+    assert got == stored
+
+
 def test_tip_bench_table_on_the_page_is_the_stored_run():
     """The `tip` tables of docs/validation/calibration.md are ``bench_tip.readme_table`` of the rows their
     commands wrote with ``--json`` (docs/validation/_data/tip_truths.json: hidden truths; tip_archives.json:
