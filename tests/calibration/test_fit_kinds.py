@@ -149,7 +149,9 @@ def test_calibrate_on_a_shipped_table_prints_the_stored_numbers(capsys):
     when ``predict`` stopped filling the counts above two all-flipped ones with 1, issue 32: only the
     flip curve moved, every critical mass and consensus number stayed; and when predicted convergence
     runs became independent runs, each with its whole effect, issue 32: only the consensus numbers
-    moved)."""
+    moved; and when pull and exploration became the sweep's runs at counts 1 and 0 and the reverse
+    direction's mixtures the first direction's, issue 32: only those relative-strength numbers moved,
+    the pull and exploration of both directions and M's width and boundary)."""
     from normlab.cli import main
 
     assert main(["calibrate", "--table", "llama31_70b_QM_H5", "--n-agents", "24", "--json", "--seed", "1"]) == 0
