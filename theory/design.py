@@ -484,6 +484,20 @@ def _design_consensus(seeds, d, g, game, plan, out, work, re):
     return n_err, n_int
 
 
+@njit(inline="always")
+def _add_shares(r_produ, nr, W, y, s, n):
+    """``(s, n)`` with the share of ``y`` in the uncommitted productions of each of the first ``nr``
+    rounds added (rounds with none skipped): the strength stage's pull and exploration."""
+    for q in range(nr):
+        tot = 0
+        for w in range(W):
+            tot += r_produ[q, w]
+        if tot > 0:
+            s += r_produ[q, y] / tot
+            n += 1
+    return s, n
+
+
 @njit(cache=True)
 def _design_flips(seeds, d, g, i, game, plan, out, work, re, share_at, st_share):
     """Stage 2 of draw ``d``, direction ``i``: one group of flip runs per committed count from
@@ -536,13 +550,7 @@ def _design_flips(seeds, d, g, i, game, plan, out, work, re, share_at, st_share)
                 if k < n_flip and fl:
                     kf += 1
                 if shr and k < n_flip:  # the share of y over the first `within` rounds, flip or not
-                    for q in range(min((scal[S_NINT] + N - 1) // N, within)):
-                        tot = 0
-                        for w in range(W):
-                            tot += r_produ[q, w]
-                        if tot > 0:
-                            s_y += r_produ[q, y] / tot
-                            n_y += 1
+                    s_y, n_y = _add_shares(r_produ, min((scal[S_NINT] + N - 1) // N, within), W, y, s_y, n_y)
                 if k < n_design:
                     # a run played on past its flip is read as the flip rule would have stopped it (at
                     # the end of the round the flip was seen: its records up to there are the same)
@@ -604,14 +612,7 @@ def _design_strength(seeds, d, g, i, game, cons_rounds, flips, plan, out, work, 
             if scal[S_ERR] >= 0:
                 n_err += 1
             n_int += scal[S_NINT]
-            nr = min((scal[S_NINT] + N - 1) // N, within)
-            for q in range(nr):
-                tot = 0
-                for w in range(W):
-                    tot += r_produ[q, w]
-                if tot > 0:
-                    s += r_produ[q, y] / tot
-                    n += 1
+            s, n = _add_shares(r_produ, min((scal[S_NINT] + N - 1) // N, within), W, y, s, n)
         st_share[d, i, c] = s / n if n > 0 else np.nan
         g += 1
     mask[:] = False
