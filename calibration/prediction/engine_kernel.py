@@ -84,19 +84,25 @@ def _effects(cfg, draw_ids, shape):
     ss = cfg["effect_seed"]
     sizes = _design_layout(cfg)
     n_cons = int(sizes[0]) if cfg["consensus"] else 0
-    b = np.zeros(shape)
-    k = np.ones(shape)
+    D, G, M = shape
+    b = np.zeros((D, G * M))
+    k = np.ones((D, G * M))
+    at = _slots(sizes, M)  # run k of group g at g * M + k
     for a, d in enumerate(draw_ids):
         g = np.random.default_rng(np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (int(d),)))
         bb, kk = run_effect_values(draws[int(d)], sizes, rng=g)
         if n_cons:
             bb[:n_cons], kk[:n_cons] = run_effect_values(_whole(draws[int(d)]), np.ones(n_cons, np.int64), rng=g)
-        at = 0
-        for gi, n in enumerate(sizes):
-            b[a, gi, :n] = bb[at:at + n]
-            k[a, gi, :n] = kk[at:at + n]
-            at += n
-    return b, k
+        b[a, at] = bb
+        k[a, at] = kk
+    return b.reshape(shape), k.reshape(shape)
+
+
+def _slots(sizes, M):
+    """Where run ``k`` of seed group ``g`` sits in a draw's ``(G, M)`` block, flattened (``g * M + k``),
+    for the runs of every group in order."""
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    return g * M + np.arange(len(g)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
 
 
 def _whole(draw):
@@ -114,13 +120,12 @@ def _design_seeds(parent, draw_ids, cfg):
     sizes = _design_layout(cfg)
     G, M = len(sizes), int(sizes.max(initial=1))
     draw_ids = np.asarray(draw_ids, np.int64)
-    g = np.repeat(np.arange(G), sizes)
-    k = np.arange(len(g)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    n = len(g)
-    keys = np.column_stack([np.repeat(draw_ids, n), np.tile(g, len(draw_ids)), np.tile(k, len(draw_ids))])
-    out = np.zeros((len(draw_ids), G, M, 4), np.uint64)
-    out[np.repeat(np.arange(len(draw_ids)), n), keys[:, 1], keys[:, 2]] = descendant_seed_words(parent, keys)
-    return out
+    at = _slots(sizes, M)
+    n = len(at)
+    keys = np.column_stack([np.repeat(draw_ids, n), np.tile(at // M, len(draw_ids)), np.tile(at % M, len(draw_ids))])
+    out = np.zeros((len(draw_ids), G * M, 4), np.uint64)
+    out[:, at] = descendant_seed_words(parent, keys).reshape(len(draw_ids), n, 4)
+    return out.reshape(len(draw_ids), G, M, 4)
 
 
 def _run_design(tables, draw_ids, parent, cfg):

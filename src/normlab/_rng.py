@@ -197,22 +197,23 @@ def descendant_seed_words(ss: np.random.SeedSequence, keys) -> np.ndarray:
     if len(run_entropy) < pool:  # children always have a spawn key, so pad as numpy does
         run_entropy = np.concatenate([run_entropy, np.zeros(pool - len(run_entropy), np.uint32)])
     base = np.concatenate([run_entropy, _coerce_to_uint32_array(tuple(ss.spawn_key))]).astype(np.uint32)
-    m = keys.shape[1]
-    ent = np.empty((len(base) + m, n), np.uint32)
-    ent[:len(base)] = base[:, None]
-    ent[len(base):] = keys.T.astype(np.uint32)
+    # The pool is mixed from the parent's words (the same for every row: mixed once, as scalars), then
+    # from each row's key columns; the hash constants advance in the same order either way.
     with np.errstate(over="ignore"):
         hc = [_INIT_A]
         mixer = [None] * pool
         for i in range(pool):
-            mixer[i] = _hashmix(ent[i] if i < len(ent) else np.zeros(n, np.uint32), hc)
+            mixer[i] = _hashmix(np.uint32(base[i]), hc)
         for i_src in range(pool):
             for i_dst in range(pool):
                 if i_src != i_dst:
                     mixer[i_dst] = _mix(mixer[i_dst], _hashmix(mixer[i_src], hc))
-        for i_src in range(pool, len(ent)):
+        for i_src in range(pool, len(base)):
             for i_dst in range(pool):
-                mixer[i_dst] = _mix(mixer[i_dst], _hashmix(ent[i_src], hc))
+                mixer[i_dst] = _mix(mixer[i_dst], _hashmix(np.uint32(base[i_src]), hc))
+        for col in keys.T.astype(np.uint32):
+            for i_dst in range(pool):
+                mixer[i_dst] = _mix(mixer[i_dst], _hashmix(col, hc))
         words = np.empty((n, 8), np.uint32)
         hb = _INIT_B
         for i_dst in range(8):
