@@ -220,7 +220,7 @@ def test_calibration_page_tables_are_the_stored_summaries():
     page = docs_page("validation/calibration.md")
     readme = (_paths.REPO / "README.md").read_text()
     data = _paths.REPO / "docs" / "validation" / "_data"
-    want = {"sbc_prediction.json": (2026, 200, "prediction"), "sbc_user.json": (2026, None, "user"),
+    want = {"sbc_prediction.json": (2026, 200, "prediction"), "sbc_user.json": (2026, 200, "user"),
             "sbc_tiny.json": (1, 8, "all")}
     for name, (seed, n, sbc) in want.items():
         js = json.loads((data / name).read_text())
