@@ -103,7 +103,8 @@ towards its median to ``F`` of its spread. The benchmark must see it (``tests/um
 
 JSON: ``coverage.{critical_mass,flip,consensus,tip}.{0.5,0.8,0.95}`` (in-family, user view),
 ``coverage_detail`` (share, interval, expected, rows, truths, zero-width share, the issue's
-window), ``posterior_sbc``, ``prediction_sbc`` (and ``prediction_by_family``), ``by_family``, ``ranks``, ``acceptance``, ``n_truths``, ``seconds``
+window), ``posterior_sbc``, ``prediction_sbc`` (and ``prediction_by_family``), ``by_family``, ``by_source``
+(in-family truths by the shipped fit they were drawn from), ``ranks``, ``acceptance``, ``n_truths``, ``seconds``
 (wall), ``stage_seconds`` (per truth and stage), ``seed``, ``settings``.
 
 References
@@ -1016,6 +1017,10 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
            "n_truths": len(inf), "n_truths_by_family": {f: len(r) for f, r in fam.items()},
            "ranks": {q: v["histogram"] for q, v in ranks(inf, "user").items()},
            "seconds": round(seconds, 1), "seed": seed}
+    sources = sorted({r["source"] for r in inf if r.get("source")})
+    if len(sources) > 1:  # where a shortfall sits: which fitted model the truths were drawn from
+        out["by_source"] = {s: _source_table([r for r in inf if r.get("source") == s]) for s in sources}
+        out["n_truths_by_source"] = {s: sum(r.get("source") == s for r in inf) for s in sources}
     pv = [r for r in inf if "rows" in ((r.get("views") or {}).get("prediction") or {})]
     if pv:
         out["prediction_sbc"] = coverage_table(pv, "prediction", quantities=("critical_mass", "flip", "consensus"))
@@ -1045,6 +1050,14 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
     out["acceptance"] = acceptance(out)
     out["settings"] = {k: v for k, v in cfg.items()}
     return out
+
+
+def _source_table(records) -> dict:
+    """The user view's coverage of one source's truths: critical masses, open flip forecasts, consensus."""
+    tab = coverage_table(records, "user", quantities=("critical_mass", "consensus"))
+    return {"critical_mass": tab["critical_mass"],
+            "flip, open forecast": coverage_table(records, "user", quantities=("flip",), flip_rows="open")["flip"],
+            "consensus": tab["consensus"]}
 
 
 def acceptance(js: dict) -> list:
@@ -1125,6 +1138,15 @@ def markdown_table(js: dict) -> list:
             if parts:
                 n = (js.get("n_truths_by_family") or {}).get(f)
                 out.append(f"- {f} ({n} truths), {view} view, share inside the 95% intervals: " + ", ".join(parts))
+    for src, tab in (js.get("by_source") or {}).items():
+        parts = []
+        for q, v in tab.items():
+            if all((v.get(lv) or {}).get("share") is not None for lv in map(str, LEVELS)):
+                parts.append(f"{q} " + " / ".join(f"{v[str(L)]['share']:.3f}" for L in LEVELS) + " ("
+                             + " / ".join(f"{v[str(L)]['expected']:.3f}" for L in LEVELS) + ")")
+        n = (js.get("n_truths_by_source") or {}).get(src)
+        out.append(f"- from `{src}` ({n} truths), user view, share inside the 50 / 80 / 95 % intervals "
+                   "(expected): " + "; ".join(parts))
     return out
 
 
