@@ -260,6 +260,27 @@ def test_user_view_summary_is_its_stored_rows():
     assert got == stored
 
 
+def test_consensus_summary_check_tiny_and_its_page_table(tmp_path):
+    """bench_consensus_summary.py runs in a tiny form (masses are shares growing with the level, widths
+    positive, one row per runs per draw, the JSON what it returned), and the table on
+    docs/validation/calibration.md is the stored run's (consensus_summary.json)."""
+    from _docs import docs_page
+
+    b = _bench_module("bench_consensus_summary")
+    js = b.main(["--fits", "llama31_70b_QM_H5", "--draws", "30", "--runs", "20,60", "--reference-runs", "60",
+                 "--reference-draws", "40", "--replicates", "2", "--n-agents", "8", "--json", str(tmp_path / "c.json")])
+    assert [r["runs_per_draw"] for r in js["rows"]] == [20, 60]
+    for r in js["rows"]:
+        assert all(0.0 <= v <= 1.0 for v in r["mass"].values()) and all(v > 0 for v in r["width"].values())
+        assert r["mass"]["0.5"] <= r["mass"]["0.8"] <= r["mass"]["0.95"]
+    assert json.loads((tmp_path / "c.json").read_text())["rows"] == js["rows"]
+    stored = json.loads((_paths.REPO / "docs" / "validation" / "_data" / "consensus_summary.json").read_text())
+    assert stored["settings"]["draws"] == 200 and stored["settings"]["replicates"] >= 40
+    page = docs_page("validation/calibration.md")
+    for line in b.markdown_table(stored):
+        assert line in page, f"docs/validation/calibration.md lacks\n{line}"
+
+
 def test_tip_bench_table_on_the_page_is_the_stored_run():
     """The `tip` tables of docs/validation/calibration.md are ``bench_tip.readme_table`` of the rows their
     commands wrote with ``--json`` (docs/validation/_data/tip_truths.json: hidden truths; tip_archives.json:
