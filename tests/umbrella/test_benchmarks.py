@@ -241,6 +241,15 @@ def test_calibration_page_tables_are_the_stored_summaries():
                  f"{op['share']:.3f} of {op['rows']} open", f"({op['expected']:.3f})",
                  f"{co['share']:.3f} [{co['low']:.3f}, {co['high']:.3f}] of {co['rows']} consensus rows ({co['expected']:.3f})"):
         assert text in " ".join(readme.split()), f"README lacks {text!r}"
+    # the user guide quotes the same shares, and the Llama-3.1 truths' consensus share
+    guide = " ".join(docs_page("guide/calibration.md").split())
+    l31 = user["by_source"]["llama31_70b_QM_H5"]["consensus"]["0.95"]
+    for text in (f"{user['n_truths']} truths drawn from the shipped fits",
+                 f"{cm['share']:.3f} of {cm['rows']} critical masses ({cm['expected']:.3f}",
+                 f"{op['share']:.3f} of {op['rows']} open flip forecasts ({op['expected']:.3f})",
+                 f"{co['share']:.3f} [{co['low']:.3f}, {co['high']:.3f}] of {co['rows']} consensus rows ({co['expected']:.3f})",
+                 f"`llama31_70b_QM_H5`) {l31['share']:.3f} of the consensus rows ({l31['expected']:.3f})"):
+        assert text in guide, f"docs/guide/calibration.md lacks {text!r}"
 
 
 def test_user_view_summary_is_its_stored_rows():
