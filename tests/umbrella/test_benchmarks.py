@@ -233,8 +233,11 @@ def test_calibration_page_tables_are_the_stored_summaries():
     for line in bc.markdown_table(pred)[2:]:
         if line.startswith("| prediction |") and ("| 0.95 |" in line or "| 0.80 |" in line):
             assert line in readme, f"README lacks\n{line}"
-    # README's sentence on the user view quotes its 95 % shares, rows and truths
+    # README's sentence on the user view quotes its 95 % shares, rows and truths, beside its table
     user = json.loads((data / "sbc_user.json").read_text())
+    for line in bc.markdown_table(user)[2:]:
+        if line.startswith("| user |") and ("| 0.95 |" in line or "| 0.80 |" in line):
+            assert line in readme, f"README lacks\n{line}"
     det, op = user["coverage_detail"], user["coverage_flip_open"]["flip"]["0.95"]
     cm, co = det["critical_mass"]["0.95"], det["consensus"]["0.95"]
     for text in (f"{user['n_truths']} of the 200", f"{cm['share']:.3f} of {cm['rows']} critical masses ({cm['expected']:.3f}",
@@ -250,6 +253,8 @@ def test_calibration_page_tables_are_the_stored_summaries():
                  f"{co['share']:.3f} [{co['low']:.3f}, {co['high']:.3f}] of {co['rows']} consensus rows ({co['expected']:.3f})",
                  f"`llama31_70b_QM_H5`) {l31['share']:.3f} of the consensus rows ({l31['expected']:.3f})"):
         assert text in guide, f"docs/guide/calibration.md lacks {text!r}"
+    text = f"`llama31_70b_QM_H5`: {l31['share']:.3f} against {l31['expected']:.3f} expected"
+    assert text in " ".join(readme.split()), f"README lacks {text!r}"
 
 
 def test_user_view_summary_is_its_stored_rows():
