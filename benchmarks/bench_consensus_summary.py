@@ -4,11 +4,11 @@
 frequencies: each posterior draw's probability seen through ``n_runs_consensus`` runs (40 by
 default). The interval is meant to be the spread of the draws' probabilities themselves. This
 checks it against them, with no fit and no truth: for each shipped fit, a reference prediction
-with ``--reference-runs`` runs per draw gives the draws' probabilities (frequencies shrunk by their
-binomial part, :func:`denoised_probabilities`; ``--reference-draws`` draws), and ``--replicates`` predictions with ``R`` runs per
-draw (each its own seed, so its own draws) give intervals; reported is the share of the reference
-draws inside each interval, averaged over replicates ("mass"), at 50 / 80 / 95 %, beside the
-level. A mass below the level means intervals narrower than the spread they summarise: coverage
+of ``--reference-draws`` draws with ``--reference-runs`` runs each gives the draws' probabilities
+(frequencies shrunk by their binomial part, :func:`denoised_probabilities`), and ``--replicates``
+predictions with ``R`` runs per draw (each its own seed, so its own draws) give intervals;
+reported is the share of the reference draws inside each interval, averaged over replicates
+("mass"), at 50 / 80 / 95 %, beside the level. A mass below the level means intervals narrower than the spread they summarise: coverage
 of truths drawn from that spread falls short by as much (docs/validation/calibration.md,
 "The user view").
 
@@ -72,14 +72,19 @@ def check(fit_name, *, n_agents=24, draws=200, runs=(40, 120), reference_runs=10
     return rows
 
 
+def _width_ratio(row) -> float:
+    """Mean 80 % interval width over the reference draws' own 80 % quantile range."""
+    return row["width"]["0.8"] / row["reference_width"]["0.8"]
+
+
 def markdown_table(js: dict) -> list:
     """The page's table of a stored run."""
-    out = ["| fit | runs per draw | P(M) | mass in 50 % | mass in 80 % | mass in 95 % | width / reference width at 80 % |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| fit | runs per draw | P(M) | mass in 50 % | mass in 80 % | mass in 95 % "
+           "| width / reference width at 80 % |", "|---|---|---|---|---|---|---|"]
     for r in js["rows"]:
         m = r["mass"]
-        out.append(f"| {r['fit']} | {r['runs_per_draw']} | {r['reference_mean']:.3f} | {m['0.5']:.3f} | {m['0.8']:.3f} | "
-                   f"{m['0.95']:.3f} | {r['width']['0.8'] / r['reference_width']['0.8']:.2f} |")
+        out.append(f"| {r['fit']} | {r['runs_per_draw']} | {r['reference_mean']:.3f} | {m['0.5']:.3f} | "
+                   f"{m['0.8']:.3f} | {m['0.95']:.3f} | {_width_ratio(r):.2f} |")
     return out
 
 
@@ -110,7 +115,7 @@ def main(argv=None):
             rows.append(r)
             print(f"{r['fit']:<20} R {r['runs_per_draw']:>4}  P(M) {r['reference_mean']:.3f}  mass in "
                   + "  ".join(f"{L:.0%} {r['mass'][str(L)]:.3f}" for L in LEVELS)
-                  + f"  width/reference at 80% {r['width']['0.8'] / r['reference_width']['0.8']:.2f}", flush=True)
+                  + f"  width/reference at 80% {_width_ratio(r):.2f}", flush=True)
     settings = {k: v for k, v in vars(a).items() if k not in ("json", "markdown")}
     js = {"rows": rows, "settings": settings, "cpu_seconds": round(time.process_time() - t0, 1)}
     print(f"# {js['cpu_seconds']} CPU s")
