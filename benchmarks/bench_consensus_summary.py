@@ -8,8 +8,9 @@ of ``--reference-draws`` draws with ``--reference-runs`` runs each gives the dra
 (frequencies shrunk by their binomial part, :func:`denoised_probabilities`), and ``--replicates``
 predictions with ``R`` runs per draw (each its own seed, so its own draws) give intervals;
 reported is the share of the reference draws inside each interval, averaged over replicates
-("mass"), at 50 / 80 / 95 %, beside the level. A mass below the level means intervals narrower than the spread they summarise: coverage
-of truths drawn from that spread falls short by as much (docs/validation/calibration.md,
+("mass"), at 50 / 80 / 95 %, beside the level. A mass below the level means intervals
+narrower than the spread they summarise: coverage of truths drawn from that spread falls short
+by as much (docs/validation/calibration.md,
 "The user view").
 
     python benchmarks/bench_consensus_summary.py --json docs/validation/_data/consensus_summary.json
