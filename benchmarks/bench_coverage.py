@@ -119,6 +119,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import math
 import os
@@ -146,11 +147,9 @@ NAMES = ("Q", "M")
 
 DEFAULTS = dict(n_agents=24, runs_per_count=10, baselines=40, baseline_rounds=60, window=30, truth_runs=1000,
                 consensus_rounds=200, fit_model="hierarchical", nuts_draws=1000, nuts_tune=None, chains=2,
-                draws=200, tip_draws=200, tip_directions="M", sbc="user", debug_shrink=None, tiny=False,
-                effect_tables=100)
+                draws=200, tip_draws=200, tip_directions="M", sbc="user", debug_shrink=None, tiny=False)
 TINY = dict(n_agents=8, runs_per_count=4, baselines=40, baseline_rounds=60, window=30, truth_runs=300,
-            consensus_rounds=200, fit_model="empirical", draws=40, tip_draws=40, tiny=True, effect_tables=30,
-            sbc="all")
+            consensus_rounds=200, fit_model="empirical", draws=40, tip_draws=40, tiny=True, sbc="all")
 
 
 # ============================================================================ truths
@@ -381,14 +380,18 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
     counts stays monotone, so two counts where all runs flipped still end the sweep) -- and
     P(consensus on each name) within ``consensus_rounds`` of
     independent convergence runs (one cell with ``shared_baselines``); each from ``truth_runs``
-    runs (``effect_tables`` effect draws of as many runs each where runs differ)."""
+    runs, every run its own draw of the run effects (its own part within the cell). The rows
+    score the truth as ``k`` of ``n`` independent runs (binomial noise); runs sharing a table
+    would carry more noise than that (the first runs here played 100 tables of 10 runs each: the
+    Llama-3.1 truths' P(consensus on M) then scattered 2.1-2.3x as far as ``n`` independent runs
+    do; ``docs/validation/calibration.md``, "The truths' own noise")."""
     from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD  # noqa: F401 (the flip rule the game reads)
 
     N, R = cfg["n_agents"], int(cfg["truth_runs"])
     truth.n_agents = N
-    # K tables, R / K runs each (the table is what varies between runs; the runs of one table are i.i.d.)
-    K = max(1, min(int(cfg["effect_tables"]), R)) if truth.effects is not None else 1
-    per = [R // K + (1 if i < R % K else 0) for i in range(K)]
+    # one table per run where runs differ (each its own run effect), else one table for all R runs
+    K = R if truth.effects is not None else 1
+    per = [R // K] * K
     out = {"flip": {}, "consensus": {}, "runs": R, "effect_tables": K}
     for maj in NAMES:
         ch = NAMES[1 - NAMES.index(maj)]
@@ -786,32 +789,42 @@ def _run_truth(spec: dict) -> dict:
     return out
 
 
-def rescore(records) -> list:
-    """The records with their flip rows scored again against the truth's flip probabilities as
-    :func:`truth_values` computes them now (same truth, same seed stream; the forecasts, stored as
-    their Beta ``(a, b)``, do not depend on the truth values). For results written before a change
-    of what the true flip probability is; the critical-mass and consensus rows are kept."""
-    out = []
-    for rec in records:
-        cfg = rec["cfg"]
-        entropy, *key = rec["seed"]
-        ss = np.random.SeedSequence(entropy, spawn_key=tuple(key))
-        s_truth, _, s_vals, *_rest = ss.spawn(8)
-        truth = make_truth(rec["family"], rec["index"], cfg, np.random.default_rng(s_truth))
-        vals = truth_values(truth, cfg, np.random.default_rng(s_vals))
-        g = np.random.default_rng(ss.spawn(9)[8])
-        rec = dict(rec, truth_values=vals, rescored=True, views=dict(rec.get("views") or {}))
-        for view, v in list(rec["views"].items()):
-            if "rows" not in v:
-                continue
-            rows = []
-            for r in v["rows"]:
-                if r["quantity"] == "flip" and r["key"] in vals["flip"]:
-                    r = _prob_rows_ab("flip", r["key"], r["a"], r["b"], vals["flip"][r["key"]], float(g.random()))
-                rows.append(r)
-            rec["views"][view] = dict(v, rows=rows)
-        out.append(rec)
-    return out
+def rescore(records, workers: int = 1) -> list:
+    """The records with their flip and consensus rows scored again against the truth's
+    probabilities as :func:`truth_values` computes them now (same truth, same seed stream; the
+    forecasts, stored as their Beta ``(a, b)``, do not depend on the truth values). For results
+    written before a change of what the true probabilities are (or how they are estimated); the
+    critical-mass rows are kept. ``workers`` processes, one record each (same output)."""
+    if workers <= 1 or len(records) < 2:
+        return [_rescore_one(r) for r in records]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_env) as ex:
+        return list(ex.map(_rescore_one, records))
+
+
+def _rescore_one(rec) -> dict:
+    _worker_env()
+    cfg = rec["cfg"]
+    entropy, *key = rec["seed"]
+    ss = np.random.SeedSequence(entropy, spawn_key=tuple(key))
+    s_truth, _, s_vals, *_rest = ss.spawn(8)
+    truth = make_truth(rec["family"], rec["index"], cfg, np.random.default_rng(s_truth))
+    vals = truth_values(truth, cfg, np.random.default_rng(s_vals))
+    g = np.random.default_rng(ss.spawn(9)[8])
+    rec = dict(rec, truth_values=vals, rescored=True, views=dict(rec.get("views") or {}))
+    for view, v in list(rec["views"].items()):
+        if "rows" not in v:
+            continue
+        rows = []
+        for r in v["rows"]:
+            if r["quantity"] in ("flip", "consensus") and r["key"] in vals[r["quantity"]]:
+                r = _prob_rows_ab(r["quantity"], r["key"], r["a"], r["b"], vals[r["quantity"]][r["key"]],
+                                  float(g.random()))
+            rows.append(r)
+        rec["views"][view] = dict(v, rows=rows)
+    return rec
 
 
 def _log_cm(log, maj, cfg, memory):
@@ -1153,8 +1166,6 @@ def markdown_table(js: dict) -> list:
 # ============================================================================ the run
 def _read_lines(path) -> list:
     """The lines of a results file (``.gz``: gzip, as stored under docs/validation/_data/)."""
-    import gzip
-
     path = Path(path)
     if path.suffix == ".gz":
         with gzip.open(path, "rt") as fh:
@@ -1164,8 +1175,6 @@ def _read_lines(path) -> list:
 
 def _append_line(path, line: str) -> None:
     """Append one line (a gzip member of its own to a ``.gz`` file: readers see one stream)."""
-    import gzip
-
     path = Path(path)
     with (gzip.open(path, "at") if path.suffix == ".gz" else path.open("a")) as fh:
         fh.write(line + "\n")
@@ -1405,7 +1414,8 @@ def main(argv=None) -> int:
                     help="start no truth after this many seconds (the finished ones are kept in --results)")
     ap.add_argument("--summarise", default=None, metavar="RESULTS", help="only summarise a results file")
     ap.add_argument("--rescore", nargs=2, default=None, metavar=("RESULTS", "OUT"),
-                    help="score the flip rows of RESULTS again with this code's truth values (rescore()); write OUT")
+                    help="score the flip and consensus rows of RESULTS again with this code's truth values "
+                         "(rescore(); --workers processes); write OUT (.gz: gzip)")
     ap.add_argument("--markdown", action="store_true", help="print the coverage table as Markdown (the docs' form)")
     ap.add_argument("--figure", default=None, help="rank histograms and ECDF differences (PNG)")
     ap.add_argument("--json", nargs="?", const="-", default=None, help="print the JSON (or write it to FILE)")
@@ -1446,9 +1456,10 @@ def main(argv=None) -> int:
     if a.rescore:
         src, dst = a.rescore
         recs = [json.loads(x) for x in _read_lines(src) if x.strip()]
-        with Path(dst).open("w") as fh:
-            for rec in recs:
-                fh.write(json.dumps(rescore([rec])[0]) + "\n")
+        out = rescore(recs, workers=a.workers)
+        with (gzip.open(dst, "wt") if str(dst).endswith(".gz") else Path(dst).open("w")) as fh:
+            for rec in out:
+                fh.write(json.dumps(rec) + "\n")
         print(f"# {len(recs)} truths rescored into {dst}", file=sys.stderr)
         return 0
     if a.summarise:
