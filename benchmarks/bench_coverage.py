@@ -7,6 +7,8 @@ Run from the repository root:
     python benchmarks/bench_coverage.py --tiny --json                          # the CI form (N = 8, H = 2)
     python benchmarks/bench_coverage.py --equality K                           # is a cheaper fit the same?
     python benchmarks/bench_coverage.py --summarise RESULTS.jsonl --json       # recompute from saved truths
+    python benchmarks/bench_coverage.py --rescore RESULTS.jsonl OUT.jsonl      # score saved forecasts again
+    python benchmarks/bench_coverage.py --truth-scatter RESULTS.jsonl          # how noisy a truth's estimate is
 
 **The full run** (prepared, hours; resumable: every finished truth is one line of ``--results``,
 a rerun skips it):
@@ -47,7 +49,8 @@ count 0 .. N - 1 with 10 runs of at most 30 rounds from a consensus (stopped at 
 someone is committed) -- the log a user would hand to ``normlab calibrate``. Beside it, what the
 truth *is*: P(flip within 30 rounds) at every count and direction (of one experiment cell: the
 count's shared part of the run effects drawn once) and P(consensus on each name) within 200
-rounds (of independent runs), each from ``--truth-runs`` (1 000) runs; and a second, independent full grid
+rounds (of independent runs), each from ``--truth-runs`` (1 000) runs, every run its own draw of the
+run effects (the rows score a truth as ``k`` of ``n`` independent runs); and a second, independent full grid
 (archive B) of the strong direction (overturn M), whose published-rule critical mass is the truth
 ``tip`` is scored against.
 
@@ -383,7 +386,7 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
     runs, every run its own draw of the run effects (its own part within the cell). The rows
     score the truth as ``k`` of ``n`` independent runs (binomial noise); runs sharing a table
     would carry more noise than that (the first runs here played 100 tables of 10 runs each: the
-    Llama-3.1 truths' P(consensus on M) then scattered 2.1-2.3x as far as ``n`` independent runs
+    Llama-3.1 truths' P(consensus on M) then scattered 2.6-3.3x as far as ``n`` independent runs
     do; ``docs/validation/calibration.md``, "The truths' own noise")."""
     from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD  # noqa: F401 (the flip rule the game reads)
 
@@ -410,16 +413,53 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
                 n += len(f)
             out["flip"][f"overturn_{maj}:{c}"] = [k, n]
             saturated = saturated + 1 if k == n else 0
+    out["consensus"] = _consensus_counts(truth, cfg, g, K)
+    return out
+
+
+def _consensus_counts(truth: Truth, cfg: dict, g, tables: int) -> dict:
+    """Name -> ``[runs won, runs]`` of ``truth_runs`` convergence runs of the truth played in
+    ``tables`` tables (``truth_runs / tables`` runs each; one cell with ``shared_baselines``)."""
+    N, R = truth.n_agents, int(cfg["truth_runs"])
+    K = tables
     won = {nm: 0 for nm in NAMES}
     n = 0
-    tables = truth.tables(K, [K] if truth.shared_baselines else [1] * K, g)
+    tabs = truth.tables(K, [K] if truth.shared_baselines else [1] * K, g)
     for r in _play(truth, R, count=0, initial="empty", challenger=None, max_interactions=cfg["consensus_rounds"] * N,
-                   stop="streak", g=g, record=False, tables=tables, runs_per_table=per):
+                   stop="streak", g=g, record=False, tables=tabs, runs_per_table=[R // K] * K):
         for w in _winners(r):
             if w in won:
                 won[w] += 1
         n += r.n_runs
-    out["consensus"] = {nm: [won[nm], n] for nm in NAMES}
+    return {nm: [won[nm], n] for nm in NAMES}
+
+
+def truth_scatter(records, *, source: str = "llama31_70b_QM_H5", n_truths: int = 3, reps: int = 30,
+                  tables: int = 100) -> list:
+    """How far a truth's estimated P(consensus on M) scatters, played in ``tables`` tables of
+    ``truth_runs / tables`` runs (how this benchmark once estimated it) against one table per run
+    (each run its own run effect, as the rows assume): per truth (the first ``n_truths`` of
+    ``source`` in ``records``, rebuilt from their seeds) the standard deviation of ``reps``
+    estimates each way and the binomial one of ``truth_runs`` independent runs."""
+    out = []
+    for rec in [r for r in records if r.get("source") == source][:n_truths]:
+        cfg = rec["cfg"]
+        entropy, *key = rec["seed"]
+        s_truth = np.random.SeedSequence(entropy, spawn_key=tuple(key)).spawn(8)[0]
+        truth = make_truth(rec["family"], rec["index"], cfg, np.random.default_rng(s_truth))
+        truth.n_agents = cfg["n_agents"]
+        R = int(cfg["truth_runs"])
+        est = {}
+        for K in (tables, R):
+            g = np.random.default_rng([7, rec["index"], K])
+            est[K] = np.array([_consensus_counts(truth, cfg, g, K)["M"][0] / R for _ in range(reps)])
+        p = float(est[R].mean())
+        b = math.sqrt(p * (1 - p) / R)
+        out.append({"index": rec["index"], "p_M": round(p, 3), "binomial_sd": round(b, 4),
+                    f"sd_{tables}_tables": round(float(est[tables].std(ddof=1)), 4),
+                    "sd_one_table_per_run": round(float(est[R].std(ddof=1)), 4),
+                    "ratio_tables": round(float(est[tables].std(ddof=1)) / b, 2),
+                    "ratio_one_per_run": round(float(est[R].std(ddof=1)) / b, 2), "reps": reps, "runs": R})
     return out
 
 
@@ -804,8 +844,17 @@ def rescore(records, workers: int = 1) -> list:
         return list(ex.map(_rescore_one, records))
 
 
+def _rescored_settings(rec) -> dict:
+    """``rec`` with the settings this code would record for it: keys it no longer reads dropped
+    (``effect_tables``: the truth's runs were once played in that many tables) and the fingerprint
+    recomputed, so that a run of the same command resumes from the rescored rows."""
+    cfg = {k: v for k, v in rec["cfg"].items() if k != "effect_tables"}
+    return dict(rec, cfg=cfg, fingerprint=_fingerprint(cfg))
+
+
 def _rescore_one(rec) -> dict:
     _worker_env()
+    rec = _rescored_settings(rec)
     cfg = rec["cfg"]
     entropy, *key = rec["seed"]
     ss = np.random.SeedSequence(entropy, spawn_key=tuple(key))
@@ -1018,7 +1067,11 @@ def plot_ranks(records, path, view: str = "user"):
 
 
 def summarise(records, cfg: dict, seconds: float, seed) -> dict:
-    """The JSON of the benchmark (module docstring)."""
+    """The JSON of the benchmark (module docstring). The records are taken in the order of their
+    family and index, not the order they finished in: the bootstrap intervals resample truths by
+    position, and the same truths must give the same summary however the workers' timing fell."""
+    records = sorted(records, key=lambda r: (FAMILIES.index(r["family"]) if r["family"] in FAMILIES else
+                                             len(FAMILIES), r["index"]))
     fam = {f: [r for r in records if r["family"] == f] for f in FAMILIES}
     inf = fam["posterior"]
     detail = coverage_table(inf, "user")
@@ -1031,8 +1084,12 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
            "ranks": {q: v["histogram"] for q, v in ranks(inf, "user").items()},
            "seconds": round(seconds, 1), "seed": seed}
     sources = sorted({r["source"] for r in inf if r.get("source")})
-    if len(sources) > 1:  # where a shortfall sits: which fitted model the truths were drawn from
-        out["by_source"] = {s: _source_table([r for r in inf if r.get("source") == s]) for s in sources}
+    # where a shortfall sits: which fitted model the truths were drawn from (the user view, or the
+    # prediction view in a run without the user's fit)
+    src_view = "user" if any(_rows_of(r, "user", False) for r in inf) else "prediction"
+    if len(sources) > 1 and any(_rows_of(r, src_view, False) for r in inf):
+        out["by_source"] = {s: _source_table([r for r in inf if r.get("source") == s], src_view) for s in sources}
+        out["by_source_view"] = src_view
         out["n_truths_by_source"] = {s: sum(r.get("source") == s for r in inf) for s in sources}
     pv = [r for r in inf if "rows" in ((r.get("views") or {}).get("prediction") or {})]
     if pv:
@@ -1065,11 +1122,11 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
     return out
 
 
-def _source_table(records) -> dict:
-    """The user view's coverage of one source's truths: critical masses, open flip forecasts, consensus."""
-    tab = coverage_table(records, "user", quantities=("critical_mass", "consensus"))
+def _source_table(records, view: str = "user") -> dict:
+    """One view's coverage of one source's truths: critical masses, open flip forecasts, consensus."""
+    tab = coverage_table(records, view, quantities=("critical_mass", "consensus"))
     return {"critical_mass": tab["critical_mass"],
-            "flip, open forecast": coverage_table(records, "user", quantities=("flip",), flip_rows="open")["flip"],
+            "flip, open forecast": coverage_table(records, view, quantities=("flip",), flip_rows="open")["flip"],
             "consensus": tab["consensus"]}
 
 
@@ -1158,8 +1215,8 @@ def markdown_table(js: dict) -> list:
                 parts.append(f"{q} " + " / ".join(f"{v[str(L)]['share']:.3f}" for L in LEVELS) + " ("
                              + " / ".join(f"{v[str(L)]['expected']:.3f}" for L in LEVELS) + ")")
         n = (js.get("n_truths_by_source") or {}).get(src)
-        out.append(f"- from `{src}` ({n} truths), user view, share inside the 50 / 80 / 95 % intervals "
-                   "(expected): " + "; ".join(parts))
+        out.append(f"- from `{src}` ({n} truths), {js.get('by_source_view', 'user')} view, share inside the "
+                   "50 / 80 / 95 % intervals (expected): " + "; ".join(parts))
     return out
 
 
@@ -1413,6 +1470,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no truth after this many seconds (the finished ones are kept in --results)")
     ap.add_argument("--summarise", default=None, metavar="RESULTS", help="only summarise a results file")
+    ap.add_argument("--truth-scatter", default=None, metavar="RESULTS",
+                    help="how far a truth's P(consensus on M) scatters in 100 tables of 10 runs against one table "
+                         "per run, for the first Llama-3.1 truths of RESULTS (truth_scatter())")
+    ap.add_argument("--scatter-truths", type=int, default=3, help="--truth-scatter: truths (3)")
+    ap.add_argument("--scatter-reps", type=int, default=30, help="--truth-scatter: estimates each way (30)")
     ap.add_argument("--rescore", nargs=2, default=None, metavar=("RESULTS", "OUT"),
                     help="score the flip and consensus rows of RESULTS again with this code's truth values "
                          "(rescore(); --workers processes); write OUT (.gz: gzip)")
@@ -1453,6 +1515,10 @@ def main(argv=None) -> int:
         ap.error(f"unknown families {sorted(bad)}; known: {list(FAMILIES)}")
     T = 8 if a.tiny and "--truths" not in (argv or sys.argv) else a.truths
     W = (1 if a.tiny else max(1, T // 4)) if a.wider is None else a.wider
+    if a.truth_scatter:
+        recs = [json.loads(x) for x in _read_lines(a.truth_scatter) if x.strip()]
+        print(json.dumps(truth_scatter(recs, n_truths=a.scatter_truths, reps=a.scatter_reps), indent=1))
+        return 0
     if a.rescore:
         src, dst = a.rescore
         recs = [json.loads(x) for x in _read_lines(src) if x.strip()]

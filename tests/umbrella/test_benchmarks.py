@@ -186,7 +186,7 @@ def test_coverage_of_probabilities_at_the_truths_resolution():
 def test_coverage_truth_values_scatter_like_independent_runs():
     """The rows score a true probability as k of n independent runs (binomial noise), so the truth
     must be estimated that way: each run its own draw of the run effects. Under a strong run effect
-    runs sharing a table scatter far more (100 tables of 10 runs: 2.1-2.3x for Llama-3.1 truths)."""
+    runs sharing a table scatter far more (100 tables of 10 runs: 2.6-3.3x for Llama-3.1 truths)."""
     bc = _coverage_module()
     p1 = np.array([0.5, 0.3, 0.5, 0.5, 0.7])  # H = 1, two names: empty memory, then the four (own, partner) pairs
     truth = bc.Truth("posterior", 0, memory=1, n_agents=4, p1=p1, effects=np.array([0.0, 0.0, 2.0, 0.0, 0.0, 0.0]))
@@ -201,6 +201,26 @@ def test_coverage_truth_values_scatter_like_independent_runs():
     assert 0.2 < p < 0.8
     ratio = float(np.std(est, ddof=1)) / math.sqrt(p * (1 - p) / 60)
     assert 0.6 < ratio < 1.4, ratio
+
+
+@pytest.mark.slow
+def test_truth_scatter_tiny_and_its_page_table():
+    """``--truth-scatter`` (the measurement behind the change above) runs in a small form on the stored
+    user-view rows, and the page's table is the stored output of its full form."""
+    from _docs import docs_page
+
+    data = _paths.REPO / "docs" / "validation" / "_data"
+    out = json.loads(_run("bench_coverage.py", "--truth-scatter", str(data / "sbc_user_rows.jsonl.gz"),
+                          "--scatter-truths", "1", "--scatter-reps", "4", timeout=600))
+    assert len(out) == 1 and out[0]["reps"] == 4 and out[0]["runs"] == 1000
+    assert out[0]["ratio_tables"] > 1.5 > out[0]["ratio_one_per_run"]
+    page = docs_page("validation/calibration.md")
+    stored = json.loads((data / "truth_scatter.json").read_text())
+    assert len(stored) == 3 and all(r["reps"] == 30 for r in stored)
+    for r in stored:
+        line = (f"| {r['index']} | {r['p_M']:.3f} | {r['binomial_sd']:.4f} | {r['sd_100_tables']:.4f} "
+                f"({r['ratio_tables']:.2f}x) | {r['sd_one_table_per_run']:.4f} ({r['ratio_one_per_run']:.2f}x) |")
+        assert line in page, line
 
 @pytest.mark.slow
 def test_bench_coverage_tiny():
@@ -280,20 +300,25 @@ def test_calibration_page_tables_are_the_stored_summaries():
 
 
 def test_user_view_summary_is_its_stored_rows():
-    """docs/validation/_data/sbc_user.json is ``bench_coverage.py --summarise`` of the rows the run wrote
-    (sbc_user_rows.jsonl.gz, one line per truth in the order they finished; the run resumes from them)."""
+    """docs/validation/_data/sbc_user.json and sbc_prediction.json are ``bench_coverage.py --summarise``
+    of the rows the runs wrote (sbc_*_rows.jsonl.gz, one line per truth in the order they finished;
+    the runs resume from them), and a summary does not depend on that order."""
     import gzip
 
     bc = _coverage_module()
     data = _paths.REPO / "docs" / "validation" / "_data"
-    with gzip.open(data / "sbc_user_rows.jsonl.gz", "rt") as fh:
-        records = [json.loads(x) for x in fh.read().splitlines() if x.strip()]
-    assert len({(r["family"], r["index"]) for r in records}) == len(records)
-    stored = json.loads((data / "sbc_user.json").read_text())
-    got = json.loads(json.dumps(bc.summarise(records, records[0]["cfg"], 0.0, 2026)))
-    for x in (stored, got):
-        x.pop("seconds")
-    assert got == stored
+    for rows, summary in (("sbc_user_rows.jsonl.gz", "sbc_user.json"),
+                          ("sbc_prediction_rows.jsonl.gz", "sbc_prediction.json")):
+        with gzip.open(data / rows, "rt") as fh:
+            records = [json.loads(x) for x in fh.read().splitlines() if x.strip()]
+        assert len({(r["family"], r["index"]) for r in records}) == len(records)
+        stored = json.loads((data / summary).read_text())
+        got = json.loads(json.dumps(bc.summarise(records, records[0]["cfg"], 0.0, 2026)))
+        again = json.loads(json.dumps(bc.summarise(records[::-1], records[0]["cfg"], 0.0, 2026)))
+        for x in (stored, got, again):
+            x.pop("seconds")
+        assert got == stored, summary
+        assert again == got, summary
 
 
 def test_consensus_summary_check_tiny_and_its_page_table(tmp_path):
