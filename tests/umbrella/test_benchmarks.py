@@ -321,6 +321,27 @@ def test_user_view_summary_is_its_stored_rows():
         assert again == got, summary
 
 
+def test_stored_rows_resume_under_the_pages_commands():
+    """The page's commands resume from the stored rows (every truth found, none run again): the rows'
+    fingerprints are the settings this code records for those commands, rescored rows included."""
+    import gzip
+
+    bc = _coverage_module()
+    data = _paths.REPO / "docs" / "validation" / "_data"
+    for rows, view, wider, families in (("sbc_user_rows.jsonl.gz", "user", 0, ["posterior"]),
+                                        ("sbc_prediction_rows.jsonl.gz", "prediction", 20,
+                                         ["posterior", "run_effects", "shared_order"])):
+        cfg = dict(bc.DEFAULTS, sbc=view, tip_directions="none")
+        specs = bc.plan(200, wider, families, 2026, cfg)
+        with gzip.open(data / rows, "rt") as fh:
+            recs = [json.loads(x) for x in fh.read().splitlines() if x.strip()]
+        have = {(r["family"], r["index"], r["fingerprint"]) for r in recs}
+        assert {(s["family"], s["index"], s["fingerprint"]) for s in specs} == have, rows
+    old = {"cfg": dict(bc.DEFAULTS, effect_tables=100), "fingerprint": "written before"}
+    new = bc._rescored_settings(old)
+    assert "effect_tables" not in new["cfg"] and new["fingerprint"] == bc._fingerprint(dict(bc.DEFAULTS))
+
+
 def test_consensus_summary_check_tiny_and_its_page_table(tmp_path):
     """bench_consensus_summary.py runs in a tiny form (masses are shares growing with the level, widths
     positive, one row per runs per draw, the JSON what it returned), and the table on
