@@ -835,13 +835,7 @@ def rescore(records, workers: int = 1) -> list:
     forecasts, stored as their Beta ``(a, b)``, do not depend on the truth values). For results
     written before a change of what the true probabilities are (or how they are estimated); the
     critical-mass rows are kept. ``workers`` processes, one record each (same output)."""
-    if workers <= 1 or len(records) < 2:
-        return [_rescore_one(r) for r in records]
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_env) as ex:
-        return list(ex.map(_rescore_one, records))
+    return _map_workers(_rescore_one, records, workers)
 
 
 def _rescored_settings(rec) -> dict:
@@ -853,7 +847,6 @@ def _rescored_settings(rec) -> dict:
 
 
 def _rescore_one(rec) -> dict:
-    _worker_env()
     rec = _rescored_settings(rec)
     cfg = rec["cfg"]
     entropy, *key = rec["seed"]
@@ -905,6 +898,21 @@ def _worker_env():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
+def _map_workers(fn, items, workers: int) -> list:
+    """``[fn(x) for x in items]``, in order, on ``workers`` spawned processes (one thread each, a
+    PyTensor cache per process) when there is more than one item and worker."""
+    if workers <= 1 or len(items) < 2:
+        return [fn(x) for x in items]
+    import multiprocessing as mp
+    import tempfile
+    from concurrent.futures import ProcessPoolExecutor
+
+    base = tempfile.mkdtemp(prefix="bench-coverage-")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                             initargs=(base,)) as ex:
+        return list(ex.map(fn, items))
 
 
 def _init_worker(base):
@@ -1346,18 +1354,7 @@ def equality(K: int, seed: int, cfg: dict, cheap: dict, workers: int = 1) -> dic
     """
     specs = [{"family": "posterior", "index": i, "entropy": int(seed), "spawn_key": [9, i], "cfg": cfg,
               "cheap": cheap, "fingerprint": "equality"} for i in range(K)]
-    if workers <= 1:
-        recs = [_equality_truth(s) for s in specs]
-    else:
-        import multiprocessing as mp
-        import tempfile
-        from concurrent.futures import ProcessPoolExecutor
-
-        base = tempfile.mkdtemp(prefix="bench-coverage-")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                 initargs=(base,)) as ex:
-            recs = list(ex.map(_equality_truth, specs))
-    return equality_verdict(recs, cfg, cheap)
+    return equality_verdict(_map_workers(_equality_truth, specs, workers), cfg, cheap)
 
 
 def _equality_truth(spec) -> dict:
