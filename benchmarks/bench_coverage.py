@@ -49,8 +49,8 @@ count 0 .. N - 1 with 10 runs of at most 30 rounds from a consensus (stopped at 
 someone is committed) -- the log a user would hand to ``normlab calibrate``. Beside it, what the
 truth *is*: P(flip within 30 rounds) at every count and direction (of one experiment cell: the
 count's shared part of the run effects drawn once) and P(consensus on each name) within 200
-rounds (of independent runs), each from ``--truth-runs`` (1 000) runs, every run its own draw of the
-run effects (the rows score a truth as ``k`` of ``n`` independent runs); and a second, independent full grid
+rounds (of independent runs), from ``--truth-runs`` (1 000) and ``--truth-runs-consensus`` (10 000)
+runs, every run its own draw of the run effects (the rows score a truth as ``k`` of ``n`` independent runs); and a second, independent full grid
 (archive B) of the strong direction (overturn M), whose published-rule critical mass is the truth
 ``tip`` is scored against.
 
@@ -149,10 +149,10 @@ SOURCES = (("llama31_70b_QM_H5", "llama31_data.zip", "Llama-3.1-70B-Instruct"),
 NAMES = ("Q", "M")
 
 DEFAULTS = dict(n_agents=24, runs_per_count=10, baselines=40, baseline_rounds=60, window=30, truth_runs=1000,
-                consensus_rounds=200, fit_model="hierarchical", nuts_draws=1000, nuts_tune=None, chains=2,
+                truth_runs_consensus=10000, consensus_rounds=200, fit_model="hierarchical", nuts_draws=1000, nuts_tune=None, chains=2,
                 draws=200, tip_draws=200, tip_directions="M", sbc="user", debug_shrink=None, tiny=False)
 TINY = dict(n_agents=8, runs_per_count=4, baselines=40, baseline_rounds=60, window=30, truth_runs=300,
-            consensus_rounds=200, fit_model="empirical", draws=40, tip_draws=40, tiny=True, sbc="all")
+            truth_runs_consensus=3000, consensus_rounds=200, fit_model="empirical", draws=40, tip_draws=40, tiny=True, sbc="all")
 
 
 # ============================================================================ truths
@@ -382,12 +382,17 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
     direction, the same at every count: a count's probability is a cell's, and the curve over
     counts stays monotone, so two counts where all runs flipped still end the sweep) -- and
     P(consensus on each name) within ``consensus_rounds`` of
-    independent convergence runs (one cell with ``shared_baselines``); each from ``truth_runs``
-    runs, every run its own draw of the run effects (its own part within the cell). The rows
+    independent convergence runs (one cell with ``shared_baselines``); the flips from ``truth_runs``
+    runs, the consensus from ``truth_runs_consensus`` (``truth_runs`` where a record has no such
+    key), every run its own draw of the run effects (its own part within the cell). The rows
     score the truth as ``k`` of ``n`` independent runs (binomial noise); runs sharing a table
     would carry more noise than that (the first runs here played 100 tables of 10 runs each: the
     Llama-3.1 truths' P(consensus on M) then scattered 2.6-3.3x as far as ``n`` independent runs
-    do; ``docs/validation/calibration.md``, "The truths' own noise")."""
+    do; ``docs/validation/calibration.md``, "The truths' own noise"). Near P = 0 or 1 the binomial
+    noise of 1 000 runs is as wide as a forecast's interval, so a calibrated forecast would cover
+    only 0.934 of the user view's truths at 95 %; with 10 000 convergence runs 0.949 (their
+    ``expected``): the consensus truths get the runs (about 4 s each), the flips' (one call per
+    run, 4-16 s per truth at 1 000) do not."""
     from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD  # noqa: F401 (the flip rule the game reads)
 
     N, R = cfg["n_agents"], int(cfg["truth_runs"])
@@ -413,14 +418,16 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
                 n += len(f)
             out["flip"][f"overturn_{maj}:{c}"] = [k, n]
             saturated = saturated + 1 if k == n else 0
-    out["consensus"] = _consensus_counts(truth, cfg, g, K)
+    Rc = int(cfg.get("truth_runs_consensus", R))
+    out["consensus"] = _consensus_counts(truth, cfg, g, Rc if truth.effects is not None else 1, runs=Rc)
+    out["runs_consensus"] = Rc
     return out
 
 
-def _consensus_counts(truth: Truth, cfg: dict, g, tables: int) -> dict:
-    """Name -> ``[runs won, runs]`` of ``truth_runs`` convergence runs of the truth played in
-    ``tables`` tables (``truth_runs / tables`` runs each; one cell with ``shared_baselines``)."""
-    N, R = truth.n_agents, int(cfg["truth_runs"])
+def _consensus_counts(truth: Truth, cfg: dict, g, tables: int, runs: int | None = None) -> dict:
+    """Name -> ``[runs won, runs]`` of ``runs`` (default ``truth_runs``) convergence runs of the
+    truth played in ``tables`` tables (``runs / tables`` runs each; one cell with ``shared_baselines``)."""
+    N, R = truth.n_agents, int(cfg["truth_runs"] if runs is None else runs)
     K = tables
     won = {nm: 0 for nm in NAMES}
     n = 0
@@ -843,6 +850,7 @@ def _rescored_settings(rec) -> dict:
     (``effect_tables``: the truth's runs were once played in that many tables) and the fingerprint
     recomputed, so that a run of the same command resumes from the rescored rows."""
     cfg = {k: v for k, v in rec["cfg"].items() if k != "effect_tables"}
+    cfg.setdefault("truth_runs_consensus", (TINY if cfg.get("tiny") else DEFAULTS)["truth_runs_consensus"])
     return dict(rec, cfg=cfg, fingerprint=_fingerprint(cfg))
 
 
@@ -1455,7 +1463,9 @@ def main(argv=None) -> int:
     ap.add_argument("--draws", type=int, default=None, help="posterior draws of each prediction (200)")
     ap.add_argument("--tip-draws", type=int, default=None, help="posterior draws per tip step (200)")
     ap.add_argument("--tip-directions", default=None, help="M (default: the strong convention), both, or none")
-    ap.add_argument("--truth-runs", type=int, default=None, help="runs behind each true probability (1000)")
+    ap.add_argument("--truth-runs", type=int, default=None, help="runs behind each true flip probability (1000)")
+    ap.add_argument("--truth-runs-consensus", type=int, default=None,
+                    help="runs behind each true P(consensus) (10000; the tiny form 3000)")
     ap.add_argument("--sbc", choices=["user", "posterior", "both", "prediction", "all"], default=None,
                     help="user: calibrate on the simulated runs alone (the headline); posterior: on the shipped "
                          "model's archive baselines plus them (posterior SBC); both; prediction: no fit, the "
@@ -1491,12 +1501,16 @@ def main(argv=None) -> int:
     cfg = dict(DEFAULTS)
     if a.tiny:
         cfg.update(TINY)
-    for k in ("fit_model", "nuts_draws", "draws", "tip_draws", "tip_directions", "truth_runs", "sbc", "debug_shrink"):
+    for k in ("fit_model", "nuts_draws", "draws", "tip_draws", "tip_directions", "truth_runs", "truth_runs_consensus",
+              "sbc", "debug_shrink"):
         v = getattr(a, k)
         if v is not None:
             cfg[k] = v
     if a.assume_monotone:
         cfg["assume_monotone"] = True
+    for k in ("truth_runs", "truth_runs_consensus"):
+        if int(cfg[k]) < 1:
+            ap.error(f"--{k.replace('_', '-')} must be at least 1; got {cfg[k]}")
     if cfg["debug_shrink"] is not None and not 0 < cfg["debug_shrink"] < 1:
         ap.error("--debug-shrink must be in (0, 1)")
     t0 = time.perf_counter()

@@ -203,6 +203,41 @@ def test_coverage_truth_values_scatter_like_independent_runs():
     assert 0.6 < ratio < 1.4, ratio
 
 
+def test_coverage_consensus_truth_has_its_own_runs():
+    """P(consensus) is estimated from ``truth_runs_consensus`` runs (its binomial noise near 0 and 1
+    would otherwise be as wide as the forecasts), the flips from ``truth_runs``; a record without
+    the key (written before it) reads ``truth_runs`` for both, and its rescore records the default."""
+    bc = _coverage_module()
+    p1 = np.array([0.5, 0.3, 0.5, 0.5, 0.7])
+    truth = bc.Truth("posterior", 0, memory=1, n_agents=4, p1=p1, effects=np.array([0.0, 0.0, 0.5, 0.0, 0.0, 0.0]))
+    cfg = dict(truth_runs=20, truth_runs_consensus=70, n_agents=4, window=30, consensus_rounds=50)
+    v = bc.truth_values(truth, cfg, np.random.default_rng(0))
+    assert {n for _, n in v["flip"].values()} == {20}
+    assert {n for _, n in v["consensus"].values()} == {70} and v["runs_consensus"] == 70
+    old = {k: x for k, x in cfg.items() if k != "truth_runs_consensus"}
+    assert {n for _, n in bc.truth_values(truth, old, np.random.default_rng(0))["consensus"].values()} == {20}
+    rec = {"cfg": dict(bc.DEFAULTS, truth_runs_consensus=None)}
+    rec["cfg"].pop("truth_runs_consensus")
+    new = bc._rescored_settings(dict(rec, fingerprint=bc._fingerprint(rec["cfg"])))
+    assert new["cfg"]["truth_runs_consensus"] == 10000 and new["fingerprint"] == bc._fingerprint(bc.DEFAULTS)
+    tiny = bc._rescored_settings({"cfg": {k: x for k, x in {**bc.DEFAULTS, **bc.TINY}.items()
+                                          if k != "truth_runs_consensus"}})
+    assert tiny["cfg"]["truth_runs_consensus"] == 3000
+
+
+def test_coverage_expected_share_nears_the_level_with_more_truth_runs():
+    """The reason for those runs, measured on one stored-like forecast near P = 1: a calibrated
+    Beta's 95 % interval covers a truth known through 1 000 runs far less often than its level,
+    through 10 000 runs nearly at it."""
+    from scipy.stats import beta as B
+
+    bc = _coverage_module()
+    a, b = 531.0, 3.9  # a Llama-3 H = 3 truth's consensus forecast on M (user view)
+    lo, hi = B.ppf(0.025, a, b), B.ppf(0.975, a, b)
+    e1, e10 = bc.resolution_coverage(a, b, 1000, lo, hi), bc.resolution_coverage(a, b, 10000, lo, hi)
+    assert e1 < 0.92 and 0.94 < e10 < 0.96, (e1, e10)
+
+
 @pytest.mark.slow
 def test_truth_scatter_tiny_and_its_page_table():
     """``--truth-scatter`` (the measurement behind the change above) runs in a small form on the stored
@@ -297,6 +332,34 @@ def test_calibration_page_tables_are_the_stored_summaries():
         assert text in guide, f"docs/guide/calibration.md lacks {text!r}"
     text = f"`llama31_70b_QM_H5`: {l31['share']:.3f} against {l31['expected']:.3f} expected"
     assert text in " ".join(readme.split()), f"README lacks {text!r}"
+
+
+def test_truth_resolution_table_is_the_stored_summaries():
+    """The right-hand column of the page's table on the consensus truths from 10 000 runs is the
+    stored summaries' consensus shares (overall and by source), and both summaries were scored
+    against such truths."""
+    from _docs import docs_page
+
+    data = _paths.REPO / "docs" / "validation" / "_data"
+    page = docs_page("validation/calibration.md")
+
+    def cell(d):
+        lv = ("0.5", "0.8", "0.95")
+        return (" / ".join(f"{d[x]['share']:.3f}" for x in lv) + " ("
+                + " / ".join(f"{d[x]['expected']:.3f}" for x in lv) + ")")
+
+    user = json.loads((data / "sbc_user.json").read_text())
+    pred = json.loads((data / "sbc_prediction.json").read_text())
+    for js in (user, pred):
+        assert js["settings"]["truth_runs_consensus"] == 10000
+    rows = {"user view, all 400 rows": user["coverage_detail"]["consensus"],
+            "user view, Llama-3.1 truths": user["by_source"]["llama31_70b_QM_H5"]["consensus"],
+            "user view, Llama-3 H = 3 truths": user["by_source"]["llama3_70b_QM_H3"]["consensus"],
+            "user view, Llama-3 H = 5 truths": user["by_source"]["llama3_70b_QM_H5"]["consensus"],
+            "prediction view, all 400 rows": pred["prediction_sbc"]["consensus"]}
+    for label, d in rows.items():
+        line = next((x for x in page.splitlines() if x.startswith(f"| {label} |")), None)
+        assert line is not None and line.rstrip().endswith(f"| {cell(d)} |"), (label, line, cell(d))
 
 
 def test_user_view_summary_is_its_stored_rows():
