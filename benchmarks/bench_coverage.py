@@ -50,7 +50,8 @@ someone is committed) -- the log a user would hand to ``normlab calibrate``. Bes
 truth *is*: P(flip within 30 rounds) at every count and direction (of one experiment cell: the
 count's shared part of the run effects drawn once) and P(consensus on each name) within 200
 rounds (of independent runs), from ``--truth-runs`` (1 000) and ``--truth-runs-consensus`` (10 000)
-runs, every run its own draw of the run effects (the rows score a truth as ``k`` of ``n`` independent runs); and a second, independent full grid
+runs, every run its own draw of the run effects (the rows score a truth as ``k`` of ``n``
+independent runs); and a second, independent full grid
 (archive B) of the strong direction (overturn M), whose published-rule critical mass is the truth
 ``tip`` is scored against.
 
@@ -149,10 +150,12 @@ SOURCES = (("llama31_70b_QM_H5", "llama31_data.zip", "Llama-3.1-70B-Instruct"),
 NAMES = ("Q", "M")
 
 DEFAULTS = dict(n_agents=24, runs_per_count=10, baselines=40, baseline_rounds=60, window=30, truth_runs=1000,
-                truth_runs_consensus=10000, consensus_rounds=200, fit_model="hierarchical", nuts_draws=1000, nuts_tune=None, chains=2,
-                draws=200, tip_draws=200, tip_directions="M", sbc="user", debug_shrink=None, tiny=False)
+                truth_runs_consensus=10000, consensus_rounds=200, fit_model="hierarchical", nuts_draws=1000,
+                nuts_tune=None, chains=2, draws=200, tip_draws=200, tip_directions="M", sbc="user", debug_shrink=None,
+                tiny=False)
 TINY = dict(n_agents=8, runs_per_count=4, baselines=40, baseline_rounds=60, window=30, truth_runs=300,
-            truth_runs_consensus=3000, consensus_rounds=200, fit_model="empirical", draws=40, tip_draws=40, tiny=True, sbc="all")
+            truth_runs_consensus=3000, consensus_rounds=200, fit_model="empirical", draws=40, tip_draws=40, tiny=True,
+            sbc="all")
 
 
 # ============================================================================ truths
@@ -390,9 +393,9 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
     Llama-3.1 truths' P(consensus on M) then scattered 2.6-3.3x as far as ``n`` independent runs
     do; ``docs/validation/calibration.md``, "The truths' own noise"). Near P = 0 or 1 the binomial
     noise of 1 000 runs is as wide as a forecast's interval, so a calibrated forecast would cover
-    only 0.934 of the user view's truths at 95 %; with 10 000 convergence runs 0.949 (their
-    ``expected``): the consensus truths get the runs (about 4 s each), the flips' (one call per
-    run, 4-16 s per truth at 1 000) do not."""
+    only 0.934 of the user view's consensus rows at 95 %; with 10 000 convergence runs 0.949
+    (their ``expected``): the consensus truths get the runs (about 3 CPU s a truth), the flips'
+    (one call per run, 4-16 s per truth at 1 000) do not."""
     from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD  # noqa: F401 (the flip rule the game reads)
 
     N, R = cfg["n_agents"], int(cfg["truth_runs"])
