@@ -454,15 +454,12 @@ def truth_scatter(records, *, source: str = "llama31_70b_QM_H5", n_truths: int =
     out = []
     for rec in [r for r in records if r.get("source") == source][:n_truths]:
         cfg = rec["cfg"]
-        entropy, *key = rec["seed"]
-        s_truth = np.random.SeedSequence(entropy, spawn_key=tuple(key)).spawn(8)[0]
-        truth = make_truth(rec["family"], rec["index"], cfg, np.random.default_rng(s_truth))
-        truth.n_agents = cfg["n_agents"]
+        truth, _, _ = _stored_truth(rec)
         R = int(cfg["truth_runs"])
         est = {}
         for K in (tables, R):
             g = np.random.default_rng([7, rec["index"], K])
-            est[K] = np.array([_consensus_counts(truth, cfg, g, K)["M"][0] / R for _ in range(reps)])
+            est[K] = np.array([_consensus_counts(truth, cfg, g, K, runs=R)["M"][0] / R for _ in range(reps)])
         p = float(est[R].mean())
         b = math.sqrt(p * (1 - p) / R)
         out.append({"index": rec["index"], "p_M": round(p, 3), "binomial_sd": round(b, 4),
@@ -857,14 +854,22 @@ def _rescored_settings(rec) -> dict:
     return dict(rec, cfg=cfg, fingerprint=_fingerprint(cfg))
 
 
+def _stored_truth(rec):
+    """The truth of a stored record rebuilt from its seed: ``(truth, seed sequence, its first eight
+    children)`` -- the children :func:`_run_truth` drew (0: the truth, 2: its probabilities)."""
+    entropy, *key = rec["seed"]
+    ss = np.random.SeedSequence(entropy, spawn_key=tuple(key))
+    kids = ss.spawn(8)
+    truth = make_truth(rec["family"], rec["index"], rec["cfg"], np.random.default_rng(kids[0]))
+    truth.n_agents = rec["cfg"]["n_agents"]
+    return truth, ss, kids
+
+
 def _rescore_one(rec) -> dict:
     rec = _rescored_settings(rec)
     cfg = rec["cfg"]
-    entropy, *key = rec["seed"]
-    ss = np.random.SeedSequence(entropy, spawn_key=tuple(key))
-    s_truth, _, s_vals, *_rest = ss.spawn(8)
-    truth = make_truth(rec["family"], rec["index"], cfg, np.random.default_rng(s_truth))
-    vals = truth_values(truth, cfg, np.random.default_rng(s_vals))
+    truth, ss, kids = _stored_truth(rec)
+    vals = truth_values(truth, cfg, np.random.default_rng(kids[2]))
     g = np.random.default_rng(ss.spawn(9)[8])
     rec = dict(rec, truth_values=vals, rescored=True, views=dict(rec.get("views") or {}))
     for view, v in list(rec["views"].items()):
