@@ -26,7 +26,9 @@ def default_threads() -> int:
     core, the waiting threads spin and one decode step of a tiny model goes from ~20 ms to
     seconds. One thread never waits on another, so it stays fast on a shared 2-core machine.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    from normlab._cores import available_cores
+
+    cores = available_cores()  # the CPU set and any cgroup quota (a container's --cpus)
     return 1 if cores <= 2 else min(cores - 1, 8)
 
 

@@ -134,9 +134,11 @@ def environment() -> dict:
     import platform
     import sys
 
+    from normlab._cores import available_cores
+
     return {
         "python": sys.version.split()[0], "platform": platform.platform(), "machine": platform.machine(),
-        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpus": available_cores(),
         "packages": dict(_package_versions()),
         "git": {"normlab": _git(Path(__file__).resolve().parent), "cwd": _git(Path.cwd())},
     }

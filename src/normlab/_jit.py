@@ -44,6 +44,22 @@ def _defer_scipy_blas() -> bool:
 
 _defer_scipy_blas()
 
+
+def _cap_numba_threads() -> None:
+    """Numba's ``prange`` kernels start ``os.cpu_count()`` threads unless told otherwise; under a
+    CPU set or a cgroup quota smaller than the machine they wait on each other at every step. Set
+    before Numba is first imported, never over a user's ``NUMBA_NUM_THREADS``."""
+    if "numba" in sys.modules or "NUMBA_NUM_THREADS" in os.environ:
+        return
+    from normlab._cores import available_cores
+
+    n = available_cores()
+    if n < (os.cpu_count() or n):
+        os.environ["NUMBA_NUM_THREADS"] = str(n)
+
+
+_cap_numba_threads()
+
 from numba import njit, prange  # noqa: E402
 
 __all__ = ["kernel_variant", "njit", "prange"]

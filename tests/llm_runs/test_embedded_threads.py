@@ -46,3 +46,50 @@ def test_server_starts_without_polling():
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=60) as r:
             assert r.status == 200 and json.load(r)["choices"]
+
+
+def _cgroup(tmp_path, files):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize("files, cores", [
+    ({"cpu.max": "200000 100000\n"}, 2),                      # v2: docker --cpus 2
+    ({"cpu.max": "150000 100000\n"}, 2),                      # 1.5 cores: rounded up
+    ({"cpu.max": "max 100000\n"}, 16),                        # v2, no quota: the CPU set
+    ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 3),  # v1
+    ({"cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, 16),  # v1, none
+    ({"cpu.max": "garbage\n"}, 16),                           # unreadable: the CPU set
+    ({}, 16),                                                 # no cgroup files
+])
+def test_available_cores_is_the_cpu_set_capped_by_a_cgroup_quota(monkeypatch, tmp_path, files, cores):
+    from normlab._cores import available_cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert available_cores(cgroup_root=_cgroup(tmp_path, files)) == cores
+
+
+def test_default_threads_under_a_quota_of_two_cores(monkeypatch, tmp_path):
+    """16 cores in the CPU set but a quota of 2 (a container's --cpus 2): one thread, not eight."""
+    import normlab._cores as c
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(c, "_CGROUP", _cgroup(tmp_path, {"cpu.max": "200000 100000\n"}))
+    assert backend.default_threads() == 1
+
+
+@pytest.mark.parametrize("env, expected", [({}, "1"), ({"NUMBA_NUM_THREADS": "2"}, "2")])
+def test_numba_threads_follow_the_cores_this_process_may_use(env, expected):
+    """Numba would start os.cpu_count() threads for a prange kernel; normlab caps them at the cores
+    this process may use (here a CPU set of one core), unless the user set NUMBA_NUM_THREADS."""
+    import subprocess
+    import sys
+
+    code = ("import os; os.sched_getaffinity = lambda pid: {0}\n"
+            "import normlab._jit, numba; print(numba.config.NUMBA_NUM_THREADS)")
+    base = {k: v for k, v in os.environ.items() if k != "NUMBA_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == expected

@@ -55,7 +55,8 @@ def test_layers_do_not_import_upwards(package):
 
 #: The umbrella's modules every layer may import, private names of theirs excepted (ARCHITECTURE.md;
 #: ``normlab._jit`` is the one import of Numba).
-SHARED = ("normlab._rng", "normlab._validate", "normlab._lazy", "normlab._display", "normlab.schema", "normlab._jit")
+SHARED = ("normlab._rng", "normlab._validate", "normlab._lazy", "normlab._display", "normlab.schema", "normlab._jit",
+          "normlab._cores")
 SOURCES = {"theory": "normlab.theory", "llm_runs": "normlab.llm_runs", "calibration": "normlab.calibration",
            "src/normlab": "normlab"}
 

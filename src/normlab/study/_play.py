@@ -181,7 +181,9 @@ def _sec(v) -> str:
 def _machine(model: ModelHandle) -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     srv = model.server() or {}
-    return {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in load], "threads": srv.get("threads"),
+    from normlab._cores import available_cores
+
+    return {"cpus": available_cores(), "load_average": [round(x, 2) for x in load], "threads": srv.get("threads"),
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
