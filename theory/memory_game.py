@@ -565,11 +565,54 @@ def _sg_batch_ragged_py(seeds, game, rule, rounds, rec, scal, pos):
     return seeds.shape[0], pos
 
 
+def _sg_rows_batch_py(seeds, prow, game, rule, rounds, rec, scal):
+    """:func:`_sg_batch_py` where run ``b`` plays its own strategy parameters ``prow[b]`` (a table
+    per run: runs that differ, e.g. each its own draw of run effects)."""
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
+    rec_pairs, rec_names = rec
+    for b in prange(seeds.shape[0]):
+        gb = (game[0], game[1], game[2], game[3], game[4], game[5], game[6], game[7], game[8], prow[b], game[10],
+              game[11])
+        _sg_play(seeds[b], gb, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]),
+                 (rec_pairs[b], rec_names[b]), scal[b])
+
+
+def _sg_rows_serial_py(seeds, prow, game, rule, rounds, rec, scal):
+    """:func:`_sg_rows_batch_py` without threads."""
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
+    rec_pairs, rec_names = rec
+    for b in range(seeds.shape[0]):
+        gb = (game[0], game[1], game[2], game[3], game[4], game[5], game[6], game[7], game[8], prow[b], game[10],
+              game[11])
+        _sg_play(seeds[b], gb, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]),
+                 (rec_pairs[b], rec_names[b]), scal[b])
+
+
+def _sg_rows_ragged_py(seeds, prow, game, rule, rounds, rec, scal, pos):
+    """:func:`_sg_batch_ragged_py` where run ``b`` plays ``prow[b]``."""
+    n_agents = game[0]
+    max_int = rule[0]
+    r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
+    R = (max_int + n_agents - 1) // n_agents
+    for b in range(seeds.shape[0]):
+        if pos + R > r_count.shape[0]:
+            return b, pos
+        gb = (game[0], game[1], game[2], game[3], game[4], game[5], game[6], game[7], game[8], prow[b], game[10],
+              game[11])
+        _sg_play(seeds[b], gb, rule, (r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:], r_prod[pos:],
+                                      r_produ[pos:]), rec, scal[b])
+        pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
+    return seeds.shape[0], pos
+
+
 _sg_play = njit(cache=True)(_sg_play_py)
 _sg_run = njit(cache=True)(_sg_run_py)
 _sg_batch = njit(parallel=True, cache=True)(_sg_batch_py)
 _sg_batch_serial = njit(cache=True)(_sg_batch_serial_py)
 _sg_batch_ragged = njit(cache=True)(_sg_batch_ragged_py)
+_sg_rows_batch = njit(parallel=True, cache=True)(_sg_rows_batch_py)
+_sg_rows_serial = njit(cache=True)(_sg_rows_serial_py)
+_sg_rows_ragged = njit(cache=True)(_sg_rows_ragged_py)
 
 _USER_KERNELS: dict = {}
 
@@ -680,6 +723,7 @@ def strategy_game(
     order_bias: float = 0.0,
     name_order: str = "independent",
     progress: bool | None = None,
+    per_run: bool = False,
     rng=None,
 ) -> GameResult:
     """Simulate the memory-H naming game with agents that choose by a strategy table.
@@ -747,6 +791,14 @@ def strategy_game(
         both agents (``committed()``: a bias correlates their choices).
     progress : bool, optional
         Show a tqdm bar over runs (default: when more than 1000 runs).
+    per_run : bool, optional
+        Each run plays its own table: ``strategy`` is then a list of ``n_runs``
+        :class:`~normlab.theory.strategies.StrategyTable` (one memory and pool) or an array
+        ``(n_runs, n_states, W)`` of tables (``(n_runs, n_states)`` of p(name 1 | s) for two names),
+        and run ``k`` plays table ``k`` with the seed it would have in a call with table ``k``
+        alone: runs that differ, e.g. each its own draw of the run effects of
+        :mod:`normlab.calibration.fit.run_effects`, in one compiled call. ``n_runs`` is the
+        number of tables (passing it is optional); no ``groups``.
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, optional
 
     Returns
@@ -773,7 +825,14 @@ def strategy_game(
     N = check_int(n_agents, "n_agents", low=2)
     H = check_int(memory, "memory", low=1)
     R = check_int(n_runs, "n_runs", low=1)
-    strats, group = _resolve_groups(strategy, groups, n_names, N)
+    if per_run:
+        if groups is not None:
+            raise ValueError("per_run=True gives each run its own table; it cannot be mixed with groups=")
+        tabs, own = _per_run_tables(strategy, H, n_runs if n_runs != 1 else None)
+        R = tabs.shape[0]
+        strats, group = [_PerRun(tabs, H, own)], np.zeros(N, np.int64)
+    else:
+        strats, group = _resolve_groups(strategy, groups, n_names, N)
     W = strats[0].n_names
     check_stop(stop)
     _check_order_for(strats, order_bias, name_order)
@@ -795,6 +854,50 @@ def strategy_game(
                               record_decisions=record_decisions, progress=progress, rng=rng)
 
 
+class _PerRun:
+    """Tables of :func:`strategy_game`'s ``per_run=True``, as the checks of a single strategy see
+    them (memory, pool, names); ``tables``: ``(n_runs, n_states, W)``."""
+
+    kind = KIND_TABLE
+
+    def __init__(self, tables, memory, names=None):
+        self.tables, self.memory, self.n_names = tables, memory, tables.shape[2]
+        self.names = tuple(names) if names is not None else ()
+
+
+def _per_run_tables(strategy, memory: int, n_runs) -> tuple:
+    """``(tables (n_runs, n_states, W), the tables' own names or None)`` of ``per_run=True``
+    (checked like a StrategyTable's rows)."""
+    from .strategies import StrategyTable, n_states
+
+    if isinstance(strategy, (list, tuple)):
+        if not strategy or not all(isinstance(t, StrategyTable) for t in strategy):
+            raise TypeError("per_run=True needs a list of StrategyTable (one per run) or an array of tables")
+        if any(t.memory != memory for t in strategy):
+            raise ValueError(f"every per-run table must be for memory H={memory}")
+        named = {tuple(t.names) for t in strategy}
+        if len(named) > 1 or len({t.n_names for t in strategy}) > 1:
+            raise ValueError("the per-run tables must play the same names")
+        own = next(iter(named)) or None
+        t = np.stack([t.table for t in strategy])
+    else:
+        own = None
+        t = np.asarray(strategy, dtype=np.float64)
+        if t.ndim == 2:
+            t = np.stack([1.0 - t, t], axis=2)
+        if t.ndim != 3:
+            raise ValueError(f"per_run=True needs tables shaped (n_runs, n_states, W) or (n_runs, n_states); got {t.shape}")
+    R, S, W = t.shape
+    if W < 2 or S != n_states(W, memory):
+        raise ValueError(f"per-run tables for W={W} names and memory H={memory} need {n_states(W, memory)} states; "
+                         f"got {S}")
+    if n_runs is not None and n_runs != R:
+        raise ValueError(f"n_runs={n_runs} but {R} per-run tables were given (leave n_runs out)")
+    if not np.all(np.isfinite(t)) or t.min() < 0 or not np.allclose(t.sum(axis=2), 1.0, atol=1e-9):
+        raise ValueError("per-run tables must hold probability vectors (finite, >= 0, rows summing to 1)")
+    return np.ascontiguousarray(t), own
+
+
 def play_strategy_game(spec: GameSpec, strategy, groups=None, *, n_runs: int = 1, record_decisions: bool = False,
                        progress=None, rng=None) -> GameResult:
     """The engine of :func:`strategy_game`: the game ``spec`` describes, played by ``strategy``.
@@ -809,7 +912,13 @@ def play_strategy_game(spec: GameSpec, strategy, groups=None, *, n_runs: int = 1
     N, H, stop = spec.n_agents, spec.memory, spec.run.stop
     if H is None:
         raise ValueError("the strategy game needs a memory length (GameSpec.memory)")
-    strats, group = _resolve_groups(strategy, groups, spec.n_names, N)
+    per_run = isinstance(strategy, _PerRun)
+    if per_run:
+        if strategy.tables.shape[0] != R:
+            raise ValueError(f"n_runs={R} but {strategy.tables.shape[0]} per-run tables")
+        strats, group = [strategy], np.zeros(N, np.int64)
+    else:
+        strats, group = _resolve_groups(strategy, groups, spec.n_names, N)
     strat = strats[0]
     W = strat.n_names
     omode = _check_order_for(strats, spec.order_bias, spec.name_order)
@@ -829,21 +938,32 @@ def play_strategy_game(spec: GameSpec, strategy, groups=None, *, n_runs: int = 1
         raise ValueError(f"record_decisions keeps every interaction: {T * R:,} is too many; lower max_interactions or n_runs")
     if progress is None:
         progress = R > 1000
-    params, kinds, poffs = _kernel_params(strats, group, H, spec.order_bias if omode else 0.0)
-    if strat.kind == KIND_USER:
-        strat.check(H)
-        kernel = choose_kernel(*_user_kernel(strat.fn), R, T)
+    run_args, ragged = (), None
+    if per_run:  # one row of parameters per run, laid out as a single table's (per-order blocks with a bias)
+        tabs = strategy.tables
+        rows = (np.moveaxis(order_tables(tabs, spec.order_bias), 0, 1) if omode else tabs).reshape(R, -1)
+        params, kinds, poffs = rows[0], np.zeros(N, np.int64) + KIND_TABLE, np.zeros(N, np.int64)
+        run_args = (np.ascontiguousarray(rows),)
+        kernel = choose_kernel(_sg_rows_batch, _sg_rows_serial, R, T)
+        ragged = _sg_rows_ragged if kernel is _sg_rows_serial else None
     else:
-        kernel = choose_kernel(_sg_batch, _sg_batch_serial, R, T)
+        params, kinds, poffs = _kernel_params(strats, group, H, spec.order_bias if omode else 0.0)
+        if strat.kind == KIND_USER:
+            strat.check(H)
+            kernel = choose_kernel(*_user_kernel(strat.fn), R, T)
+        else:
+            kernel = choose_kernel(_sg_batch, _sg_batch_serial, R, T)
+            ragged = _sg_batch_ragged if kernel is _sg_batch_serial else None
     ss, seeds = run_seeds(rng, R)
     args = ((N, W, H, indptr, nbrs, mask, cword, kinds, poffs, params, init_own, init_len),  # game
             (T, spec.run.code, spec.flip_threshold, int(omode)))  # rule
     out = run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
-                      n_scalars=SG_SCALARS, ragged=_sg_batch_ragged if kernel is _sg_batch_serial else None)
+                      n_scalars=SG_SCALARS, ragged=ragged, run_args=run_args)
     net = spec.graph
     return _sg_result(out, spec, strats, group, names=names, seed=ss, record_decisions=record_decisions,
                       init_idx=init_idx, params=dict(
-                          strategy=type(strat).__name__ if len(strats) == 1 else [type(s).__name__ for s in strats],
+                          strategy=("StrategyTable (per run)" if per_run else type(strat).__name__) if len(strats) == 1
+                          else [type(s).__name__ for s in strats],
                           groups=None if groups is None else group.tolist(), initial_label=init_label,
                           flip_threshold=spec.flip_threshold, order_bias=spec.order_bias,
                           name_order=spec.name_order,
@@ -927,8 +1047,13 @@ def _sg_result(out, spec, strats, group, *, names, seed, record_decisions, init_
     absorbing = np.zeros(len(scal), bool)
     playing = [strats[q] for q in np.unique(group[~mask])]  # strategies of the uncommitted agents
     for w in np.unique(winner[(scal[:, S_STOP] == 1) & (winner >= 0)]):
-        if all(s.probs([(int(w), int(w))] * H, H)[w] == 1.0 for s in playing):
-            absorbing |= (scal[:, S_STOP] == 1) & (winner == w)
+        at = (scal[:, S_STOP] == 1) & (winner == w)
+        if isinstance(playing[0], _PerRun):  # each run its own table
+            from .strategies import encode_state
+
+            absorbing |= at & (playing[0].tables[:, encode_state([(int(w), int(w))] * H, playing[0].n_names), w] == 1.0)
+        elif all(s.probs([(int(w), int(w))] * H, H)[w] == 1.0 for s in playing):
+            absorbing |= at
     interactions = None
     if record_decisions:
         interactions = (out["pairs"], out["names"], scal[:, S_NINT].copy())

@@ -48,13 +48,19 @@ SCRIPT = textwrap.dedent(
         out["user"] = fp(u)
     logit = LogitStrategy([2, 0, 1, 1, 1, 0.5], [0, 0.2])
     rng = np.random.default_rng(0)
+    tab = StrategyTable(rng.dirichlet([1, 1], size=85), memory=3)
+    per_run = [StrategyTable(rng.dirichlet([1, 1], size=85), memory=3) for _ in range(8)]
     cases = {
         "best_response": dict(strategy="best_response"),
         "best_response_table": dict(strategy=BestResponse(2).to_table(3)),
         "wsls": dict(strategy="wsls"),
         "logit": dict(strategy=logit),
         "logit_table": dict(strategy=logit.to_table(3)),
-        "table": dict(strategy=StrategyTable(rng.dirichlet([1, 1], size=85), memory=3)),
+        "table": dict(strategy=tab),
+        "per_run_same": dict(strategy=[tab] * 8, per_run=True),  # one table per run, all equal: "table"'s runs
+        "per_run": dict(strategy=per_run, per_run=True),
+        "per_run_order": dict(strategy=per_run, per_run=True, committed=5, initial="consensus", stop="flip",
+                              order_bias=0.3, name_order="shared"),
         "mixed": dict(strategy=[logit, "best_response"], groups=[15, 15]),
         "committed": dict(strategy=logit, committed=5, initial="consensus", stop="flip"),
         "order_shared": dict(strategy=logit.to_table(3), order_bias=0.3, name_order="shared"),
@@ -104,6 +110,7 @@ def test_every_kernel_same_cold_and_warm_after_a_user_strategy(tmp_path):
             k: v for k, v in plain.items() if not k.startswith("design")}
         # the built-in kernels and the same strategies tabulated play identical runs
         assert out["logit"] == out["logit_table"] and out["best_response"] == out["best_response_table"]
+        assert out["per_run_same"] == out["table"]
     for key in ("design", "design_effects", "design_effects_order"):
         assert after_user[0][key] == plain[key]
     assert after_user[1]["user"] == after_user[2]["user"] == after_user[0]["user"]

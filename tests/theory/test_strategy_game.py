@@ -429,3 +429,85 @@ def test_function_strategy_is_not_mixed():
     fs = FunctionStrategy(copy_last_partner, n_names=2, params=[0.1])
     with pytest.raises(ValueError, match="cannot be mixed"):
         strategy_game([fs, "best_response"], groups=[3, 3], n_agents=6, memory=1)
+
+
+# ----------------------------------------------------------------------------- one table per run
+def _conformity_tables(R, H, seed):
+    """Per-run tables that play the game (memory-following, each run its own strength and shift)."""
+    from normlab.theory.strategies import n_states
+
+    g = np.random.default_rng(seed)
+    base = BestResponse(2).to_table(H).table[:, 1] * 0.8 + 0.1
+    lg = np.log(base) - np.log1p(-base)
+    q = 1 / (1 + np.exp(-(g.normal(1, 0.3, (R, 1)) * lg[None, :] + g.normal(0, 0.5, (R, 1)))))
+    assert q.shape == (R, n_states(2, H))
+    return q
+
+
+@pytest.mark.parametrize("kw", [
+    dict(committed=4, committed_name="M", initial="consensus:Q", stop="flip", max_interactions=24 * 40),
+    dict(committed=4, committed_name="M", initial="consensus:Q", stop="flip", max_interactions=24 * 40,
+         order_bias=0.4, name_order="shared"),
+    dict(stop="streak", max_interactions=24 * 60),
+    dict(stop="streak", max_interactions=24 * 60, record_decisions=True),  # the chunked (non-ragged) kernel
+])
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.filterwarnings("ignore:.*reached max_interactions")
+def test_per_run_tables_play_each_run_as_its_own_table_would(monkeypatch, kw, parallel):
+    """Run k of a per-run call is run k of a call with table k alone (same seed): exact, on the serial,
+    ragged and parallel kernels, with and without a first-listed bias."""
+    import normlab.theory._batch as batch
+
+    monkeypatch.setattr(batch, "PARALLEL_MIN_WORK", 0 if parallel else 10**18)
+    R, H = 12, 3
+    q = _conformity_tables(R, H, 1)
+    both = dict(n_agents=24, memory=H, names=("Q", "M"), rng=5, **kw)
+    res = strategy_game(q, per_run=True, **both)
+    tabs = [StrategyTable(np.column_stack([1 - x, x]), memory=H, names=("Q", "M")) for x in q]
+    assert res.n_runs == R and "per run" in repr(res)
+    as_list = strategy_game(tabs, per_run=True, n_runs=R, **{k: v for k, v in both.items() if k != "names"})
+    for k in range(R):
+        one = strategy_game(tabs[k], n_runs=R, **both)
+        for a in (res, as_list):
+            assert a.n_interactions[k] == one.n_interactions[k] and a.winner[k] == one.winner[k], k
+            assert np.array_equal(a.round_success[a.round_offsets[k]:a.round_offsets[k + 1]],
+                                  one.round_success[one.round_offsets[k]:one.round_offsets[k + 1]]), k
+    assert len({tuple(np.round(x, 6)) for x in q}) == R  # the runs really had different tables
+    assert len(set(res.winner.tolist())) > 1 if kw["stop"] == "streak" else 0 < res.flipped().sum() < R
+
+
+@pytest.mark.filterwarnings("ignore:.*reached max_interactions")
+def test_per_run_absorbing_is_each_runs_own():
+    """A consensus is absorbing when the run's own table plays the winner surely from a full-winner memory."""
+    from normlab.theory.strategies import encode_state
+
+    R, H = 6, 2
+    q = _conformity_tables(R, H, 2)
+    full = [encode_state([(w, w)] * H, 2) for w in (0, 1)]
+    q[:3, full[0]], q[:3, full[1]] = 0.0, 1.0  # runs 0-2 absorb at either name, runs 3-5 never do
+    res = strategy_game(q, per_run=True, n_agents=10, memory=H, stop="consensus", max_interactions=10 * 400, rng=1)
+    done = res.stop_reason == "consensus"
+    assert done[:3].all() and done.any()
+    assert np.array_equal(res.absorbing, done & (np.arange(R) < 3))
+
+
+@pytest.mark.parametrize("args, kw, match", [
+    ("list3", dict(groups=[5, 5]), "groups"),
+    ("list3", dict(n_runs=4), "n_runs=4"),
+    ("bad_rows", {}, "probability vectors"),
+    ("wrong_states", {}, "states"),
+    ("mixed_memory", {}, "memory H=2"),
+    ("not_tables", {}, "StrategyTable"),
+    ("one_d", {}, "shaped"),
+])
+def test_per_run_bad_input(args, kw, match):
+    from normlab.theory.strategies import n_states
+
+    t = StrategyTable(np.full((n_states(2, 2), 2), 0.5), memory=2)
+    bad = np.full((3, n_states(2, 2), 2), 0.5)
+    bad[1, 0] = [0.7, 0.7]
+    given = {"list3": [t] * 3, "bad_rows": bad, "wrong_states": np.full((3, 5, 2), 0.5),
+             "mixed_memory": [t, StrategyTable(np.full((n_states(2, 3), 2), 0.5), memory=3)],
+             "not_tables": [t, "best_response"], "one_d": np.full(7, 0.5)}[args]
+    with pytest.raises((ValueError, TypeError), match=match):
+        strategy_game(given, per_run=True, n_agents=10, memory=2, **kw)
