@@ -795,8 +795,8 @@ def strategy_game(
         Each run plays its own table: ``strategy`` is then a list of ``n_runs``
         :class:`~normlab.theory.strategies.StrategyTable` (one memory and pool) or an array
         ``(n_runs, n_states, W)`` of tables (``(n_runs, n_states)`` of p(name 1 | s) for two names),
-        and run ``k`` plays table ``k`` with the seed it would have in a call with table ``k``
-        alone: runs that differ, e.g. each its own draw of the run effects of
+        and run ``k`` plays table ``k`` exactly as run ``k`` of a call with table ``k`` alone and
+        the same ``rng`` does: runs that differ, e.g. each its own draw of the run effects of
         :mod:`normlab.calibration.fit.run_effects`, in one compiled call. ``n_runs`` is the
         number of tables (passing it is optional); no ``groups``.
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator, optional
