@@ -78,7 +78,11 @@ share of rows covered, with a 95 % interval (Clopper-Pearson when each truth giv
 a bootstrap over truths -- B = 2 000 -- when it gives several, as the rows of one truth are not
 independent) and the **expected** share under calibration: the level itself for the continuous
 quantities, and for the critical masses the mean predictive mass inside the reported intervals
-(an equal-tailed interval of an integer holds more than its level by construction). Ranks: the
+(an equal-tailed interval of an integer holds more than its level by construction); and the
+**randomised** share (``coverage_detail...randomised``, :func:`randomised_share`): the share of
+rows whose randomised rank lies in the central ``level`` of (0, 1) -- the same intervals with a
+truth at an end counted with the share of the end's probability they need to hold exactly their
+level, whose expected share is the level itself for integers and probabilities alike. Ranks: the
 randomised rank of the truth among the draws (``(#{x < y} + U (#{x == y} + 1)) / (D + 1)``;
 the Beta PIT for flips and consensus), 20-bin histograms and ECDF differences with simultaneous
 95 % bands (Säilynoja, Bürkner & Vehtari 2022) in ``--figure``.
@@ -106,8 +110,8 @@ see: within one cell it only sees the runs' own part).
 towards its median to ``F`` of its spread. The benchmark must see it (``tests/umbrella/test_benchmarks.py``).
 
 JSON: ``coverage.{critical_mass,flip,consensus,tip}.{0.5,0.8,0.95}`` (in-family, user view),
-``coverage_detail`` (share, interval, expected, rows, truths, zero-width share, the issue's
-window), ``posterior_sbc``, ``prediction_sbc`` (and ``prediction_by_family``), ``by_family``, ``by_source``
+``coverage_detail`` (share, interval, expected, randomised share with its interval, rows, truths,
+zero-width share, the issue's window), ``posterior_sbc``, ``prediction_sbc`` (and ``prediction_by_family``), ``by_family``, ``by_source``
 (in-family truths by the shipped fit they were drawn from), ``ranks``, ``acceptance``, ``n_truths``, ``seconds``
 (wall), ``stage_seconds`` (per truth and stage), ``seed``, ``settings``.
 
@@ -1017,7 +1021,39 @@ def coverage_table(records, view: str = "user", shrunk: bool = False, quantities
                 entry["window"] = list(WINDOWS[L])
                 entry["in_window"] = bool(WINDOWS[L][0] <= k / n <= WINDOWS[L][1])
             entry["expected_inside"] = bool(lo - 1e-12 <= exp <= hi + 1e-12)
+            entry["randomised"] = randomised_share(per, L, seed=zlib.crc32(f"{q}:{lv}:pit".encode()))
             out[q][lv] = entry
+    return out
+
+
+def randomised_share(per, level: float, seed: int = 0) -> dict | None:
+    """The randomised coverage of the central ``level`` intervals: the share of rows whose randomised
+    rank lies in ``[(1 - level) / 2, (1 + level) / 2]``, with its 95 % interval (bootstrap over
+    truths, or Clopper-Pearson for one row a truth) and the issue's window. A row counts when the
+    truth is strictly inside the predictive's central interval, and at an end with the share of the
+    end's probability that the interval needs to hold ``level`` exactly (the randomised interval of a
+    discrete predictive: Brockwell 2007; Czado, Gneiting & Held 2009). Under calibration its expected
+    share is ``level`` itself, at any resolution of the truth (the flips' and consensus' ranks are of
+    the truth's ``k`` of ``n`` runs under the beta-binomial predictive) and for integers (critical
+    masses): the coverage with the discreteness taken out, where ``share`` counts the integer
+    intervals a user reads (which hold more than their level by construction: ``expected``).
+    ``per``: the rows of each truth; None when no row has a rank."""
+    a, b = (1 - level) / 2, (1 + level) / 2
+    groups = [(sum(a <= r["rank"] <= b for r in rows if r.get("rank") is not None),
+               sum(r.get("rank") is not None for r in rows)) for rows in per]
+    groups = [g for g in groups if g[1]]
+    k, n = sum(x for x, _ in groups), sum(y for _, y in groups)
+    if not n:
+        return None
+    if all(y == 1 for _, y in groups):
+        lo, hi = share_interval(k, n)
+    else:
+        lo, hi = cluster_bootstrap(groups, seed=seed)
+    out = {"share": k / n, "low": lo, "high": hi, "expected": level, "rows": n}
+    if level in WINDOWS:
+        out["window"] = list(WINDOWS[level])
+        out["in_window"] = bool(WINDOWS[level][0] <= k / n <= WINDOWS[level][1])
+    out["expected_inside"] = bool(lo - 1e-12 <= level <= hi + 1e-12)
     return out
 
 
@@ -1165,11 +1201,18 @@ def acceptance(js: dict) -> list:
                 if e.get("share") is None:
                     continue
                 w = e.get("window")
-                lines.append({"view": view, "quantity": q, "level": float(lv), "share": round(e["share"], 4),
-                              "interval": [round(e["low"], 4), round(e["high"], 4)],
-                              "expected": round(e["expected"], 4), "rows": e["rows"], "truths": e["truths"],
-                              "window": w, "in_window": e.get("in_window"),
-                              "expected_inside_interval": e["expected_inside"]})
+                line = {"view": view, "quantity": q, "level": float(lv), "share": round(e["share"], 4),
+                        "interval": [round(e["low"], 4), round(e["high"], 4)],
+                        "expected": round(e["expected"], 4), "rows": e["rows"], "truths": e["truths"],
+                        "window": w, "in_window": e.get("in_window"),
+                        "expected_inside_interval": e["expected_inside"]}
+                rz = e.get("randomised")
+                if rz:
+                    line.update(randomised_share=round(rz["share"], 4),
+                                randomised_interval=[round(rz["low"], 4), round(rz["high"], 4)],
+                                randomised_in_window=rz.get("in_window"),
+                                level_inside_randomised_interval=rz["expected_inside"])
+                lines.append(line)
     return lines
 
 
@@ -1177,11 +1220,12 @@ def print_table(js: dict, file=sys.stdout):
     print(f"# {js['n_truths']} in-family truths (user view: calibrate on the simulated runs alone); "
           f"{js['seconds']:.0f} s", file=file)
     hdr = f"{'view':<14}{'quantity':<15}{'level':>6}  {'share':>6}  {'95% interval':<17}{'expected':>9}  " \
-          f"{'window':<12}{'rows':>6}{'truths':>7}{'zero-w':>8}"
+          f"{'randomised':<25}{'window':<12}{'rows':>6}{'truths':>7}{'zero-w':>8}"
     print(hdr, file=file)
     for view, q, lv, e, ws in _table_rows(js):
         print(f"{view:<14}{q:<15}{float(lv):>6.2f}  {e['share']:>6.3f}  [{e['low']:.3f}, {e['high']:.3f}]"
-              f"   {e['expected']:>7.3f}  {ws:<12}{e['rows']:>6}{e['truths']:>7}{e['zero_width']:>8.2f}", file=file)
+              f"   {e['expected']:>7.3f}  {_randomised_text(e):<25}{ws:<12}{e['rows']:>6}{e['truths']:>7}"
+              f"{e['zero_width']:>8.2f}", file=file)
     for f, tab in (js.get("by_family") or {}).items():
         if f == "posterior":
             continue
@@ -1214,14 +1258,22 @@ def _table_rows(js: dict, open_flips: bool = False):
                 yield view, q, lv, e, (f"{w[0]:.2f}-{w[1]:.2f}" if w else "")
 
 
+def _randomised_text(e) -> str:
+    """``share [low, high]`` of an entry's randomised coverage (:func:`randomised_share`), or empty."""
+    rz = e.get("randomised")
+    return f"{rz['share']:.3f} [{rz['low']:.3f}, {rz['high']:.3f}]" if rz else ""
+
+
 def markdown_table(js: dict) -> list:
     """The coverage table as Markdown lines (the docs' tables are this output of a stored summary,
     ``--summarise RESULTS --markdown``), then one line per wider family and view."""
-    out = ["| view | quantity | level | share | 95% interval | expected | window | rows | truths | zero-width |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| view | quantity | level | share | 95% interval | expected | randomised [95% interval] | window | rows "
+           "| truths | zero-width |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for view, q, lv, e, ws in _table_rows(js, open_flips=True):
         out.append(f"| {view} | {q} | {float(lv):.2f} | {e['share']:.3f} | [{e['low']:.3f}, {e['high']:.3f}] | "
-                   f"{e['expected']:.3f} | {ws} | {e['rows']} | {e['truths']} | {e['zero_width']:.2f} |")
+                   f"{e['expected']:.3f} | {_randomised_text(e)} | {ws} | {e['rows']} | {e['truths']} | "
+                   f"{e['zero_width']:.2f} |")
     out.append("")
     for key, view in (("by_family", "user"), ("prediction_by_family", "prediction")):
         for f, tab in (js.get(key) or {}).items():

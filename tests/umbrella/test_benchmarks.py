@@ -182,6 +182,77 @@ def test_coverage_of_probabilities_at_the_truths_resolution():
 
 
 
+def test_randomised_coverage_is_the_level_for_calibrated_discrete_forecasts():
+    """Truths drawn from the forecast itself: an integer's equal-tailed intervals and a probability's
+    near 0 (known through k of 1 000 runs) hold more than their level, the randomised share the level
+    (to its binomial noise); a forecaster pulled to half its spread falls below it."""
+    from scipy.stats import beta, binom
+
+    bc = _coverage_module()
+    g = np.random.default_rng(7)
+    support = np.arange(8.0)
+    pmf = binom.pmf(np.arange(8), 7, 0.3)  # a critical mass's predictive: mass piled on 1-3
+    T = 3000
+    for F, in_level in ((None, True), (0.5, False)):
+        per = [[bc._discrete_rows("critical_mass", "k", support, pmf, float(g.choice(support, p=pmf)), float(g.random()),
+                                  F)] for _ in range(T)]
+        for L in bc.LEVELS:
+            rz = bc.randomised_share(per, L)
+            plain = np.mean([r[0][str(L)]["covered"] for r in per])
+            if in_level:
+                assert abs(rz["share"] - L) < 4 * math.sqrt(L * (1 - L) / T), (L, rz)
+                assert plain > L + 0.03, (L, plain)  # integers: more than the level by construction
+                assert rz["low"] <= L <= rz["high"]
+            else:
+                assert rz["share"] < L - 0.1, (L, rz)
+    a, b, n = 0.4, 300.0, 1000  # a probability near 0, the truth known through n runs
+    per = []
+    for _ in range(T):
+        k = int(g.binomial(n, g.beta(a, b)))
+        per.append([bc._prob_rows_ab("flip", "c", a, b, (k, n), float(g.random()))])
+    for L in bc.LEVELS:
+        rz = bc.randomised_share(per, L)
+        assert abs(rz["share"] - L) < 4 * math.sqrt(L * (1 - L) / T), (L, rz)
+    assert np.mean([r[0]["0.5"]["covered"] for r in per]) > 0.6  # the plain rule credits the resolution
+    assert bc.randomised_share([[{"rank": None}]], 0.95) is None
+
+
+def test_randomised_table_on_the_page_is_the_stored_summaries():
+    """The page's table of randomised shares (in-family truths, 80 % / 95 %) and README's sentence
+    are the stored summaries' ``randomised`` entries."""
+    from _docs import docs_page
+
+    data = _paths.REPO / "docs" / "validation" / "_data"
+    page = docs_page("validation/calibration.md")
+    user = json.loads((data / "sbc_user.json").read_text())
+    pred = json.loads((data / "sbc_prediction.json").read_text())
+
+    def pair(d):
+        return f"{d['0.8']['randomised']['share']:.3f} / {d['0.95']['randomised']['share']:.3f}"
+
+    for label, key in (("critical masses (400 rows)", ("coverage_detail", "prediction_sbc", "critical_mass")),
+                       ("flip, all 9 600 rows", ("coverage_detail", "prediction_sbc", "flip")),
+                       ("consensus (400 rows)", ("coverage_detail", "prediction_sbc", "consensus"))):
+        line = f"| {label} | {pair(user[key[0]][key[2]])} | {pair(pred[key[1]][key[2]])} |"
+        assert line in page, line
+    line = (f"| flip, open forecasts (1 999 / 2 011 rows) | {pair(user['coverage_flip_open']['flip'])} | "
+            f"{pair(pred['prediction_flip_open']['flip'])} |")
+    assert line in page, line
+    readme = " ".join((_paths.REPO / "README.md").read_text().split())
+    det = user["coverage_detail"]
+
+    def ci(d):
+        return f"{d['share']:.3f} [{d['low']:.3f}, {d['high']:.3f}]"
+
+    cm95, fl80 = det["critical_mass"]["0.95"]["randomised"], det["flip"]["0.8"]["randomised"]
+    for text in (f"masses ({ci(cm95)} at 95 %, {det['critical_mass']['0.8']['randomised']['share']:.3f} at 80 %)",
+                 f"{det['flip']['0.95']['randomised']['share']:.3f} at 95 % and {ci(fl80)} at 80 %",
+                 f"(prediction view {ci(pred['prediction_sbc']['flip']['0.8']['randomised'])})"):
+        assert text in readme, text
+    guide = " ".join(docs_page("guide/calibration.md").split())
+    assert f"the critical masses hold {ci(cm95)}" in guide
+
+
 @pytest.mark.slow
 def test_coverage_truth_values_scatter_like_independent_runs():
     """The rows score a true probability as k of n independent runs (binomial noise), so the truth
