@@ -32,6 +32,9 @@ def default_threads() -> int:
     return 1 if cores <= 2 else min(cores - 1, 8)
 
 
+#: Servers that never became ready, kept alive: destroying one that is still starting hangs.
+_NOT_CLOSED: list = []
+
 #: KV-cache tokens per slot when the caller does not say how long its prompts are.
 DEFAULT_EMBEDDED_CTX = 4096
 #: Host-memory prompt cache of the embedded server, MiB.
@@ -171,7 +174,14 @@ class EmbeddedServer:
         p.slot_prompt_similarity = self.slot_similarity
         self._server = xlc.Server(p)
         self.base_url = self._server.listening_address.rstrip("/") + "/v1"
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:
+            # a server still loading must not be destroyed (xllamacpp's destructor then waits for
+            # ever, see _wait_ready): it is kept for the life of the process and the error raised
+            _NOT_CLOSED.append(self._server)
+            self._server, self.base_url = None, None
+            raise
         return self
 
     def describe(self) -> dict:
@@ -200,7 +210,7 @@ class EmbeddedServer:
                 out[pkg] = None
         return out
 
-    def _wait_ready(self, timeout: float = 120.0) -> None:
+    def _wait_ready(self, timeout: float = 600.0) -> None:
         """Block until ``/health`` answers 200. Closing a server whose worker threads are still
         starting deadlocks in xllamacpp's destructor (seen in 1 of 20 start/stop pairs and in
         every tight start/stop loop); a ready server closes cleanly."""

@@ -93,3 +93,47 @@ def test_numba_threads_follow_the_cores_this_process_may_use(env, expected):
     out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-1] == expected
+
+
+def test_a_server_that_never_became_ready_is_not_destroyed(monkeypatch, tmp_path):
+    """xllamacpp's destructor waits for ever on a server still loading its model: when /health never
+    answers, start() raises and keeps the server alive instead of dropping it (a stand-in module here:
+    the real one cannot be made to hang on purpose)."""
+    import sys
+    import types
+
+    from normlab.llm_runs.backend import embedded
+    from normlab.llm_runs.backend.config import EndpointError
+
+    destroyed = []
+
+    class Params(types.SimpleNamespace):
+        def __init__(self):
+            super().__init__(model=types.SimpleNamespace(), cpuparams=types.SimpleNamespace(),
+                             cpuparams_batch=types.SimpleNamespace())
+
+    class Server:
+        listening_address = "http://127.0.0.1:9"
+
+        def __init__(self, params):
+            self.params = params
+
+        def __del__(self):
+            destroyed.append(self)
+
+    monkeypatch.setitem(sys.modules, "xllamacpp", types.SimpleNamespace(CommonParams=Params, Server=Server))
+
+    def never(self, timeout=600.0):
+        raise EndpointError("the embedded server did not become ready within 600 s")
+
+    monkeypatch.setattr(embedded.EmbeddedServer, "_wait_ready", never)
+    before = len(embedded._NOT_CLOSED)
+    srv = EmbeddedServer(tmp_path / "model.gguf")
+    with pytest.raises(EndpointError, match="did not become ready"):
+        srv.start()
+    import gc
+
+    gc.collect()
+    assert srv._server is None and srv.base_url is None and not destroyed
+    assert len(embedded._NOT_CLOSED) == before + 1 and isinstance(embedded._NOT_CLOSED[-1], Server)
+    embedded._NOT_CLOSED.pop()  # a stand-in: safe to drop
