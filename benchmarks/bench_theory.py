@@ -19,7 +19,8 @@ against normlab before any number is printed.
    traced allocations (numpy buffers included), in a fresh process.
 3. Strategy game, N = 24, H = 5, W = 2, 100 rounds per run: a table and best response, the
    serial batch kernel vs a plain C of the same rules (benchmarks/c/strategy_game.c). Goal:
-   within 1.3x.
+   within 1.3x. Then runs that each play their own table: one ``per_run=True`` call against one
+   call per run.
 4. One run at N = 100 000, unlimited pool, to consensus (wall time; skipped with --quick).
 5. Start-up: ``import normlab.theory`` + a first call served from the Numba cache, in a fresh
    process (CPU seconds, bytecode cached as for an installed package), next to Numba's own
@@ -267,6 +268,36 @@ def mixed_vs_single(n_runs: int, reps: int, seeds, table) -> None:
           f"same runs: {same}")
 
 
+def per_run_vs_calls(n_runs: int, reps: int) -> None:
+    """Runs that each play their own table (a shift of one table's logits per run, the run effects of
+    normlab.calibration): ``strategy_game(tables, per_run=True)``, one compiled call, against the plainest
+    way to give runs their own tables, one ``strategy_game`` call per run; end to end, alternately."""
+    from normlab.theory import BestResponse, StrategyTable, strategy_game
+
+    H, N = 5, 24
+    p = BestResponse(2).to_table(H).table[:, 1] * 0.9 + 0.05
+    g = np.random.default_rng(7)
+    q = 1 / (1 + np.exp(-(np.log(p / (1 - p))[None, :] + g.normal(0.0, 0.5, (n_runs, 1)))))
+    tabs = [StrategyTable(np.column_stack([1 - x, x]), memory=H, names=("Q", "M")) for x in q]
+    kw = dict(n_agents=N, memory=H, committed=4, committed_name="M", initial="consensus:Q", stop="flip",
+              max_interactions=N * 30, progress=False)
+    seeds = g.integers(2**62, size=n_runs)
+    rb, rc = [], []
+    for _ in range(reps):
+        t0 = time.process_time()
+        one = strategy_game(tabs, per_run=True, rng=11, **kw)
+        rb.append(n_runs / (time.process_time() - t0))
+        t0 = time.process_time()
+        for t, sd in zip(tabs, seeds):
+            strategy_game(t, rng=int(sd), **kw)
+        rc.append(n_runs / (time.process_time() - t0))
+    same = all(strategy_game(tabs[k], n_runs=n_runs, rng=11, **kw).n_interactions[k] == one.n_interactions[k]
+               for k in (0, n_runs // 2, n_runs - 1))
+    print(f"   {n_runs} runs, each its own table (H = {H}, to a flip or 30 rounds): one call {med(rb):8.0f} runs/s, "
+          f"one call per run {med(rc):6.0f} runs/s ({med(np.array(rb) / np.array(rc)):.1f}x); "
+          f"run for run as its own table: {same}")
+
+
 # ------------------------------------------------------------------ 5. start-up
 STARTUP = {
     "normlab": "import normlab",
@@ -338,6 +369,7 @@ def main(argv=None) -> None:
 
     print("\n3. Strategy game, N = 24, H = 5, W = 2, 100 rounds per run, serial batch kernel, one core")
     strategy_vs_c(sg_runs, sg_reps)
+    per_run_vs_calls(max(20, sg_runs * 2), sg_reps)
 
     print("\n4. One run, N = 100 000, unlimited pool, to consensus")
     if mode != "full":

@@ -35,6 +35,7 @@ def test_bench_theory_tiny():
         assert out.count("goal <= 1.3x") == 3
     assert "goal >= 40x" in out or "authors' code not found" in out
     assert "(mixed-population path)" in out and "same runs: True" in out
+    assert "each its own table" in out and "run for run as its own table: True" in out
     assert "import normlab.theory + first call (Numba cache)" in out and "normlab's share" in out
 
 
