@@ -74,7 +74,7 @@ def _progress_bar(progress, n_runs, desc):
     return tqdm(total=n_runs, desc=desc, unit="run", leave=False)
 
 
-def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, extra, progress, desc, n_scalars, run_args=()):
+def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, extra, progress, desc, n_scalars):
     """:func:`run_batches` with a serial kernel that appends the rounds of run after run straight
     into the ragged outputs (``ragged(seeds, *args, rounds, extra, scal, pos) -> (runs done,
     next row)``; it stops before a run that might not fit): no per-chunk buffers, no copies."""
@@ -90,7 +90,7 @@ def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, extra, progress,
     with _progress_bar(progress, n_runs, desc) as bar:
         while start < n_runs:
             stop = min(n_runs, start + step)
-            done, pos = ragged(seeds[start:stop], *(a[start:stop] for a in run_args), *args, tuple(out.values()), extra,
+            done, pos = ragged(seeds[start:stop], *_chunk(args, start, stop), tuple(out.values()), extra,
                                scal_all[start:stop], pos)
             start += done
             bar.update(done)
@@ -111,8 +111,25 @@ def _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, extra, progress,
     return out
 
 
+class RunRows:
+    """An argument of a batch kernel with one row per run (a per-run strategy table): each chunk of
+    runs gets its rows, where every other argument is passed whole."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows):
+        self.rows = rows
+
+
+def _chunk(args, start: int, stop: int) -> tuple:
+    """``args`` for runs ``start:stop``: :class:`RunRows` sliced, the rest as they are."""
+    return tuple(a.rows[start:stop] if isinstance(a, RunRows) else a for a in args)
+
+
 def _contiguous(a):
     """``a`` (or every array of a tuple ``a``) C-contiguous and writeable."""
+    if isinstance(a, RunRows):
+        return RunRows(np.require(a.rows, requirements=["C", "W"]))
     if isinstance(a, np.ndarray):
         return np.require(a, requirements=["C", "W"])
     if isinstance(a, tuple):
@@ -121,7 +138,7 @@ def _contiguous(a):
 
 
 def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, *, record=None,
-                 n_scalars=N_SCALARS, hits=None, ragged=None, run_args=()):
+                 n_scalars=N_SCALARS, hits=None, ragged=None):
     """Call a batch kernel on chunks of runs and assemble ragged per-round outputs.
 
     The kernel is called as ``kernel(seeds, *args, rounds, extra, scal)``: ``args`` are the
@@ -134,8 +151,7 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
     over runs as ``out["hit_sum"]`` (int64, one entry per interaction index up to the longest
     run; a run adds to the indices it simulated).
 
-    ``run_args``: arrays with one row per run (a per-run strategy table), sliced with the seeds
-    and passed right after them: ``kernel(seeds, *run_args, *args, ...)``.
+    An argument wrapped in :class:`RunRows` holds one row per run and is sliced with the seeds.
 
     ``ragged``, given with the serial kernel, is its twin that writes the outputs in place (see
     :func:`_run_ragged`); it is used when neither decisions (``record`` > 0) nor per-interaction
@@ -152,16 +168,15 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
     # one compiled specialisation per kernel: every array argument C-contiguous and writeable
     # (a read-only or strided table would otherwise compile, and cache, a second version)
     args = tuple(_contiguous(a) for a in args)
-    run_args = tuple(_contiguous(a) for a in run_args)
     seeds = np.require(seeds, np.uint64, ["C", "W"])
-    if any(len(a) != n_runs for a in run_args):
-        raise ValueError(f"run_args need one row per run ({n_runs}); got {[len(a) for a in run_args]}")
+    if any(isinstance(a, RunRows) and len(a.rows) != n_runs for a in args):
+        raise ValueError(f"RunRows need one row per run ({n_runs})")
     if ragged is not None and not record and not hits:
         if record is None:  # naming game: an empty success row
             extra = np.zeros(0, np.int8)
         else:  # strategy game: empty decision rows
             extra = (np.zeros((0, 2), np.int32), np.zeros((0, 2), np.int32))
-        return _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, extra, progress, desc, n_scalars, run_args)
+        return _run_ragged(ragged, seeds, n_agents, n_cols, max_int, args, extra, progress, desc, n_scalars)
     max_rounds = -(-max_int // n_agents)
     rec_len = 0 if record is None else int(record)
     hit_len = 0 if hits is None else int(hits)
@@ -193,8 +208,7 @@ def run_batches(kernel, seeds, n_agents, n_cols, max_int, args, progress, desc, 
             B = stop - start
             scal = scal_all[start:stop]
             extra = hit_buf[:B] if record is None else (pairs_all[start:stop], names_all[start:stop])
-            kernel(seeds[start:stop], *(a[start:stop] for a in run_args), *args, tuple(v[:B] for v in bufs.values()),
-                   extra, scal)
+            kernel(seeds[start:stop], *_chunk(args, start, stop), tuple(v[:B] for v in bufs.values()), extra, scal)
             n_used = -(-scal[:, S_NINT] // n_agents)
             need = filled + int(n_used.sum())
             cap = 0 if out["count"] is None else len(out["count"])

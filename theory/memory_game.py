@@ -13,7 +13,6 @@ D. Centola, J. Becker, D. Brackbill, A. Baronchelli, Science 360, 1116 (2018) (b
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import replace
 
 import numpy as np
@@ -24,19 +23,22 @@ from normlab._validate import check_int
 
 from ._batch import (
     S_CONS, S_ERR, S_FLIP, S_NDMAX, S_NINT, S_NWMAX, S_S95, S_STOP, S_STREAK, S_TMAX, S_WIN, SG_SCALARS,
-    choose_kernel, game_result, run_batches,
+    RunRows, choose_kernel, game_result, run_batches,
 )
 from ._common import check_stop, warn_unfinished
 from ._criteria_kernels import end_round, window_flip_reached
 from ._prng import _INV53, _next4
+from ._sg_inputs import (
+    PerRunTables, _challenger, _check_memory, _check_order_for, _kernel_params, _parse_sg_initial, _resolve_groups,
+    _sg_names,
+)
 from .criteria import PUBLISHED_FLIP_THRESHOLD
 # the prediction design lives in design.py; its names stay importable from here (calibration, tests)
 from .design import _choice_thresholds, _sg_design, _sg_lean_run, strategy_design  # noqa: F401
 from .population import committed_mask
-from .name_order import order_mode, order_tables
 from .results import GameResult
 from .spec import GameSpec, Network, RunLength, _flip_threshold
-from .strategies import KIND_BEST_RESPONSE, KIND_TABLE, KIND_USER, KIND_WSLS, _strategy_probs, resolve_strategy
+from .strategies import KIND_BEST_RESPONSE, KIND_TABLE, KIND_USER, KIND_WSLS, _strategy_probs
 
 __all__ = ["strategy_game", "play_strategy_game", "strategy_design"]
 
@@ -517,8 +519,6 @@ def _sg_play_py(seed, game, rule, rounds, rec, scal):
     scal[S_ERR] = t_err
 
 
-
-
 def _sg_run_py(seed, n_agents, W, H, indptr, nbrs, committed, cword, kinds, poffs, params, init_own,
                init_len, max_int, stop_code, flip_thr,
                r_count, r_succ, r_nw, r_nd, r_prod, r_produ, rec_pairs, rec_names, scal):
@@ -632,75 +632,6 @@ def _user_kernel(user_fn):
         serial = kernel_variant(_sg_batch_serial_py, cache=False, _sg_play=play)
         _USER_KERNELS[key] = (user_fn, batch, serial)  # keep user_fn alive so id() stays unique
     return _USER_KERNELS[key][1:]
-
-
-def _parse_sg_initial(initial, n_agents, W, H, names):
-    """Initial memories: empty; consensus on a name (H successful plays of it); or one name per
-    agent (an array of name indices, -1 = empty memory)."""
-    init_own = np.zeros((n_agents, H), np.int64)
-    init_len = np.zeros(n_agents, np.int64)
-    if initial is None or (isinstance(initial, str) and initial == "empty"):
-        return init_own, init_len, "empty", None
-    if isinstance(initial, str):
-        if not initial.startswith("consensus"):
-            raise ValueError(f"initial must be None, 'empty', 'consensus', 'consensus:<name>', a name index or an array; got {initial!r}")
-        _, _, nm = initial.partition(":")
-        if nm == "":
-            initial = 0
-        elif nm in names:
-            initial = names.index(nm)
-        else:
-            raise ValueError(f"unknown name {nm!r} in initial={initial!r}; names are {names}")
-    if isinstance(initial, numbers.Integral) and not isinstance(initial, (bool, np.bool_)):
-        idx = int(initial)
-        if not 0 <= idx < W:
-            raise ValueError(f"initial consensus name index must be in [0, {W - 1}]; got {idx}")
-        init_own[:, :] = idx
-        init_len[:] = H
-        return init_own, init_len, f"consensus:{names[idx]}", np.full(n_agents, idx)
-    arr = np.asarray(initial)
-    if arr.shape != (n_agents,) or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"initial as an array must hold {n_agents} integer name indices (-1 = empty memory)")
-    if arr.min() < -1 or arr.max() >= W:
-        raise ValueError(f"initial name indices must lie in [-1, {W - 1}]")
-    full = arr >= 0
-    init_own[full, :] = arr[full, None]
-    init_len[full] = H
-    return init_own, init_len, "custom", arr.astype(np.int64)
-
-
-def _resolve_groups(strategy, groups, n_names, n_agents: int):
-    """``(strategies, group id per agent)`` of a homogeneous (one strategy, ``groups`` None) or mixed
-    population (a sequence of strategies, ``groups``: one group id per agent or one size per
-    group, agents numbered group after group)."""
-    if groups is None:
-        if isinstance(strategy, (list, tuple)):
-            raise ValueError("several strategies need groups= (one group id per agent, or one size per strategy)")
-        return [resolve_strategy(strategy, n_names)], np.zeros(n_agents, np.int64)
-    if not isinstance(strategy, (list, tuple)) or len(strategy) < 1:
-        raise TypeError("with groups=, strategy must be a list of strategies (one per group)")
-    strats = [resolve_strategy(s, n_names) for s in strategy]
-    G = len(strats)
-    g = np.asarray(groups)
-    if g.ndim != 1 or g.size == 0 or not np.issubdtype(g.dtype, np.integer):
-        raise ValueError(f"groups must be {n_agents} integer group ids or {G} group sizes")
-    if g.size == G and g.size != n_agents:  # sizes
-        if g.min() < 0 or g.sum() != n_agents:
-            raise ValueError(f"group sizes must be >= 0 and sum to n_agents={n_agents}; got {g.tolist()}")
-        g = np.repeat(np.arange(G), g)
-    elif g.size != n_agents:
-        raise ValueError(f"groups must be {n_agents} group ids (one per agent) or {G} group sizes; got {g.size} values")
-    if g.min() < 0 or g.max() >= G:
-        raise ValueError(f"group ids must lie in [0, {G - 1}] (one per strategy)")
-    W = strats[0].n_names
-    if any(s.n_names != W for s in strats):
-        raise ValueError(f"every strategy must play the same names; got pools of {[s.n_names for s in strats]}")
-    named = [tuple(s.names) for s in strats if getattr(s, "names", ())]
-    if any(nm != named[0] for nm in named):
-        raise ValueError(f"the strategies name their {W} names differently: {sorted(set(named))}")
-    if G > 1 and any(s.kind == KIND_USER for s in strats):
-        raise ValueError("a FunctionStrategy cannot be mixed with other strategies; tabulate it (to_table) first")
-    return strats, g.astype(np.int64)
 
 
 def strategy_game(
@@ -828,9 +759,9 @@ def strategy_game(
     if per_run:
         if groups is not None:
             raise ValueError("per_run=True gives each run its own table; it cannot be mixed with groups=")
-        tabs, own = _per_run_tables(strategy, H, n_runs if n_runs != 1 else None)
-        R = tabs.shape[0]
-        strats, group = [_PerRun(tabs, H, own)], np.zeros(N, np.int64)
+        per = PerRunTables.of(strategy, H, n_runs if n_runs != 1 else None)
+        R = per.tables.shape[0]
+        strats, group = [per], np.zeros(N, np.int64)
     else:
         strats, group = _resolve_groups(strategy, groups, n_names, N)
     W = strats[0].n_names
@@ -854,50 +785,6 @@ def strategy_game(
                               record_decisions=record_decisions, progress=progress, rng=rng)
 
 
-class _PerRun:
-    """Tables of :func:`strategy_game`'s ``per_run=True``, as the checks of a single strategy see
-    them (memory, pool, names); ``tables``: ``(n_runs, n_states, W)``."""
-
-    kind = KIND_TABLE
-
-    def __init__(self, tables, memory, names=None):
-        self.tables, self.memory, self.n_names = tables, memory, tables.shape[2]
-        self.names = tuple(names) if names is not None else ()
-
-
-def _per_run_tables(strategy, memory: int, n_runs) -> tuple:
-    """``(tables (n_runs, n_states, W), the tables' own names or None)`` of ``per_run=True``
-    (checked like a StrategyTable's rows)."""
-    from .strategies import StrategyTable, n_states
-
-    if isinstance(strategy, (list, tuple)):
-        if not strategy or not all(isinstance(t, StrategyTable) for t in strategy):
-            raise TypeError("per_run=True needs a list of StrategyTable (one per run) or an array of tables")
-        if any(t.memory != memory for t in strategy):
-            raise ValueError(f"every per-run table must be for memory H={memory}")
-        named = {tuple(t.names) for t in strategy}
-        if len(named) > 1 or len({t.n_names for t in strategy}) > 1:
-            raise ValueError("the per-run tables must play the same names")
-        own = next(iter(named)) or None
-        t = np.stack([t.table for t in strategy])
-    else:
-        own = None
-        t = np.asarray(strategy, dtype=np.float64)
-        if t.ndim == 2:
-            t = np.stack([1.0 - t, t], axis=2)
-        if t.ndim != 3:
-            raise ValueError(f"per_run=True needs tables shaped (n_runs, n_states, W) or (n_runs, n_states); got {t.shape}")
-    R, S, W = t.shape
-    if W < 2 or S != n_states(W, memory):
-        raise ValueError(f"per-run tables for W={W} names and memory H={memory} need {n_states(W, memory)} states; "
-                         f"got {S}")
-    if n_runs is not None and n_runs != R:
-        raise ValueError(f"n_runs={n_runs} but {R} per-run tables were given (leave n_runs out)")
-    if not np.all(np.isfinite(t)) or t.min() < 0 or not np.allclose(t.sum(axis=2), 1.0, atol=1e-9):
-        raise ValueError("per-run tables must hold probability vectors (finite, >= 0, rows summing to 1)")
-    return np.ascontiguousarray(t), own
-
-
 def play_strategy_game(spec: GameSpec, strategy, groups=None, *, n_runs: int = 1, record_decisions: bool = False,
                        progress=None, rng=None) -> GameResult:
     """The engine of :func:`strategy_game`: the game ``spec`` describes, played by ``strategy``.
@@ -912,7 +799,7 @@ def play_strategy_game(spec: GameSpec, strategy, groups=None, *, n_runs: int = 1
     N, H, stop = spec.n_agents, spec.memory, spec.run.stop
     if H is None:
         raise ValueError("the strategy game needs a memory length (GameSpec.memory)")
-    per_run = isinstance(strategy, _PerRun)
+    per_run = isinstance(strategy, PerRunTables)
     if per_run:
         if strategy.tables.shape[0] != R:
             raise ValueError(f"n_runs={R} but {strategy.tables.shape[0]} per-run tables")
@@ -938,12 +825,10 @@ def play_strategy_game(spec: GameSpec, strategy, groups=None, *, n_runs: int = 1
         raise ValueError(f"record_decisions keeps every interaction: {T * R:,} is too many; lower max_interactions or n_runs")
     if progress is None:
         progress = R > 1000
-    run_args, ragged = (), None
+    rows, ragged = None, None
     if per_run:  # one row of parameters per run, laid out as a single table's (per-order blocks with a bias)
-        tabs = strategy.tables
-        rows = (np.moveaxis(order_tables(tabs, spec.order_bias), 0, 1) if omode else tabs).reshape(R, -1)
+        rows = strategy.kernel_rows(spec.order_bias if omode else 0.0)
         params, kinds, poffs = rows[0], np.zeros(N, np.int64) + KIND_TABLE, np.zeros(N, np.int64)
-        run_args = (np.ascontiguousarray(rows),)
         kernel = choose_kernel(_sg_rows_batch, _sg_rows_serial, R, T)
         ragged = _sg_rows_ragged if kernel is _sg_rows_serial else None
     else:
@@ -957,8 +842,10 @@ def play_strategy_game(spec: GameSpec, strategy, groups=None, *, n_runs: int = 1
     ss, seeds = run_seeds(rng, R)
     args = ((N, W, H, indptr, nbrs, mask, cword, kinds, poffs, params, init_own, init_len),  # game
             (T, spec.run.code, spec.flip_threshold, int(omode)))  # rule
+    if per_run:
+        args = (RunRows(rows),) + args
     out = run_batches(kernel, seeds, N, W, T, args, progress, "strategy game", record=T if record_decisions else 0,
-                      n_scalars=SG_SCALARS, ragged=ragged, run_args=run_args)
+                      n_scalars=SG_SCALARS, ragged=ragged)
     net = spec.graph
     return _sg_result(out, spec, strats, group, names=names, seed=ss, record_decisions=record_decisions,
                       init_idx=init_idx, params=dict(
@@ -968,64 +855,6 @@ def play_strategy_game(spec: GameSpec, strategy, groups=None, *, n_runs: int = 1
                           flip_threshold=spec.flip_threshold, order_bias=spec.order_bias,
                           name_order=spec.name_order,
                           graph=None if net is None else f"{net.kind}({net.n_nodes} nodes)"))
-
-
-def _check_order_for(strats, order_bias, name_order) -> int:
-    """The name-order mode (:func:`normlab.theory.name_order.order_mode`), refused for strategies
-    other than tables."""
-    omode = order_mode(order_bias, name_order)
-    if omode and any(s.kind != KIND_TABLE for s in strats):
-        raise ValueError("order_bias needs strategy tables (tabulate other strategies with to_table first)")
-    return omode
-
-
-def _check_memory(strats, W: int, H: int) -> None:
-    """Tables match the memory; the memory-state code fits in 64 bits."""
-    for s in strats:
-        if s.kind == KIND_TABLE and H != s.memory:
-            raise ValueError(f"the strategy table is for memory H={s.memory}; got memory={H}")
-    B = W * W
-    if B ** (H - 1) > 2**62 // max(B, 1):
-        raise ValueError(f"W={W}, H={H} overflows the 64-bit memory-state code; use fewer names or a shorter memory")
-
-
-def _sg_names(strats, names, W: int) -> tuple:
-    """The name labels: given (validated), else the strategies' own, else ``"0"``, ``"1"``, ..."""
-    if names is None:
-        named = [s for s in strats if getattr(s, "names", ())]
-        names = tuple(named[0].names) if named else tuple(str(k) for k in range(W))
-    else:
-        from normlab.schema import validate_names  # schema imports pandas: only when names are given
-
-        names = validate_names(names)
-    if len(names) != W:
-        raise ValueError(f"got {len(names)} names for a strategy over W={W} names")
-    return names
-
-
-def _challenger(committed_name, names, W: int, mask) -> int:
-    """Index of the committed agents' name (the challenger): given, else the last name with
-    committed agents, else -1."""
-    if committed_name is not None:
-        if isinstance(committed_name, str):
-            if committed_name not in names:
-                raise ValueError(f"committed_name {committed_name!r} is not in {names}")
-            return names.index(committed_name)
-        return check_int(committed_name, "committed_name", low=0, high=W - 1)
-    return W - 1 if mask.any() else -1
-
-
-def _kernel_params(strats, group, H: int, order_bias: float = 0.0):
-    """``(params, kinds, poffs)``: every strategy's parameters in one float64 array, and per agent
-    its strategy kind and the offset of its parameters (with a first-listed bias a table's
-    parameters are its ``W`` per-order tables, :func:`normlab.theory.name_order.order_tables`)."""
-    if order_bias:
-        blocks = [order_tables(s.table, order_bias).reshape(-1) for s in strats]
-    else:
-        blocks = [np.asarray(s.kernel_params(H), dtype=np.float64).reshape(-1) for s in strats]
-    params = np.concatenate(blocks) if len(blocks) > 1 else np.ascontiguousarray(blocks[0])
-    starts = np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]]).astype(np.int64)
-    return params, np.array([s.kind for s in strats], np.int64)[group], starts[group]
 
 
 def _sg_result(out, spec, strats, group, *, names, seed, record_decisions, init_idx, params) -> GameResult:
@@ -1048,10 +877,8 @@ def _sg_result(out, spec, strats, group, *, names, seed, record_decisions, init_
     playing = [strats[q] for q in np.unique(group[~mask])]  # strategies of the uncommitted agents
     for w in np.unique(winner[(scal[:, S_STOP] == 1) & (winner >= 0)]):
         at = (scal[:, S_STOP] == 1) & (winner == w)
-        if isinstance(playing[0], _PerRun):  # each run its own table
-            from .strategies import encode_state
-
-            absorbing |= at & (playing[0].tables[:, encode_state([(int(w), int(w))] * H, playing[0].n_names), w] == 1.0)
+        if hasattr(playing[0], "absorbs"):  # each run its own table (PerRunTables)
+            absorbing |= at & playing[0].absorbs(int(w))
         elif all(s.probs([(int(w), int(w))] * H, H)[w] == 1.0 for s in playing):
             absorbing |= at
     interactions = None
