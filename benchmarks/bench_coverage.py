@@ -111,7 +111,9 @@ towards its median to ``F`` of its spread. The benchmark must see it (``tests/um
 
 JSON: ``coverage.{critical_mass,flip,consensus,tip}.{0.5,0.8,0.95}`` (in-family, user view),
 ``coverage_detail`` (share, interval, expected, randomised share with its interval, rows, truths,
-zero-width share, the issue's window), ``posterior_sbc``, ``prediction_sbc`` (and ``prediction_by_family``), ``by_family``, ``by_source``
+zero-width share, the issue's window), ``coverage_flip_{open,alike,differ}`` and
+``prediction_flip_{open,alike,differ}`` (the flip rows whose forecast is open, whose draws all saw the same
+all-or-none outcome, or whose draws differ), ``posterior_sbc``, ``prediction_sbc`` (and ``prediction_by_family``), ``by_family``, ``by_source``
 (in-family truths by the shipped fit they were drawn from), ``ranks``, ``acceptance``, ``n_truths``, ``seconds``
 (wall), ``stage_seconds`` (per truth and stage), ``seed``, ``settings``.
 
@@ -985,17 +987,38 @@ def _open(row) -> bool:
     return bool(0.02 < m < 0.98)
 
 
+def _draws_alike(row) -> bool:
+    """A probability row whose forecast is ``beta_summary``'s for draws that all saw the same
+    all-or-none outcome (no event in any draw, or only events): one probability seen through the
+    draws' ``N`` runs, ``c = a + b = N - 1`` and mean ``0.5 / (N + 1)`` or ``(N + 0.5) / (N + 1)``.
+    Read off the stored ``(a, b)`` exactly (the formula of that branch); never true for the spread
+    branch's ``c``, which is not an integer less one with that mean."""
+    a, b = row["a"], row["b"]
+    c = a + b
+    if abs(c + 1 - round(c + 1)) > 1e-9 * max(c, 1.0):
+        return False
+    m = a / c
+    return abs(m - 0.5 / (c + 2)) < 1e-12 or abs(m - (c + 1.5) / (c + 2)) < 1e-12
+
+
+#: Which flip rows a coverage table counts (``flip_rows``): all, the open forecasts, or the rows
+#: whose draws all agreed / did not.
+FLIP_ROWS = {"all": lambda r: True, "open": _open, "alike": _draws_alike, "differ": lambda r: not _draws_alike(r)}
+
+
 def coverage_table(records, view: str = "user", shrunk: bool = False, quantities=QUANTITIES,
                    flip_rows: str = "all") -> dict:
     """Per quantity and level: share covered with its 95 % interval, expected share, rows, truths,
-    zero-width share, and the issue's window (``flip_rows="open"``: only the flip rows whose
-    forecast is open, :func:`_open`)."""
+    zero-width share, and the issue's window (``flip_rows``: which flip rows, :data:`FLIP_ROWS`:
+    ``"open"`` the rows whose forecast is open, :func:`_open`; ``"alike"`` / ``"differ"`` those whose
+    draws all saw the same all-or-none outcome or not, :func:`_draws_alike`)."""
+    keep = FLIP_ROWS[flip_rows]
     out = {}
     for q in quantities:
         per = []  # per truth: rows of q
         for rec in records:
             rows = _rows_of(rec, "tip" if q == "tip" else view, shrunk)
-            rows = [r for r in rows if r["quantity"] == q and (q != "flip" or flip_rows == "all" or _open(r))]
+            rows = [r for r in rows if r["quantity"] == q and (q != "flip" or keep(r))]
             if rows:
                 per.append(rows)
         out[q] = {}
@@ -1139,6 +1162,8 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
            for q, v in detail.items()}
     out = {"coverage": cov, "coverage_detail": detail,
            "coverage_flip_open": coverage_table(inf, "user", quantities=("flip",), flip_rows="open"),
+           "coverage_flip_alike": coverage_table(inf, "user", quantities=("flip",), flip_rows="alike"),
+           "coverage_flip_differ": coverage_table(inf, "user", quantities=("flip",), flip_rows="differ"),
            "by_family": {f: coverage_table(r, "user") for f, r in fam.items() if r},
            "n_truths": len(inf), "n_truths_by_family": {f: len(r) for f, r in fam.items()},
            "ranks": {q: v["histogram"] for q, v in ranks(inf, "user").items()},
@@ -1154,8 +1179,8 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
     pv = [r for r in inf if "rows" in ((r.get("views") or {}).get("prediction") or {})]
     if pv:
         out["prediction_sbc"] = coverage_table(pv, "prediction", quantities=("critical_mass", "flip", "consensus"))
-        out["prediction_flip_open"] = coverage_table(pv, "prediction", quantities=("flip",),
-                                                           flip_rows="open")
+        for part in ("open", "alike", "differ"):
+            out[f"prediction_flip_{part}"] = coverage_table(pv, "prediction", quantities=("flip",), flip_rows=part)
         out["prediction_sbc_ranks"] = {q: v["histogram"] for q, v in ranks(pv, "prediction").items() if q != "tip"}
         out["prediction_by_family"] = {
             f: coverage_table([x for x in r if "rows" in ((x.get("views") or {}).get("prediction") or {})],
@@ -1241,15 +1266,18 @@ def print_table(js: dict, file=sys.stdout):
 
 def _table_rows(js: dict, open_flips: bool = False):
     """``(view, quantity, level, entry, window text)`` of every filled cell of the coverage tables,
-    view by view; with ``open_flips`` the flip rows whose forecast is open follow all flip rows."""
-    opened = {"user": (js.get("coverage_flip_open") or {}).get("flip"),
-              "prediction": (js.get("prediction_flip_open") or {}).get("flip")} if open_flips else {}
+    view by view; with ``open_flips`` the flip rows whose forecast is open, and those whose draws all
+    agreed or not, follow all flip rows."""
+    parts = (("open", "flip, open forecast"), ("alike", "flip, every draw alike"), ("differ", "flip, draws differ"))
+    extra = {view: [(label, (js.get(f"{pre}_flip_{part}") or {}).get("flip")) for part, label in parts]
+             for view, pre in (("user", "coverage"), ("prediction", "prediction"))} if open_flips else {}
     for view, tab in (("user", js.get("coverage_detail") or {}), ("posterior SBC", js.get("posterior_sbc") or {}),
                       ("prediction", js.get("prediction_sbc") or {})):
         items = list(tab.items())
-        if opened.get(view) and "flip" in tab:
+        more = [(label, e) for label, e in extra.get(view, []) if e]
+        if more and "flip" in tab:
             i = [k for k, _ in items].index("flip") + 1
-            items = items[:i] + [("flip, open forecast", opened[view])] + items[i:]
+            items = items[:i] + more + items[i:]
         for q, v in items:
             for lv, e in v.items():
                 if e.get("share") is None:

@@ -218,6 +218,23 @@ def test_randomised_coverage_is_the_level_for_calibrated_discrete_forecasts():
     assert bc.randomised_share([[{"rank": None}]], 0.95) is None
 
 
+def test_draws_alike_is_beta_summarys_branch_for_draws_that_all_agreed():
+    """A flip row is 'every draw alike' exactly when beta_summary had no spread to estimate (no draw
+    saw an event, or every run of every draw did), read off the stored (a, b)."""
+    from normlab.calibration.evaluate.scoring_rules import beta_summary
+
+    bc = _coverage_module()
+    g = np.random.default_rng(3)
+    n = np.full(200, 16.0)
+    cases = [(np.zeros(200), True), (n.copy(), True), (np.zeros(40), True), (np.r_[np.zeros(199), 1.0], False),
+             (np.r_[n[:199], 15.0], False), (g.binomial(16, 0.3, 200).astype(float), False),
+             (g.binomial(16, 0.001, 200).astype(float), False)]
+    for k, alike in cases:
+        a, b = beta_summary(k, n[:len(k)] if len(k) == 200 else np.ones(len(k)))
+        assert bc._draws_alike({"a": a, "b": b}) is alike, (k[:5], a, b)
+    assert {"all", "open", "alike", "differ"} == set(bc.FLIP_ROWS)
+
+
 def test_randomised_table_on_the_page_is_the_stored_summaries():
     """The page's table of randomised shares (in-family truths, 80 % / 95 %) and README's sentence
     are the stored summaries' ``randomised`` entries."""
@@ -239,6 +256,11 @@ def test_randomised_table_on_the_page_is_the_stored_summaries():
     line = (f"| flip, open forecasts (1 999 / 2 011 rows) | {pair(user['coverage_flip_open']['flip'])} | "
             f"{pair(pred['prediction_flip_open']['flip'])} |")
     assert line in page, line
+    for part, what in (("alike", "every draw alike"), ("differ", "draws differ")):
+        u, q = user[f"coverage_flip_{part}"]["flip"], pred[f"prediction_flip_{part}"]["flip"]
+        rows = " / ".join(f"{d['0.8']['rows']:,}".replace(",", " ") for d in (u, q))
+        line = f"| flip, {what} ({rows} rows) | {pair(u)} | {pair(q)} |"
+        assert line in page, line
     readme = " ".join((_paths.REPO / "README.md").read_text().split())
     det = user["coverage_detail"]
 
@@ -248,7 +270,10 @@ def test_randomised_table_on_the_page_is_the_stored_summaries():
     cm95, fl80 = det["critical_mass"]["0.95"]["randomised"], det["flip"]["0.8"]["randomised"]
     for text in (f"masses ({ci(cm95)} at 95 %, {det['critical_mass']['0.8']['randomised']['share']:.3f} at 80 %)",
                  f"{det['flip']['0.95']['randomised']['share']:.3f} at 95 % and {ci(fl80)} at 80 %",
-                 f"(prediction view {ci(pred['prediction_sbc']['flip']['0.8']['randomised'])})"):
+                 f"(prediction view {ci(pred['prediction_sbc']['flip']['0.8']['randomised'])})",
+                 f"outcome hold {user['coverage_flip_alike']['flip']['0.8']['randomised']['share']:.3f} at 80 %",
+                 f"differ {ci(user['coverage_flip_differ']['flip']['0.8']['randomised'])} "
+                 f"({user['coverage_flip_differ']['flip']['0.95']['randomised']['share']:.3f} at 95 %)"):
         assert text in readme, text
     guide = " ".join(docs_page("guide/calibration.md").split())
     assert f"the critical masses hold {ci(cm95)}" in guide
@@ -379,13 +404,18 @@ def test_calibration_page_tables_are_the_stored_summaries():
         for line in bc.markdown_table(js):
             assert line in page, f"{name}: docs/validation/calibration.md lacks\n{line}"
     pred = json.loads((data / "sbc_prediction.json").read_text())
+
+    def headline(line, view):  # README's rows: every quantity at 80 and 95 %, the flips' split only on the page
+        return (line.startswith(f"| {view} |") and ("| 0.95 |" in line or "| 0.80 |" in line)
+                and "every draw alike" not in line and "draws differ" not in line)
+
     for line in bc.markdown_table(pred)[2:]:
-        if line.startswith("| prediction |") and ("| 0.95 |" in line or "| 0.80 |" in line):
+        if headline(line, "prediction"):
             assert line in readme, f"README lacks\n{line}"
     # README's sentence on the user view quotes its 95 % shares, rows and truths, beside its table
     user = json.loads((data / "sbc_user.json").read_text())
     for line in bc.markdown_table(user)[2:]:
-        if line.startswith("| user |") and ("| 0.95 |" in line or "| 0.80 |" in line):
+        if headline(line, "user"):
             assert line in readme, f"README lacks\n{line}"
     det, op = user["coverage_detail"], user["coverage_flip_open"]["flip"]["0.95"]
     cm, co = det["critical_mass"]["0.95"], det["consensus"]["0.95"]
