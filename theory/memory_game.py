@@ -565,14 +565,19 @@ def _sg_batch_ragged_py(seeds, game, rule, rounds, rec, scal, pos):
     return seeds.shape[0], pos
 
 
+def _own_params_py(game, params):
+    """``game`` with its strategy parameters replaced by one run's own (``params``, a table's row)."""
+    return (game[0], game[1], game[2], game[3], game[4], game[5], game[6], game[7], game[8], params, game[10],
+            game[11])
+
+
 def _sg_rows_batch_py(seeds, prow, game, rule, rounds, rec, scal):
     """:func:`_sg_batch_py` where run ``b`` plays its own strategy parameters ``prow[b]`` (a table
     per run: runs that differ, e.g. each its own draw of run effects)."""
     r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     rec_pairs, rec_names = rec
     for b in prange(seeds.shape[0]):
-        gb = (game[0], game[1], game[2], game[3], game[4], game[5], game[6], game[7], game[8], prow[b], game[10],
-              game[11])
+        gb = _own_params(game, prow[b])
         _sg_play(seeds[b], gb, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]),
                  (rec_pairs[b], rec_names[b]), scal[b])
 
@@ -582,8 +587,7 @@ def _sg_rows_serial_py(seeds, prow, game, rule, rounds, rec, scal):
     r_count, r_succ, r_nw, r_nd, r_prod, r_produ = rounds
     rec_pairs, rec_names = rec
     for b in range(seeds.shape[0]):
-        gb = (game[0], game[1], game[2], game[3], game[4], game[5], game[6], game[7], game[8], prow[b], game[10],
-              game[11])
+        gb = _own_params(game, prow[b])
         _sg_play(seeds[b], gb, rule, (r_count[b], r_succ[b], r_nw[b], r_nd[b], r_prod[b], r_produ[b]),
                  (rec_pairs[b], rec_names[b]), scal[b])
 
@@ -597,8 +601,7 @@ def _sg_rows_ragged_py(seeds, prow, game, rule, rounds, rec, scal, pos):
     for b in range(seeds.shape[0]):
         if pos + R > r_count.shape[0]:
             return b, pos
-        gb = (game[0], game[1], game[2], game[3], game[4], game[5], game[6], game[7], game[8], prow[b], game[10],
-              game[11])
+        gb = _own_params(game, prow[b])
         _sg_play(seeds[b], gb, rule, (r_count[pos:], r_succ[pos:], r_nw[pos:], r_nd[pos:], r_prod[pos:],
                                       r_produ[pos:]), rec, scal[b])
         pos += (scal[b, S_NINT] + n_agents - 1) // n_agents
@@ -610,6 +613,7 @@ _sg_run = njit(cache=True)(_sg_run_py)
 _sg_batch = njit(parallel=True, cache=True)(_sg_batch_py)
 _sg_batch_serial = njit(cache=True)(_sg_batch_serial_py)
 _sg_batch_ragged = njit(cache=True)(_sg_batch_ragged_py)
+_own_params = njit(cache=True)(_own_params_py)
 _sg_rows_batch = njit(parallel=True, cache=True)(_sg_rows_batch_py)
 _sg_rows_serial = njit(cache=True)(_sg_rows_serial_py)
 _sg_rows_ragged = njit(cache=True)(_sg_rows_ragged_py)
