@@ -8,6 +8,7 @@ Run from the repository root:
     python benchmarks/bench_coverage.py --equality K                           # is a cheaper fit the same?
     python benchmarks/bench_coverage.py --summarise RESULTS.jsonl --json       # recompute from saved truths
     python benchmarks/bench_coverage.py --rescore RESULTS.jsonl OUT.jsonl      # score saved forecasts again
+    python benchmarks/bench_coverage.py --refresh-alike RESULTS.jsonl OUT.jsonl  # all-or-none forecasts as now
     python benchmarks/bench_coverage.py --truth-scatter RESULTS.jsonl          # how noisy a truth's estimate is
 
 **The full run** (prepared, hours; resumable: every finished truth is one line of ``--results``,
@@ -593,7 +594,11 @@ def _prob_rows(kind, key, k_draws, n_draws, truth_kn, u, F):
     calibrated forecast would cover under the same rule (:func:`resolution_coverage`) as
     ``expected``; the rank is the randomised PIT of ``k`` under the beta-binomial predictive."""
     a, b = _beta(k_draws, n_draws, F)
-    return _prob_rows_ab(kind, key, a, b, truth_kn, u)
+    row = _prob_rows_ab(kind, key, a, b, truth_kn, u)
+    k, n = np.asarray(k_draws, float), np.asarray(n_draws, float)
+    k = k[n > 0]
+    row["alike"] = bool(not k.any() or np.all(k == n[n > 0]))  # beta_summary's all-or-none branch
+    return row
 
 
 def _prob_rows_ab(kind, key, a, b, truth_kn, u):
@@ -884,11 +889,70 @@ def _rescore_one(rec) -> dict:
         rows = []
         for r in v["rows"]:
             if r["quantity"] in ("flip", "consensus") and r["key"] in vals[r["quantity"]]:
-                r = _prob_rows_ab(r["quantity"], r["key"], r["a"], r["b"], vals[r["quantity"]][r["key"]],
-                                  float(g.random()))
+                r = dict(_prob_rows_ab(r["quantity"], r["key"], r["a"], r["b"], vals[r["quantity"]][r["key"]],
+                                       float(g.random())), **({"alike": r["alike"]} if "alike" in r else {}))
             rows.append(r)
         rec["views"][view] = dict(v, rows=rows)
     return rec
+
+
+def refresh_alike(records) -> list:
+    """The records with the forecasts of ``beta_summary``'s all-or-none branch (draws that all saw
+    no event, or only events) replaced by what that branch gives since 2026-11-30
+    (:func:`normlab.calibration.evaluate.scoring_rules._unseen_beta`), for results written before.
+
+    Exact, not an approximation: such a forecast is a function of the draws' runs alone, and the
+    stored pooled ``(a, b)`` gives their total ``N = a + b + 1`` and which side they were on; every
+    draw of a prediction plays the same runs, so ``n_d = N / draws``. Each row keeps its truth and
+    its randomised rank's uniform ``u`` (recovered from the stored rank; where the old forecast gave
+    the truth a probability below 1e-12 it is not in the rank, and is drawn again from a generator
+    seeded by the row, a count printed); every other row is kept as it is and marked
+    ``alike = False``.
+    """
+    from scipy.stats import betabinom
+
+    from normlab.calibration.evaluate.scoring_rules import beta_summary
+
+    out = []
+    unknown_u = 0
+    for rec in records:
+        D = int(rec["cfg"]["draws"])
+        views = {}
+        for view, v in (rec.get("views") or {}).items():
+            if "rows" not in v:
+                views[view] = v
+                continue
+            rows = []
+            for r in v["rows"]:
+                if r["quantity"] in ("flip", "consensus") and "alike" not in r:
+                    if not _pooled_alike(r):
+                        r = dict(r, alike=False)
+                    else:
+                        a0, b0 = r["a"], r["b"]
+                        N = round(a0 + b0 + 1.0)
+                        if N % D:
+                            raise ValueError(f"refresh_alike: {N} runs do not split over {D} draws (truth {rec['index']})")
+                        n = int(r["truth_n"])
+                        k = int(round(r["truth"] * n))
+                        lo = float(betabinom.cdf(k - 1, n, a0, b0)) if k > 0 else 0.0
+                        pk = float(betabinom.pmf(k, n, a0, b0))
+                        if pk > 1e-12:
+                            u = min(max((r["rank"] - lo) / pk, 0.0), 1.0)
+                        else:  # a truth the old forecast gave no chance: its u is not in the rank
+                            u = float(np.random.default_rng([zlib.crc32(f"{r['quantity']}:{r['key']}".encode()),
+                                                             int(rec["index"])]).random())
+                            unknown_u += 1
+                        none = a0 < b0  # no draw saw an event
+                        kd = np.zeros(D) if none else np.full(D, N // D, float)
+                        a, b = beta_summary(kd, np.full(D, N // D, float))
+                        r = dict(_prob_rows_ab(r["quantity"], r["key"], float(a), float(b), (k, n), u), alike=True)
+                rows.append(r)
+            views[view] = dict(v, rows=rows)
+        out.append(dict(rec, views=views))
+    if unknown_u:
+        print(f"# refresh_alike: {unknown_u} rows whose truth the old forecast gave probability < 1e-12: "
+              "their uniform drawn again (seeded by row)", file=sys.stderr)
+    return out
 
 
 def _log_cm(log, maj, cfg, memory):
@@ -989,10 +1053,19 @@ def _open(row) -> bool:
 
 def _draws_alike(row) -> bool:
     """A probability row whose forecast is ``beta_summary``'s for draws that all saw the same
-    all-or-none outcome (no event in any draw, or only events): one probability seen through the
-    draws' ``N`` runs, ``c = a + b = N - 1`` and mean ``0.5 / (N + 1)`` or ``(N + 0.5) / (N + 1)``.
-    Read off the stored ``(a, b)`` exactly (the formula of that branch); never true for the spread
-    branch's ``c``, which is not an integer less one with that mean."""
+    all-or-none outcome (no event in any draw, or only events): its ``alike`` entry (rows written
+    since 2026-11-30), else :func:`_pooled_alike` of its ``(a, b)``."""
+    if "alike" in row:
+        return bool(row["alike"])
+    return _pooled_alike(row)
+
+
+def _pooled_alike(row) -> bool:
+    """A row written by ``beta_summary``'s all-or-none branch before 2026-11-30, when it was one
+    probability seen through the draws' ``N`` runs: ``c = a + b = N - 1`` and mean
+    ``0.5 / (N + 1)`` or ``(N + 0.5) / (N + 1)``. Read off the stored ``(a, b)`` exactly (the
+    formula of that branch); never true for the spread branch's ``c``, which is not an integer
+    less one with that mean."""
     a, b = row["a"], row["b"]
     c = a + b
     if abs(c + 1 - round(c + 1)) > 1e-9 * max(c, 1.0):
@@ -1573,6 +1646,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rescore", nargs=2, default=None, metavar=("RESULTS", "OUT"),
                     help="score the flip and consensus rows of RESULTS again with this code's truth values "
                          "(rescore(); --workers processes); write OUT (.gz: gzip)")
+    ap.add_argument("--refresh-alike", nargs=2, default=None, metavar=("RESULTS", "OUT"),
+                    help="give the rows of draws that all agreed beta_summary's forecast of now (refresh_alike()); write OUT")
     ap.add_argument("--markdown", action="store_true", help="print the coverage table as Markdown (the docs' form)")
     ap.add_argument("--figure", default=None, help="rank histograms and ECDF differences (PNG)")
     ap.add_argument("--json", nargs="?", const="-", default=None, help="print the JSON (or write it to FILE)")
@@ -1626,6 +1701,16 @@ def main(argv=None) -> int:
             for rec in out:
                 fh.write(json.dumps(rec) + "\n")
         print(f"# {len(recs)} truths rescored into {dst}", file=sys.stderr)
+        return 0
+    if a.refresh_alike:
+        src, dst = a.refresh_alike
+        recs = [json.loads(x) for x in _read_lines(src) if x.strip()]
+        out = refresh_alike(recs)
+        with (gzip.open(dst, "wt") if str(dst).endswith(".gz") else Path(dst).open("w")) as fh:
+            for rec in out:
+                fh.write(json.dumps(rec) + "\n")
+        n = sum(bool(r.get("alike")) for rec in out for v in rec["views"].values() for r in v.get("rows", []))
+        print(f"# {len(recs)} truths, {n} all-or-none rows refreshed into {dst}", file=sys.stderr)
         return 0
     if a.summarise:
         records = [json.loads(x) for x in _read_lines(a.summarise) if x.strip()]

@@ -37,7 +37,8 @@ Interval coverage -- two intervals, because they answer different questions
     the spread of the per-draw probabilities over the posterior is summarised by a beta
     distribution with their mean and their between-draw variance -- estimated in a beta-binomial
     model of the per-draw counts (uniform prior on the spread's sd, its posterior mean), plus the
-    Monte Carlo variance of the pooled mean (:func:`beta_summary`).
+    Monte Carlo variance of the pooled mean; where every draw saw no event (or only events), with
+    the mean integrated too, under Jeffreys' prior (:func:`beta_summary`).
     **underlying**: the credible interval of that beta distribution: what the probability itself
     is.
     **experiment**: the interval of the beta-binomial of ``n_obs`` runs: what an experiment *of

@@ -15,6 +15,7 @@ Analysis 1, 515 (2006) (the uniform prior on a hierarchical sd).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -127,9 +128,14 @@ def beta_summary(k, n, *, nodes: int = SPREAD_NODES) -> tuple[float, float]:
     ``v = tau2 (1 + 1 / D) + m (1 - m) / sum n`` (a new draw's spread, the uncertainty of the
     mean over ``D`` draws and its Monte Carlo part); ``a = m c``, ``b = (1 - m) c`` with
     ``c = m (1 - m) / v - 1`` (at least 1e-3). Where every draw saw no event (or only events)
-    the data say nothing of a spread, and the mean held at its KT value would make the likelihood
-    favour one (a rare draw far from the rest, to carry the ``1/2`` of the KT mean): then the
-    beta is the pooled probability's own, ``c = sum n - 1``.
+    the mean held at its KT value would make the likelihood favour a spread (a rare draw far from
+    the rest, to carry the ``1/2`` of the KT mean): there the mean is integrated too, under its
+    Jeffreys prior, jointly with ``sqrt(rho)`` (:func:`_unseen_beta`), and the beta matches the
+    mean and variance of a new draw's probability. Until 2026-11-30 that branch returned the pooled
+    probability's own beta (``c = sum n - 1``, mean ``0.5 / (sum n + 1)``): it gave a truth's 1 000
+    runs a 0.127 chance of a flip where 200 draws of 16 runs saw none, more than one event among
+    them gives (0.015), and in-family truths showed one in 0.5 % of such rows
+    (``docs/validation/calibration.md``, ``(sbc-unseen)=``).
 
     The moment estimate ``V - B`` (variance of the frequencies minus their binomial part,
     floored at the Monte Carlo variance of the mean) that this replaced is unbiased but, with 40
@@ -163,9 +169,10 @@ def beta_summary(k, n, *, nodes: int = SPREAD_NODES) -> tuple[float, float]:
         raise ValueError("beta_summary: no draw with a simulated run; give at least one n > 0")
     N = float(n.sum())
     m = (float(k.sum()) + 0.5) / (N + 1.0)
-    if not k.any() or np.all(k == n):  # no draw differs from any other: one probability seen through N runs
-        c = max(N - 1.0, 1e-3)
-        return m * c, (1.0 - m) * c
+    if not k.any() or np.all(k == n):  # every draw all-or-none alike: the mean is not held either
+        pairs, w = np.unique(n, return_counts=True)
+        a, b = _unseen_beta(tuple(pairs.tolist()), tuple(w.tolist()), nodes)
+        return (a, b) if not k.any() else (b, a)
     u = (np.arange(nodes) + 0.5) / nodes
     rho = u * u
     c = 1.0 / rho - 1.0
@@ -179,6 +186,43 @@ def beta_summary(k, n, *, nodes: int = SPREAD_NODES) -> tuple[float, float]:
     v = tau2 * (1.0 + 1.0 / k.size) + m * (1.0 - m) / N
     cc = max(m * (1.0 - m) / v - 1.0, 1e-3)
     return m * cc, (1.0 - m) * cc
+
+
+#: Logit grid of the mean in :func:`_unseen_beta` (midpoints; the posterior of a mean no draw
+#: has seen an event of lies between 1e-12 and 1 - 1e-12 whatever the draws).
+UNSEEN_LOGIT = (-28.0, 28.0, 280)
+
+
+@functools.lru_cache(maxsize=64)
+def _unseen_beta(n_values: tuple, n_draws: tuple, nodes: int) -> tuple[float, float]:
+    """``(a, b)`` of a new draw's probability where no draw saw an event: draws with ``n_values[i]``
+    runs, ``n_draws[i]`` of them, all ``k = 0``.
+
+    The beta-binomial of :func:`beta_summary` with both its parameters integrated: the mean ``m``
+    under Jeffreys' ``Beta(1/2, 1/2)`` (on a midpoint grid of ``logit m``, :data:`UNSEEN_LOGIT`) and
+    ``sqrt(rho)`` uniform on (0, 1) (``nodes`` midpoints). A new draw's ``p`` has posterior mean
+    ``E[m]`` and second moment ``E[m (m c + 1) / (c + 1)]``; the beta returned has that mean and
+    variance. A pure function of its arguments (cached: predictions meet the same draws at every
+    count).
+    """
+    from scipy.special import betaln, expit
+
+    lo, hi, nm = UNSEEN_LOGIT
+    t = lo + (np.arange(nm) + 0.5) * (hi - lo) / nm
+    m = expit(t)[:, None]
+    u = (np.arange(nodes) + 0.5) / nodes
+    c = (1.0 / (u * u) - 1.0)[None, :]
+    a, b = m * c, (1.0 - m) * c
+    ll = 0.5 * (np.log(m) + np.log1p(-m))  # Jeffreys' density times dm/dt = m (1 - m)
+    base = betaln(a, b)
+    for nn, cnt in zip(n_values, n_draws):
+        ll = ll + cnt * (betaln(a, b + nn) - base)
+    w = np.exp(ll - ll.max())
+    w /= w.sum()
+    mean = float((w * m).sum())
+    var = float((w * (m * (a + 1.0) / (c + 1.0))).sum()) - mean * mean
+    cc = max(mean * (1.0 - mean) / var - 1.0, 1e-3)
+    return mean * cc, (1.0 - mean) * cc
 
 
 def experiment_interval(a: float, b: float, n_obs: int, level: float = 0.95) -> tuple[int, int]:

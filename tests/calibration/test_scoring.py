@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from normlab.calibration import predict, score
+from normlab.calibration.evaluate.scoring_rules import _unseen_beta
 from normlab.calibration.observed_critical_mass import run_flips
 from normlab.calibration.scoring import (
     _covers_at_resolution,
@@ -77,11 +78,10 @@ def test_beta_summary_matches_its_quadrature_reference():
         ra, rb = _beta_summary_reference(k, n)
         assert a / (a + b) == pytest.approx(ra / (ra + rb), rel=1e-12)  # the pooled KT mean, exactly
         assert a + b == pytest.approx(ra + rb, rel=2e-3), (k, n)
-    # no events anywhere (or only events): the pooled probability's KT beta, c = N - 1
+    # no events anywhere (or only events): the mean integrated too (test_unseen_beta_*), mirrored
     a, b = beta_summary([0, 0, 0], [10, 10, 10])
-    assert a / (a + b) == pytest.approx(0.5 / 31) and a + b == pytest.approx(29)
-    a, b = beta_summary([16] * 200, [16] * 200)
-    assert b / (a + b) == pytest.approx(0.5 / 3201) and a + b == pytest.approx(3199)
+    assert (a, b) == _unseen_beta((10,), (3,), 400) and a < b
+    assert beta_summary([10, 10, 10], [10, 10, 10]) == (b, a)
     # draws at 0 and at 1: a U-shaped beta; draws with no run are ignored
     a, b = beta_summary([0, 20, 5], [20, 20, 0])
     assert a < 1 and b < 1
@@ -91,6 +91,85 @@ def test_beta_summary_matches_its_quadrature_reference():
         beta_summary([0], [0])
     with pytest.raises(ValueError, match="nodes must be an integer >= 2"):
         beta_summary([1, 2], [4, 4], nodes=1)
+
+
+def _unseen_reference(n, D):
+    """Mean and variance of a new draw's p where D draws of n runs saw no event, by adaptive 2-D
+    quadrature (scipy.integrate.dblquad) over logit m (Jeffreys) and sqrt(rho) (uniform)."""
+    from scipy.integrate import dblquad
+    from scipy.special import betaln, expit
+
+    def logw(t, u):
+        m, c = expit(t), 1 / (u * u) - 1
+        return 0.5 * (math.log(m) + math.log1p(-m)) + D * (betaln(m * c, (1 - m) * c + n) - betaln(m * c, (1 - m) * c))
+
+    grid = [(t, u) for t in np.linspace(-27, 27, 109) for u in np.linspace(0.01, 0.99, 50)]
+    top = max(logw(t, u) for t, u in grid)
+
+    def moment(f):
+        return dblquad(lambda u, t: f(t, u) * math.exp(logw(t, u) - top), -28, 28, 1e-6, 1 - 1e-6,
+                       epsabs=0, epsrel=1e-7)[0]
+
+    z = moment(lambda t, u: 1.0)
+    mean = moment(lambda t, u: expit(t)) / z
+    ep2 = moment(lambda t, u: expit(t) * (expit(t) * (1 / (u * u) - 1) + 1) / (1 / (u * u))) / z
+    return mean, ep2 - mean * mean
+
+
+@pytest.mark.parametrize("n, D", [(10, 3), (16, 200)])
+def test_unseen_beta_matches_its_quadrature_reference(n, D):
+    """Draws that all saw no event: the beta has the mean and variance of a new draw's probability
+    under the joint posterior of (m, sqrt(rho)), to 1e-3 of an adaptive 2-D quadrature."""
+    a, b = beta_summary(np.zeros(D), np.full(D, n))
+    mean, var = _unseen_reference(n, D)
+    assert a / (a + b) == pytest.approx(mean, rel=1e-3)
+    assert a * b / ((a + b) ** 2 * (a + b + 1)) == pytest.approx(var, rel=1e-3)
+
+
+def test_unseen_beta_is_no_wider_than_one_event():
+    """Seeing no event in any of 200 draws of 16 runs never leaves more room for events in an
+    experiment than seeing one: P(at least one event in K runs) is smaller for K = 10 ... 10 000.
+    The pooled beta this branch replaced gave 0.127 at K = 1 000 against one event's 0.015."""
+    from scipy.stats import betabinom
+
+    n = np.full(200, 16)
+    a0, b0 = beta_summary(np.zeros(200), n)
+    a1, b1 = beta_summary(np.r_[1, np.zeros(199)], n)
+    for K in (10, 40, 1000, 10000):
+        assert 1 - betabinom.pmf(0, K, a0, b0) < 1 - betabinom.pmf(0, K, a1, b1), K
+    assert 1 - betabinom.pmf(0, 1000, a0, b0) < 0.01
+
+
+@pytest.mark.slow
+def test_unseen_beta_is_calibrated_on_its_own_prior():
+    """Simulation-based calibration of the all-zero branch: (m, sqrt(rho)) from the priors, 201
+    tables' p from the beta, 200 seen through 16 runs; where all 200 saw none, the 201st's count
+    in 1 000 runs has a randomised rank inside the central 80 % (95 %) in 0.76-0.84 (0.93-0.97) of
+    the cases (1 909 of 100 000: 0.800 / 0.940). The pooled beta it replaced (c = N - 1, mean
+    0.5 / (N + 1)) fails here: 0.883 at 80 %, as in bench_coverage's in-family truths (0.881)."""
+    from scipy.stats import betabinom
+
+    g = np.random.default_rng(20261130)
+    D, n, K = 200, 16, 1000
+    a, b = beta_summary(np.zeros(D), np.full(D, n))
+    kt = []
+    for _ in range(10):
+        m, u = g.beta(0.5, 0.5, 10_000), g.random(10_000)
+        c = 1 / (u * u) - 1
+        p = g.beta(np.maximum(m * c, 1e-300), np.maximum((1 - m) * c, 1e-300), size=(D + 1, 10_000))
+        seen_none = ~g.binomial(n, p[:D]).any(axis=0)
+        kt.append(g.binomial(K, p[D, seen_none]))
+    kt = np.concatenate(kt)
+    assert kt.size > 1000
+    uu = g.random(kt.size)
+    pit = np.where(kt > 0, betabinom.cdf(kt - 1, K, a, b), 0.0) + uu * betabinom.pmf(kt, K, a, b)
+    for L, lo, hi in ((0.8, 0.76, 0.84), (0.95, 0.93, 0.97)):
+        share = np.mean(((1 - L) / 2 <= pit) & (pit <= (1 + L) / 2))
+        assert lo <= share <= hi, (L, share, kt.size)
+    N = D * n
+    a0, b0 = 0.5 / (N + 1) * (N - 1), (N + 0.5) / (N + 1) * (N - 1)
+    pit0 = np.where(kt > 0, betabinom.cdf(kt - 1, K, a0, b0), 0.0) + uu * betabinom.pmf(kt, K, a0, b0)
+    assert np.mean((0.1 <= pit0) & (pit0 <= 0.9)) > 0.86
 
 
 @pytest.mark.parametrize("mu, rho", [(0.9, 0.02), (0.98, 0.003)])

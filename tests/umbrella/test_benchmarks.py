@@ -219,20 +219,58 @@ def test_randomised_coverage_is_the_level_for_calibrated_discrete_forecasts():
 
 
 def test_draws_alike_is_beta_summarys_branch_for_draws_that_all_agreed():
-    """A flip row is 'every draw alike' exactly when beta_summary had no spread to estimate (no draw
-    saw an event, or every run of every draw did), read off the stored (a, b)."""
-    from normlab.calibration.evaluate.scoring_rules import beta_summary
-
+    """A flip row is 'every draw alike' exactly when beta_summary took its all-or-none branch (no
+    draw saw an event, or every run of every draw did): recorded by _prob_rows from the draws, and
+    read off the stored (a, b) of rows written before the branch changed (_pooled_alike)."""
     bc = _coverage_module()
     g = np.random.default_rng(3)
     n = np.full(200, 16.0)
-    cases = [(np.zeros(200), True), (n.copy(), True), (np.zeros(40), True), (np.r_[np.zeros(199), 1.0], False),
+    cases = [(np.zeros(200), True), (n.copy(), True), (np.r_[np.zeros(199), 1.0], False),
              (np.r_[n[:199], 15.0], False), (g.binomial(16, 0.3, 200).astype(float), False),
-             (g.binomial(16, 0.001, 200).astype(float), False)]
+             (g.binomial(16, 0.001, 200).astype(float), False), (np.r_[np.zeros(199), 3.0], True)]
     for k, alike in cases:
-        a, b = beta_summary(k, n[:len(k)] if len(k) == 200 else np.ones(len(k)))
-        assert bc._draws_alike({"a": a, "b": b}) is alike, (k[:5], a, b)
+        nn = n.copy() if k[-1] != 3.0 else np.r_[n[:199], 0.0]  # a draw with no run is ignored
+        row = bc._prob_rows("flip", "c", k, nn, (0, 1000), 0.5, None)
+        assert bc._draws_alike(row) is alike, k[:5]
+        assert bc._draws_alike({"a": row["a"], "b": row["b"]}) is False  # today's beta is not the pooled one
+    # the pooled beta of that branch before 2026-11-30: c = N - 1, mean 0.5 / (N + 1) (or mirrored)
+    N = 3200
+    assert bc._pooled_alike({"a": 0.5 * (N - 1) / (N + 1), "b": (N - 1) * (N + 0.5) / (N + 1)})
+    assert bc._pooled_alike({"a": (N - 1) * (N + 0.5) / (N + 1), "b": 0.5 * (N - 1) / (N + 1)})
+    assert not bc._pooled_alike({"a": 0.5 * (N - 1) / (N + 1), "b": (N - 1) * (N + 0.5) / (N + 1) + 0.3})
     assert {"all", "open", "alike", "differ"} == set(bc.FLIP_ROWS)
+
+
+def test_refresh_alike_gives_old_rows_the_forecast_of_today():
+    """refresh_alike: a row the old all-or-none branch wrote becomes, exactly, the row _prob_rows
+    writes now from the same draws, truth and uniform (recovered from the stored rank); rows whose
+    draws differed are kept, marked alike = False."""
+    from scipy.stats import betabinom
+
+    bc = _coverage_module()
+    D, n = 200, 16
+    N = D * n
+    m, c = 0.5 / (N + 1), N - 1.0
+    old = (m * c, (1 - m) * c)
+    rows, want = [], []
+    for (k_truth, u, side) in ((0, 0.3, 0), (2, 0.7, 0), (1000, 0.9, 1), (998, 0.1, 1)):
+        a, b = old if side == 0 else old[::-1]
+        rows.append(bc._prob_rows_ab("flip", f"c{k_truth}", a, b, (k_truth, 1000), u))
+        kd = np.zeros(D) if side == 0 else np.full(D, float(n))
+        want.append(bc._prob_rows("flip", f"c{k_truth}", kd, np.full(D, float(n)), (k_truth, 1000), u, None))
+    kd = np.r_[1.0, np.zeros(D - 1)]
+    other = bc._prob_rows("consensus", "Q", kd, np.full(D, 40.0), (3, 10000), 0.2, None)
+    other.pop("alike")
+    rec = {"index": 0, "cfg": {"draws": D}, "views": {"user": {"rows": rows + [other], "fit": {}}}}
+    out = bc.refresh_alike([rec])[0]["views"]["user"]["rows"]
+    for got, exp in zip(out, want):
+        assert got["alike"] is True and (got["a"], got["b"]) == (exp["a"], exp["b"])
+        assert got["rank"] == pytest.approx(exp["rank"], abs=1e-9)
+        assert {L: got[L] for L in ("0.5", "0.8", "0.95")} == {L: exp[L] for L in ("0.5", "0.8", "0.95")}
+    assert out[-1] == dict(other, alike=False)
+    assert out[0]["rank"] != rows[0]["rank"] and betabinom.pmf(0, 1000, *old) < 0.9
+    with pytest.raises(ValueError, match="do not split over"):
+        bc.refresh_alike([dict(rec, cfg={"draws": 7})])
 
 
 def test_randomised_table_on_the_page_is_the_stored_summaries():
@@ -271,7 +309,7 @@ def test_randomised_table_on_the_page_is_the_stored_summaries():
     for text in (f"masses ({ci(cm95)} at 95 %, {det['critical_mass']['0.8']['randomised']['share']:.3f} at 80 %)",
                  f"{det['flip']['0.95']['randomised']['share']:.3f} at 95 % and {ci(fl80)} at 80 %",
                  f"(prediction view {ci(pred['prediction_sbc']['flip']['0.8']['randomised'])})",
-                 f"outcome hold {user['coverage_flip_alike']['flip']['0.8']['randomised']['share']:.3f} at 80 %",
+                 f"outcome {user['coverage_flip_alike']['flip']['0.8']['randomised']['share']:.3f} at 80 %",
                  f"differ {ci(user['coverage_flip_differ']['flip']['0.8']['randomised'])} "
                  f"({user['coverage_flip_differ']['flip']['0.95']['randomised']['share']:.3f} at 95 %)"):
         assert text in readme, text
