@@ -99,7 +99,9 @@ no fit at all -- the source posterior the truth was drawn from predicts the simu
 predictive distribution and every interval must hold at least its level (the flip and consensus
 intervals, of one cell's frequency, more: they are compared with the probability itself). It
 checks the prediction step alone -- the simulation engine, the run effects, the design, the
-readings -- in seconds per truth, where a fit costs minutes (``--sbc all``: the three).
+readings -- in seconds per truth, where a fit costs minutes (``--sbc all``: the three;
+``--sbc tip``: none, only ``tip`` on the simulated log scored against archive B, the truth's
+probabilities not estimated).
 
 In the fitted family the 40 convergence runs are independent runs: each plays its own draw of the
 run effects, since the fit reads their spread as the whole between-run spread. The committed runs
@@ -703,7 +705,7 @@ def _views(sbc: str, family: str, truth: Truth) -> list:
     """The views of one truth (``--sbc``): ``user`` and ``posterior`` refit (posterior only for
     in-family truths); ``prediction`` predicts from the source posterior itself (truths with a source)."""
     asked = {"user": ["user"], "posterior": ["posterior"], "both": ["user", "posterior"],
-             "prediction": ["prediction"], "all": ["user", "posterior", "prediction"]}[sbc]
+             "prediction": ["prediction"], "all": ["user", "posterior", "prediction"], "tip": []}[sbc]
     out = []
     for v in asked:
         if v == "posterior" and family != "posterior":
@@ -787,7 +789,8 @@ def _run_truth(spec: dict) -> dict:
     log = simulate_log(truth, cfg, np.random.default_rng(s_log))
     stages["simulate"] = time.perf_counter() - t0
     t = time.perf_counter()
-    vals = truth_values(truth, cfg, np.random.default_rng(s_vals))
+    # --sbc tip: tip alone, scored against archive B; the truth's probabilities are not needed
+    vals = {} if cfg["sbc"] == "tip" else truth_values(truth, cfg, np.random.default_rng(s_vals))
     stages["truth_values"] = time.perf_counter() - t
     out = {"family": spec["family"], "index": spec["index"], "seed": [spec["entropy"], *spec["spawn_key"]],
            "source": truth.source, "memory": truth.memory, "info": truth.info, "truth_values": vals,
@@ -1627,10 +1630,11 @@ def main(argv=None) -> int:
     ap.add_argument("--truth-runs", type=int, default=None, help="runs behind each true flip probability (1000)")
     ap.add_argument("--truth-runs-consensus", type=int, default=None,
                     help="runs behind each true P(consensus) (10000; the tiny form 3000)")
-    ap.add_argument("--sbc", choices=["user", "posterior", "both", "prediction", "all"], default=None,
+    ap.add_argument("--sbc", choices=["user", "posterior", "both", "prediction", "all", "tip"], default=None,
                     help="user: calibrate on the simulated runs alone (the headline); posterior: on the shipped "
                          "model's archive baselines plus them (posterior SBC); both; prediction: no fit, the "
-                         "source posterior predicts (the prediction step alone); all (default user)")
+                         "source posterior predicts (the prediction step alone); all; tip: no view, tip alone "
+                         "(default user)")
     ap.add_argument("--assume-monotone", action="store_true",
                     help="predict with the saturation shortcut (off by default since issue 32: it biases the flip "
                          "frequencies under run effects); to measure it")

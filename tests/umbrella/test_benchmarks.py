@@ -421,6 +421,27 @@ def test_bench_coverage_tiny():
     assert a == b
 
 
+@pytest.mark.slow
+def test_bench_coverage_tip_alone(tmp_path):
+    """--sbc tip: no view and no truth probabilities, only tip on the simulated log scored against
+    archive B; the records resume from --results, and the summary's tip entry is theirs."""
+    res = tmp_path / "tip.jsonl"
+    args = ("bench_coverage.py", "--tiny", "--truths", "2", "--wider", "0", "--families", "posterior", "--sbc", "tip",
+            "--workers", "1", "--results", str(res), "--json")
+    js = json.loads(_run(*args, timeout=600))
+    recs = [json.loads(x) for x in res.read_text().splitlines()]
+    assert len(recs) == 2 and all(r["views"] == {} and r["truth_values"] == {} for r in recs)
+    assert all(len(r["tip"]) == 1 and r["tip"][0]["quantity"] == "tip" for r in recs)
+    d = js["coverage_detail"]
+    assert d["tip"]["0.95"]["rows"] == 2 and d["flip"]["0.95"]["rows"] == 0
+    assert js["coverage"]["tip"]["0.95"] == round(sum(r["tip"][0]["0.95"]["covered"] for r in recs) / 2, 4)
+    again = json.loads(_run(*args, timeout=600))  # every truth read back, none run again
+    for x in (js, again):
+        for k in ("seconds", "stage_seconds"):
+            x.pop(k, None)
+    assert again == js
+
+
 def test_calibration_page_tables_are_the_stored_summaries():
     """The coverage tables of docs/validation/calibration.md (and README's) are
     ``bench_coverage.py --summarise ... --markdown`` of the summaries the runs wrote with ``--json``
