@@ -925,6 +925,8 @@ def refresh_alike(records) -> list:
             if "rows" not in v:
                 views[view] = v
                 continue
+            if "rows_shrunk" in v:  # a shrunk forecast is not the pooled beta: its draws are not in it
+                raise ValueError(f"refresh_alike: truth {rec['index']} has --debug-shrink rows; run it again instead")
             rows = []
             for r in v["rows"]:
                 if r["quantity"] in ("flip", "consensus") and "alike" not in r:

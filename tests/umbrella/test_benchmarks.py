@@ -271,6 +271,8 @@ def test_refresh_alike_gives_old_rows_the_forecast_of_today():
     assert out[0]["rank"] != rows[0]["rank"] and betabinom.pmf(0, 1000, *old) < 0.9
     with pytest.raises(ValueError, match="do not split over"):
         bc.refresh_alike([dict(rec, cfg={"draws": 7})])
+    with pytest.raises(ValueError, match="debug-shrink"):
+        bc.refresh_alike([dict(rec, views={"user": {"rows": rows, "rows_shrunk": rows}})])
 
 
 def test_randomised_table_on_the_page_is_the_stored_summaries():
