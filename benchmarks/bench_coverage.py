@@ -1277,6 +1277,19 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
         keys = sorted({k for s in st for k in s})
         out["stage_seconds"] = {k: {"mean": round(float(np.mean([s.get(k, 0) for s in st])), 2),
                                     "max": round(float(np.max([s.get(k, 0) for s in st])), 2)} for k in keys}
+    tips = [t for r in inf for t in (r.get("tip") or [])]
+    if cfg.get("sbc") == "tip" and tips:  # what the search cost: runs read of the archive's grid
+        used = np.array([t["runs_used"] for t in tips], float)
+        grid = np.array([t["runs_available"] for t in tips], float)
+        out["tip_runs"] = {"searches": len(tips), "mean": round(float(used.mean()), 1), "min": int(used.min()),
+                           "max": int(used.max()), "mean_share": round(float((used / grid).mean()), 4),
+                           "grid": int(np.median(grid))}
+        # the rival with the same archive: its whole grid read by the published rule (240 runs)
+        for key, name in (("estimate", "tip"), ("truth_same_archive", "full_grid")):
+            d = [abs(t[key] - t["truth"]) if t.get(key) is not None and t.get("truth") is not None else
+                 (0.0 if t.get(key) is None and t.get("truth") is None else math.inf) for t in tips]
+            out["tip_runs"][f"{name}_exact"] = int(sum(x == 0 for x in d))
+            out["tip_runs"][f"{name}_within_1"] = int(sum(x <= 1 for x in d))
     out["reading_differs"] = sum(1 for rec in inf for v in (rec.get("views") or {}).values() for row in
                                  (v.get("rows") or []) for lv in map(str, LEVELS)
                                  if isinstance(row.get(lv), dict) and "reading_differs" in row[lv])
@@ -1390,6 +1403,12 @@ def markdown_table(js: dict) -> list:
             if parts:
                 n = (js.get("n_truths_by_family") or {}).get(f)
                 out.append(f"- {f} ({n} truths), {view} view, share inside the 95% intervals: " + ", ".join(parts))
+    tr = js.get("tip_runs")
+    if tr:
+        out.append(f"- tip ({tr['searches']} searches): runs read {tr['mean']:.1f} on average ({tr['min']}-{tr['max']}) of "
+                   f"the grid's {tr['grid']}, {100 * tr['mean_share']:.0f} %; its estimate equals archive B's critical "
+                   f"mass in {tr['tip_exact']} and is within one agent in {tr['tip_within_1']}; archive A's whole grid "
+                   f"read by the published rule: {tr['full_grid_exact']} and {tr['full_grid_within_1']}")
     for src, tab in (js.get("by_source") or {}).items():
         parts = []
         for q, v in tab.items():

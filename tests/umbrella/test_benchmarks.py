@@ -437,6 +437,18 @@ def test_bench_coverage_tip_alone(tmp_path):
     d = js["coverage_detail"]
     assert d["tip"]["0.95"]["rows"] == 2 and d["flip"]["0.95"]["rows"] == 0
     assert js["coverage"]["tip"]["0.95"] == round(sum(r["tip"][0]["0.95"]["covered"] for r in recs) / 2, 4)
+    tr, tips = js["tip_runs"], [r["tip"][0] for r in recs]
+    assert tr["searches"] == 2 and tr["mean"] == round(sum(t["runs_used"] for t in tips) / 2, 1)
+
+    def near(key, k):  # "not reached" (None) is k agents from nothing but itself
+        return sum((t[key] is None and t["truth"] is None) or (None not in (t[key], t["truth"])
+                                                               and abs(t[key] - t["truth"]) <= k) for t in tips)
+
+    assert (tr["tip_exact"], tr["tip_within_1"]) == (near("estimate", 0), near("estimate", 1))
+    assert (tr["full_grid_exact"], tr["full_grid_within_1"]) == (near("truth_same_archive", 0),
+                                                                  near("truth_same_archive", 1))
+    bc = _coverage_module()
+    assert any(line.startswith("- tip (2 searches): runs read") for line in bc.markdown_table(js))
     again = json.loads(_run(*args, timeout=600))  # every truth read back, none run again
     for x in (js, again):
         for k in ("seconds", "stage_seconds"):
