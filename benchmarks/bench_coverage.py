@@ -597,9 +597,9 @@ def _prob_rows(kind, key, k_draws, n_draws, truth_kn, u, F):
     ``expected``; the rank is the randomised PIT of ``k`` under the beta-binomial predictive."""
     a, b = _beta(k_draws, n_draws, F)
     row = _prob_rows_ab(kind, key, a, b, truth_kn, u)
-    k, n = np.asarray(k_draws, float), np.asarray(n_draws, float)
-    k = k[n > 0]
-    row["alike"] = bool(not k.any() or np.all(k == n[n > 0]))  # beta_summary's all-or-none branch
+    from normlab.calibration.evaluate.scoring_rules import all_or_none
+
+    row["alike"] = all_or_none(k_draws, n_draws)  # beta_summary's branch without a spread
     return row
 
 

@@ -169,7 +169,7 @@ def beta_summary(k, n, *, nodes: int = SPREAD_NODES) -> tuple[float, float]:
         raise ValueError("beta_summary: no draw with a simulated run; give at least one n > 0")
     N = float(n.sum())
     m = (float(k.sum()) + 0.5) / (N + 1.0)
-    if not k.any() or np.all(k == n):  # every draw all-or-none alike: the mean is not held either
+    if all_or_none(k, n):  # every draw all-or-none alike: the mean is not held either
         pairs, w = np.unique(n, return_counts=True)
         a, b = _unseen_beta(tuple(pairs.tolist()), tuple(w.tolist()), nodes)
         return (a, b) if not k.any() else (b, a)
@@ -186,6 +186,15 @@ def beta_summary(k, n, *, nodes: int = SPREAD_NODES) -> tuple[float, float]:
     v = tau2 * (1.0 + 1.0 / k.size) + m * (1.0 - m) / N
     cc = max(m * (1.0 - m) / v - 1.0, 1e-3)
     return m * cc, (1.0 - m) * cc
+
+
+def all_or_none(k, n) -> bool:
+    """Whether every draw (``n_d > 0``) saw no event, or only events: :func:`beta_summary`'s branch
+    without a spread to estimate."""
+    k = np.asarray(k, float).reshape(-1)
+    n = np.asarray(n, float).reshape(-1)
+    k = k[n > 0]
+    return bool(not k.any() or np.all(k == n[n > 0]))
 
 
 #: Logit grid of the mean in :func:`_unseen_beta` (midpoints; the posterior of a mean no draw
