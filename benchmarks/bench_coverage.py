@@ -405,7 +405,6 @@ def truth_values(truth: Truth, cfg: dict, g) -> dict:
     only 0.934 of the user view's consensus rows at 95 %; with 10 000 convergence runs 0.949
     (their ``expected``): the consensus truths get the runs (about 3 CPU s a truth), the flips'
     (one call per run, 4-16 s per truth at 1 000) do not."""
-    from normlab.theory.criteria import PUBLISHED_FLIP_THRESHOLD  # noqa: F401 (the flip rule the game reads)
 
     N, R = cfg["n_agents"], int(cfg["truth_runs"])
     truth.n_agents = N
@@ -965,7 +964,6 @@ def _log_cm(log, maj, cfg, memory):
     from normlab.calibration import challenger_shares
     from normlab.calibration.tip import count_met
 
-    ch = NAMES[1 - NAMES.index(maj)]
     r = log.runs
     r = r[(r["initial"].astype(str) == f"consensus:{maj}")]
     sh = challenger_shares(log.select(run=list(r["run"])))

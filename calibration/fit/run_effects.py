@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from normlab._display import fmt, fmt_interval, html_card, plain, short_repr
+from normlab._display import fmt, html_card, plain, short_repr
 from normlab._rng import as_generator
 
 __all__ = ["RunEffects", "fit_run_effects", "run_effect_values"]
@@ -138,6 +138,10 @@ class RunEffects:
     tests : dict
         The one-component tests (``sd_b`` alone, ``sd_k`` alone), the ``rho`` profile (when fitted),
         the reference table and the grid of the posterior.
+    omega : numpy.ndarray, shape (M,) or (0,)
+        Cell shares paired with the rows of :attr:`sample` (a draw that has already fixed its
+        ``omega``, such as :func:`normlab.calibration.tip`'s replication tables, which integrate the
+        fitted cells' shared effects out with it); empty: :attr:`share` draws it.
 
     References
     ----------
@@ -161,6 +165,7 @@ class RunEffects:
     p_mean: float = float("nan")
     weights: tuple = ()
     tests: dict = field(default_factory=dict)
+    omega: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __post_init__(self):
         p = np.asarray(self.params, dtype=float).reshape(-1)
@@ -172,6 +177,9 @@ class RunEffects:
             raise ValueError(f"share must be 'uniform', 'none' or 'all'; got {self.share!r}")
         if sm.size and (np.any(sm[:, 2:4] < 0) or np.any(np.abs(sm[:, 4]) > 1) or not np.isfinite(sm).all()):
             raise ValueError("sample rows are (mu_b, mu_k, sd_b >= 0, sd_k >= 0, -1 <= rho <= 1)")
+        om = np.asarray(self.omega, dtype=float).reshape(-1)
+        if om.size and (len(om) != len(sm) or np.any((om < 0) | (om > 1))):
+            raise ValueError(f"omega must hold one share in [0, 1] per sample row ({len(sm)}); got {len(om)}")
         kind = self.kind
         if not kind:
             if sm.size:
@@ -182,8 +190,9 @@ class RunEffects:
                 kind = "none"
         if kind not in ("joint", "marginal", "laplace", "laplace (old)", "none"):
             raise ValueError(f"kind must be 'joint', 'marginal', 'laplace' or 'none'; got {kind!r}")
-        for a in (p, c, sm):
+        for a in (p, c, sm, om):
             a.setflags(write=False)
+        object.__setattr__(self, "omega", om)
         object.__setattr__(self, "params", p)
         object.__setattr__(self, "cov", c)
         object.__setattr__(self, "sample", sm)
@@ -297,6 +306,8 @@ class RunEffects:
              "kind": self.kind}
         if self.sample.size:
             d["sample"] = self.sample.tolist()
+        if self.omega.size:
+            d["omega"] = self.omega.tolist()
         for k in ("lr_heterogeneity", "p_heterogeneity", "lr_mean", "p_mean"):
             v = getattr(self, k)
             d[k] = None if not np.isfinite(v) else float(v)
@@ -320,7 +331,8 @@ class RunEffects:
                    note=str(d.get("note", "")), sample=np.asarray(d.get("sample") or np.zeros((0, 5)), float),
                    kind=kind, lr_heterogeneity=_nan(d.get("lr_heterogeneity")),
                    p_heterogeneity=_nan(d.get("p_heterogeneity")), lr_mean=_nan(d.get("lr_mean")),
-                   p_mean=_nan(d.get("p_mean")), weights=tuple(d.get("weights") or ()), tests=d.get("tests") or {})
+                   p_mean=_nan(d.get("p_mean")), weights=tuple(d.get("weights") or ()), tests=d.get("tests") or {},
+                   omega=np.asarray(d.get("omega") or np.zeros(0), float))
 
     def __repr__(self) -> str:
         if not self.active:
@@ -353,7 +365,8 @@ class RunEffects:
 
         if not self.sample.size:
             return self
-        return dataclasses.replace(self, sample=self.sample[np.asarray(index, np.int64) % self.sample.shape[0]])
+        i = np.asarray(index, np.int64) % self.sample.shape[0]
+        return dataclasses.replace(self, sample=self.sample[i], omega=self.omega[i] if self.omega.size else self.omega)
 
     # ------------------------------------------------------------------ draws
     def draws(self, n: int, *, rng=None, index=None) -> np.ndarray:
@@ -374,6 +387,9 @@ class RunEffects:
             if len(rows) != n:
                 raise ValueError(f"index must have one entry per draw ({n}); got {len(rows)}")
             out[:, :5] = self.sample[rows]
+            if self.omega.size:  # shares fixed with the rows
+                out[:, 5] = self.omega[rows]
+                return out
         else:
             p = self.params.copy()
             finite = np.isfinite(p)

@@ -79,6 +79,8 @@ from .result import TipResult, _set_text
 __all__ = ["tip", "run_tip", "TipResult", "TipSettings", "STRATEGIES", "count_met"]
 #: A count "can still change the answer" (a candidate of either strategy) when P(CM >= c) is at least this.
 RELEVANT = 0.05
+#: Child seed (of the search's) of the replication's tables and runs (the steps use 0, 1, 2, ...).
+FRESH_KEY = 1_000_000
 
 
 # ----------------------------------------------------------------------------- the search
@@ -281,7 +283,11 @@ def run_tip(source: RunSource, settings: TipSettings, *, prior=None, log: GameLo
     # ---- the result
     # a fresh experiment of the same design from the final posterior (no observed run plugged in):
     # the interval an independent replication's critical mass should fall in
-    met_r, _, _ = _combine(sim, {}, design)
+    # ... whose cells have their own shared run effects: those of the cells the table was fitted on
+    # are integrated out of its draws (_fresh_tables)
+    fresh = _fresh_tables(fit, effects, data, source, D, _child(ss, FRESH_KEY))
+    sim_r = sim if fresh is None else _simulate(fresh[0], design, D, _child(ss, FRESH_KEY + 1), run_effects=fresh[1])
+    met_r, _, _ = _combine(sim_r, {}, design)
     rs = _summarise(_critical_masses(met_r, grid), level, grid, tol=tol, target=target)
     replication = {k: rs[k] for k in ("estimate", "low", "high", "credible_set", "p_set", "p_beyond")}
     replication["distribution"] = rs["distribution"]
@@ -393,9 +399,10 @@ class _Sim:
     window: int
 
 
-def _simulate(fit, design: ExperimentDesign, D, seed) -> _Sim:
+def _simulate(fit, design: ExperimentDesign, D, seed, run_effects="fit") -> _Sim:
     """Every run of the design's grid simulated per posterior draw (tested and extension counts;
-    each run as long as the design's cap, ending as ``design.stop`` says)."""
+    each run as long as the design's cap, ending as ``design.stop`` says); ``fit`` a fit, or table
+    draws with their ``run_effects`` (:func:`_fresh_tables`)."""
     g = design.grid()
     grid = _Grid([c for c, _, _ in g], [len(L) for _, L, _ in g], [t for _, _, t in g])
     sim_design = ExperimentDesign(design.majority, design.challenger, design.n_agents, tuple(grid.counts),
@@ -403,7 +410,7 @@ def _simulate(fit, design: ExperimentDesign, D, seed) -> _Sim:
                                   source="tip")
     pred = predict(fit, n_agents=design.n_agents, n_draws=D, consensus=False, strength=False, committed=[0],
                    n_runs_flip=1, design_runs=1, design=sim_design, max_round=design.window,
-                   directions=[(design.majority, design.challenger)], rng=seed)
+                   directions=[(design.majority, design.challenger)], run_effects=run_effects, rng=seed)
     f = pred.experiment_shares
     ci = {c: i for i, c in enumerate(grid.counts)}
     draws = f["draw"].to_numpy()
@@ -417,6 +424,90 @@ def _simulate(fit, design: ExperimentDesign, D, seed) -> _Sim:
     shares[dmap, c_idx, run, rnd] = f["share"].to_numpy()
     lengths = (~np.isnan(shares)).sum(axis=3)
     return _Sim(shares, lengths, grid, design.window)
+
+
+def _fresh_tables(fit, effects: RunEffects, data, source, D, seed):
+    """Table draws for a *fresh* experiment and their run effects (``(tables, RunEffects)``; None
+    when no run effects are played or there are no runs).
+
+    The effects are those of the convergence runs (:func:`_independent_effects`). The runs of
+    one experiment cell (one committed count) share a part ``omega`` of their run effects (:func:`normlab.calibration.fit.run_effects.run_effect_values`), so the table fitted
+    on them has absorbed their cells' shared effects -- at the states those runs alone visit, all
+    of it -- and the average of their own parts. An independent experiment has other cells: per
+    draw, with the draw's ``(sd_b, sd_k, rho, omega)``, every fitted run's effect is drawn (its
+    cell's shared part and its own; a convergence run is a cell of its own) and taken out of each
+    state's logit in proportion to the run's share of the state's decisions,
+    ``l_s <- sum_r w_sr (l_s - b_r) / kappa_r + (1 - sum_r w_sr) l_s``, where
+    ``logit p_r = kappa_r l_s + b_r`` is how a run plays the table. The effects' rows are paired
+    with the tables (the same ``omega`` simulates the fresh experiment's cells).
+    """
+    if not effects.active or not data:
+        return None
+    from normlab.theory.strategies import StrategyTable
+
+    g = np.random.default_rng(seed)
+    lg = GameLog.concat(data) if len(data) > 1 else data[0]
+    rc = counts_from_log(lg, names=source.names, memory=source.memory)
+    effects = _independent_effects(lg, fit, effects, source)
+    tabs, index = fit.sample_tables(D, rng=g, return_index=True)
+    E = effects.draws(D, rng=g, index=index if effects.kind == "joint" else None)
+    info = lg.runs.set_index("run")
+    run_ids = np.array([int(str(x).split(":", 1)[1]) for x in rc.groups])
+    kinds = info.loc[run_ids, "kind"].astype(str).to_numpy()
+    cnt = info.loc[run_ids, "committed_count"].to_numpy()
+    cells = {}
+    cell = np.array([cells.setdefault(("count", int(c)) if k in ("swap", "evolved") else ("run", i), len(cells))
+                     for i, (k, c) in enumerate(zip(kinds, cnt))], np.int64)
+    S, W = tabs.shape[1:]
+    total = np.asarray(fit.counts, float).sum(axis=1) + W * float(getattr(fit, "prior", 0.0) or 0.0)
+    n = np.asarray(rc.group_counts, float).sum(axis=1)
+    st = np.asarray(rc.group_state, np.int64)
+    w = n / np.maximum(total[st], 1e-300)
+    r = np.asarray(rc.group_index, np.int64)
+    zc = g.standard_normal((D, len(cells), 2))
+    zr = g.standard_normal((D, len(run_ids), 2))
+    tabs = _absorbed_out(tabs, E, zc, zr, cell, st, r, w)
+    tables = [StrategyTable(t, memory=fit.memory, names=fit.names) for t in tabs]
+    paired = replace(effects, sample=E[:, :5], omega=E[:, 5], kind="joint")
+    return tables, paired
+
+
+def _independent_effects(lg, fit, effects: RunEffects, source) -> RunEffects:
+    """The run effects re-estimated on the convergence runs alone, where there are enough of them.
+
+    The marginal fit reads its runs' spread as the whole covariance, the spread of independent
+    runs; the committed runs of one count share a part ``omega`` of their effects, so with them
+    in the fit the spread -- and the effects a fresh experiment's cells are drawn with -- is
+    understated. The convergence runs are independent runs (the paper's protocol: each its own
+    session). Fewer than :data:`~normlab.calibration.fit.run_effects.MIN_RUNS` of them: the
+    search's own estimate."""
+    runs = lg.runs[lg.runs["kind"].astype(str) == "baseline"]
+    if len(runs) < MIN_RUNS:
+        return effects
+    sub = GameLog(lg.decisions[lg.decisions["run"].isin(runs["run"])], runs)
+    est = fit_run_effects(counts_from_log(sub, names=source.names, memory=source.memory), fit, start=effects)
+    return est if est.active else effects
+
+
+def _absorbed_out(tabs, E, zc, zr, cell, st, r, w):
+    """:func:`_fresh_tables`' arithmetic: per draw ``d`` the runs' effects ``e_r = (sqrt(omega) zc[d,
+    cell[r]] + sqrt(1 - omega) zr[d, r]) L^T`` (``L`` the Cholesky factor of the draw's covariance),
+    and per decision row ``i`` (run ``r[i]``, state ``st[i]``, share ``w[i]`` of the state's
+    decisions) the state's logit of name 1 moved by ``w_i ((l - b_r) / kappa_r - l)``. Two-name
+    tables ``(D, S, 2)``; returns new tables."""
+    from normlab.calibration.fit.run_effects import _chol
+
+    out = np.array(tabs, float)
+    seen, at = np.unique(st, return_inverse=True)  # the states some run played (the rest keep their draws)
+    for d in range(out.shape[0]):
+        _, _, sd_b, sd_k, rho, om = E[d]
+        e = (math.sqrt(om) * zc[d, cell] + math.sqrt(1.0 - om) * zr[d]) @ _chol(sd_b, sd_k, rho).T
+        p1 = np.clip(out[d, seen, 1], 1e-12, 1 - 1e-12)
+        lo = np.log(p1) - np.log1p(-p1)
+        shift = np.bincount(at, weights=w * ((lo[at] - e[r, 0]) * np.exp(-e[r, 1]) - lo[at]), minlength=len(seen))
+        out[d, seen, 1] = 1.0 / (1.0 + np.exp(-(lo + shift)))
+        out[d, seen, 0] = 1.0 - out[d, seen, 1]
+    return out
 
 
 def _observed(played, source) -> dict:

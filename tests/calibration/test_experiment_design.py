@@ -282,6 +282,24 @@ def test_run_effects_draws_pair_by_index():
         eff.draws(3, index=[1, 2])
 
 
+def test_run_effects_cell_shares_fixed_with_their_rows():
+    """A sample with its cell shares (``omega``): rows and shares come out together, aligned and
+    through ``to_dict``; without them the share rule draws omega."""
+    sample = np.column_stack([np.zeros((3, 2)), [[0.1, 0.2, 0.0], [0.3, 0.4, 0.0], [0.5, 0.6, 0.0]]])
+    eff = RunEffects(sample=sample, omega=[0.9, 0.0, 0.4], kind="joint", n_runs=10)
+    d = eff.draws(4, rng=1, index=[2, 0, 1, 2])
+    np.testing.assert_array_equal(d[:, 5], [0.4, 0.9, 0.0, 0.4])
+    np.testing.assert_array_equal(d[:, 2], [0.5, 0.1, 0.3, 0.5])
+    back = RunEffects.from_dict(eff.to_dict())
+    np.testing.assert_array_equal(back.omega, eff.omega)
+    np.testing.assert_array_equal(eff.aligned([1, 1]).draws(2, rng=0, index=[0, 1])[:, 5], [0.0, 0.0])
+    free = RunEffects(sample=sample, kind="joint", n_runs=10).draws(400, rng=1)[:, 5]
+    assert 0.4 < free.mean() < 0.6 and free.std() > 0.25  # U(0, 1)
+    for bad in ([0.5, 0.5], [0.5, 1.5, 0.0]):
+        with pytest.raises(ValueError, match="omega must hold one share"):
+            RunEffects(sample=sample, omega=bad, kind="joint", n_runs=10)
+
+
 def test_prediction_on_a_design_reports_its_grid_and_is_reproducible():
     from normlab.calibration import load_fit
 

@@ -22,7 +22,6 @@ import pytest
 from normlab.calibration.tip import count_met, tip
 from normlab.calibration.tip_sources import ArchiveReplay, archive_design
 from normlab.schema import GameLog
-from normlab.theory.criteria import published_rule
 import _paths  # the repository's and tests/' folders (tests/_paths.py)
 
 BENCH = _paths.REPO / "benchmarks" / "bench_tip.py"
@@ -381,3 +380,95 @@ def test_a_live_source_offers_the_whole_committed_grid(tmp_path):
                     window=30, endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1"))
     assert list(src.design.counts) == list(range(8))
     assert src.runs_available == sum(src.remaining(c) for c in range(8)) == 32
+
+
+def _absorbed_reference(tabs, E, zc, zr, cell, st, r, w):
+    """Slow twin of ``_absorbed_out``: per draw, state and run, the logit of name 1 moved to
+    ``(1 - sum w) l + sum_r w_r (l - b_r) / kappa_r`` with the effect written out by hand."""
+    out = np.array(tabs, float)
+    D, S, _ = out.shape
+    for d in range(D):
+        _, _, sd_b, sd_k, rho, om = E[d]
+        for s in range(S):
+            p = min(max(out[d, s, 1], 1e-12), 1 - 1e-12)
+            lo = math.log(p / (1 - p))
+            new, kept = 0.0, 1.0
+            for i in range(len(st)):
+                if st[i] != s:
+                    continue
+                z1, z2 = (math.sqrt(om) * zc[d, cell[r[i]], k] + math.sqrt(1 - om) * zr[d, r[i], k] for k in (0, 1))
+                b, lk = sd_b * z1, sd_k * (rho * z1 + math.sqrt(1 - rho * rho) * z2)
+                new += w[i] * (lo - b) * math.exp(-lk)
+                kept -= w[i]
+            x = new + kept * lo
+            out[d, s, 1] = 1 / (1 + math.exp(-x))
+            out[d, s, 0] = 1 - out[d, s, 1]
+    return out
+
+
+def test_fresh_tables_absorbed_effects_match_their_twin():
+    from normlab.calibration.tip.search import _absorbed_out
+
+    g = np.random.default_rng(5)
+    D, S, R, C = 6, 7, 9, 4
+    tabs = g.dirichlet([1, 1], size=(D, S))
+    E = np.column_stack([g.normal(size=(D, 2)), g.uniform(0, 0.8, (D, 2)), g.uniform(-0.9, 0.9, D), g.uniform(0, 1, D)])
+    zc, zr = g.standard_normal((D, C, 2)), g.standard_normal((D, R, 2))
+    cell = g.integers(0, C, R)
+    st = g.integers(0, S - 1, 25)  # the last state: no decisions
+    r = g.integers(0, R, 25)
+    w = g.uniform(0, 1, 25)
+    w = w / (np.bincount(st, weights=w, minlength=S)[st] * 1.1)  # a state's runs hold 1/1.1 of its mass
+    fast = _absorbed_out(tabs, E, zc, zr, cell, st, r, w)
+    np.testing.assert_allclose(fast, _absorbed_reference(tabs, E, zc, zr, cell, st, r, w), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(fast[:, S - 1], tabs[:, S - 1])  # nothing to take out where no run played
+
+
+@pytest.mark.parametrize("omega", [1.0, 0.0])
+def test_fresh_tables_take_out_what_the_cells_shared(omega):
+    """The spread the replication's tables gain at a state is the spread of the fitted runs' mean
+    effect there: a state played by one cell of 10 runs gains sd_b sqrt(omega + (1 - omega) / 10),
+    one played by 40 independent runs sd_b / sqrt(40); a state no run played gains nothing; a
+    sharpness spread scales the logit by exp(-lk)."""
+    from normlab.calibration.tip.search import _absorbed_out
+
+    g = np.random.default_rng(11)
+    D, S = 4000, 4
+    tabs = np.tile([0.3, 0.7], (D, S, 1))
+    # runs 0-9: one committed cell (cell 0); runs 10-49: convergence runs, each its own cell
+    cell = np.r_[np.zeros(10, int), np.arange(1, 41)]
+    st = np.r_[np.zeros(10, int), np.ones(40, int), np.full(10, 3)]
+    r = np.r_[np.arange(10), np.arange(10, 50), np.arange(10)]
+    w = np.r_[np.full(10, 0.1), np.full(40, 1 / 40), np.full(10, 0.1)]
+    zc, zr = g.standard_normal((D, 41, 2)), g.standard_normal((D, 50, 2))
+    lo = math.log(0.7 / 0.3)
+    E = np.tile([0.0, 0.0, 0.5, 0.0, 0.0, omega], (D, 1))
+    out = _absorbed_out(tabs, E, zc, zr, cell, st[:50], r[:50], w[:50])
+    x = np.log(out[:, :, 1] / out[:, :, 0]) - lo
+    want = 0.5 * math.sqrt(omega + (1 - omega) / 10)
+    assert abs(x[:, 0].std() / want - 1) < 0.06, (x[:, 0].std(), want)
+    assert abs(x[:, 1].std() / (0.5 / math.sqrt(40)) - 1) < 0.06
+    assert abs(x[:, 0].mean()) < 4 * want / math.sqrt(D)
+    np.testing.assert_array_equal(x[:, 2], 0.0)
+    E[:, 2], E[:, 3] = 0.0, 0.3  # sharpness only
+    out = _absorbed_out(tabs, E, zc, zr, cell, st[50:], r[50:], w[50:])
+    k = np.log(np.log(out[:, 3, 1] / out[:, 3, 0]) / lo)
+    assert abs(k.std() / (0.3 * math.sqrt(omega + (1 - omega) / 10)) - 1) < 0.06
+
+
+def test_replication_integrates_the_fitted_cells_out(archive):
+    """With run effects the replication's tables are the fit's with the fitted runs' effects taken
+    out (a different, reproducible distribution); without them the search's own draws."""
+    from normlab.calibration.tip import search as S
+
+    src = lambda: _source(archive)  # noqa: E731
+    with_eff = [tip(src(), target=0.99, n_draws=40, max_runs=8, rng=4).replication for _ in range(2)]
+    assert with_eff[0] == with_eff[1]
+    data = [archive]
+    fit, eff = S._refit(data, None, None, src(), "empirical", True, None, 1)
+    assert eff.active
+    fresh = S._fresh_tables(fit, eff, data, src(), 30, 2)
+    assert len(fresh[0]) == 30 and fresh[1].kind == "joint" and fresh[1].omega.shape == (30,)
+    base = fit.sample_tables(30, rng=np.random.default_rng(2))
+    assert not np.allclose(np.array([t.table for t in fresh[0]]), base)
+    assert S._fresh_tables(fit, type(eff).none(), data, src(), 30, 2) is None
