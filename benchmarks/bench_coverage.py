@@ -7,6 +7,7 @@ Run from the repository root:
     python benchmarks/bench_coverage.py --tiny --json                          # the CI form (N = 8, H = 2)
     python benchmarks/bench_coverage.py --equality K                           # is a cheaper fit the same?
     python benchmarks/bench_coverage.py --summarise RESULTS.jsonl --json       # recompute from saved truths
+    python benchmarks/bench_coverage.py --summarise OLD.jsonl --match NEW.jsonl  # OLD on NEW's truths only
     python benchmarks/bench_coverage.py --rescore RESULTS.jsonl OUT.jsonl      # score saved forecasts again
     python benchmarks/bench_coverage.py --refresh-alike RESULTS.jsonl OUT.jsonl  # all-or-none forecasts as now
     python benchmarks/bench_coverage.py --truth-scatter RESULTS.jsonl          # how noisy a truth's estimate is
@@ -1288,6 +1289,11 @@ def summarise(records, cfg: dict, seconds: float, seed) -> dict:
                  (0.0 if t.get(key) is None and t.get("truth") is None else math.inf) for t in tips]
             out["tip_runs"][f"{name}_exact"] = int(sum(x == 0 for x in d))
             out["tip_runs"][f"{name}_within_1"] = int(sum(x <= 1 for x in d))
+        # where a shortfall sits: tip's coverage per fitted model the truths were drawn from
+        srcs = sorted({r["source"] for r in inf if r.get("source") and r.get("tip")})
+        if len(srcs) > 1:
+            out["tip_by_source"] = {s: coverage_table([r for r in inf if r.get("source") == s], "user",
+                                                      quantities=("tip",))["tip"] for s in srcs}
     out["reading_differs"] = sum(1 for rec in inf for v in (rec.get("views") or {}).values() for row in
                                  (v.get("rows") or []) for lv in map(str, LEVELS)
                                  if isinstance(row.get(lv), dict) and "reading_differs" in row[lv])
@@ -1407,6 +1413,13 @@ def markdown_table(js: dict) -> list:
                    f"the grid's {tr['grid']}, {100 * tr['mean_share']:.0f} %; its estimate equals archive B's critical "
                    f"mass in {tr['tip_exact']} and is within one agent in {tr['tip_within_1']}; archive A's whole grid "
                    f"read by the published rule: {tr['full_grid_exact']} and {tr['full_grid_within_1']}")
+    for src, v in (js.get("tip_by_source") or {}).items():
+        rz = [(v[str(L)].get("randomised") or {}).get("share") for L in LEVELS]
+        if None not in rz:
+            out.append(f"- tip, truths from `{src}` ({v['0.95']['truths']}): randomised share inside the 50 / 80 / 95 % "
+                       "intervals " + " / ".join(f"{x:.3f}" for x in rz) + "; plain " +
+                       " / ".join(f"{v[str(L)]['share']:.3f}" for L in LEVELS) + " (expected " +
+                       " / ".join(f"{v[str(L)]['expected']:.3f}" for L in LEVELS) + ")")
     for src, tab in (js.get("by_source") or {}).items():
         parts = []
         for q, v in tab.items():
@@ -1661,6 +1674,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no truth after this many seconds (the finished ones are kept in --results)")
     ap.add_argument("--summarise", default=None, metavar="RESULTS", help="only summarise a results file")
+    ap.add_argument("--match", default=None, metavar="RESULTS",
+                    help="--summarise: only the truths (family, index) that RESULTS holds (two runs compared on the "
+                         "same truths)")
     ap.add_argument("--truth-scatter", default=None, metavar="RESULTS",
                     help="how far a truth's P(consensus on M) scatters in 100 tables of 10 runs against one table "
                          "per run, for the first Llama-3.1 truths of RESULTS (truth_scatter())")
@@ -1699,6 +1715,8 @@ def main(argv=None) -> int:
             ap.error(f"--{k.replace('_', '-')} must be at least 1; got {cfg[k]}")
     if cfg["debug_shrink"] is not None and not 0 < cfg["debug_shrink"] < 1:
         ap.error("--debug-shrink must be in (0, 1)")
+    if a.match and not a.summarise:
+        ap.error("--match selects the truths of --summarise RESULTS; give --summarise")
     t0 = time.perf_counter()
     if a.equality:
         cheap = {"nuts_draws": a.cheap_draws, **({"fit_model": a.cheap_model} if a.cheap_model else {})}
@@ -1737,6 +1755,9 @@ def main(argv=None) -> int:
         return 0
     if a.summarise:
         records = [json.loads(x) for x in _read_lines(a.summarise) if x.strip()]
+        if a.match:
+            keep = {(r["family"], r["index"]) for r in (json.loads(x) for x in _read_lines(a.match) if x.strip())}
+            records = [r for r in records if (r["family"], r["index"]) in keep]
         cfg = records[0].get("cfg", cfg) if records else cfg
     else:
         specs = plan(T, W, families, a.seed, cfg)

@@ -49,7 +49,10 @@ class TipResult:
         posterior (no observed run plugged in): ``estimate``, ``low``, ``high``,
         ``credible_set``, ``p_set``, ``p_beyond``, ``distribution`` (count -> probability; ``inf``:
         beyond). An independent archive of the same LLM should fall in it; the headline is this
-        experiment's critical mass, whose played counts are read from their own runs.
+        experiment's critical mass, whose played counts are read from their own runs. Its table
+        draws have the shared run effects of the cells they were fitted on integrated out (a
+        fresh experiment has cells of its own), with the effects of the convergence runs
+        (docs/validation/calibration.md, "tip's fresh experiment").
     runs_used, runs_available : int
         Committed-minority runs played (at least one committed agent... or count 0 runs when the
         search asked for them) and those the source could have played.

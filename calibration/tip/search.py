@@ -28,7 +28,10 @@ answer is known:
    published rule is an ensemble reading that one slow run of ten fails, which simulated runs
    cannot vouch for) -- or when the budget (runs, requests, tokens, money) is spent, or no playable count
    can change the answer. The result also gives the critical mass a *fresh* experiment of the
-   same design would report (``replication``): the interval an independent archive falls in.
+   same design would report (``replication``): the interval an independent archive falls in. Its
+   table draws have the shared run effects of the cells they were fitted on integrated out
+   (:func:`_fresh_tables`: the runs of one count share a part of their effects, which the fitted
+   table absorbs and a fresh experiment's cells do not share).
 5. **Choose** the next batch (``batch`` runs, default 2, at one count) by its expected
    information about the critical mass per unit of cost (``strategy="eig"``): for each playable
    count ``c``, the draws' simulated runs that the batch would replace give the posterior
@@ -431,9 +434,10 @@ def _fresh_tables(fit, effects: RunEffects, data, source, D, seed):
     when no run effects are played or there are no runs).
 
     The effects are those of the convergence runs (:func:`_independent_effects`). The runs of
-    one experiment cell (one committed count) share a part ``omega`` of their run effects (:func:`normlab.calibration.fit.run_effects.run_effect_values`), so the table fitted
-    on them has absorbed their cells' shared effects -- at the states those runs alone visit, all
-    of it -- and the average of their own parts. An independent experiment has other cells: per
+    one experiment cell (one committed count and name) share a part ``omega`` of their run effects
+    (:func:`normlab.calibration.fit.run_effects.run_effect_values`), so the table fitted on them
+    has absorbed their cells' shared effects -- at the states those runs alone visit, all of it --
+    and the average of their own parts. An independent experiment has other cells: per
     draw, with the draw's ``(sd_b, sd_k, rho, omega)``, every fitted run's effect is drawn (its
     cell's shared part and its own; a convergence run is a cell of its own) and taken out of each
     state's logit in proportion to the run's share of the state's decisions,
@@ -455,9 +459,10 @@ def _fresh_tables(fit, effects: RunEffects, data, source, D, seed):
     run_ids = np.array([int(str(x).split(":", 1)[1]) for x in rc.groups])
     kinds = info.loc[run_ids, "kind"].astype(str).to_numpy()
     cnt = info.loc[run_ids, "committed_count"].to_numpy()
+    nm = info.loc[run_ids, "committed_name"].astype(str).to_numpy()
     cells = {}
-    cell = np.array([cells.setdefault(("count", int(c)) if k in ("swap", "evolved") else ("run", i), len(cells))
-                     for i, (k, c) in enumerate(zip(kinds, cnt))], np.int64)
+    cell = np.array([cells.setdefault(("count", int(c), m) if k in ("swap", "evolved") else ("run", i), len(cells))
+                     for i, (k, c, m) in enumerate(zip(kinds, cnt, nm))], np.int64)
     S, W = tabs.shape[1:]
     total = np.asarray(fit.counts, float).sum(axis=1) + W * float(getattr(fit, "prior", 0.0) or 0.0)
     n = np.asarray(rc.group_counts, float).sum(axis=1)

@@ -454,6 +454,39 @@ def test_bench_coverage_tip_alone(tmp_path):
         for k in ("seconds", "stage_seconds"):
             x.pop(k, None)
     assert again == js
+    one = tmp_path / "one.jsonl"  # --match: the summary of the truths another results file holds
+    one.write_text(res.read_text().splitlines()[1] + "\n")
+    m = json.loads(_run("bench_coverage.py", "--summarise", str(res), "--match", str(one), "--json", timeout=120))
+    assert m["n_truths"] == 1 and m["tip_runs"]["mean"] == recs[1]["tip"][0]["runs_used"]
+
+
+def test_tip_fresh_experiment_before_and_after_on_the_page():
+    """The page's before/after of tip's fresh-experiment tables (section tip-fresh): the run before
+    (commit 2b07332's rows, summarised) and after searched the same way (the same runs read, the
+    same estimates against archive B), and the page quotes both summaries' per-source lines and
+    each level's plain and randomised shares."""
+    from _docs import docs_page
+
+    bc = _coverage_module()
+    page = docs_page("validation/calibration.md")
+    data = _paths.REPO / "docs" / "validation" / "_data"
+    before = json.loads((data / "sbc_tip_2b07332.json").read_text())
+    after = json.loads((data / "sbc_tip.json").read_text())
+    assert before["n_truths"] == after["n_truths"] >= 100 and before["seed"] == after["seed"] == 2026
+    assert before["tip_runs"] == after["tip_runs"]  # the searches are the same; only the replication changed
+    for js in (before, after):
+        src = [x for x in bc.markdown_table(js) if x.startswith("- tip, truths from")]
+        assert len(src) == 3
+        for line in src:
+            assert line in page, f"docs/validation/calibration.md lacks\n{line}"
+    for L in ("0.5", "0.8", "0.95"):
+        cells = []
+        for js in (before, after):
+            e = js["coverage_detail"]["tip"][L]
+            r = e["randomised"]
+            cells.append(f"{e['share']:.3f} ({e['expected']:.3f}) | {r['share']:.3f} [{r['low']:.3f}, {r['high']:.3f}]")
+        row = f"| {float(L):.0%} | {cells[0]} | {cells[1]} |"
+        assert row in page, f"docs/validation/calibration.md lacks\n{row}"
 
 
 def test_calibration_page_tables_are_the_stored_summaries():
