@@ -486,10 +486,9 @@ def _independent_effects(lg, fit, effects: RunEffects, source) -> RunEffects:
     understated. The convergence runs are independent runs (the paper's protocol: each its own
     session). Fewer than :data:`~normlab.calibration.fit.run_effects.MIN_RUNS` of them: the
     search's own estimate."""
-    runs = lg.runs[lg.runs["kind"].astype(str) == "baseline"]
-    if len(runs) < MIN_RUNS:
+    sub = lg.select(kind="baseline")
+    if len(sub.runs) < MIN_RUNS:
         return effects
-    sub = GameLog(lg.decisions[lg.decisions["run"].isin(runs["run"])], runs)
     est = fit_run_effects(counts_from_log(sub, names=source.names, memory=source.memory), fit, start=effects)
     return est if est.active else effects
 
