@@ -67,6 +67,7 @@ from normlab._validate import check_int
 from normlab.llm_runs import BudgetExhausted
 from normlab.schema import GameLog
 from normlab.theory.criteria import FLIP_SUM, LAST_ROUNDS, published_rule
+from normlab.theory.strategies import StrategyTable
 
 from ..evaluate.observed_critical_mass import challenger_shares
 from ..fit.inputs import StateCounts, counts_from_log
@@ -447,8 +448,6 @@ def _fresh_tables(fit, effects: RunEffects, data, source, D, seed):
     """
     if not effects.active or not data:
         return None
-    from normlab.theory.strategies import StrategyTable
-
     g = np.random.default_rng(seed)
     lg = GameLog.concat(data) if len(data) > 1 else data[0]
     rc = counts_from_log(lg, names=source.names, memory=source.memory)
