@@ -13,7 +13,8 @@ Run from the repository root:
     python benchmarks/bench_coverage.py --truth-scatter RESULTS.jsonl          # how noisy a truth's estimate is
 
 **The full run** (prepared, hours; resumable: every finished truth is one line of ``--results``,
-a rerun skips it):
+a rerun skips it; ``--max-seconds`` stops it cleanly, and so does Ctrl-C, which ends the workers at
+once and loses only the truths they were running):
 
     python benchmarks/bench_coverage.py --truths 200 --wider 40 --seed 2026 --workers 16 \\
         --fit-model hierarchical --sbc both --results coverage_full.jsonl --figure coverage_ranks.png \\
@@ -1000,12 +1001,33 @@ def _map_workers(fn, items, workers: int) -> list:
     from concurrent.futures import ProcessPoolExecutor
 
     base = tempfile.mkdtemp(prefix="bench-coverage-")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                             initargs=(base,)) as ex:
-        return list(ex.map(fn, items))
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                             initargs=(base,))
+    futs = [ex.submit(fn, x) for x in items]  # not ex.map: on an exception it cancels the queue from outside
+    try:
+        out = [f.result() for f in futs]
+    except BaseException:  # Ctrl-C or a failed item: the workers end now, not after the queue
+        _end_pool(ex)
+        raise
+    ex.shutdown(wait=True)
+    return out
+
+
+def _end_pool(ex) -> None:
+    """Stop a pool at once: its queued items cancelled by the pool itself (a future cancelled from outside
+    can crash Python 3.11's pool when its workers then die), its workers terminated (their items are
+    lost; what finished was kept by the caller), the pool shut without waiting."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.terminate()
 
 
 def _init_worker(base):
+    import signal
+
+    # a terminal's Ctrl-C reaches the whole process group: only the parent acts on it (it ends the workers)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_env()
     if base:
         d = Path(base) / f"pytensor-{os.getpid()}"
@@ -1502,40 +1524,64 @@ def run(specs, workers: int, results: Path | None, progress=True, max_seconds: f
             print(f"# truth {rec['family']} {rec['index']}: {rec['stages'].get('total', 0):.0f} s "
                   f"({len(records)} of {len(specs)})", file=sys.stderr, flush=True)
 
+    def interrupted():
+        print(f"# interrupted: {len(records)} of {len(specs)} truths done"
+              + (f", kept in {results} (rerun with --results to resume)" if results is not None else ""),
+              file=sys.stderr, flush=True)
+
     t0 = time.time()
     if workers <= 1:
-        for s in todo:
-            if max_seconds is not None and time.time() - t0 > max_seconds:
-                break
-            keep(run_truth(s))
+        try:
+            for s in todo:
+                if max_seconds is not None and time.time() - t0 > max_seconds:
+                    break
+                keep(run_truth(s))
+        except KeyboardInterrupt:  # the running truth is lost, the finished ones are in `results`
+            interrupted()
+            raise
     else:
         import multiprocessing as mp
         import tempfile
-        from concurrent.futures import ProcessPoolExecutor, TimeoutError, as_completed, wait
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
         base = tempfile.mkdtemp(prefix="bench-coverage-")
         ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
                                  initargs=(base,))
-        futs = [ex.submit(run_truth, s) for s in todo]
-        kept = set()
+        # one truth per free worker, submitted as another ends: nothing waits in the pool's queue, so
+        # stopping never has to cancel a queued truth (Python 3.11's pool can then die on a cancelled future)
+        pending, live, timed_out = list(todo[::-1]), set(), False
+        deadline = None if max_seconds is None else t0 + max_seconds
         try:
-            for f in as_completed(futs, timeout=None if max_seconds is None else max_seconds):
-                kept.add(f)
-                keep(f.result())
-        except TimeoutError:
-            for f in futs:
-                f.cancel()
-            running = [f for f in futs if f not in kept and not f.cancelled()]
-            wait(running, timeout=60)
-            for f in running:
-                if f.done() and f.exception() is None:
+            while True:
+                while pending and len(live) < workers and (deadline is None or time.time() < deadline):
+                    live.add(ex.submit(run_truth, pending.pop()))
+                if not live:
+                    break
+                left = None if deadline is None else max(0.0, deadline - time.time())
+                done, live = wait(live, timeout=left, return_when=FIRST_COMPLETED)
+                for f in done:
                     keep(f.result())
-            if progress:
-                print(f"# stopped after {max_seconds} s: {len(records)} of {len(specs)} truths done (rerun with "
-                      f"--results to resume)", file=sys.stderr, flush=True)
-            for p in list(getattr(ex, "_processes", {}).values()):
-                p.terminate()
-        ex.shutdown(wait=False, cancel_futures=True)
+                if not done:  # time is up: no truth starts, the running ones get a minute
+                    timed_out = True
+                    done, live = wait(live, timeout=60)
+                    for f in done:
+                        if f.exception() is None:
+                            keep(f.result())
+                    break
+        except KeyboardInterrupt:  # Ctrl-C: the running truths are lost, the finished ones are in `results`
+            _end_pool(ex)
+            interrupted()
+            raise
+        except BaseException:
+            _end_pool(ex)
+            raise
+        if live:
+            _end_pool(ex)
+        else:
+            ex.shutdown(wait=True)
+        if progress and (pending or timed_out):
+            print(f"# stopped after {max_seconds} s: {len(records)} of {len(specs)} truths done (rerun with "
+                  f"--results to resume)", file=sys.stderr, flush=True)
     order = {(s["family"], s["index"]): k for k, s in enumerate(specs)}
     records.sort(key=lambda r: order.get((r["family"], r["index"]), 0))
     return records
@@ -1761,7 +1807,10 @@ def main(argv=None) -> int:
         cfg = records[0].get("cfg", cfg) if records else cfg
     else:
         specs = plan(T, W, families, a.seed, cfg)
-        records = run(specs, a.workers, Path(a.results) if a.results else None, max_seconds=a.max_seconds)
+        try:
+            records = run(specs, a.workers, Path(a.results) if a.results else None, max_seconds=a.max_seconds)
+        except KeyboardInterrupt:
+            return 130
     js = summarise(records, cfg, time.perf_counter() - t0, a.seed)
     if a.figure:
         inf = [r for r in records if r["family"] == "posterior"]

@@ -187,7 +187,7 @@ def test_randomised_coverage_is_the_level_for_calibrated_discrete_forecasts():
     """Truths drawn from the forecast itself: an integer's equal-tailed intervals and a probability's
     near 0 (known through k of 1 000 runs) hold more than their level, the randomised share the level
     (to its binomial noise); a forecaster pulled to half its spread falls below it."""
-    from scipy.stats import beta, binom
+    from scipy.stats import binom
 
     bc = _coverage_module()
     g = np.random.default_rng(7)
@@ -458,6 +458,74 @@ def test_bench_coverage_tip_alone(tmp_path):
     one.write_text(res.read_text().splitlines()[1] + "\n")
     m = json.loads(_run("bench_coverage.py", "--summarise", str(res), "--match", str(one), "--json", timeout=120))
     assert m["n_truths"] == 1 and m["tip_runs"]["mean"] == recs[1]["tip"][0]["runs_used"]
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (Linux /proc)."""
+    import os
+
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                st = open(f"/proc/{d}/status").read()
+            except OSError:
+                continue
+            f = dict(x.split(":\t", 1) for x in st.splitlines() if ":\t" in x)
+            if f.get("PPid", "").strip() == str(pid) and not f.get("State", "").startswith("Z"):
+                out.append(int(d))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return not open(f"/proc/{pid}/status").read().split("State:\t", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_ends_the_workers_and_keeps_the_finished_truths(tmp_path):
+    """A terminal's Ctrl-C (SIGINT to the whole process group) during a run on 2 workers: the parent
+    ends its workers at once and exits 130, saying how many truths it kept; every finished truth is
+    in --results and a rerun reads them (before, the workers caught it, went on with the queue and
+    the parent waited for them at exit)."""
+    import os
+    import signal
+    import time
+
+    res, err = tmp_path / "r.jsonl", tmp_path / "err.txt"
+    cmd = [sys.executable, str(BENCH / "bench_coverage.py"), "--tiny", "--truths", "8", "--wider", "0",
+           "--families", "posterior", "--sbc", "prediction", "--seed", "3", "--workers", "2", "--results", str(res)]
+    with err.open("w") as fh:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True)
+    try:
+        t0 = time.time()
+        while not (res.exists() and res.read_text().count("\n") >= 1) and time.time() - t0 < 400:
+            assert p.poll() is None, err.read_text()[-2000:]
+            time.sleep(0.5)
+        workers = _children(p.pid)
+        assert len(workers) >= 2 and res.read_text().count("\n") < 8, err.read_text()[-2000:]
+        os.killpg(p.pid, signal.SIGINT)
+        rc = p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    text = err.read_text()
+    kept = len(res.read_text().splitlines())
+    assert rc == 130 and "Traceback" not in text, text[-2000:]
+    assert f"# interrupted: {kept} of 8 truths done, kept in {res}" in text, text[-2000:]
+    t0 = time.time()
+    while [w for w in workers if _alive(w)] and time.time() - t0 < 10:
+        time.sleep(0.2)
+    assert not [w for w in workers if _alive(w)]
+    # a rerun reads them; --max-seconds 0 starts no truth (the pool's stop path, no worker spawned)
+    again = subprocess.run(cmd + ["--max-seconds", "0", "--json", "-"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"# {kept} truths read from {res}, {8 - kept} to run" in again.stderr
+    assert f"# stopped after 0.0 s: {kept} of 8 truths done" in again.stderr
+    assert json.loads(again.stdout)["n_truths"] == kept
 
 
 def test_tip_fresh_experiment_before_and_after_on_the_page():
