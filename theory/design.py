@@ -132,9 +132,10 @@ def _lean_pick(u, thr, b, W):
 
 
 @njit(inline="always")
-def _lean_remember(a, e, H, B, offsets, top_pow, top_mask, pow2, code, mlen, head, row, ring):
+def _lean_remember(a, e, H, B, offsets, off_h, top_pow, top_mask, pow2, code, mlen, head, row, ring):
     """Append entry ``e`` to agent ``a``'s memory code (the oldest leaves by a mask when ``W**2`` is
-    a power of two, else from the ring of entries) and update its table row."""
+    a power of two, else from the ring of entries) and update its table row (``off_h``: ``offsets[H]``,
+    held in a register: a load of it after each store to the int64 work arrays is not hoisted)."""
     k = mlen[a]
     if k < H:
         ring[a * H + k] = e
@@ -145,14 +146,29 @@ def _lean_remember(a, e, H, B, offsets, top_pow, top_mask, pow2, code, mlen, hea
     elif pow2:
         c = (code[a] & top_mask) * B + e
         code[a] = c
-        row[a] = offsets[H] + c
+        row[a] = off_h + c
     else:
         p = a * H + head[a]
         c = (code[a] - ring[p] * top_pow) * B + e
         code[a] = c
-        row[a] = offsets[H] + c
+        row[a] = off_h + c
         ring[p] = e
         head[a] = head[a] + 1 if head[a] + 1 < H else 0
+
+
+@njit(inline="always")
+def _lean_round_rows(r, n, W, cword, pu1, nu, r_prod, r_produ):
+    """Round ``r``'s production rows from its ``n`` interactions: with two names the uncommitted
+    productions of name 1 (``pu1``) and of both (``nu``) were counted in registers, with more names
+    ``r_produ[r]`` was counted in place; every committed production is ``cword``, so ``r_prod`` follows
+    (``2 n`` productions in all)."""
+    if W == 2:
+        r_produ[r, 0] = nu - pu1
+        r_produ[r, 1] = pu1
+    for q in range(W):
+        r_prod[r, q] = r_produ[r, q]
+    if cword >= 0:
+        r_prod[r, cword] += 2 * n - nu
 
 
 def _sg_lean_play_py(seed, N, W, H, offsets, committed, cword, thr, init_name, max_int, stop_code, flip_thr, omode,
@@ -193,8 +209,10 @@ def _sg_lean_play_py(seed, N, W, H, offsets, committed, cword, thr, init_name, m
     ring_c = np.zeros(3, np.int64)
     ring_u = np.zeros(3, np.int64)
     slot = 0
-    cur_c = 0
-    cur_u = 0
+    cur_c = 0  # uncommitted productions of cword this round (more than two names; two: from pu1 and nu)
+    nu = 0  # uncommitted productions this round
+    pu1 = 0  # ... of name 1 (two names: r_produ's row is written at the round's end)
+    off_h = offsets[H]
     t_streak = -1
     t_flip = -1
     t_err = -1
@@ -209,9 +227,8 @@ def _sg_lean_play_py(seed, N, W, H, offsets, committed, cword, thr, init_name, m
     in_round = 0
     succ = 0
     while t < max_int:
-        if in_round == 0:
+        if in_round == 0 and W != 2:
             for q in range(W):
-                r_prod[r, q] = 0
                 r_produ[r, q] = 0
         x, s0, s1, s2, s3 = _next4(s0, s1, s2, s3)
         i = np.int64(((x >> sh32) * uN) >> sh32)
@@ -250,20 +267,26 @@ def _sg_lean_play_py(seed, N, W, H, offsets, committed, cword, thr, init_name, m
         if ci >= W or cj >= W:
             t_err = t
             break
-        r_prod[r, ci] += 1
-        r_prod[r, cj] += 1
+        # productions: counted in registers with two names (no store-to-load chain through memory
+        # per interaction); the committed ones are cword's and r_prod follows at the round's end
         if i_unc:
-            r_produ[r, ci] += 1
-            cur_u += 1
-            cur_c += np.int64(ci == cword)
+            nu += 1
+            if W == 2:
+                pu1 += ci
+            else:
+                r_produ[r, ci] += 1
+                cur_c += np.int64(ci == cword)
         if j_unc:
-            r_produ[r, cj] += 1
-            cur_u += 1
-            cur_c += np.int64(cj == cword)
+            nu += 1
+            if W == 2:
+                pu1 += cj
+            else:
+                r_produ[r, cj] += 1
+                cur_c += np.int64(cj == cword)
         if i_unc:  # both record (own, partner), first agent first
-            _lean_remember(i, ci * W + cj, H, B, offsets, top_pow, top_mask, pow2, code, mlen, head, row, ring)
+            _lean_remember(i, ci * W + cj, H, B, offsets, off_h, top_pow, top_mask, pow2, code, mlen, head, row, ring)
         if j_unc:
-            _lean_remember(j, cj * W + ci, H, B, offsets, top_pow, top_mask, pow2, code, mlen, head, row, ring)
+            _lean_remember(j, cj * W + ci, H, B, offsets, off_h, top_pow, top_mask, pow2, code, mlen, head, row, ring)
         success = np.int64(ci == cj)
         t += 1
         in_round += 1
@@ -276,9 +299,13 @@ def _sg_lean_play_py(seed, N, W, H, offsets, committed, cword, thr, init_name, m
         if in_round == N:
             r_count[r] = N
             r_succ[r] = succ
-            slot = end_round(ring_c, ring_u, slot, cur_c, cur_u)
+            if W == 2:
+                cur_c = 0 if cword < 0 else (pu1 if cword == 1 else nu - pu1)
+            _lean_round_rows(r, N, W, cword, pu1, nu, r_prod, r_produ)
+            slot = end_round(ring_c, ring_u, slot, cur_c, nu)
             cur_c = 0
-            cur_u = 0
+            nu = 0
+            pu1 = 0
             if cword >= 0 and t_flip < 0 and r >= 2 and window_flip_reached(ring_c, ring_u, flip_thr):
                 t_flip = t
                 if stop_code == 4:
@@ -291,6 +318,8 @@ def _sg_lean_play_py(seed, N, W, H, offsets, committed, cword, thr, init_name, m
     if in_round > 0:
         r_count[r] = in_round
         r_succ[r] = succ
+    if in_round > 0 or t_err >= 0:  # the round under way (an error at a round's start: rows of zeros)
+        _lean_round_rows(r, in_round, W, cword, pu1, nu, r_prod, r_produ)
     scal[S_NINT] = t
     scal[S_STREAK] = t_streak
     scal[S_FLIP] = t_flip
