@@ -69,6 +69,33 @@ def test_bench_calibration_engines_tiny():
     assert eff["interactions"]["none"] == eff["interactions"]["zero_effects"]
 
 
+
+def test_speed_page_quotes_the_stored_engines_run():
+    """The prediction-engine numbers of docs/validation/benchmarks.md are those of the stored
+    ``bench_calibration.py --engines --reps 3`` output they cite (docs/validation/_data/)."""
+    root = _paths.REPO
+    res = json.loads((root / "docs/validation/_data/bench_engines_ad8d4a7.json").read_text())
+    page = " ".join((root / "docs/validation/benchmarks.md").read_text().split())
+    new = sorted(res["predict_run_effects"]["new_all"])
+    eff, dk, st = res["run_effects_per_interaction"], res["design_kernel"], res["interactions_by_stage"]
+    quoted = [
+        f"**{res['predict_llama31_200_draws_cpu_s']:.2f} s CPU on one core** (median of three, {new[0]:.2f}-{new[-1]:.2f};",
+        f"takes {res['predict_run_effects']['old_cpu_s']:.2f} s here",
+        f"{st['all'] / 1e6:.1f} M interactions, of which the relative-strength runs add {st['strength'] / 1e6:.1f} M",
+        f"the convergence runs {st['consensus'] / 1e6:.1f} M",
+        f"plays {eff['interactions']['none'] / 1e6:.1f} M interactions at {eff['M_per_cpu_s']['none']:.1f} M/s",
+        f"bit for bit) {eff['M_per_cpu_s']['zero_effects']:.1f} M/s, {eff['plain_vs_zero_effects']:.2f}x slower",
+        f"with the fit's effects {eff['M_per_cpu_s']['fit_effects']:.1f} M/s",
+        f"{res['predict']['new_cpu_s']:.2f} s against {res['predict']['old_cpu_s']:.1f} s ({res['predict']['ratio']:.1f}x;",
+        f"runs {dk['interactions'] / 1e6:.1f} M interactions at {dk['M_per_cpu_s']:.1f} M interactions/s, "
+        f"{dk['design_vs_batch']:.1f}x the `strategy_game` batch kernel",
+        f"({dk['strategy_game_batch_M_per_cpu_s']:.1f} M/s;",
+        f"batch kernel ran at {dk['strategy_game_batch_M_per_cpu_s']:.1f} M interactions/s in this run",
+    ]
+    for q in quoted:
+        assert q in page, q
+    assert res["predict_run_effects"]["identical"] is True and res["predict"]["same_critical_mass"] is True
+
 @pytest.mark.slow
 def test_bench_faults_aims_kills_at_the_start_and_checks_its_window():
     """Kills early in the run (start-up, the first settings write; CI's trial 17 landed in that
