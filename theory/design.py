@@ -33,73 +33,12 @@ from ._prng import _INV53, _next4
 from .name_order import order_mode, order_tables
 from .strategies import n_states
 from .design_plan import DesignPlan, mixture_sources, sweep_shares
+from ._thresholds import _choice_thresholds, _effect_thresholds, _table_logits
 
 __all__ = ["strategy_design", "DesignPlan"]
 
 
 # ----------------------------------------------------------------------------- one lean run
-def _choice_thresholds_py(params, S, W, thr):
-    """Per state ``s`` the thresholds ``thr[s * W + q]`` of a table's choice: the name picked by a
-    uniform ``u`` is the number of ``q`` with ``u >= thr[s * W + q]`` -- the same name as the
-    kernel's table branch and :func:`normlab.theory.memory_game._choose` (same partial sums:
-    ``thr`` holds them, with 2.0 from the last positive entry on). An invalid row (an entry
-    negative, NaN or above 1, or a sum off 1 by more than 1e-6) gets thresholds -1, so its pick is
-    ``W``: the run's error."""
-    for s in range(S):
-        b = s * W
-        tot = 0.0
-        bad = False
-        last = -1
-        for q in range(W):
-            pq = params[b + q]
-            if not (pq >= 0.0) or pq > 1.0 + 1e-9:
-                bad = True
-                break
-            tot += pq
-            thr[b + q] = tot
-            if pq > 0.0:
-                last = q
-        if bad or abs(tot - 1.0) > 1e-6:
-            for q in range(W):
-                thr[b + q] = -1.0
-        else:
-            for q in range(last, W):
-                thr[b + q] = 2.0
-
-
-def _table_logits_py(params, S, W, lg):
-    """Per state ``s`` of a two-name table the logit ``log p(1 | s) - log p(0 | s)`` (``+-inf`` where
-    a probability is 0; NaN for an invalid row, as :func:`_choice_thresholds` judges it) -- what
-    run effects act on."""
-    for s in range(S):
-        p0 = params[s * W]
-        p1 = params[s * W + 1]
-        if not (p0 >= 0.0) or not (p1 >= 0.0) or p0 > 1.0 + 1e-9 or p1 > 1.0 + 1e-9 or abs(p0 + p1 - 1.0) > 1e-6:
-            lg[s] = np.nan
-        elif p1 == 0.0:
-            lg[s] = -np.inf
-        elif p0 == 0.0:
-            lg[s] = np.inf
-        else:
-            lg[s] = math.log(p1) - math.log(p0)
-
-
-def _effect_thresholds_py(lg, b, k, thr):
-    """The choice thresholds (as :func:`_choice_thresholds` lays them out, ``W = 2``) of the table
-    whose logits are ``k * lg + b``: one run's table under its run effect (shift ``b``, sharpness
-    ``k``; :mod:`normlab.calibration.run_effects`)."""
-    for s in range(lg.shape[0]):
-        x = lg[s]
-        if np.isnan(x):
-            thr[2 * s] = -1.0
-            thr[2 * s + 1] = -1.0
-            continue
-        eta = k * x + b
-        p0 = 0.0 if eta > 709.0 else 1.0 / (1.0 + math.exp(eta))  # 709: exp overflows past it
-        thr[2 * s] = 2.0 if p0 >= 1.0 else p0
-        thr[2 * s + 1] = 2.0
-
-
 @njit(inline="always")
 def _lean_start(N, W, H, offsets, committed, init_name, code, mlen, head, row, ring):
     """Initial memories: ``H`` successful plays of ``init_name[a]`` (-1: empty) per uncommitted agent."""
@@ -326,10 +265,6 @@ def _sg_lean_play_py(seed, N, W, H, offsets, committed, cword, thr, init_name, m
     scal[S_STOP] = stop_reason
     scal[S_ERR] = t_err
 
-
-_choice_thresholds = njit(cache=True)(_choice_thresholds_py)
-_table_logits = njit(cache=True)(_table_logits_py)
-_effect_thresholds = njit(cache=True)(_effect_thresholds_py)
 
 
 # Two compiled variants of one source: without a name-order bias the order draws are compiled away,

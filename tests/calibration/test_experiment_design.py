@@ -15,11 +15,11 @@ import pytest
 from normlab.calibration import ExperimentDesign, RunEffects, fit_run_effects, predict
 from normlab.calibration.fit.run_effects import SAMPLE_COLUMNS
 from normlab.calibration.inputs import StateCounts
-from normlab.theory import StrategyTable
 from normlab.theory._batch import S_NINT, SG_SCALARS
 from normlab.theory.criteria import FLIP_SUM
-from normlab.theory.design import (_choice_thresholds_py, _effect_thresholds, _effect_thresholds_py,
-                                   _sg_lean_run, _table_logits, _table_logits_py, strategy_design)
+from normlab.theory._thresholds import (_choice_thresholds_py, _effect_thresholds, _effect_thresholds_py, _table_logits,
+                                       _table_logits_py)
+from normlab.theory.design import _sg_lean_run, strategy_design
 from normlab.theory.strategies import n_states
 import _paths  # the repository's and tests/' folders (tests/_paths.py)
 
