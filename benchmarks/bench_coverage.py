@@ -138,6 +138,7 @@ import gzip
 import json
 import math
 import os
+import shutil
 import sys
 import time
 import zlib
@@ -1000,17 +1001,20 @@ def _map_workers(fn, items, workers: int) -> list:
     import tempfile
     from concurrent.futures import ProcessPoolExecutor
 
-    base = tempfile.mkdtemp(prefix="bench-coverage-")
-    ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                             initargs=(base,))
-    futs = [ex.submit(fn, x) for x in items]  # not ex.map: on an exception it cancels the queue from outside
+    base = tempfile.mkdtemp(prefix="bench-coverage-")  # the workers' PyTensor caches, removed at the end
     try:
-        out = [f.result() for f in futs]
-    except BaseException:  # Ctrl-C or a failed item: the workers end now, not after the queue
-        _end_pool(ex)
-        raise
-    ex.shutdown(wait=True)
-    return out
+        ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                 initargs=(base,))
+        futs = [ex.submit(fn, x) for x in items]  # not ex.map: on an exception it cancels the queue from outside
+        try:
+            out = [f.result() for f in futs]
+        except BaseException:  # Ctrl-C or a failed item: the workers end now, not after the queue
+            _end_pool(ex)
+            raise
+        ex.shutdown(wait=True)
+        return out
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _end_pool(ex) -> None:
@@ -1021,6 +1025,8 @@ def _end_pool(ex) -> None:
     ex.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         p.terminate()
+    for p in procs:  # gone before the caller removes their caches
+        p.join(timeout=10)
 
 
 def _init_worker(base):
@@ -1544,41 +1550,44 @@ def run(specs, workers: int, results: Path | None, progress=True, max_seconds: f
         import tempfile
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-        base = tempfile.mkdtemp(prefix="bench-coverage-")
-        ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                 initargs=(base,))
-        # one truth per free worker, submitted as another ends: nothing waits in the pool's queue, so
-        # stopping never has to cancel a queued truth (Python 3.11's pool can then die on a cancelled future)
-        pending, live, timed_out = list(todo[::-1]), set(), False
-        deadline = None if max_seconds is None else t0 + max_seconds
+        base = tempfile.mkdtemp(prefix="bench-coverage-")  # the workers' PyTensor caches, removed at the end
         try:
-            while True:
-                while pending and len(live) < workers and (deadline is None or time.time() < deadline):
-                    live.add(ex.submit(run_truth, pending.pop()))
-                if not live:
-                    break
-                left = None if deadline is None else max(0.0, deadline - time.time())
-                done, live = wait(live, timeout=left, return_when=FIRST_COMPLETED)
-                for f in done:
-                    keep(f.result())
-                if not done:  # time is up: no truth starts, the running ones get a minute
-                    timed_out = True
-                    done, live = wait(live, timeout=60)
+            ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                     initargs=(base,))
+            # one truth per free worker, submitted as another ends: nothing waits in the pool's queue, so
+            # stopping never has to cancel a queued truth (Python 3.11's pool can then die on a cancelled future)
+            pending, live, timed_out = list(todo[::-1]), set(), False
+            deadline = None if max_seconds is None else t0 + max_seconds
+            try:
+                while True:
+                    while pending and len(live) < workers and (deadline is None or time.time() < deadline):
+                        live.add(ex.submit(run_truth, pending.pop()))
+                    if not live:
+                        break
+                    left = None if deadline is None else max(0.0, deadline - time.time())
+                    done, live = wait(live, timeout=left, return_when=FIRST_COMPLETED)
                     for f in done:
-                        if f.exception() is None:
-                            keep(f.result())
-                    break
-        except KeyboardInterrupt:  # Ctrl-C: the running truths are lost, the finished ones are in `results`
-            _end_pool(ex)
-            interrupted()
-            raise
-        except BaseException:
-            _end_pool(ex)
-            raise
-        if live:
-            _end_pool(ex)
-        else:
-            ex.shutdown(wait=True)
+                        keep(f.result())
+                    if not done:  # time is up: no truth starts, the running ones get a minute
+                        timed_out = True
+                        done, live = wait(live, timeout=60)
+                        for f in done:
+                            if f.exception() is None:
+                                keep(f.result())
+                        break
+            except KeyboardInterrupt:  # Ctrl-C: the running truths are lost, the finished ones are in `results`
+                _end_pool(ex)
+                interrupted()
+                raise
+            except BaseException:
+                _end_pool(ex)
+                raise
+            if live:
+                _end_pool(ex)
+            else:
+                ex.shutdown(wait=True)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
         if progress and (pending or timed_out):
             print(f"# stopped after {max_seconds} s: {len(records)} of {len(specs)} truths done (rerun with "
                   f"--results to resume)", file=sys.stderr, flush=True)

@@ -36,6 +36,7 @@ Not a timed test: it prints figures.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import random
 import shutil
@@ -60,7 +61,8 @@ HERE = Path(__file__).resolve().parent
 AUTHORS_CODE = Path(os.environ.get("NORMLAB_AINORMS_CODE", HERE.parents[1] / "shared" / "reference" / "ai-norms-code"))
 if not AUTHORS_CODE.exists():  # a git worktree next to the main checkout
     AUTHORS_CODE = Path("/work/shared/reference/ai-norms-code")
-TMP = Path(tempfile.mkdtemp(prefix="normlab-bench-"))
+TMP = Path(tempfile.mkdtemp(prefix="normlab-bench-"))  # the compiled C baselines; removed at exit
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
 
 def compile_c(name: str) -> Path | None:

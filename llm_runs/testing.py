@@ -76,38 +76,42 @@ def kill_resume_trials(n_trials: int = 20, *, rng=0, workdir=None, split_writes:
         return d.drop(columns=[c for c in ("latency_s",) if c in d]).sort_values(key).reset_index(drop=True)
 
     out = dict(trials=n_trials, survived=0, lost=0, duplicated=0, hung=0, inside_write=0, failures=[])
-    with StubProcess() as stub:
-        ref_dir = work / "reference"
-        t0 = time.perf_counter()
-        subprocess.run(cmd(stub.base_url, ref_dir), env=env, check=True, capture_output=True, timeout=timeout)
-        wall = time.perf_counter() - t0
-        ref = table(ref_dir)
-        for k in range(n_trials):
-            d = work / f"trial{k}"
-            proc = subprocess.Popen(cmd(stub.base_url, d), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(float(gen.uniform(*kill_window)) * wall)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            j = d / "journal.jsonl"
-            if j.exists() and j.stat().st_size and not j.read_bytes().endswith(b"\n"):
-                out["inside_write"] += 1
-            try:
-                r = subprocess.run(cmd(stub.base_url, d), env=env, capture_output=True, text=True, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                out["hung"] += 1
-                continue
-            if r.returncode != 0:
-                out["failures"].append(f"trial {k}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
-                continue
-            got = table(d)
-            merged = ref[key].merge(got[key], how="outer", on=key, indicator=True)
-            out["lost"] += int((merged["_merge"] == "left_only").sum())
-            out["duplicated"] += int(got.duplicated(key).sum())
-            if len(got) == len(ref) and got.equals(ref):
-                out["survived"] += 1
-            else:
-                out["failures"].append(f"trial {k}: table differs from the uninterrupted run")
-            shutil.rmtree(d, ignore_errors=True)
+    try:
+        with StubProcess() as stub:
+            ref_dir = work / "reference"
+            t0 = time.perf_counter()
+            subprocess.run(cmd(stub.base_url, ref_dir), env=env, check=True, capture_output=True, timeout=timeout)
+            wall = time.perf_counter() - t0
+            ref = table(ref_dir)
+            for k in range(n_trials):
+                d = work / f"trial{k}"
+                proc = subprocess.Popen(cmd(stub.base_url, d), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(float(gen.uniform(*kill_window)) * wall)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                j = d / "journal.jsonl"
+                if j.exists() and j.stat().st_size and not j.read_bytes().endswith(b"\n"):
+                    out["inside_write"] += 1
+                try:
+                    r = subprocess.run(cmd(stub.base_url, d), env=env, capture_output=True, text=True, timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    out["hung"] += 1
+                    continue
+                if r.returncode != 0:
+                    out["failures"].append(f"trial {k}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+                    continue
+                got = table(d)
+                merged = ref[key].merge(got[key], how="outer", on=key, indicator=True)
+                out["lost"] += int((merged["_merge"] == "left_only").sum())
+                out["duplicated"] += int(got.duplicated(key).sum())
+                if len(got) == len(ref) and got.equals(ref):
+                    out["survived"] += 1
+                else:
+                    out["failures"].append(f"trial {k}: table differs from the uninterrupted run")
+                shutil.rmtree(d, ignore_errors=True)
+    finally:  # a folder of our own (no workdir given) is removed; the result holds no path into it
+        if workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
     return out
 
 
@@ -157,34 +161,38 @@ def budget_kill_trials(args: Sequence[str], budget: str, *, stub_args: Sequence[
     work = Path(workdir or tempfile.mkdtemp(prefix="normlab-budget-faults-"))
     work.mkdir(parents=True, exist_ok=True)
     out = dict(trials=n_trials, received=[], cut_off=0, exits=[], failures=[])
-    with StubProcess(*stub_args, "--latency", str(latency)) as stub:
-        for k in range(n_trials):
-            d = work / f"trial{k}"
-            with CountingProxy(stub.base_url, usage=usage) as px:
-                cmd = [sys.executable, "-m", "normlab.cli", *args, "--budget", str(budget), "--base-url", px.base_url,
-                       "--out", str(d)]
-                for _ in range(kills):
-                    n0 = px.requests
-                    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                    target = n0 + int(gen.integers(kill_after[0], kill_after[1] + 1))
-                    t0 = time.monotonic()
-                    while px.requests < target and proc.poll() is None and time.monotonic() - t0 < timeout:
-                        time.sleep(0.002)
-                    proc.send_signal(signal.SIGKILL)
-                    proc.wait()
-                try:
-                    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    out["failures"].append(f"trial {k}: the last session hung")
-                    continue
-                time.sleep(2 * latency + 0.2)  # requests of the killed sessions still being answered are billed too
-                out["received"].append((px.requests, px.tokens))
-                out["exits"].append(r.returncode)
-                if r.returncode not in (0, 5):
-                    out["failures"].append(f"trial {k}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
-                journals = list(d.rglob(jr.JOURNAL_FILE))
-                out["cut_off"] += px.requests - sum(len(jr.calls(jr.read_journal(j))) for j in journals)
-            shutil.rmtree(d, ignore_errors=True)
+    try:
+        with StubProcess(*stub_args, "--latency", str(latency)) as stub:
+            for k in range(n_trials):
+                d = work / f"trial{k}"
+                with CountingProxy(stub.base_url, usage=usage) as px:
+                    cmd = [sys.executable, "-m", "normlab.cli", *args, "--budget", str(budget), "--base-url", px.base_url,
+                           "--out", str(d)]
+                    for _ in range(kills):
+                        n0 = px.requests
+                        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        target = n0 + int(gen.integers(kill_after[0], kill_after[1] + 1))
+                        t0 = time.monotonic()
+                        while px.requests < target and proc.poll() is None and time.monotonic() - t0 < timeout:
+                            time.sleep(0.002)
+                        proc.send_signal(signal.SIGKILL)
+                        proc.wait()
+                    try:
+                        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                    except subprocess.TimeoutExpired:
+                        out["failures"].append(f"trial {k}: the last session hung")
+                        continue
+                    time.sleep(2 * latency + 0.2)  # requests of the killed sessions still being answered are billed too
+                    out["received"].append((px.requests, px.tokens))
+                    out["exits"].append(r.returncode)
+                    if r.returncode not in (0, 5):
+                        out["failures"].append(f"trial {k}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+                    journals = list(d.rglob(jr.JOURNAL_FILE))
+                    out["cut_off"] += px.requests - sum(len(jr.calls(jr.read_journal(j))) for j in journals)
+                shutil.rmtree(d, ignore_errors=True)
+    finally:  # a folder of our own (no workdir given) is removed; the result holds no path into it
+        if workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -90,9 +91,9 @@ def _shrink_png(nb) -> None:
 
 
 def execute(path: Path, *, store: bool = True, timeout: int = 900):
-    """Execute ``path`` headless (nbclient, kernel ``python3``, in a temporary folder) and, with
-    ``store``, keep the executed copy in :data:`STORE`. Returns the executed notebook; a failing cell
-    raises ``nbclient.exceptions.CellExecutionError``."""
+    """Execute ``path`` headless (nbclient, kernel ``python3``, in a temporary folder that is also its
+    ``TMPDIR``) and, with ``store``, keep the executed copy in :data:`STORE`. Returns the executed
+    notebook; a failing cell raises ``nbclient.exceptions.CellExecutionError``."""
     import nbclient
     import nbformat
 
@@ -100,9 +101,9 @@ def execute(path: Path, *, store: bool = True, timeout: int = 900):
     key = source_key(path)
     nb = nbformat.read(path, as_version=4)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:  # the kernel's folder and its TMPDIR: what a notebook leaves goes too
         nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": tmp}}).execute()
+                                resources={"metadata": {"path": tmp}}).execute(env={**os.environ, "TMPDIR": tmp})
     nb.metadata["normlab_executed"] = {"source_key": key, "seconds": round(time.perf_counter() - t0, 1)}
     _shrink_png(nb)
     if store:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,16 +18,22 @@ import _paths  # the repository's and tests/' folders (tests/_paths.py)
 BENCH = _paths.REPO / "benchmarks"
 
 
-def _run(*args, timeout=600):
+def _run(*args, timeout=600, tmpdir=None):
+    """A benchmark's stdout (exit 0 asserted); with ``tmpdir`` (created) as its ``TMPDIR``."""
+    env = None
+    if tmpdir is not None:
+        Path(tmpdir).mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "TMPDIR": str(tmpdir)}
     r = subprocess.run([sys.executable, str(BENCH / args[0]), *args[1:]], capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
 
 
 @pytest.mark.slow
-def test_bench_theory_tiny():
-    out = _run("bench_theory.py", "--tiny")
+def test_bench_theory_tiny(tmp_path):
+    out = _run("bench_theory.py", "--tiny", tmpdir=tmp_path / "tmp")
+    assert not list((tmp_path / "tmp").iterdir())  # its compiled C baselines removed at exit
     for head in ("1. Minimal NG", "2. Many short runs", "3. Strategy game", "4. One run", "5. Start-up"):
         assert head in out
     assert "disagree" not in out
@@ -96,11 +104,15 @@ def test_speed_page_quotes_the_stored_engines_run():
         assert q in page, q
     assert res["predict_run_effects"]["identical"] is True and res["predict"]["same_critical_mass"] is True
 
+
 @pytest.mark.slow
-def test_bench_faults_aims_kills_at_the_start_and_checks_its_window():
+def test_bench_faults_aims_kills_at_the_start_and_checks_its_window(tmp_path):
     """Kills early in the run (start-up, the first settings write; CI's trial 17 landed in that
-    write and stranded its directory before the fix): every trial resumes to the reference table."""
-    res = json.loads(_run("bench_faults.py", "--trials", "3", "--seed", "5", "--kill-window", "0.05,0.5"))
+    write and stranded its directory before the fix): every trial resumes to the reference table,
+    and the trials' temporary folder is removed at the end."""
+    res = json.loads(_run("bench_faults.py", "--trials", "3", "--seed", "5", "--kill-window", "0.05,0.5",
+                          tmpdir=tmp_path / "tmp"))
+    assert not list((tmp_path / "tmp").iterdir())
     assert res["failures"] == [] and (res["trials"], res["survived"], res["lost"], res["hung"]) == (3, 3, 0, 0)
     assert res["peak_rss_mb"]["children"] > 0
     r = subprocess.run([sys.executable, str(BENCH / "bench_faults.py"), "--kill-window", "0.5"], capture_output=True,
@@ -422,7 +434,7 @@ def test_truth_scatter_tiny_and_its_page_table():
         assert line in page, line
 
 @pytest.mark.slow
-def test_bench_coverage_tiny():
+def test_bench_coverage_tiny(tmp_path):
     """The CI form: keys, truths, every family; a planted over-confident forecaster is seen; the
     same seed gives the same JSON whatever the number of workers."""
     res = json.loads(_run("bench_coverage.py", "--tiny", "--debug-shrink", "0.2", "--json", timeout=900))
@@ -441,7 +453,8 @@ def test_bench_coverage_tiny():
     assert shrunk < honest and shrunk < 0.8
     assert res["shrunk"]["coverage"]["flip"]["0.95"] < res["coverage"]["flip"]["0.95"]
     a = json.loads(_run("bench_coverage.py", "--tiny", "--truths", "2", "--wider", "0", "--families", "posterior",
-                        "--workers", "2", "--json", timeout=600))
+                        "--workers", "2", "--json", timeout=600, tmpdir=tmp_path / "tmp"))
+    assert not list((tmp_path / "tmp").iterdir())  # the workers' PyTensor caches removed
     b = json.loads(_run("bench_coverage.py", "--tiny", "--truths", "2", "--wider", "0", "--families", "posterior",
                         "--workers", "1", "--json", timeout=600))
     for x in (a, b):
@@ -489,8 +502,6 @@ def test_bench_coverage_tip_alone(tmp_path):
 
 def _children(pid: int) -> list[int]:
     """The live processes whose parent is ``pid`` (Linux /proc)."""
-    import os
-
     out = []
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -518,15 +529,16 @@ def test_ctrl_c_ends_the_workers_and_keeps_the_finished_truths(tmp_path):
     ends its workers at once and exits 130, saying how many truths it kept; every finished truth is
     in --results and a rerun reads them (before, the workers caught it, went on with the queue and
     the parent waited for them at exit)."""
-    import os
     import signal
     import time
 
     res, err = tmp_path / "r.jsonl", tmp_path / "err.txt"
     cmd = [sys.executable, str(BENCH / "bench_coverage.py"), "--tiny", "--truths", "8", "--wider", "0",
            "--families", "posterior", "--sbc", "prediction", "--seed", "3", "--workers", "2", "--results", str(res)]
+    (tmp_path / "tmp").mkdir()
     with err.open("w") as fh:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True)
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True,
+                             env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
     try:
         t0 = time.time()
         while not (res.exists() and res.read_text().count("\n") >= 1) and time.time() - t0 < 400:
@@ -547,6 +559,7 @@ def test_ctrl_c_ends_the_workers_and_keeps_the_finished_truths(tmp_path):
     while [w for w in workers if _alive(w)] and time.time() - t0 < 10:
         time.sleep(0.2)
     assert not [w for w in workers if _alive(w)]
+    assert not list((tmp_path / "tmp").iterdir())  # the workers' PyTensor caches removed on the way out
     # a rerun reads them; --max-seconds 0 starts no truth (the pool's stop path, no worker spawned)
     again = subprocess.run(cmd + ["--max-seconds", "0", "--json", "-"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]

@@ -5,6 +5,7 @@ instead of executing it: the copy holds the notebook's very cells, executed, wit
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 import _paths  # the repository's and tests/' folders (tests/_paths.py)
@@ -56,3 +57,17 @@ def test_notebook_runs(path):
     nb = nb_tools.execute(path, store=False)  # raises CellExecutionError on the first failing cell
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
+
+
+@pytest.mark.slow
+def test_a_notebooks_temporary_folders_go_with_its_run(tmp_path):
+    """The notebooks write into ``tempfile.mkdtemp()`` folders (a saved prediction, CRSEC runs): run
+    headless their ``TMPDIR`` is the run's own folder, removed with it (before, every CI run left them in /tmp)."""
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    path = tmp_path / "leave.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import tempfile\nd = tempfile.mkdtemp()\nopen(d + '/x', 'w').write('x')\nprint(d)")]), path)
+    nb = nb_tools.execute(path, store=False)
+    left = nb.cells[0].outputs[0]["text"].strip()
+    assert left and not Path(left).exists(), left
