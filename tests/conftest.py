@@ -25,9 +25,34 @@ def ainorms_dir() -> Path:
     return AINORMS
 
 
+def _file_costs() -> dict[str, float]:
+    """Seconds per test file in CI's last measured run (tests/file_costs.json, tools/test_costs.py)."""
+    import json
+
+    try:
+        return dict(json.loads((REPO / "tests" / "file_costs.json").read_text(encoding="utf-8"))["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test that reads the published archives through ``ainorms_dir`` (directly or through a
-    fixture) is in the ``data`` tier: opt-in (``-m data``; CI runs every tier)."""
+    fixture) is in the ``data`` tier: opt-in (``-m data``; CI runs every tier). The files are then
+    ordered heaviest first by their measured seconds (a file's tests stay together and in order):
+    pytest-xdist hands a worker the next file in this order (``--no-loadscope-reorder``, in addopts),
+    so the longest files start first and the short ones fill the end."""
     for item in items:
         if "ainorms_dir" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.data)
+    cost = _file_costs()
+    if not cost:
+        return
+    first: dict[str, int] = {}
+    for k, item in enumerate(items):
+        first.setdefault(item.nodeid.split("::", 1)[0], k)
+
+    def key(item):
+        f = item.nodeid.split("::", 1)[0]
+        return -cost.get(f, 0.0), first[f]
+
+    items[:] = sorted(items, key=key)  # stable: a file's tests keep their order
