@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -345,8 +346,9 @@ def test_quickstart_notebook_shows_readmes_numbers(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(REPO / "notebooks" / "quickstart.ipynb", as_version=4)
-    nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",  # its saved prediction goes in tmp_path too
+                            resources={"metadata": {"path": str(tmp_path)}}).execute(
+        env={**os.environ, "TMPDIR": str(tmp_path)})
     text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
                      for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     for line in _readme_ten_lines().splitlines():
