@@ -39,8 +39,9 @@ def pytest_collection_modifyitems(config, items):
     """Every test that reads the published archives through ``ainorms_dir`` (directly or through a
     fixture) is in the ``data`` tier: opt-in (``-m data``; CI runs every tier). The files are then
     ordered heaviest first by their measured seconds (a file's tests stay together and in order):
-    pytest-xdist hands a worker the next file in this order (``--no-loadscope-reorder``, in addopts),
-    so the longest files start first and the short ones fill the end."""
+    pytest-xdist hands out files in this order (``--no-loadscope-reorder``, in addopts), a worker
+    queuing its next one when two of its tests are left, so the long files start early and the
+    short ones fill the end."""
     for item in items:
         if "ainorms_dir" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.data)

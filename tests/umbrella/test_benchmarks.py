@@ -33,7 +33,7 @@ def _run(*args, timeout=600, tmpdir=None):
 @pytest.mark.slow
 def test_bench_theory_tiny(tmp_path):
     out = _run("bench_theory.py", "--tiny", tmpdir=tmp_path / "tmp")
-    assert not list((tmp_path / "tmp").iterdir())  # its compiled C baselines removed at exit
+    assert not list((tmp_path / "tmp").iterdir())  # its compiled C baselines removed
     for head in ("1. Minimal NG", "2. Many short runs", "3. Strategy game", "4. One run", "5. Start-up"):
         assert head in out
     assert "disagree" not in out
@@ -48,8 +48,9 @@ def test_bench_theory_tiny(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_theory_startup_alone():
-    out = _run("bench_theory.py", "--startup", "--tiny")
+def test_bench_theory_startup_alone(tmp_path):
+    out = _run("bench_theory.py", "--startup", "--tiny", tmpdir=tmp_path / "tmp")
+    assert not list((tmp_path / "tmp").iterdir())  # a section alone returns early: its folder goes at exit
     assert "5. Start-up" in out and "1. Minimal NG" not in out
     assert "deferring SciPy's BLAS module" in out and "normlab's share" in out
 
