@@ -133,6 +133,7 @@ A. Flint Ashery, L. M. Aiello, A. Baronchelli, Sci. Adv. 11, eadu9368 (2025): Me
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gzip
 import json
@@ -997,14 +998,7 @@ def _map_workers(fn, items, workers: int) -> list:
     PyTensor cache per process) when there is more than one item and worker."""
     if workers <= 1 or len(items) < 2:
         return [fn(x) for x in items]
-    import multiprocessing as mp
-    import tempfile
-    from concurrent.futures import ProcessPoolExecutor
-
-    base = tempfile.mkdtemp(prefix="bench-coverage-")  # the workers' PyTensor caches, removed at the end
-    try:
-        ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                 initargs=(base,))
+    with _worker_pool(workers) as ex:
         futs = [ex.submit(fn, x) for x in items]  # not ex.map: on an exception it cancels the queue from outside
         try:
             out = [f.result() for f in futs]
@@ -1013,6 +1007,20 @@ def _map_workers(fn, items, workers: int) -> list:
             raise
         ex.shutdown(wait=True)
         return out
+
+
+@contextlib.contextmanager
+def _worker_pool(workers: int):
+    """A pool of ``workers`` spawned processes (one thread each), each with a PyTensor cache in a
+    temporary folder that is removed when the block ends (the caller ends the pool inside it)."""
+    import multiprocessing as mp
+    import tempfile
+    from concurrent.futures import ProcessPoolExecutor
+
+    base = tempfile.mkdtemp(prefix="bench-coverage-")
+    try:
+        yield ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                  initargs=(base,))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -1546,14 +1554,9 @@ def run(specs, workers: int, results: Path | None, progress=True, max_seconds: f
             interrupted()
             raise
     else:
-        import multiprocessing as mp
-        import tempfile
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        from concurrent.futures import FIRST_COMPLETED, wait
 
-        base = tempfile.mkdtemp(prefix="bench-coverage-")  # the workers' PyTensor caches, removed at the end
-        try:
-            ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                     initargs=(base,))
+        with _worker_pool(workers) as ex:
             # one truth per free worker, submitted as another ends: nothing waits in the pool's queue, so
             # stopping never has to cancel a queued truth (Python 3.11's pool can then die on a cancelled future)
             pending, live, timed_out = list(todo[::-1]), set(), False
@@ -1586,8 +1589,6 @@ def run(specs, workers: int, results: Path | None, progress=True, max_seconds: f
                 _end_pool(ex)
             else:
                 ex.shutdown(wait=True)
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
         if progress and (pending or timed_out):
             print(f"# stopped after {max_seconds} s: {len(records)} of {len(specs)} truths done (rerun with "
                   f"--results to resume)", file=sys.stderr, flush=True)
